@@ -1,0 +1,169 @@
+"""Text by name: embedded corpora that need no network, a user's file, or GLUE via ``datasets``.
+
+- ``lee``: 300 Australian news articles from the gensim wheel, split into sentences (the default; the
+  closest installable stand-in for the paper's MRPC news sentences).
+- ``lee_test``: the 50 further Lee articles (lee.cor).
+- ``polarity``: 200 lower-cased movie-review sentences labelled pos/neg.
+- ``glue/<task>`` (e.g. ``glue/mrpc``): through the ``datasets`` library, only where a network or cache allows.
+- a path to a UTF-8 text file: one sentence per line.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+EMBEDDED = {
+    "lee": ("lee_background.cor", "articles"),
+    "lee_test": ("lee.cor", "articles"),
+    "polarity": ("pang_lee_polarity.cor", "labelled"),
+}
+
+
+class CorpusError(ValueError):
+    pass
+
+
+@dataclass
+class Corpus:
+    """Sentences in corpus order (consecutive sentences of an article stay adjacent)."""
+
+    name: str
+    sentences: list[str]
+    labels: list[str] | None = None
+    documents: list[int] = field(default_factory=list)  # article index of each sentence
+
+    def __len__(self) -> int:
+        return len(self.sentences)
+
+
+def _gensim_test_data() -> Path:
+    spec = importlib.util.find_spec("gensim")
+    if spec is None or not spec.submodule_search_locations:
+        raise CorpusError("the embedded corpora ship inside the PyPI wheel gensim==4.4.0; install it (make book does)")
+    path = Path(spec.submodule_search_locations[0]) / "test" / "test_data"
+    if not path.is_dir():
+        raise CorpusError(f"{path} is missing: Debian's python3-gensim strips it; install gensim from PyPI")
+    return path
+
+
+# Abbreviations after which a period does not end a sentence in the Lee news text.
+_ABBREV = {"mr", "mrs", "ms", "dr", "st", "no", "jan", "feb", "aug", "sept", "oct", "nov", "dec", "gen", "lt",
+           "col", "sgt", "capt", "gov", "sen", "rep", "prof", "u.s", "u.n", "vs", "inc", "co", "corp"}
+_SPLIT = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"']))\s+(?=[\"']?[A-Z0-9])")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Rule-based sentence splitting (good enough for edited news prose)."""
+    out: list[str] = []
+    for piece in _SPLIT.split(text.strip()):
+        piece = piece.strip()
+        if not piece:
+            continue
+        last = out[-1].rsplit(" ", 1)[-1].rstrip(".").lower() if out else ""
+        if out and (last in _ABBREV or len(last) == 1):  # "Mr. Smith", "J. Howard"
+            out[-1] += " " + piece
+        else:
+            out.append(piece)
+    return out
+
+
+def load_corpus(name: str = "lee") -> Corpus:
+    """Load a corpus by name or file path (see the module docstring for the names)."""
+    if name in EMBEDDED:
+        fname, kind = EMBEDDED[name]
+        lines = (_gensim_test_data() / fname).read_text(encoding="latin-1").splitlines()  # lee.cor has a stray £ in latin-1
+        if kind == "labelled":
+            labels, sents = [], []
+            for line in lines:
+                label, _, text = line.partition(" ")
+                labels.append(label.removeprefix("__label__"))
+                sents.append(text.strip())
+            return Corpus(name, sents, labels, list(range(len(sents))))
+        sents, docs = [], []
+        for i, line in enumerate(lines):
+            for s in split_sentences(line):
+                sents.append(s)
+                docs.append(i)
+        return Corpus(name, sents, None, docs)
+    if name.startswith("glue/"):
+        return _load_glue(name)
+    path = Path(name).expanduser()
+    if path.is_file():
+        sents = [s.strip() for s in path.read_text(encoding="utf-8").splitlines() if s.strip()]
+        if not sents:
+            raise CorpusError(f"text file {path} has no sentences: put one sentence per line")
+        return Corpus(path.stem, sents, None, list(range(len(sents))))
+    raise CorpusError(
+        f"unknown corpus {name!r}: use one of {', '.join(EMBEDDED)}, 'glue/<task>' (needs network or cache), "
+        "or the path of a text file with one sentence per line"
+    )
+
+
+def _load_glue(name: str) -> Corpus:
+    task = name.split("/", 1)[1]
+    try:
+        import datasets  # optional: not installed by default
+    except ImportError as e:
+        raise CorpusError(f"{name!r} needs the `datasets` package and a network or cache (pip install datasets)") from e
+    try:
+        ds = datasets.load_dataset("glue", task, split="train")
+    except Exception as e:  # network errors come in many types
+        raise CorpusError(f"cannot load {name!r} (offline, or not cached); use 'lee' or a text file instead") from e
+    col = "sentence1" if "sentence1" in ds.column_names else "sentence"
+    return Corpus(name.replace("/", "_"), list(ds[col]), None, list(range(len(ds))))
+
+
+def sample_sentences(
+    corpus: Corpus,
+    n: int,
+    seed: int = 0,
+    tokenizer=None,
+    min_tokens: int = 1,
+    max_tokens: int | None = None,
+) -> list[str]:
+    """``n`` sentences drawn without replacement by ``seed``, keeping those whose token count (special
+    tokens included, if a tokenizer is given; else words) lies in [min_tokens, max_tokens]."""
+    if n < 1:
+        raise CorpusError(f"n_sentences must be at least 1, got {n}")
+    lengths = token_lengths(corpus.sentences, tokenizer)
+    keep = [i for i, k in enumerate(lengths) if k >= min_tokens and (max_tokens is None or k <= max_tokens)]
+    if not keep:
+        raise CorpusError(
+            f"no sentence of {corpus.name!r} has between {min_tokens} and {max_tokens} tokens; widen the length filter"
+        )
+    rng = random.Random(seed)
+    chosen = sorted(rng.sample(keep, min(n, len(keep))))
+    return [corpus.sentences[i] for i in chosen]
+
+
+def token_lengths(sentences: list[str], tokenizer=None) -> list[int]:
+    if tokenizer is None:
+        return [len(s.split()) for s in sentences]
+    return [len(ids) for ids in tokenizer(sentences, add_special_tokens=True)["input_ids"]]
+
+
+def concatenated_inputs(corpus: Corpus, lengths: list[int], tokenizer, seed: int = 0) -> list[str]:
+    """Texts of (close to) the requested token lengths, made by joining consecutive sentences of one
+    article (or of the corpus, for corpora without articles), then trimming words from the end.
+
+    Used to reach sequence lengths far above a head's dimension with real, coherent text.
+    """
+    rng = random.Random(seed)
+    out = []
+    n = len(corpus.sentences)
+    for target in lengths:
+        start = rng.randrange(n)
+        words: list[str] = []
+        i = start
+        while len(tokenizer(" ".join(words))["input_ids"]) < target and i < start + n:
+            words += corpus.sentences[i % n].split()
+            i += 1
+        # Drop words until the tokenised length fits; a word may be several tokens.
+        while len(tokenizer(" ".join(words))["input_ids"]) > target and len(words) > 1:
+            words.pop()
+        out.append(" ".join(words))
+    return out

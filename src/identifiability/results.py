@@ -1,0 +1,79 @@
+"""Results files and caches, keyed by model + corpus + parameters, written atomically.
+
+Tensors are cached with safetensors and metadata with JSON: nothing here ever unpickles.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+import torch
+from safetensors.torch import load_file, save_file
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+RESULTS_ROOT = REPO_ROOT / "data" / "results"
+CACHE_ROOT = REPO_ROOT / "data" / "cache"
+
+
+def params_key(params: dict) -> str:
+    """Short stable hash of a parameter dict (sorted JSON)."""
+    return hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _jsonable(obj):
+    if isinstance(obj, torch.Tensor):
+        return _jsonable(obj.tolist())
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
+        return obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def write_json(path: str | Path, data: dict) -> Path:
+    path = Path(path)
+    text = json.dumps(_jsonable(data), indent=1, sort_keys=True)
+    _atomic_write(path, lambda p: p.write_text(text, encoding="utf-8"))
+    return path
+
+
+def read_json(path: str | Path) -> dict:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def cached_tensors(key: str, params: dict, compute: Callable[[], dict[str, torch.Tensor]],
+                   root: Path = CACHE_ROOT) -> dict[str, torch.Tensor]:
+    """Return ``compute()``'s tensors, from ``root/key/<hash of params>.safetensors`` if present.
+
+    ``key`` names what is cached (e.g. "hidden/all-MiniLM-L6-v2/lee"); ``params`` is everything the
+    result depends on. A half-written file can never be read back: writes go through a rename.
+    """
+    path = root / key / f"{params_key(params)}.safetensors"
+    if path.is_file():
+        return load_file(str(path))
+    tensors = {k: v.contiguous().cpu() for k, v in compute().items()}
+    _atomic_write(path, lambda p: save_file(tensors, str(p)))
+    write_json(path.with_suffix(".json"), params)
+    return tensors

@@ -1,0 +1,121 @@
+"""The spine: model loading, the adapter registry and its rebuild check, extraction, corpora."""
+
+import pytest
+import torch
+
+from identifiability import adapters, corpora, trace
+from identifiability.models import EMBEDDED_SHA256, ModelNotAvailable, load_model, random_model
+
+
+def test_every_architecture_passes_rebuild_check(tiny_any):
+    assert tiny_any.provenance["rebuild_rel_error"] <= 1e-5
+
+
+def test_rebuild_check_catches_a_wrong_adapter(tiny_lm):
+    # Point W_O at the FFN output instead: the rebuilt output no longer matches, and the check must say so.
+    wrong = adapters.Adapter(family="broken", model_types=("bert",), embeddings="embeddings",
+                             value="encoder.layer.*.attention.self.value", out_proj="encoder.layer.*.output.dense")
+    lm = random_model("bert", seed=0)
+    lm.adapter = wrong
+    with pytest.raises(Exception):
+        trace.rebuild_check(lm)
+
+
+def test_trace_shapes_and_padding(tiny_lm, sentences):
+    trs = trace.trace_sentences(tiny_lm, sentences, progress=False)
+    L, H = tiny_lm.n_layers, tiny_lm.n_heads
+    for tr, text in zip(trs, sentences):
+        S = tr.n_tokens
+        assert tr.text == text and tr.tokens[0] == "[CLS]" and tr.tokens[-1] == "[SEP]"
+        assert tr.attentions.shape == (L, H, S, S)
+        assert tr.values.shape == (L, H, S, tiny_lm.d_head)
+        assert tr.hidden.shape == (L + 1, S, tiny_lm.d_model)
+        torch.testing.assert_close(tr.attentions.sum(-1), torch.ones(L, H, S))
+        # Batched with padding == alone without padding.
+        alone = trace.trace_batch(tiny_lm, [text])[0]
+        torch.testing.assert_close(alone.hidden, tr.hidden, atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(alone.attentions, tr.attentions, atol=1e-6, rtol=1e-4)
+
+
+def test_head_transforms_rebuild_layer_output(tiny_lm, sentences):
+    tr = trace.trace_batch(tiny_lm, sentences[:1])[0]
+    T = trace.head_transforms(tr, trace.out_proj_weights(tiny_lm))  # (L, H, S, d)
+    per_head = tr.attentions @ T
+    assert per_head.shape == (tiny_lm.n_layers, tiny_lm.n_heads, tr.n_tokens, tiny_lm.d_model)
+
+
+def test_unsupported_architecture_names_supported_ones():
+    with pytest.raises(adapters.UnsupportedArchitecture, match="supported: .*bert.*gpt2"):
+        adapters.adapter_for("t5")
+
+
+def test_unknown_model_offline_says_what_to_do(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelNotAvailable, match="embedded default"):
+        load_model("no-such-org/no-such-model-xyz")
+
+
+def test_local_path_roundtrip(tmp_path, tiny_lm, sentences):
+    tiny_lm.model.save_pretrained(tmp_path, safe_serialization=True)
+    tiny_lm.tokenizer.save_pretrained(tmp_path)
+    lm = load_model(str(tmp_path))
+    assert lm.provenance["sha256"] and lm.n_layers == tiny_lm.n_layers
+    a = trace.trace_batch(lm, sentences[:1])[0]
+    b = trace.trace_batch(tiny_lm, sentences[:1])[0]
+    torch.testing.assert_close(a.hidden, b.hidden)
+
+
+def test_local_path_without_safetensors_is_refused(tmp_path, tiny_lm):
+    tiny_lm.model.config.save_pretrained(tmp_path)
+    tiny_lm.tokenizer.save_pretrained(tmp_path)
+    (tmp_path / "pytorch_model.bin").write_bytes(b"not loaded: pickles are never opened")
+    with pytest.raises(ModelNotAvailable, match="safetensors"):
+        load_model(str(tmp_path))
+
+
+def test_long_sentence_is_truncated_with_warning(tiny_lm):
+    long = " ".join(["word"] * 300)
+    with pytest.warns(UserWarning, match="truncated"):
+        tr = trace.trace_batch(tiny_lm, [long], max_tokens=64)[0]
+    assert tr.n_tokens == 64
+
+
+def test_corpora_embedded_and_errors(tmp_path):
+    lee = corpora.load_corpus("lee")
+    assert 2500 < len(lee) < 2800 and lee.sentences[0].startswith("Hundreds of people")
+    pol = corpora.load_corpus("polarity")
+    assert len(pol) == 200 and set(pol.labels) == {"pos", "neg"}
+    with pytest.raises(corpora.CorpusError, match="unknown corpus"):
+        corpora.load_corpus("no_such_corpus")
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n")
+    with pytest.raises(corpora.CorpusError, match="no sentences"):
+        corpora.load_corpus(str(empty))
+    f = tmp_path / "mine.txt"
+    f.write_text("One sentence.\nAnother one here.\n")
+    assert corpora.load_corpus(str(f)).sentences == ["One sentence.", "Another one here."]
+
+
+def test_sampling_is_deterministic():
+    lee = corpora.load_corpus("lee")
+    a = corpora.sample_sentences(lee, 5, seed=3)
+    assert a == corpora.sample_sentences(lee, 5, seed=3)
+    assert a != corpora.sample_sentences(lee, 5, seed=4)
+
+
+def test_split_sentences_keeps_abbreviations():
+    assert corpora.split_sentences("Mr. Smith went to Washington. He said no.") == [
+        "Mr. Smith went to Washington.", "He said no."]
+
+
+@pytest.mark.real
+def test_real_model_loads_and_extracts(real_lm, sentences):
+    assert real_lm.provenance["sha256"] == EMBEDDED_SHA256
+    assert (real_lm.n_layers, real_lm.n_heads, real_lm.d_head) == (6, 12, 32)
+    assert real_lm.provenance["rebuild_rel_error"] <= 1e-5
+    tr = trace.trace_batch(real_lm, sentences[1:2])[0]
+    enc = real_lm.tokenizer(sentences[1], return_tensors="pt")
+    with torch.no_grad():
+        out = real_lm.model(**enc, output_hidden_states=True, output_attentions=True)
+    torch.testing.assert_close(tr.hidden[1:], torch.stack(out.hidden_states[1:], 0)[:, 0])
+    torch.testing.assert_close(tr.attentions, torch.stack(out.attentions, 0)[:, 0])
