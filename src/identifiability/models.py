@@ -117,6 +117,9 @@ def load_model(name: str | None = None, device: str = "cpu") -> LoadedModel:
     """
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # a widget in every executed notebook otherwise
     display, source, embedded = _resolve(name)
     if embedded:
         # The embedded copy never needs the hub; saying so avoids a network probe.
