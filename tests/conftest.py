@@ -41,3 +41,32 @@ def sentences():
         "Hundreds of people have been forced to vacate their homes as strong winds pushed a huge bushfire towards the town.",
         "A new blaze near Goulburn has forced the closure of the Hume Highway.",
     ]
+
+
+# Small parameters for the one real execution of each chapter in the tests. The notebook tests assert on
+# the results each chapter writes, and the book test renders the same executed notebooks.
+QUICK_PARAMS = {
+    "01_model_and_data": {"n_sentences": 40},
+}
+
+
+@pytest.fixture(scope="session")
+def chapter_run(tmp_path_factory):
+    """chapter_run(stem) executes notebooks/<stem>.md once per session and returns its results dict."""
+    from pathlib import Path
+
+    from identifiability.cli import NOTEBOOKS, run_notebook
+    from identifiability.results import read_json
+
+    out = tmp_path_factory.mktemp("chapters")
+    done: dict[str, dict] = {}
+
+    def run(stem: str) -> dict:
+        if stem not in done:
+            params = {"results_dir": str(out / "results"), **QUICK_PARAMS.get(stem, {})}
+            run_notebook(Path(NOTEBOOKS / f"{stem}.md"), out / "notebooks", params, progress=False)
+            done[stem] = read_json(out / "results" / f"{stem}.json")
+        return done[stem]
+
+    run.dir = out
+    return run

@@ -128,8 +128,15 @@ def vendor(static: Path) -> None:
     static.mkdir(parents=True, exist_ok=True)
     write_vega_bundle(static / "vega-bundle.js")
     npm = REPO_ROOT / ".cache" / "npm" / "node_modules"
+    mathjax = npm / "mathjax" / "es5"
     copies = {
-        "mathjax": npm / "mathjax" / "es5",
+        # MathJax: the combined TeX->HTML component plus what it loads on demand (fonts, extensions,
+        # menu); the speech engine (sre, 4 MB) is left out.
+        "mathjax/tex-chtml.js": mathjax / "tex-chtml.js",
+        "mathjax/output": mathjax / "output",
+        "mathjax/input/tex/extensions": mathjax / "input" / "tex" / "extensions",
+        "mathjax/ui": mathjax / "ui",
+        "mathjax/a11y": mathjax / "a11y",
         "require.min.js": npm / "requirejs" / "require.js",
         "html-manager.js": npm / "@jupyter-widgets" / "html-manager" / "dist" / "embed-amd.js",
     }
@@ -138,14 +145,19 @@ def vendor(static: Path) -> None:
         raise SystemExit(f"vendored scripts missing ({', '.join(missing)}): run `make vendor` (npm install) first")
     for name, src in copies.items():
         dst = static / name
+        dst.parent.mkdir(parents=True, exist_ok=True)
         if dst.exists():
             shutil.rmtree(dst) if dst.is_dir() else dst.unlink()
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, dst)
 
 
 def build_book(model: str | None, corpus: str, parameters: dict, only: list[str] | None = None,
-               out: Path | None = None) -> Path:
-    """Execute the chapters and build the HTML book; returns the html folder."""
+               out: Path | None = None, executed: Path | None = None) -> Path:
+    """Execute the chapters and build the HTML book; returns the html folder.
+
+    ``executed``: a folder of already executed ``<chapter>.ipynb`` files to render instead of running the
+    chapters again (the tests execute each chapter once and reuse it here).
+    """
     from tqdm import tqdm
 
     root = out or run_key(model, corpus)
@@ -157,15 +169,25 @@ def build_book(model: str | None, corpus: str, parameters: dict, only: list[str]
         if (REPO_ROOT / f).exists():
             shutil.copy2(REPO_ROOT / f, stage / f)
     vendor(stage / "book" / "_vendor")
-    results_dir = RESULTS_ROOT / safe_key(model or DEFAULT_MODEL) / safe_key(corpus)
+    # Relative to the repository (the notebooks run there), so no machine's absolute path is printed.
+    results_dir = (RESULTS_ROOT / safe_key(model or DEFAULT_MODEL) / safe_key(corpus)).relative_to(REPO_ROOT)
     params = {"model": model or DEFAULT_MODEL, "corpus": corpus, "results_dir": str(results_dir), **parameters}
     sources = [s for s in chapter_sources() if not only or s.stem in only]
     for source in sources:  # fail early on a bad parameter, before an hour of compute
         coerce_parameters(source, params)
     for source in tqdm(sources, desc="chapters", unit="notebook"):
         t0 = time.time()
+        if executed is not None:
+            (stage / "notebooks").mkdir(parents=True, exist_ok=True)
+            shutil.copy2(executed / f"{source.stem}.ipynb", stage / "notebooks" / f"{source.stem}.ipynb")
+            continue
         run_notebook(source, stage / "notebooks", params)
         tqdm.write(f"  {source.stem}: {time.time() - t0:.0f} s")
+    for source in chapter_sources():  # --only: the other chapters get a stub so every link still resolves
+        if source not in sources:
+            title = source.stem.split("_", 1)[-1].replace("_", " ").capitalize()
+            (stage / "notebooks" / f"{source.stem}.md").write_text(
+                f"# {title}\n\nThis chapter was not executed in this build (`--only`).\n", encoding="utf-8")
     _write_run_page(stage, model or DEFAULT_MODEL, corpus, params)
     html = root / "html"
     if html.exists():

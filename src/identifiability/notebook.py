@@ -49,16 +49,20 @@ class Chapter:
                            "results": self.results})
 
     def describe(self) -> str:
+        """Which model, weights, text and parameters this chapter ran on (short lines, for print)."""
         p = self.lm.provenance
+        params = [f"{k}={v!r}" for k, v in self.params.items() if k not in ("model", "corpus")]
         rows = [
-            ("model", f"{p.get('name')} ({self.lm.adapter.family}; {self.lm.n_layers} layers, {self.lm.n_heads} heads, "
+            ("model", f"{p.get('name')} ({self.lm.adapter.family}, {self.lm.n_layers} layers, {self.lm.n_heads} heads, "
                       f"d={self.lm.d_model}, d_head={self.lm.d_head})"),
-            ("weights", f"{p.get('source')}; sha256 {str(p.get('sha256', 'n/a'))[:16]}…; revision {p.get('revision') or 'n/a'}"),
+            ("weights", f"{p.get('source')}"),
+            ("sha256", f"{p.get('sha256', 'n/a')}"),
+            ("revision", f"{p.get('revision') or 'n/a'}"),
             ("corpus", f"{self.corpus.name} ({len(self.corpus)} sentences)"),
-            ("parameters", ", ".join(f"{k}={v!r}" for k, v in self.params.items() if k not in ("model", "corpus"))),
+            *[("parameters" if i == 0 else "", ", ".join(params[i:i + 4])) for i in range(0, len(params), 4)],
             ("software", f"torch {torch.__version__}, python {platform.python_version()}"),
         ]
-        return "\n".join(f"{k:>10}: {v}" for k, v in rows)
+        return "\n".join(f"{k:>10}  {v}" for k, v in rows)
 
 
 def setup(chapter: str, model: str | None = DEFAULT_MODEL, corpus: str = "lee", n_sentences: int = 100,

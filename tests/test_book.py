@@ -1,0 +1,83 @@
+"""A clean Jupyter Book build of every chapter (executed once, with small parameters) and a real browser
+check of the pages: charts drawn, controls redraw them, no network, no console errors."""
+
+import functools
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from identifiability import cli
+
+pytestmark = [pytest.mark.book, pytest.mark.real]
+
+NPM_ROOT = cli.REPO_ROOT / ".cache" / "npm" / "node_modules"
+# sphinx-thebe 0.3.1 declares THEBE_JS_URL twice on every page; it is harmless and not ours.
+KNOWN_HARMLESS = ("THEBE_JS_URL",)
+
+
+@pytest.fixture(scope="module")
+def html(chapter_run, tmp_path_factory):
+    for source in cli.chapter_sources():
+        chapter_run(source.stem)
+    out = tmp_path_factory.mktemp("book")
+    return cli.build_book(None, "lee", {}, out=out, executed=chapter_run.dir / "notebooks")
+
+
+def test_book_has_every_page(html):
+    for source in cli.chapter_sources():
+        page = html / "notebooks" / f"{source.stem}.html"
+        assert page.is_file(), page
+        assert "vega-chart" in page.read_text(), f"{page.name} has no chart"
+    for p in ("book/intro.html", "book/rerun.html", "book/this_build.html", "book/references.html"):
+        assert (html / p).is_file()
+    assert "all-MiniLM-L6-v2" in (html / "book/this_build.html").read_text()
+
+
+def test_pages_load_no_script_from_elsewhere(html):
+    for page in html.rglob("*.html"):
+        text = page.read_text()
+        for cdn in ("cdn.jsdelivr.net", "cdnjs.cloudflare.com", "unpkg.com"):
+            assert f'src="https://{cdn}' not in text, f"{page} loads a script from {cdn}"
+
+
+@pytest.fixture(scope="module")
+def server(html):
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(html))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    handler.log_message = lambda *a: None
+    t = threading.Thread(target=httpd.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    httpd.shutdown()
+
+
+def test_pages_in_a_real_browser(html, server):
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    if not Path(chromium).exists():
+        pytest.fail("Debian's chromium is needed for the browser check: apt-get install chromium (make test does it as root)")
+    pages = ["book/intro.html"] + [f"notebooks/{s.stem}.html" for s in cli.chapter_sources()]
+    proc = subprocess.run(
+        ["node", str(Path(__file__).parent / "browser" / "check_pages.mjs"), server, *pages],
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, "NPM_ROOT": str(NPM_ROOT), "CHROMIUM": chromium},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    assert [r["page"] for r in report] == pages
+    for r in report:
+        errors = [e for e in r["errors"] if not any(k in e for k in KNOWN_HARMLESS)]
+        assert not errors, f"{r['page']}: console errors {errors}"
+        assert not r["external"], f"{r['page']}: requests left the machine: {r['external'][:3]}"
+        assert r["mathOk"], f"{r['page']}: math was not typeset (MathJax did not load)"
+        assert all(c["drawn"] for c in r["charts"]), f"{r['page']}: undrawn charts {r['charts']}"
+        moved = [i for i in r["interactions"] if i["moved"]]
+        assert all(i["changed"] for i in moved), f"{r['page']}: a control did not redraw its chart: {moved}"
+        if r["page"].startswith("notebooks/"):
+            assert r["charts"], f"{r['page']} shows no chart"
+            assert moved, f"{r['page']} has no interactive chart control"
