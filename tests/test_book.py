@@ -26,7 +26,8 @@ def html(chapter_run, tmp_path_factory):
     for source in cli.chapter_sources():
         chapter_run(source.stem)
     out = tmp_path_factory.mktemp("book")
-    return cli.build_book(None, "lee", {}, out=out, executed=chapter_run.dir / "notebooks")
+    return cli.build_book(None, "lee", {}, out=out, executed=chapter_run.dir / "notebooks",
+                          results_dir=chapter_run.dir / "results")
 
 
 def test_book_has_every_page(html):
@@ -36,7 +37,17 @@ def test_book_has_every_page(html):
         assert "vega-chart" in page.read_text(), f"{page.name} has no chart"
     for p in ("book/intro.html", "book/rerun.html", "book/this_build.html", "book/references.html"):
         assert (html / p).is_file()
-    assert "all-MiniLM-L6-v2" in (html / "book/this_build.html").read_text()
+    build = (html / "book/this_build.html").read_text()
+    assert "all-MiniLM-L6-v2" in build and "53aa51172d142c89" in build  # model and weight hash
+
+
+def test_claims_page_lists_every_claim_with_a_verdict(html):
+    from identifiability.results import load_claims
+
+    page = (html / "book/claims.html").read_text()
+    for c in load_claims():
+        assert f">{c['id']}<" in page, c["id"]
+    assert "not measured" not in page, "a chapter did not record its verdict on a claim"
 
 
 def test_pages_load_no_script_from_elsewhere(html):

@@ -51,3 +51,21 @@ def test_each_model_gets_its_own_build_folder():
     assert cli.run_key(None, "lee") == cli.BUILD
     assert cli.run_key("bert-base-uncased", "lee") != cli.run_key("roberta-base", "lee")
     assert cli.run_key("bert-base-uncased", "lee") != cli.run_key("bert-base-uncased", "polarity")
+
+
+def test_two_models_results_do_not_collide(tmp_path, tiny_lm, monkeypatch):
+    from identifiability import notebook
+    from identifiability.models import random_model
+
+    monkeypatch.setattr(notebook, "RESULTS_ROOT", tmp_path / "results")
+    dirs = []
+    for seed in (0, 1):
+        lm = tiny_lm if seed == 0 else random_model("bert", seed=1)
+        path = tmp_path / f"model{seed}"
+        lm.model.save_pretrained(path, safe_serialization=True)
+        lm.tokenizer.save_pretrained(path)
+        ch = notebook.setup("01_model_and_data", model=str(path), corpus="polarity")
+        ch.record(x=seed)
+        dirs.append(ch.save())
+    assert dirs[0] != dirs[1] and dirs[0].parent.parent.name == "model0"
+    assert notebook.load_results(dirs[1].parent, "01_model_and_data")["results"]["x"] == 1

@@ -152,11 +152,11 @@ def vendor(static: Path) -> None:
 
 
 def build_book(model: str | None, corpus: str, parameters: dict, only: list[str] | None = None,
-               out: Path | None = None, executed: Path | None = None) -> Path:
+               out: Path | None = None, executed: Path | None = None, results_dir: Path | None = None) -> Path:
     """Execute the chapters and build the HTML book; returns the html folder.
 
     ``executed``: a folder of already executed ``<chapter>.ipynb`` files to render instead of running the
-    chapters again (the tests execute each chapter once and reuse it here).
+    chapters again (the tests execute each chapter once and reuse it here), with their ``results_dir``.
     """
     from tqdm import tqdm
 
@@ -170,7 +170,7 @@ def build_book(model: str | None, corpus: str, parameters: dict, only: list[str]
             shutil.copy2(REPO_ROOT / f, stage / f)
     vendor(stage / "book" / "_vendor")
     # Relative to the repository (the notebooks run there), so no machine's absolute path is printed.
-    results_dir = (RESULTS_ROOT / safe_key(model or DEFAULT_MODEL) / safe_key(corpus)).relative_to(REPO_ROOT)
+    results_dir = results_dir or (RESULTS_ROOT / safe_key(model or DEFAULT_MODEL) / safe_key(corpus)).relative_to(REPO_ROOT)
     params = {"model": model or DEFAULT_MODEL, "corpus": corpus, "results_dir": str(results_dir), **parameters}
     sources = [s for s in chapter_sources() if not only or s.stem in only]
     for source in sources:  # fail early on a bad parameter, before an hour of compute
@@ -188,7 +188,8 @@ def build_book(model: str | None, corpus: str, parameters: dict, only: list[str]
             title = source.stem.split("_", 1)[-1].replace("_", " ").capitalize()
             (stage / "notebooks" / f"{source.stem}.md").write_text(
                 f"# {title}\n\nThis chapter was not executed in this build (`--only`).\n", encoding="utf-8")
-    _write_run_page(stage, model or DEFAULT_MODEL, corpus, params)
+    _write_run_page(stage, params, REPO_ROOT / results_dir)
+    _write_claims_page(stage, REPO_ROOT / results_dir)
     html = root / "html"
     if html.exists():
         shutil.rmtree(html)
@@ -201,11 +202,36 @@ def build_book(model: str | None, corpus: str, parameters: dict, only: list[str]
     return html
 
 
-def _write_run_page(stage: Path, model: str, corpus: str, params: dict) -> None:
+def _write_run_page(stage: Path, params: dict, results_dir: Path) -> None:
+    from .results import read_json
+
     lines = ["# This build", "", "Which model, text and parameters produced the pages of this copy of the book.", "",
              "| parameter | value |", "|---|---|"]
     lines += [f"| `{k}` | `{v}` |" for k, v in params.items() if k != "results_dir"]
+    provenance = {}
+    for f in sorted(results_dir.glob("*.json")):
+        provenance = read_json(f).get("provenance", {})
+        break
+    if provenance:
+        lines += ["", "## The model", "", "| | |", "|---|---|"]
+        lines += [f"| {k} | `{v}` |" for k, v in provenance.items()]
     (stage / "book" / "this_build.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _write_claims_page(stage: Path, results_dir: Path) -> None:
+    """The paper-vs-replication table, from data/claims.csv and what each chapter recorded."""
+    from .results import claims_table
+
+    esc = lambda t: str(t).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+    lines = ["# Paper vs replication", "",
+             "Each claim of the paper, and each objection of the review, with the quantity that tests it, the "
+             "value this build measured and the verdict the chapter drew from it. Generated from "
+             "`data/claims.csv` and the chapters' results files.", "",
+             "| | claim | where | paper | this build | verdict | chapter |", "|---|---|---|---|---|---|---|"]
+    for r in claims_table(results_dir):
+        lines.append(f"| {r['id']} | {esc(r['claim'])} | {esc(r['source'])}: {esc(r['where'])} | {esc(r['paper_value'])} "
+                     f"| {esc(r['our_value'])} | **{r['verdict']}** | {{doc}}`../notebooks/{r['chapter']}` |")
+    (stage / "book" / "claims.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def _parse_params(pairs: list[str]) -> dict:

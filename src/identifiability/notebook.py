@@ -18,7 +18,7 @@ import torch
 from . import charts
 from .corpora import Corpus, load_corpus, sample_sentences
 from .models import DEFAULT_MODEL, LoadedModel, load_model, safe_key
-from .results import RESULTS_ROOT, read_json, write_json
+from .results import RESULTS_ROOT, VERDICTS, load_claims, read_json, write_json
 
 
 @dataclass
@@ -41,6 +41,16 @@ class Chapter:
     def record(self, **values) -> None:
         """Add measured quantities to this chapter's results (saved by :meth:`save`)."""
         self.results.update(values)
+
+    def claim(self, claim_id: str, value: str, verdict: str, note: str = "") -> str:
+        """Record this chapter's verdict on a claim of data/claims.csv; returns a one-line summary."""
+        known = {c["id"]: c for c in load_claims()}
+        if claim_id not in known or known[claim_id]["chapter"] != self.name:
+            raise KeyError(f"{claim_id!r} is not a claim of chapter {self.name} in data/claims.csv")
+        if verdict not in VERDICTS:
+            raise ValueError(f"verdict must be one of {VERDICTS}, got {verdict!r}")
+        self.results.setdefault("claims", {})[claim_id] = {"value": value, "verdict": verdict, "note": note}
+        return f"**{claim_id} — {verdict}.** {known[claim_id]['claim']}: {value}" + (f" ({note})" if note else "")
 
     def save(self) -> Path:
         """Write ``<results_dir>/<chapter>.json`` with the results, parameters and model provenance."""

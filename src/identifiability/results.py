@@ -77,3 +77,27 @@ def cached_tensors(key: str, params: dict, compute: Callable[[], dict[str, torch
     _atomic_write(path, lambda p: save_file(tensors, str(p)))
     write_json(path.with_suffix(".json"), params)
     return tensors
+
+
+CLAIMS_FILE = REPO_ROOT / "data" / "claims.csv"
+VERDICTS = ("holds", "holds with caveat", "fails")
+
+
+def load_claims() -> list[dict]:
+    """The paper's and the review's claims (data/claims.csv), one dict per row."""
+    import csv
+
+    with open(CLAIMS_FILE, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def claims_table(results_dir: str | Path) -> list[dict]:
+    """Each claim with the value and verdict its chapter recorded in ``results_dir`` (or 'not measured')."""
+    rows = []
+    for claim in load_claims():
+        path = Path(results_dir) / f"{claim['chapter']}.json"
+        measured = read_json(path)["results"].get("claims", {}).get(claim["id"]) if path.is_file() else None
+        rows.append({**claim, "our_value": (measured or {}).get("value", "—"),
+                     "verdict": (measured or {}).get("verdict", "not measured"),
+                     "note": (measured or {}).get("note", "")})
+    return rows
