@@ -19,7 +19,7 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	# --no-deps: requirements.txt is a complete lock (see its header)
 	$(PY) -m pip install -q --no-deps -r requirements.txt
-	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	$(PY) -m pip install -q --no-deps -e .
 	touch $@
 
 venv: $(VENV)/.installed
