@@ -70,3 +70,4 @@ def chapter_run(tmp_path_factory):
 
     run.dir = out
     return run
+QUICK_PARAMS["07_explore"] = {}

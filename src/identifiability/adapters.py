@@ -50,8 +50,15 @@ class Adapter:
     foldable: bool = False
 
     def find(self, model: nn.Module, pattern: str) -> list[nn.Module]:
-        """Modules whose qualified name matches ``pattern``, in registration (= layer) order."""
-        found = [m for name, m in model.named_modules() if fnmatch.fnmatchcase(name, pattern)]
+        """Modules whose qualified name matches ``pattern``, in registration (= layer) order.
+
+        ``pattern`` may list alternatives separated by "|"; the first that matches anything wins.
+        """
+        found = []
+        for alt in pattern.split("|"):
+            found = [m for name, m in model.named_modules() if fnmatch.fnmatchcase(name, alt)]
+            if found:
+                break
         if not found:
             raise LookupError(
                 f"adapter {self.family!r}: no module matches {pattern!r} in {type(model).__name__}; "
@@ -102,7 +109,8 @@ _BERT_LIKE = dict(
 REGISTRY: tuple[Adapter, ...] = (
     Adapter(family="BERT", model_types=("bert",), **_BERT_LIKE),
     Adapter(family="RoBERTa", model_types=("roberta", "xlm-roberta", "camembert"), **_BERT_LIKE),
-    Adapter(family="ELECTRA", model_types=("electra",), **_BERT_LIKE),
+    # ELECTRA projects its embeddings to the hidden size when the two differ; x is taken after that.
+    Adapter(family="ELECTRA", model_types=("electra",), **{**_BERT_LIKE, "embeddings": "embeddings_project|embeddings"}),
     Adapter(
         family="DistilBERT",
         model_types=("distilbert",),

@@ -61,34 +61,49 @@ def token_axis(tokens: list[str], title: str) -> alt.Axis:
 
 
 def attention_explorer(
-    attentions, tokens: list[str], title: str = "Attention", value_name: str = "weight", digits: int = 3
-) -> alt.Chart:
-    """One heatmap of a (L, H, d_s, d_s) attention-like tensor with a layer slider and a head dropdown.
+    panels, tokens: list[str], title: str = "Attention", value_name: str = "weight", digits: int = 3
+) -> alt.TopLevelMixin:
+    """Heatmaps of attention-like (L, H, d_s, d_s) tensors with one layer slider and one head dropdown.
 
-    Rows are queries (the attending token), columns are keys. Each (layer, head, query) row is shipped
-    as one array and flattened in the browser, which keeps the page small (about 6 bytes per cell).
+    ``panels`` is a tensor, or a dict {panel title: tensor} drawn side by side under shared controls; a
+    panel of shape (L, d_s, d_s) does not depend on the head (e.g. token attributions). Rows are queries
+    (the attending token), columns are keys. Layers are numbered 1..L. Each (panel, layer, head, query)
+    row is shipped as one array and flattened in the browser, which keeps the page small (about 6 bytes
+    per cell).
     """
-    L, H, S, _ = attentions.shape
-    a = attentions.detach().double().reshape(L * H * S, S).numpy().round(digits)
-    idx = pd.MultiIndex.from_product([range(L), range(H), range(S)], names=["layer", "head", "q"])
-    df = pd.DataFrame({"w": [r.tolist() for r in a]}, index=idx).reset_index()
-    layer = alt.param(name="layer", value=0, bind=alt.binding_range(min=0, max=L - 1, step=1, name="layer "))
+    if not isinstance(panels, dict):
+        panels = {title: panels}
+        title = None
+    L, S = next(iter(panels.values())).shape[0], len(tokens)
+    H = max(t.shape[1] for t in panels.values() if t.dim() == 4) if any(t.dim() == 4 for t in panels.values()) else 1
+    layer = alt.param(name="layer", value=L, bind=alt.binding_range(min=1, max=L, step=1, name="layer "))
     head = alt.param(name="head", value=0, bind=alt.binding_select(options=list(range(H)), name="head "))
-    size = max(220, min(520, 16 * S))
-    return (
-        alt.Chart(df, title=title)
-        .transform_filter((alt.datum.layer == layer) & (alt.datum.head == head))
-        .transform_flatten(["w"])
-        .transform_window(k1="row_number()", groupby=["layer", "head", "q"])
-        .transform_calculate(k="datum.k1 - 1")
-        .mark_rect()
-        .encode(
-            x=alt.X("k:O", axis=token_axis(tokens, "key (attended-to token)")),
-            y=alt.Y("q:O", axis=token_axis(tokens, "query (attending token)")),
-            color=alt.Color("w:Q", title=value_name, scale=alt.Scale(scheme="blues")),
-            tooltip=[alt.Tooltip("q:O", title="query"), alt.Tooltip("k:O", title="key"),
-                     alt.Tooltip("w:Q", title=value_name, format=".3f")],
+    size = max(200, min(440 if len(panels) == 1 else 300, 16 * S))
+    charts = []
+    for name, t in panels.items():
+        t4 = t if t.dim() == 4 else t[:, None]
+        if t4.shape[0] != L or t4.shape[-1] != S:
+            raise ValueError(f"panel {name!r} has shape {tuple(t.shape)}, expected ({L}, [H,] {S}, {S})")
+        a = t4.detach().double().reshape(-1, S).numpy().round(digits)
+        idx = pd.MultiIndex.from_product([range(1, L + 1), range(t4.shape[1]) if t.dim() == 4 else [-1], range(S)],
+                                         names=["layer", "head", "q"])
+        df = pd.DataFrame({"w": [r.tolist() for r in a]}, index=idx).reset_index()
+        charts.append(
+            alt.Chart(df, title=name)
+            .transform_filter((alt.datum.layer == layer) & ((alt.datum.head == head) | (alt.datum.head == -1)))
+            .transform_flatten(["w"])
+            .transform_window(k1="row_number()", groupby=["layer", "head", "q"])
+            .transform_calculate(k="datum.k1 - 1")
+            .mark_rect()
+            .encode(
+                x=alt.X("k:O", axis=token_axis(tokens, "key (attended-to token)")),
+                y=alt.Y("q:O", axis=token_axis(tokens, "query (attending token)")),
+                color=alt.Color("w:Q", title=value_name, scale=alt.Scale(scheme="blues")),
+                tooltip=[alt.Tooltip("q:O", title="query"), alt.Tooltip("k:O", title="key"),
+                         alt.Tooltip("w:Q", title=value_name, format=".3f")],
+            )
+            .properties(width=size, height=size)
         )
-        .add_params(layer, head)
-        .properties(width=size, height=size)
-    )
+    if len(charts) == 1:
+        return charts[0].add_params(layer, head)
+    return alt.hconcat(*charts, title=title).add_params(layer, head).resolve_scale(color="independent")

@@ -196,7 +196,8 @@ def random_model(model_type: str = "bert", seed: int = 0, device: str = "cpu", *
     )
     for k, v in {"n_inner": s["intermediate_size"], "hidden_dim": s["intermediate_size"],
                  "n_positions": s.get("max_position_embeddings", 128),
-                 "embedding_size": s.get("embedding_size", 32), "pad_token_id": tokenizer.pad_token_id}.items():
+                 "embedding_size": s.get("embedding_size", 32), "pad_token_id": tokenizer.pad_token_id,
+                 "bos_token_id": tokenizer.cls_token_id, "eos_token_id": tokenizer.sep_token_id}.items():
         setattr(config, k, v)
     torch.manual_seed(seed)
     with warnings.catch_warnings():

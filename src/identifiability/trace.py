@@ -162,6 +162,12 @@ def rebuild_check(lm: LoadedModel, text: str = "The cat sat on the mat, and the 
     w_o = lm.adapter.out_proj_weights(lm.model, lm.n_layers, lm.n_heads)
     bias = lm.adapter.out_proj_bias(lm.model, lm.n_layers)
     mask = enc["attention_mask"].bool()
+    x, e0 = store["x"][0].double(), out.hidden_states[0].double()
+    if x.shape != e0.shape or (x - e0)[mask].norm() > 1e-5 * e0[mask].norm():
+        raise RuntimeError(
+            f"adapter {lm.adapter.family!r}: the embeddings module's output (shape {tuple(x.shape)}) is not the "
+            "encoder's input hidden state; point `embeddings` at the module that produces it"
+        )
     worst = 0.0
     if len(store["out"]) != lm.n_layers or len(out.attentions) != lm.n_layers:
         raise RuntimeError(f"adapter {lm.adapter.family}: captured {len(store['out'])} layers, expected {lm.n_layers}")

@@ -1,0 +1,29 @@
+"""The three-view explorer: maps agree with the chapters' definitions, and the live panel reacts to typing."""
+
+import torch
+
+from identifiability import explore
+
+
+def test_maps_have_the_documented_shapes_and_properties(tiny_any):
+    text = "The cat sat on the mat because it was warm and the dog was not there at all today."
+    tokens, maps = explore.sentence_maps(tiny_any, text, hta_mode="exact")
+    L, H, S = tiny_any.n_layers, tiny_any.n_heads, len(tokens)
+    raw, eff, c = maps.values()
+    assert raw.shape == eff.shape == (L, H, S, S) and c.shape == (L, S, S)
+    torch.testing.assert_close(c.sum(-1), torch.ones(L, S), atol=1e-5, rtol=0)
+    assert (c >= 0).all()
+    # tiny heads have d_head = 16 < S, so effective attention differs from raw attention
+    assert (raw - eff).abs().max() > 1e-4
+
+
+def test_panel_recomputes_when_the_reader_types(tiny_lm):
+    panel = explore.sentence_panel(tiny_lm, "A short sentence.", hta_mode="estimate", probes=2)
+    box, status, out = panel.children
+    first = panel.chart.to_dict()
+    assert status.value == ""
+    box.value = "A different, somewhat longer sentence about the weather."
+    second = panel.chart.to_dict()
+    assert second != first and "weather" in str(second)
+    box.value = "   "
+    assert "type a sentence" in status.value and panel.chart.to_dict() == second
