@@ -143,7 +143,7 @@ def sample_sentences(
 def token_lengths(sentences: list[str], tokenizer=None) -> list[int]:
     if tokenizer is None:
         return [len(s.split()) for s in sentences]
-    return [len(ids) for ids in tokenizer(sentences, add_special_tokens=True)["input_ids"]]
+    return [len(ids) for ids in tokenizer(sentences, add_special_tokens=True, verbose=False)["input_ids"]]
 
 
 def concatenated_inputs(corpus: Corpus, lengths: list[int], tokenizer, seed: int = 0) -> list[str]:
@@ -159,11 +159,12 @@ def concatenated_inputs(corpus: Corpus, lengths: list[int], tokenizer, seed: int
         start = rng.randrange(n)
         words: list[str] = []
         i = start
-        while len(tokenizer(" ".join(words))["input_ids"]) < target and i < start + n:
+        # verbose=False: the texts pass the model's maximum on the way, which is fine here (never fed to it).
+        while len(tokenizer(" ".join(words), verbose=False)["input_ids"]) < target and i < start + n:
             words += corpus.sentences[i % n].split()
             i += 1
         # Drop words until the tokenised length fits; a word may be several tokens.
-        while len(tokenizer(" ".join(words))["input_ids"]) > target and len(words) > 1:
+        while len(tokenizer(" ".join(words), verbose=False)["input_ids"]) > target and len(words) > 1:
             words.pop()
         out.append(" ".join(words))
     return out
