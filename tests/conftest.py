@@ -47,6 +47,8 @@ def sentences():
 # the results each chapter writes, and the book test renders the same executed notebooks.
 QUICK_PARAMS = {
     "01_model_and_data": {"n_sentences": 40},
+    "03_effective_attention": {"n_sentences": 12, "fig1_n_lengths": 6, "fig1_repeats": 1, "fig1_max_length": 96,
+                               "viewer_sentences": 2, "viewer_max_tokens": 40},
 }
 
 

@@ -1,0 +1,594 @@
+"""Effective attention (Brunner et al. 2020, Section 3.4), batched over sentences, layers and heads.
+
+A head's output is ``A_h @ T_h`` with ``T_h = V_h W_O^h`` (the paper's T = E W_V H), shape (d_s, d).
+Any row component of ``A_h`` in the left null space LN(T_h) has no effect on that output, so the paper
+splits the attention matrix into
+
+    A_eff = A - Proj_LN(T)(A) = A U Uᵀ      (U: an orthonormal basis of col(T), shape (d_s, r))
+    null  = A - A_eff = Proj_LN(T)(A)
+
+and calls A_eff the *effective attention*. Invariants (tested): ``A_eff T = A T``; projecting A_eff
+again changes nothing; ``A_eff = A`` exactly when LN(T) is empty (generically when d_s <= d_head).
+
+How it is computed here, and why (see also ``shared/notes/performance.md``):
+
+- col(T) = col(V_h W_O^h). When the head's block W_O^h (d_head, d) has rank d_head, col(T) = col(V_h),
+  so the d_s x d_head value matrix is decomposed instead of the d_s x d matrix T (12x smaller for MiniLM).
+  When W_O^h is rank deficient, col(T) can be smaller than col(V_h): such heads are detected and their
+  V_h is first multiplied by the projector onto W_O^h's row space, which gives a matrix with exactly
+  col(T) as column space (see :func:`out_proj_row_space`).
+- The rank of that matrix is decided from its singular values with a *relative* tolerance
+  (``rtol * s_max``, default ``max(d_s, d_head) * eps``), in the same precision in which it was formed:
+  an absolute tolerance, or forming in float32 and decomposing in float64, makes rounding noise look like
+  signal (full rank, A_eff = A everywhere).
+- Sentences of different lengths are padded and masked: padded rows of V_h are zeroed (so padding is not
+  part of T) and padded rows/columns of A are zeroed; one batched SVD covers every sentence, layer and head.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+import unicodedata
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import altair as alt
+import numpy as np
+import pandas as pd
+import torch
+from tqdm import tqdm
+
+from .corpora import Corpus, concatenated_inputs, sample_sentences, token_lengths
+from .models import LoadedModel
+from .trace import SentenceTrace, out_proj_weights, trace_batch
+
+
+# --------------------------------------------------------------------------------------------------
+# The decomposition
+# --------------------------------------------------------------------------------------------------
+
+@contextmanager
+def single_thread() -> Iterator[None]:
+    """Run batched small-matrix LAPACK calls on one thread, then restore the setting.
+
+    torch parallelises a batched SVD over the batch; for many tiny matrices the threads mostly wait on
+    each other. On the shared 2-core machine (load about 7) the batched SVD of 4 sentences x 72 heads took
+    14-98 ms on one thread and 0.7-3.5 s on two (benchmarks/bench_effective.py measures both).
+    """
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)
+
+
+def default_rtol(n_rows: int, n_cols: int, dtype: torch.dtype) -> float:
+    """Relative rank tolerance ``max(n_rows, n_cols) * eps(dtype)`` (the numpy/LAPACK convention)."""
+    return max(n_rows, n_cols) * torch.finfo(dtype).eps
+
+
+def out_proj_row_space(w_o: torch.Tensor, dtype: torch.dtype = torch.float32,
+                       rtol: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Projector onto the row space of every head's output-projection block, and that block's rank.
+
+    ``col(V_h W_O^h) = col(V_h P_h)`` with P_h the orthogonal projector onto the row space of W_O^h, because
+    ``W_O^h = P_h W_O^h``. Where W_O^h has full rank d_head, P_h is returned as the exact identity so those
+    heads' values pass through bit for bit.
+
+    Args:
+        w_o: (L, H, d_head, d) blocks W_O^h.
+        dtype: precision of the decomposition.
+        rtol: relative singular-value tolerance; default ``max(d_head, d) * eps``.
+
+    Returns:
+        proj (L, H, d_head, d_head) and rank (L, H) (int64).
+    """
+    d_head, d = w_o.shape[-2:]
+    rtol = default_rtol(d_head, d, dtype) if rtol is None else rtol
+    with single_thread():
+        # SVD of the tall W_O^hᵀ (faster than of the wide W_O^h); its right vectors are W_O^h's left ones.
+        _, s, vh = torch.linalg.svd(w_o.to(dtype).mT, full_matrices=False)
+    u = vh.mT  # (L, H, d_head, d_head)
+    keep = s > rtol * s[..., :1]
+    rank = keep.sum(-1)
+    uk = u * keep.unsqueeze(-2).to(dtype)
+    proj = uk @ uk.mT
+    eye = torch.eye(d_head, dtype=dtype).expand_as(proj)
+    return torch.where((rank == d_head)[..., None, None], eye, proj), rank
+
+
+@dataclass
+class EffectiveBatch:
+    """Effective attention of a padded batch.
+
+    Attributes:
+        effective: (B, L, H, S, S) A_eff (zero on padding).
+        null: (B, L, H, S, S) A - A_eff, the part of A in LN(T).
+        rank: (B, L, H) dim col(T); dim LN(T) = length - rank.
+        lengths: (B,) true token counts.
+    """
+
+    effective: torch.Tensor
+    null: torch.Tensor
+    rank: torch.Tensor
+    lengths: torch.Tensor
+
+
+def effective_padded(
+    attn: torch.Tensor,
+    values: torch.Tensor,
+    lengths: torch.Tensor | Sequence[int],
+    w_o: torch.Tensor | None = None,
+    dtype: torch.dtype = torch.float32,
+    rtol: float | None = None,
+    row_space: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> EffectiveBatch:
+    """A_eff and the null part for every sentence, layer and head of a padded batch, in one SVD call.
+
+    Args:
+        attn: (B, L, H, S, S) attention probabilities (rows: queries), padded to S.
+        values: (B, L, H, S, d_head) value vectors V_h (value bias included), padded.
+        lengths: (B,) number of real tokens of each sentence (padding comes after them).
+        w_o: (L, H, d_head, d) output-projection blocks. Needed to detect heads whose W_O^h is rank
+            deficient (then col(T) is smaller than col(V_h)); None assumes every block has full rank.
+        dtype: precision in which the matrix is formed *and* decomposed (float32 default, float64 on request).
+        rtol: relative singular-value tolerance; default ``max(length, d_head) * eps(dtype)`` per sentence.
+        row_space: ``out_proj_row_space(w_o, dtype)`` if already computed (it is the same for every batch).
+    """
+    B, L, H, S, _ = attn.shape
+    d_head = values.shape[-1]
+    lengths = torch.as_tensor(lengths, dtype=torch.long)
+    a = attn.to(dtype)
+    m = values.to(dtype)
+    if bool((lengths < S).any()):  # mask padding (one pass each; skipped when nothing is padded)
+        valid = torch.arange(S)[None, :] < lengths[:, None]  # (B, S)
+        pair = valid[:, None, None, :, None] & valid[:, None, None, None, :]
+        a = a.masked_fill(~pair, 0.0)
+        m = m.masked_fill(~valid[:, None, None, :, None], 0.0)  # padding is not part of T
+    if w_o is not None or row_space is not None:
+        proj, wo_rank = row_space if row_space is not None else out_proj_row_space(w_o, dtype)
+        deficient = wo_rank < d_head  # (L, H)
+        if bool(deficient.any()):
+            m = torch.where(deficient[None, :, :, None, None], m @ proj, m)
+    with single_thread():
+        u, s, _ = torch.linalg.svd(m, full_matrices=False)  # u (B, L, H, S, k), k = min(S, d_head)
+    if rtol is None:
+        tol = torch.tensor([default_rtol(int(n), d_head, dtype) for n in lengths], dtype=dtype)[:, None, None, None]
+    else:
+        tol = torch.tensor(rtol, dtype=dtype)
+    keep = s > tol * s[..., :1]  # s_max = 0 (T = 0) keeps nothing: then everything is null
+    rank = keep.sum(-1)
+    # LN(T) empty: the projection is the identity; return A itself, not A up to rounding.
+    empty = rank >= lengths[:, None, None]  # (B, L, H)
+    if bool(empty.all()):  # every head of every sentence (short sentences): no projection needed
+        return EffectiveBatch(effective=a.clone(), null=torch.zeros_like(a), rank=rank, lengths=lengths)
+    uk = u * keep.unsqueeze(-2).to(dtype)
+    eff = (a @ uk) @ uk.mT
+    if bool(empty.any()):
+        eff[empty] = a[empty]
+    return EffectiveBatch(effective=eff, null=a - eff, rank=rank, lengths=lengths)
+
+
+@dataclass
+class Effective:
+    """One sentence's effective attention, padding removed.
+
+    Attributes:
+        effective: (L, H, d_s, d_s) A_eff.
+        null: (L, H, d_s, d_s) A - A_eff.
+        rank: (L, H) dim col(T).
+    """
+
+    effective: torch.Tensor
+    null: torch.Tensor
+    rank: torch.Tensor
+
+    @property
+    def n_tokens(self) -> int:
+        return self.effective.shape[-1]
+
+    @property
+    def null_dim(self) -> torch.Tensor:
+        """(L, H) dim LN(T) = d_s - rank(T)."""
+        return self.n_tokens - self.rank
+
+
+def pad_traces(traces: Sequence[SentenceTrace]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Stack traces of different lengths: attn (B, L, H, S, S), values (B, L, H, S, d_head), lengths (B,)."""
+    lengths = torch.tensor([tr.n_tokens for tr in traces])
+    if len(traces) == 1:  # nothing to pad: views, no copies
+        return traces[0].attentions[None], traces[0].values[None], lengths
+    S = int(lengths.max())
+    L, H, _, dh = traces[0].values.shape
+    attn = torch.zeros(len(traces), L, H, S, S, dtype=traces[0].attentions.dtype)
+    vals = torch.zeros(len(traces), L, H, S, dh, dtype=traces[0].values.dtype)
+    for b, tr in enumerate(traces):
+        n = tr.n_tokens
+        attn[b, :, :, :n, :n] = tr.attentions
+        vals[b, :, :, :n] = tr.values
+    return attn, vals, lengths
+
+
+def _length_groups(lengths: Sequence[int], max_cells: int, max_batch: int) -> list[list[int]]:
+    """Indices sorted by length, cut into groups whose padded size B * S^2 stays under ``max_cells``."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    groups: list[list[int]] = []
+    for i in order:
+        if groups:
+            g = groups[-1]
+            s = lengths[i]  # the longest so far, as the order is ascending
+            if len(g) < max_batch and (len(g) + 1) * s * s <= max_cells:
+                g.append(i)
+                continue
+        groups.append([i])
+    return groups
+
+
+def effective_attention(
+    traces: Sequence[SentenceTrace],
+    w_o: torch.Tensor | None,
+    dtype: torch.dtype = torch.float32,
+    rtol: float | None = None,
+    max_cells: int = 1 << 20,
+    max_batch: int = 32,
+    row_space: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> list[Effective]:
+    """A_eff for every trace, batched: traces are grouped by length and each group is padded once.
+
+    Args:
+        traces: sentence traces (any lengths).
+        w_o: (L, H, d_head, d) from :func:`identifiability.trace.out_proj_weights` (None: assume full rank).
+        dtype, rtol: see :func:`effective_padded`.
+        max_cells: bound on B * S^2 per group (memory: about 3 * L * H * max_cells numbers).
+        row_space: precomputed ``out_proj_row_space(w_o, dtype)`` (saves one SVD of W_O per call).
+    """
+    out: list[Effective | None] = [None] * len(traces)
+    if row_space is None and w_o is not None:
+        row_space = out_proj_row_space(w_o, dtype)
+    for g in _length_groups([tr.n_tokens for tr in traces], max_cells, max_batch):
+        attn, vals, lengths = pad_traces([traces[i] for i in g])
+        res = effective_padded(attn, vals, lengths, None, dtype, rtol, row_space)
+        for b, i in enumerate(g):
+            n = int(lengths[b])
+            # Views into the padded batch (no copies; the batch lives as long as its sentences do).
+            out[i] = Effective(res.effective[b, :, :, :n, :n], res.null[b, :, :, :n, :n], res.rank[b])
+    return out  # type: ignore[return-value]
+
+
+def iter_effective(
+    lm: LoadedModel,
+    texts: Sequence[str],
+    w_o: torch.Tensor | None = None,
+    dtype: torch.dtype = torch.float32,
+    rtol: float | None = None,
+    max_tokens: int | None = None,
+    max_cells: int = 1 << 20,
+    max_batch: int = 16,
+    progress: bool = True,
+    desc: str = "effective attention",
+) -> Iterator[tuple[int, SentenceTrace, Effective]]:
+    """Trace ``texts`` and compute their effective attention batch by batch, yielding
+    ``(index into texts, trace, effective)`` in order of length; memory stays bounded by one batch.
+
+    The forward pass and the decomposition share the same length groups, so padding stays small.
+    """
+    texts = list(texts)
+    w_o = out_proj_weights(lm) if w_o is None else w_o
+    lengths = token_lengths(texts, lm.tokenizer)
+    limit = min(max_tokens or lm.max_positions, lm.max_positions)
+    lengths = [min(n, limit) for n in lengths]
+    groups = _length_groups(lengths, max_cells, max_batch)
+    row_space = out_proj_row_space(w_o, dtype)
+    for g in tqdm(groups, desc=desc, unit="batch", disable=not progress or len(groups) < 2):
+        trs = trace_batch(lm, [texts[i] for i in g], max_tokens)
+        for i, tr, eff in zip(g, trs, effective_attention(trs, w_o, dtype, rtol, max_cells, len(g), row_space)):
+            yield i, tr, eff
+
+
+# --------------------------------------------------------------------------------------------------
+# Per-head reference (tests, benchmark): decompose T itself, one head at a time
+# --------------------------------------------------------------------------------------------------
+
+def reference_effective(attn: torch.Tensor, transform: torch.Tensor, dtype: torch.dtype = torch.float64,
+                        rtol: float | None = None) -> tuple[torch.Tensor, int]:
+    """The definition, for one head: project each row of A onto col(T) via an SVD of T.
+
+    Args:
+        attn: (d_s, d_s) A_h.
+        transform: (d_s, d) T_h = V_h W_O^h, formed in ``dtype`` by the caller.
+    Returns:
+        (A_eff (d_s, d_s), rank of T).
+    """
+    t = transform.to(dtype)
+    u, s, _ = torch.linalg.svd(t, full_matrices=False)
+    rtol = default_rtol(*t.shape, dtype) if rtol is None else rtol
+    r = int((s > rtol * s[0]).sum()) if s.numel() and s[0] > 0 else 0
+    if r >= t.shape[0]:
+        return attn.to(dtype).clone(), r
+    ur = u[:, :r]
+    return attn.to(dtype) @ ur @ ur.T, r
+
+
+def effective_loop(tr: SentenceTrace, w_o: torch.Tensor, dtype: torch.dtype = torch.float64,
+                   rtol: float | None = None) -> Effective:
+    """Per-head Python loop over layers and heads, forming T = V_h W_O^h in ``dtype`` (the baseline)."""
+    L, H = w_o.shape[:2]
+    eff = torch.empty(L, H, tr.n_tokens, tr.n_tokens, dtype=dtype)
+    rank = torch.empty(L, H, dtype=torch.long)
+    for layer in range(L):
+        for h in range(H):
+            t = tr.values[layer, h].to(dtype) @ w_o[layer, h].to(dtype)
+            eff[layer, h], rank[layer, h] = reference_effective(tr.attentions[layer, h], t, dtype, rtol)
+    return Effective(eff, tr.attentions.to(dtype) - eff, rank)
+
+
+# --------------------------------------------------------------------------------------------------
+# Measures
+# --------------------------------------------------------------------------------------------------
+
+def pearson(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Pearson correlation of two (..., S, S) matrices over their S^2 entries, batched: returns (...)."""
+    x = a.double().flatten(-2)  # float64 sums: identical matrices give exactly 1, not 1 - 1e-6
+    y = b.double().flatten(-2)
+    x = x - x.mean(-1, keepdim=True)
+    y = y - y.mean(-1, keepdim=True)
+    return (x * y).sum(-1) / (x.norm(dim=-1) * y.norm(dim=-1)).clamp_min(1e-300)
+
+
+def concatenated(corpus: Corpus, lengths: Sequence[int], tokenizer, seed: int = 0) -> list[str]:
+    """:func:`identifiability.corpora.concatenated_inputs`, without the tokenizer's "longer than the
+    maximum" warnings that its trimming loop triggers on the way (the returned texts fit)."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        return concatenated_inputs(corpus, list(lengths), tokenizer, seed)
+    finally:
+        hf_logging.set_verbosity(level)
+
+
+def length_grid(d_head: int, max_length: int, n_lengths: int) -> list[int]:
+    """Token lengths from 4 to ``max_length``, log-spaced, always including d_head and d_head + 1, 2."""
+    grid = np.unique(np.round(np.geomspace(4, max_length, n_lengths)).astype(int))
+    extra = [d for d in (d_head - 1, d_head, d_head + 1, d_head + 2) if 4 <= d <= max_length]
+    return sorted(set(grid.tolist()) | set(extra))
+
+
+def correlation_by_length(
+    lm: LoadedModel,
+    texts: Sequence[str],
+    dtype: torch.dtype = torch.float32,
+    rtol: float | None = None,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """Figure 1 (a) of the paper, per head: Pearson correlation of A and A_eff for every text.
+
+    Returns one row per (text, layer, head): ``text`` (index), ``d_s``, ``layer``, ``head``, ``pearson``,
+    ``null_dim`` (dim LN(T)) and ``null_share`` (||A - A_eff||_F / ||A||_F).
+    """
+    rows = []
+    L, H = lm.n_layers, lm.n_heads
+    li, hi = torch.meshgrid(torch.arange(L), torch.arange(H), indexing="ij")
+    for i, tr, eff in iter_effective(lm, texts, dtype=dtype, rtol=rtol, progress=progress, desc="Figure 1"):
+        a = tr.attentions.to(dtype)
+        corr = pearson(a, eff.effective)
+        share = eff.null.double().flatten(-2).norm(dim=-1) / a.double().flatten(-2).norm(dim=-1)
+        rows.append(pd.DataFrame({
+            "text": i, "d_s": tr.n_tokens, "layer": li.flatten().numpy(), "head": hi.flatten().numpy(),
+            "pearson": corr.flatten().numpy(), "null_dim": eff.null_dim.flatten().numpy(),
+            "null_share": share.flatten().numpy(),
+        }))
+    return pd.concat(rows, ignore_index=True).sort_values(["d_s", "text", "layer", "head"], ignore_index=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# Token categories and attention mass
+# --------------------------------------------------------------------------------------------------
+
+PUNCTUATION = "punctuation"
+OTHER = "other tokens"
+OTHER_SPECIAL = "other special"
+
+
+def _strip_marker(token: str) -> str:
+    for marker in ("##", "Ġ", "▁", "Ċ"):
+        token = token.removeprefix(marker)
+    return token
+
+
+def is_punctuation(token: str) -> bool:
+    """True for tokens made only of punctuation or symbol characters (after sub-word markers are removed)."""
+    t = _strip_marker(token)
+    return bool(t) and all(unicodedata.category(c)[0] in "PS" or c in string.punctuation for c in t)
+
+
+def named_special_tokens(tokenizer) -> dict[int, str]:
+    """id -> token string of the tokenizer's cls / bos / sep / eos tokens, where they exist."""
+    named: dict[int, str] = {}
+    for attr in ("cls_token", "bos_token", "sep_token", "eos_token"):
+        tok = getattr(tokenizer, attr, None)
+        tid = getattr(tokenizer, f"{attr}_id", None)
+        if tok is not None and tid is not None:
+            named.setdefault(int(tid), str(tok))
+    return named
+
+
+def category_order(tokenizer) -> list[str]:
+    """Categories in display order: the named special tokens, then punctuation, other, other special."""
+    return list(dict.fromkeys(named_special_tokens(tokenizer).values())) + [PUNCTUATION, OTHER, OTHER_SPECIAL]
+
+
+def token_categories(tokenizer, input_ids: Sequence[int]) -> list[str]:
+    """One category per token: a named special token ([CLS], [SEP], <s>, ...), punctuation, other tokens,
+    or other special (e.g. [UNK])."""
+    named = named_special_tokens(tokenizer)
+    special = set(int(i) for i in tokenizer.all_special_ids)
+    ids = [int(i) for i in input_ids]
+    out = []
+    for tid, tok in zip(ids, tokenizer.convert_ids_to_tokens(ids)):
+        if tid in named:
+            out.append(named[tid])
+        elif tid in special:
+            out.append(OTHER_SPECIAL)
+        elif is_punctuation(tok):
+            out.append(PUNCTUATION)
+        else:
+            out.append(OTHER)
+    return out
+
+
+def category_mass(attn: torch.Tensor, categories: Sequence[str], order: Sequence[str]) -> torch.Tensor:
+    """Attention mass per key category: (L, H, d_s, d_s) -> (L, H, C), the sum over keys of the category,
+    averaged over queries (0 for a category absent from the sentence)."""
+    col = attn.mean(-2).double()  # (L, H, d_s): mean over queries of each key's weight
+    onehot = torch.zeros(len(categories), len(order), dtype=torch.float64)
+    for k, c in enumerate(categories):
+        onehot[k, order.index(c)] = 1.0
+    return col @ onehot
+
+
+def attention_mass(
+    lm: LoadedModel,
+    texts: Sequence[str],
+    dtype: torch.dtype = torch.float32,
+    rtol: float | None = None,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """Raw and effective attention mass per (layer, head, token category), averaged over ``texts``.
+
+    Returns rows ``layer, head, category, raw, effective, present`` (``present``: share of texts that
+    contain the category; the mass averages count 0 where it is absent).
+    """
+    order = category_order(lm.tokenizer)
+    L, H, C = lm.n_layers, lm.n_heads, len(order)
+    raw = torch.zeros(L, H, C, dtype=torch.float64)
+    eff_sum = torch.zeros_like(raw)
+    present = torch.zeros(C, dtype=torch.float64)
+    n = 0
+    for _, tr, eff in iter_effective(lm, texts, dtype=dtype, rtol=rtol, progress=progress, desc="attention mass"):
+        cats = token_categories(lm.tokenizer, tr.input_ids)
+        raw += category_mass(tr.attentions, cats, order)
+        eff_sum += category_mass(eff.effective, cats, order)
+        present += torch.tensor([float(c in cats) for c in order], dtype=torch.float64)
+        n += 1
+    li, hi, ci = torch.meshgrid(torch.arange(L), torch.arange(H), torch.arange(C), indexing="ij")
+    df = pd.DataFrame({
+        "layer": li.flatten().numpy(), "head": hi.flatten().numpy(),
+        "category": [order[c] for c in ci.flatten().tolist()],
+        "raw": (raw / max(n, 1)).flatten().numpy(), "effective": (eff_sum / max(n, 1)).flatten().numpy(),
+        "present": (present / max(n, 1))[ci.flatten()].numpy(),
+    })
+    return df[df.present > 0].reset_index(drop=True)
+
+
+def long_texts(corpus: Corpus, tokenizer, n: int, min_tokens: int, max_tokens: int, seed: int = 0) -> list[str]:
+    """``n`` texts of ``min_tokens``..``max_tokens`` tokens: corpus sentences where there are enough,
+    topped up with concatenated consecutive sentences (models with a large d_head need them)."""
+    try:
+        texts = sample_sentences(corpus, n, seed, tokenizer, min_tokens=min_tokens, max_tokens=max_tokens)
+    except ValueError:
+        texts = []
+    if len(texts) < n:
+        rng = np.random.default_rng(seed)
+        texts += concatenated(corpus, rng.integers(min_tokens, max_tokens + 1, n - len(texts)).tolist(),
+                              tokenizer, seed)
+    return texts
+
+
+# --------------------------------------------------------------------------------------------------
+# The head viewer
+# --------------------------------------------------------------------------------------------------
+
+def head_viewer(
+    examples: Sequence[tuple[list[str], torch.Tensor, torch.Tensor]],
+    labels: Sequence[str] | None = None,
+    digits: int = 3,
+    size: int = 250,
+) -> alt.HConcatChart:
+    """Raw, effective and null attention side by side, with a sentence dropdown, a layer slider and a head
+    dropdown; works in a static page (Altair params, no Python callbacks).
+
+    Args:
+        examples: per sentence ``(tokens, raw (L, H, d_s, d_s), effective (L, H, d_s, d_s))``.
+        labels: dropdown labels of the sentences (default: their first words).
+        digits: decimals kept; values are shipped as integers in units of 10^-digits.
+
+    Page weight: one record per (sentence, layer, head) holds the whole matrix of raw and of effective
+    attention, each as one string of comma-separated integers (a string is one token in the page's JSON,
+    and in the notebook file, where a list would take a line per number). The browser splits and flattens
+    them, recovers query and key from the position, and computes the null part as raw - effective.
+    """
+    scale = 10 ** digits
+    recs = []
+    tokens = []
+
+    def encode(m: torch.Tensor) -> list[list[str]]:
+        ints = (m.double() * scale).round().to(torch.int64)
+        L, H, S, _ = ints.shape
+        return [[",".join(map(str, ints[layer, h].flatten().tolist())) for h in range(H)] for layer in range(L)]
+
+    for s, (toks, raw, eff) in enumerate(examples):
+        L, H, S, _ = raw.shape
+        r, e = encode(raw), encode(eff)
+        tokens.append([f"{i} {t}" for i, t in enumerate(toks)])
+        for layer in range(L):
+            for h in range(H):
+                recs.append({"s": s, "layer": layer + 1, "head": h, "n": S, "r": r[layer][h], "e": e[layer][h]})
+    L, H = examples[0][1].shape[:2]
+    labels = list(labels) if labels is not None else [
+        f"{i}: {' '.join(t for t in toks[1:6])} … ({len(toks)} tokens)" for i, (toks, _, _) in enumerate(examples)]
+    sentence = alt.param(name="sentence", value=0, bind=alt.binding_select(
+        options=list(range(len(examples))), labels=labels, name="sentence "))
+    # Layers are numbered 1..L on the page, as in charts.attention_explorer.
+    layer = alt.param(name="layer", value=L, bind=alt.binding_range(min=1, max=L, step=1, name="layer "))
+    head = alt.param(name="head", value=0, bind=alt.binding_select(options=list(range(H)), name="head "))
+    tok_json = json.dumps(tokens)
+
+    def axis(title: str) -> alt.Axis:
+        return alt.Axis(title=title, labelExpr=f"{tok_json}[sentence][datum.value]", labelOverlap=False,
+                        labelFontSize=8)
+
+    base = (
+        alt.Chart(pd.DataFrame(recs))
+        .transform_filter((alt.datum.s == sentence) & (alt.datum.layer == layer) & (alt.datum.head == head))
+        .transform_calculate(rv="split(datum.r, ',')", ev="split(datum.e, ',')")
+        .transform_flatten(["rv", "ev"])
+        .transform_window(i="row_number()", groupby=["s", "layer", "head"])
+        .transform_calculate(q="floor((datum.i - 1) / datum.n)", k="(datum.i - 1) % datum.n",
+                             raw=f"toNumber(datum.rv) / {scale}", effective=f"toNumber(datum.ev) / {scale}",
+                             null=f"(toNumber(datum.rv) - toNumber(datum.ev)) / {scale}")
+        .mark_rect()
+        .properties(width=size, height=size)
+    )
+
+    def panel(field: str, title: str, scheme: str, mid: bool) -> alt.Chart:
+        color = alt.Color(f"{field}:Q", title=field, legend=alt.Legend(orient="bottom", gradientLength=size - 40),
+                          scale=alt.Scale(scheme=scheme, domainMid=0) if mid else alt.Scale(scheme=scheme))
+        return base.encode(
+            x=alt.X("k:O", axis=axis("key")),
+            y=alt.Y("q:O", axis=axis("query") if field == "raw" else alt.Axis(title=None, labels=False)),
+            color=color,
+            tooltip=[alt.Tooltip("q:O", title="query"), alt.Tooltip("k:O", title="key"),
+                     alt.Tooltip("raw:Q", format=".3f"), alt.Tooltip("effective:Q", format=".3f"),
+                     alt.Tooltip("null:Q", format=".3f")],
+        ).properties(title=title)
+
+    return (
+        alt.hconcat(panel("raw", "raw A", "blues", False),
+                    panel("effective", "effective A_eff", "redblue", True),
+                    panel("null", "null part A − A_eff", "redblue", True))
+        .resolve_scale(color="independent")
+        .add_params(sentence, layer, head)
+    )
+
+
+def spec_bytes(chart: alt.TopLevelMixin) -> int:
+    """Size of a chart's Vega-Lite spec as embedded in the page (JSON bytes)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return len(json.dumps(chart.to_dict()).encode())

@@ -1,0 +1,267 @@
+"""Effective attention: the definition's invariants, the batched path against a per-head reference,
+padding, rank-deficient output projections, the token categories and the head viewer."""
+
+import json
+
+import pytest
+import torch
+
+from identifiability import effective as E
+from identifiability import trace
+from identifiability.corpora import load_corpus
+
+
+def _transforms(tr, w_o, dtype=torch.float64):
+    return tr.values.to(dtype) @ w_o.to(dtype)  # (L, H, d_s, d)
+
+
+def _col_projector(t: torch.Tensor) -> torch.Tensor:
+    """Projector onto col(T) for every head, from an SVD of T itself in float64: (L, H, d_s, d_s)."""
+    u, s, _ = torch.linalg.svd(t.double(), full_matrices=False)
+    tol = max(t.shape[-2:]) * torch.finfo(torch.float64).eps * s[..., :1]
+    uk = u * (s > tol).unsqueeze(-2)
+    return uk @ uk.mT
+
+
+@pytest.fixture(scope="module")
+def tiny_traces(tiny_lm, sentences):
+    return trace.trace_sentences(tiny_lm, sentences, progress=False)
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 2e-5), (torch.float64, 1e-12)])
+def test_invariants(tiny_lm, tiny_traces, dtype, tol):
+    w_o = trace.out_proj_weights(tiny_lm)
+    d_head = tiny_lm.d_head
+    assert max(tr.n_tokens for tr in tiny_traces) > d_head >= min(tr.n_tokens for tr in tiny_traces)
+    for tr, eff in zip(tiny_traces, E.effective_attention(tiny_traces, w_o, dtype=dtype)):
+        assert eff.effective.dtype == dtype
+        t = _transforms(tr, w_o)
+        a = tr.attentions.double()
+        out = a @ t
+        # Same head output.
+        assert float((eff.effective.double() @ t - out).norm() / out.norm()) < tol
+        # The null part is in LN(T) and the effective part in col(T): projecting again changes nothing.
+        assert float((eff.null.double() @ t).norm() / out.norm()) < tol
+        p = _col_projector(t)
+        assert torch.allclose(eff.effective.double() @ p, eff.effective.double(), atol=tol * 10)
+        assert torch.allclose(eff.effective + eff.null, tr.attentions.to(dtype), atol=tol)
+        # dim LN(T) by rank-nullity, for random weights exactly max(d_s - d_head, 0).
+        assert torch.equal(eff.null_dim, torch.full_like(eff.null_dim, max(tr.n_tokens - d_head, 0)))
+        if tr.n_tokens <= d_head:  # LN(T) empty: A_eff is A itself, not A up to rounding
+            assert torch.equal(eff.effective, tr.attentions.to(dtype))
+            assert not eff.null.any()
+        else:
+            assert float(eff.null.norm()) > 1e-3  # a real null part exists
+
+
+def test_projecting_twice_changes_nothing(tiny_lm, tiny_traces):
+    w_o = trace.out_proj_weights(tiny_lm)
+    long = max(tiny_traces, key=lambda tr: tr.n_tokens)
+    eff = E.effective_attention([long], w_o, dtype=torch.float64)[0]
+    again = E.effective_padded(eff.effective[None], long.values[None], [long.n_tokens], w_o, torch.float64)
+    torch.testing.assert_close(again.effective[0], eff.effective, atol=1e-12, rtol=0)
+    assert float(again.null.abs().max()) < 1e-12
+
+
+@pytest.mark.parametrize("dtype,atol", [(torch.float32, 2e-6), (torch.float64, 1e-12)])
+def test_batched_equals_per_head_reference(tiny_lm, tiny_traces, dtype, atol):
+    """One padded SVD over all sentences, layers and heads == a Python loop of SVDs of T, head by head."""
+    w_o = trace.out_proj_weights(tiny_lm)
+    batched = E.effective_attention(tiny_traces, w_o, dtype=dtype)
+    for tr, got in zip(tiny_traces, batched):
+        ref = E.effective_loop(tr, w_o, dtype=torch.float64)
+        assert torch.equal(got.rank, ref.rank)
+        torch.testing.assert_close(got.effective.double(), ref.effective, atol=atol, rtol=0)
+
+
+def test_padding_and_grouping_do_not_change_the_result(tiny_lm, tiny_traces):
+    w_o = trace.out_proj_weights(tiny_lm)
+    together = E.effective_attention(tiny_traces, w_o, dtype=torch.float64, max_cells=10**9)
+    for tr, got in zip(tiny_traces, together):
+        alone = E.effective_attention([tr], w_o, dtype=torch.float64)[0]
+        assert got.effective.shape == (tiny_lm.n_layers, tiny_lm.n_heads, tr.n_tokens, tr.n_tokens)
+        torch.testing.assert_close(got.effective, alone.effective, atol=1e-13, rtol=0)
+        assert torch.equal(got.rank, alone.rank)
+    # Garbage in the padded region must not leak in.
+    attn, vals, lengths = E.pad_traces(tiny_traces)
+    valid = torch.arange(attn.shape[-1])[None, :] < lengths[:, None]
+    noisy_a = torch.where(valid[:, None, None, :, None] & valid[:, None, None, None, :], attn, torch.rand_like(attn))
+    noisy_v = torch.where(valid[:, None, None, :, None], vals, 100 * torch.randn_like(vals))
+    res = E.effective_padded(noisy_a, noisy_v, lengths, w_o, torch.float64)
+    for b, got in enumerate(together):
+        n = int(lengths[b])
+        torch.testing.assert_close(res.effective[b, :, :, :n, :n], got.effective, atol=1e-13, rtol=0)
+        assert not res.effective[b, :, :, n:].any() and not res.effective[b, :, :, :, n:].any()
+
+
+def test_groups_respect_the_cell_budget():
+    lengths = [5, 40, 7, 33, 100, 6, 41]
+    groups = E._length_groups(lengths, max_cells=5000, max_batch=3)
+    assert sorted(i for g in groups for i in g) == list(range(len(lengths)))
+    for g in groups:
+        assert len(g) <= 3 and (len(g) == 1 or len(g) * max(lengths[i] for i in g) ** 2 <= 5000)
+
+
+def _rank_deficient(w_o: torch.Tensor, layer: int, head: int, n_dup: int) -> torch.Tensor:
+    """A copy of w_o whose block (layer, head) has rank d_head - n_dup exactly, in any precision: its last
+    ``n_dup`` rows repeat its first ones. (Truncating an SVD instead leaves float32 rounding in the dropped
+    directions, which a float64 decomposition with a float64 tolerance would count as rank.)"""
+    w = w_o.clone()
+    w[layer, head, -n_dup:] = w[layer, head, :n_dup]
+    return w
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_rank_deficient_output_projection(tiny_lm, tiny_traces, dtype):
+    """If W_O^h is not of full rank, col(T) is smaller than col(V_h): decomposing V_h alone would keep
+    a part of LN(T) in A_eff. The batched code must detect such heads and agree with an SVD of T."""
+    d_head = tiny_lm.d_head
+    r = d_head - 3
+    w_def = _rank_deficient(trace.out_proj_weights(tiny_lm), 1, 2, d_head - r)
+    w_def[0, 1] = 0.0  # a head that outputs nothing: everything is null
+    _, wo_rank = E.out_proj_row_space(w_def, dtype)
+    assert int(wo_rank[1, 2]) == r and int(wo_rank[0, 1]) == 0 and int(wo_rank[0, 0]) == d_head
+    long = max(tiny_traces, key=lambda tr: tr.n_tokens)
+    short = min(tiny_traces, key=lambda tr: tr.n_tokens)
+    for tr in (long, short):
+        got = E.effective_attention([tr], w_def, dtype=dtype)[0]
+        ref = E.effective_loop(tr, w_def, dtype=torch.float64)
+        assert torch.equal(got.rank, ref.rank)
+        assert int(got.rank[1, 2]) == min(tr.n_tokens, r) and int(got.rank[0, 1]) == 0
+        torch.testing.assert_close(got.effective.double(), ref.effective, atol=2e-6, rtol=0)
+        assert not got.effective[0, 1].any()  # T = 0: nothing is effective
+        t = _transforms(tr, w_def)
+        p = _col_projector(t)
+        torch.testing.assert_close(got.effective.double() @ p, got.effective.double(), atol=2e-6, rtol=0)
+        torch.testing.assert_close(got.effective.double() @ t, tr.attentions.double() @ t, atol=2e-5, rtol=0)
+        # The naive shortcut (col(V_h), W_O assumed full rank) is wrong for that head.
+        naive = E.effective_attention([tr], None, dtype=dtype)[0]
+        assert int(naive.rank[1, 2]) == min(tr.n_tokens, d_head)
+        if tr.n_tokens > r:
+            assert float((naive.effective[1, 2] - got.effective[1, 2]).abs().max()) > 1e-3
+        # Healthy heads are unaffected by the detection.
+        torch.testing.assert_close(naive.effective[1, 0], got.effective[1, 0], atol=0, rtol=0)
+
+
+def test_relative_tolerance_is_what_decides_rank(tiny_lm, tiny_traces):
+    """A relative tolerance of 1 keeps only directions as large as the largest; the default keeps all."""
+    w_o = trace.out_proj_weights(tiny_lm)
+    long = max(tiny_traces, key=lambda tr: tr.n_tokens)
+    coarse = E.effective_attention([long], w_o, rtol=0.5)[0]
+    default = E.effective_attention([long], w_o)[0]
+    assert (coarse.rank < default.rank).all() and (default.rank == tiny_lm.d_head).all()
+    assert E.default_rtol(40, 32, torch.float32) == 40 * torch.finfo(torch.float32).eps
+
+
+def test_pearson():
+    g = torch.Generator().manual_seed(0)
+    a = torch.rand(3, 2, 7, 7, generator=g)
+    b = a + 0.3 * torch.rand(3, 2, 7, 7, generator=g)
+    got = E.pearson(a, b)
+    import numpy as np
+
+    want = np.corrcoef(a[1, 0].flatten().numpy(), b[1, 0].flatten().numpy())[0, 1]
+    assert got.shape == (3, 2) and abs(float(got[1, 0]) - want) < 1e-6
+    assert float((E.pearson(a, a) - 1).abs().max()) < 1e-12
+    assert float(E.pearson(a, -a).max()) < -1 + 1e-12
+
+
+def test_token_categories(tiny_lm):
+    tok = tiny_lm.tokenizer
+    ids = tok("Hello, world! It costs $5 (or so).")["input_ids"] + [tok.unk_token_id]
+    cats = E.token_categories(tok, ids)
+    toks = tok.convert_ids_to_tokens(ids)
+    assert cats[0] == "[CLS]" and cats[-2] == "[SEP]" and cats[-1] == E.OTHER_SPECIAL
+    for t, c in zip(toks[1:-2], cats[1:-2]):
+        assert c == (E.PUNCTUATION if t in {",", "!", "$", "(", ")", "."} else E.OTHER), (t, c)
+    assert E.category_order(tok)[:2] == ["[CLS]", "[SEP]"]
+    assert E.is_punctuation("Ġ,") and E.is_punctuation("##.") and not E.is_punctuation("Ġthe")
+
+
+def test_category_mass_of_raw_attention_sums_to_one(tiny_lm, tiny_traces):
+    order = E.category_order(tiny_lm.tokenizer)
+    for tr in tiny_traces:
+        cats = E.token_categories(tiny_lm.tokenizer, tr.input_ids)
+        m = E.category_mass(tr.attentions, cats, order)
+        torch.testing.assert_close(m.sum(-1), torch.ones(m.shape[:2], dtype=torch.float64))
+        # [CLS] is one key: its mass is the mean over queries of that column.
+        torch.testing.assert_close(m[..., 0], tr.attentions[..., 0].double().mean(-1))
+
+
+def test_head_viewer_ships_the_matrices(tiny_lm, tiny_traces):
+    w_o = trace.out_proj_weights(tiny_lm)
+    effs = E.effective_attention(tiny_traces[:2], w_o)
+    chart = E.head_viewer([(tr.tokens, tr.attentions, e.effective) for tr, e in zip(tiny_traces, effs)])
+    spec = chart.to_dict()
+    assert {p["name"] for p in spec["params"]} == {"sentence", "layer", "head"}
+    rows = next(iter(spec["datasets"].values()))
+    L, H = tiny_lm.n_layers, tiny_lm.n_heads
+    assert len(rows) == 2 * L * H
+    row = next(r for r in rows if r["s"] == 1 and r["layer"] == 2 and r["head"] == 2)  # layers 1..L on the page
+    n = tiny_traces[1].n_tokens
+    raw = torch.tensor([int(x) for x in row["r"].split(",")]).reshape(n, n) / 1000
+    eff = torch.tensor([int(x) for x in row["e"].split(",")]).reshape(n, n) / 1000
+    torch.testing.assert_close(raw.float(), tiny_traces[1].attentions[1, 2], atol=5.1e-4, rtol=0)
+    torch.testing.assert_close(eff.float(), effs[1].effective[1, 2], atol=5.1e-4, rtol=0)
+    assert E.spec_bytes(chart) < 20 * 2 * L * H * max(tr.n_tokens for tr in tiny_traces[:2]) ** 2 + 50_000
+    json.dumps(spec)  # serialisable
+
+
+def test_entry_points_on_every_architecture(tiny_any, sentences):
+    """Every src entry point of the chapter, on every registered architecture (causal GPT-2 included)."""
+    lm = tiny_any
+    w_o = trace.out_proj_weights(lm)
+    seen = 0
+    for i, tr, eff in E.iter_effective(lm, sentences, w_o, progress=False):
+        t = _transforms(tr, w_o)
+        out = tr.attentions.double() @ t
+        assert float((eff.effective.double() @ t - out).norm() / out.norm()) < 1e-5
+        assert tr.text == sentences[i]
+        assert torch.equal(eff.null_dim, (tr.n_tokens - eff.rank))
+        seen += 1
+    assert seen == len(sentences)
+    fig = E.correlation_by_length(lm, sentences, progress=False)
+    assert len(fig) == len(sentences) * lm.n_layers * lm.n_heads
+    short = fig[fig.d_s <= lm.d_head]
+    assert (short.pearson > 1 - 1e-9).all() and (short.null_dim == 0).all()
+    assert (fig[fig.d_s > lm.d_head].null_dim > 0).all()
+    mass = E.attention_mass(lm, sentences, progress=False)
+    totals = mass.groupby(["layer", "head"]).raw.sum()
+    assert ((totals - 1).abs() < 1e-5).all()
+    trs = trace.trace_sentences(lm, sentences[:2], progress=False)
+    effs = E.effective_attention(trs, w_o)
+    assert E.spec_bytes(E.head_viewer([(tr.tokens, tr.attentions, e.effective) for tr, e in zip(trs, effs)])) > 0
+
+
+def test_long_texts_and_length_grid(tiny_lm):
+    corpus = load_corpus("lee")
+    texts = E.long_texts(corpus, tiny_lm.tokenizer, 5, 20, 40, seed=0)
+    lengths = [len(tiny_lm.tokenizer(t)["input_ids"]) for t in texts]
+    assert len(texts) == 5 and all(20 <= n <= 40 for n in lengths)
+    # Too few corpus sentences that long: topped up with concatenations.
+    texts = E.long_texts(corpus, tiny_lm.tokenizer, 3, 300, 320, seed=0)
+    assert all(250 <= len(tiny_lm.tokenizer(t)["input_ids"]) <= 320 for t in texts)
+    grid = E.length_grid(32, 384, 12)
+    assert grid[0] == 4 and grid[-1] == 384 and {31, 32, 33, 34} <= set(grid)
+
+
+@pytest.mark.real
+def test_real_model_invariants(real_lm):
+    """The embedded MiniLM: every W_O^h has full rank, LN(T) has dimension d_s - d_v, A_eff T = A T,
+    and short sentences keep A_eff = A exactly."""
+    w_o = trace.out_proj_weights(real_lm)
+    _, wo_rank = E.out_proj_row_space(w_o)
+    assert (wo_rank == real_lm.d_head).all()
+    texts = E.concatenated(load_corpus("lee"), [20, 60], real_lm.tokenizer, seed=0)
+    trs = trace.trace_sentences(real_lm, texts, progress=False)
+    for tr, eff in zip(trs, E.effective_attention(trs, w_o)):
+        t = _transforms(tr, w_o)
+        out = tr.attentions.double() @ t
+        assert float((eff.effective.double() @ t - out).norm() / out.norm()) < 1e-5
+        assert (eff.null_dim == max(tr.n_tokens - real_lm.d_head, 0)).all()
+        if tr.n_tokens <= real_lm.d_head:
+            assert torch.equal(eff.effective, tr.attentions)
+        else:
+            ref = E.effective_loop(tr, w_o, dtype=torch.float64)
+            torch.testing.assert_close(eff.effective.double(), ref.effective, atol=1e-5, rtol=0)
+            assert float(E.pearson(tr.attentions, eff.effective).median()) < 0.95
