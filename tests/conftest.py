@@ -47,6 +47,9 @@ def sentences():
 # the results each chapter writes, and the book test renders the same executed notebooks.
 QUICK_PARAMS = {
     "01_model_and_data": {"n_sentences": 40},
+    "02_nonidentifiability": {"n_sentences": 3, "lengths": "8,dv,dv+1,dv+2,48", "example_length": "dv+8",
+                              "search_lengths": "dv+1,dv+2,dv+8", "search_steps": 4, "jacobian_max_length": "dv+2",
+                              "lp_rounds": 1},
     "03_effective_attention": {"n_sentences": 12, "fig1_n_lengths": 6, "fig1_repeats": 1, "fig1_max_length": 96,
                                "viewer_sentences": 2, "viewer_max_tokens": 40},
 }
