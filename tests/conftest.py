@@ -50,6 +50,8 @@ QUICK_PARAMS = {
     "02_nonidentifiability": {"n_sentences": 3, "lengths": "8,dv,dv+1,dv+2,48", "example_length": "dv+8",
                               "search_lengths": "dv+1,dv+2,dv+8", "search_steps": 4, "jacobian_max_length": "dv+2",
                               "lp_rounds": 1},
+    "04_token_identity": {"n_sentences": 60, "second_n_sentences": 40, "epochs": 3},
+    "05_angle_magnitude": {"n_sentences": 60, "epochs": 3},
     "03_effective_attention": {"n_sentences": 12, "fig1_n_lengths": 6, "fig1_repeats": 1, "fig1_max_length": 96,
                                "viewer_sentences": 2, "viewer_max_tokens": 40},
 }

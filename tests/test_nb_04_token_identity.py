@@ -1,0 +1,43 @@
+"""Executes the token-identity chapter on the real model with small parameters and checks its numbers."""
+
+import json
+
+import pytest
+
+
+@pytest.mark.notebooks
+def test_token_identity_notebook(chapter_run):
+    r = chapter_run("04_token_identity")["results"]
+    out = chapter_run.dir / "notebooks" / "04_token_identity.ipynb"
+    L = r["n_layers"]
+    assert L == 6 and r["split_sentence_overlap"] == 0
+    sizes = r["split_sizes"]
+    assert sum(v["sentences"] for v in sizes.values()) == r["n_sentences_used"] == 60
+    # Layer 0: the identity map finds every token, with both lookups and both candidate sets.
+    assert r["naive_layer0"] == [1.0, 1.0, 1.0, 1.0]
+    naive = r["rates_sentence"]["naive"]["none"]
+    assert len(naive["cos"]) == L + 1 and naive["cos"][0] == 1.0
+    # Chance levels are what a uniform guess gives: about 1/d_s, and far smaller over all test tokens.
+    assert 0.01 < r["chance_sentence"] < 0.15 and r["chance_all"] < r["chance_sentence"] / 5
+    # Identity survives the layers far above chance, even with tiny training data.
+    assert r["naive_cos_last"] > 10 * r["chance_sentence"]
+    assert r["linear_cos_cos_last"] > 5 * r["chance_sentence"]
+    assert r["linear_cos_cos_last_all"] > 20 * r["chance_all"]
+    # Train rates exist for every trained probe and layer (Figure 7).
+    assert len(r["rates_train"]["linear"]["cos"]["cos"]) == L + 1
+    # Generalisation: a probe does best on (or next to) the layer it was trained on.
+    assert r["gen_linear_cos_diag_mean"] >= r["gen_linear_cos_offdiag_mean"]
+    g = r["generalisation"]["linear"]["cos"]["cos"]
+    assert len(g) == L + 1 and all(len(row) == L + 1 for row in g.values())
+    # Neighbours: the k = 0 share is the identification rate; shares are probabilities.
+    nb = r["neighbours"]["linear"]["cos"]["cos"]
+    assert nb["0"] == r["rates_sentence"]["linear"]["cos"]["cos"]
+    assert all(sum(nb[k][layer] for k in nb) <= 1 + 1e-9 for layer in range(L + 1))
+    # The second corpus was run, with its own probes and with the transferred ones.
+    assert r["second_corpus_name"] == "polarity" and r["second_sentences"] == 40
+    assert r["second_linear_cos_cos_last"] > 3 * r["second_chance"]
+    assert r["paper_last_layer"] == 0.93
+    nb_json = json.loads(out.read_text())
+    errors = [o for c in nb_json["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors
+    assert out.stat().st_size < 3_000_000

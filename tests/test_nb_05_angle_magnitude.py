@@ -1,0 +1,36 @@
+"""Executes the angle-vs-magnitude chapter on the real model with small parameters and checks its numbers."""
+
+import json
+
+import pytest
+
+
+@pytest.mark.notebooks
+def test_angle_magnitude_notebook(chapter_run):
+    r = chapter_run("05_angle_magnitude")["results"]
+    out = chapter_run.dir / "notebooks" / "05_angle_magnitude.ipynb"
+    L = r["n_layers"]
+    assert L == 6
+    for k in ("linear_cos_cos", "linear_l2_l2", "naive_cos", "unit_linear_cos_cos", "norm_only_best",
+              "rescaled_linear_cos_cos", "angle_median", "norm_median", "closest_share"):
+        assert len(r[k]) == L + 1, k
+    # Layer 0: e = x, so the angle is zero and the own x is always the closest direction.
+    assert r["angle_median"][0] < 0.01 and r["closest_share"][0] == 1.0 and r["naive_cos"][0] == 1.0
+    # The angle to the own input embedding widens with depth but stays below that to other tokens.
+    assert r["angle_median"][-1] > r["angle_median"][1]
+    assert all(a < o for a, o in zip(r["angle_median"][1:], r["angle_other_mean"][1:]))
+    # The share whose own x is angularly closest is exactly the identity map's cosine rate.
+    assert all(abs(a - b) < 1e-4 for a, b in zip(r["closest_share"], r["naive_cos"]))
+    # Cosine lookup of the identity map is exactly invariant to rescaling; L2 lookup is not.
+    assert r["rescale_naive_cos_max_change"] == 0.0
+    assert r["rescale_drop_naive_l2_mean"] > 0
+    # Angle alone keeps (nearly) everything; the norm alone is far worse than the angle.
+    assert r["unit_linear_cos_cos"][0] > 0.9
+    assert r["norm_only_best_max"] < 0.5 * max(r["unit_linear_cos_cos"])
+    assert r["angle_carries_identity"] is True
+    assert 0 < r["chance"] < 0.15
+    assert set(r["ablations"]) == set(r["ablation_labels"]) and len(r["ablation_labels"]) == 6
+    nb_json = json.loads(out.read_text())
+    errors = [o for c in nb_json["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors
+    assert out.stat().st_size < 3_000_000
