@@ -52,6 +52,8 @@ QUICK_PARAMS = {
                               "lp_rounds": 1},
     "04_token_identity": {"n_sentences": 60, "second_n_sentences": 40, "epochs": 3},
     "05_angle_magnitude": {"n_sentences": 60, "epochs": 3},
+    "06_context_mixing": {"n_sentences": 6, "n_second": 3, "n_exact": 2, "exact_max_tokens": 10, "max_tokens": 24,
+                          "n_explorer": 2, "use_cache": False},
     "03_effective_attention": {"n_sentences": 12, "fig1_n_lengths": 6, "fig1_repeats": 1, "fig1_max_length": 96,
                                "viewer_sentences": 2, "viewer_max_tokens": 40},
 }

@@ -1,0 +1,39 @@
+"""Chapter 6 runs end to end on the real model with small parameters, and its numbers make sense."""
+
+import json
+
+import pytest
+
+pytestmark = [pytest.mark.notebooks, pytest.mark.real]
+
+
+
+def test_context_mixing_notebook(chapter_run):
+    out = chapter_run("06_context_mixing")
+    res, params = out["results"], out["params"]
+    assert res["method"] == "folded" and res["causal"] is False
+    assert res["exact_sentences"] == params["n_exact"] and res["corpus_mode"] == "estimate"
+    assert set(res["corpus_sentences"]) == {"lee", "polarity"}
+    err = res["estimator_error"]
+    # the estimator's error with 16 probes per token as stated (median about 2.5–3.5%), with a margin
+    assert 0 < err["median"] < 0.06 and err["median"] <= err["p95"] < 0.2
+    assert err["abs_median"] < 0.01 and err["top_agreement"] > 0.9
+    assert len(err["per_layer_median"]) == 6
+    summ = res["layer_summary"]["lee"]
+    assert summ["layer"] == list(range(1, 7))
+    own = summ["own_median"]
+    assert all(0 < v < 1 for v in own)
+    assert own[-1] < own[0]  # mixing accumulates with depth
+    assert all(t >= o for t, o in zip(summ["top_median"], own))  # the top contributor is at least the own token
+    assert all(0 <= v <= 100 for v in summ["top_is_self_pct"])
+    loc = res["locality"]["lee"]
+    assert all(0 <= a <= 1 for a in loc["within_3"])
+    # context is more local than uniform mixing would make it, in every layer
+    assert all(a > u for a, u in zip(loc["within_3"], loc["uniform_within_3"]))
+    src = res["special_sources"]
+    assert set(src["source"]) == {"itself", "other special tokens", "words"}
+    assert "NOUN" in res["pos_own_median_last"] or "VERB" in res["pos_own_median_last"]
+    assert res["exact_seconds_per_sentence"] > res["estimate_seconds_per_sentence"]
+    nb = json.loads((chapter_run.dir / "notebooks" / "06_context_mixing.ipynb").read_text())
+    errors = [o for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors
