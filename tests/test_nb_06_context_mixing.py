@@ -7,8 +7,9 @@ import pytest
 pytestmark = [pytest.mark.notebooks, pytest.mark.real]
 
 
-
 def test_context_mixing_notebook(chapter_run):
+    """One shared execution per session (``chapter_run``, small parameters from conftest.QUICK_PARAMS),
+    which the book test renders too."""
     out = chapter_run("06_context_mixing")
     res, params = out["results"], out["params"]
     assert res["method"] == "folded" and res["causal"] is False
