@@ -9,6 +9,8 @@ MODEL ?= all-MiniLM-L6-v2
 CORPUS ?= lee
 PARAMS ?=
 ONLY ?=
+REPO_URL ?=
+BRANCH ?= main
 PYTEST_ARGS ?=
 NPM_PACKAGES := mathjax@3.2.2 @jupyter-widgets/html-manager@1.0.15 requirejs@2.3.8 playwright-core@1.65.1
 
@@ -35,7 +37,8 @@ vendor: .cache/npm/.installed
 
 book: venv vendor
 	$(PY) -m identifiability.cli book --model "$(MODEL)" --corpus "$(CORPUS)" \
-		$(foreach p,$(PARAMS),-p $(p)) $(if $(ONLY),--only $(ONLY))
+		$(foreach p,$(PARAMS),-p $(p)) $(if $(ONLY),--only $(ONLY)) \
+		$(if $(REPO_URL),--repository "$(REPO_URL)") --branch "$(BRANCH)"
 
 # The browser check needs Debian's chromium; as root it is installed here, elsewhere install it yourself.
 browser:

@@ -90,6 +90,8 @@ def main() -> None:
     ap.add_argument("--sample-chunks", type=int, default=3, help="chunks timed where a pass is extrapolated")
     ap.add_argument("--full-up-to", type=int, default=32, help="run the exact pass in full up to this d_s")
     ap.add_argument("--full", action="store_true", help="run the exact pass in full at every length")
+    ap.add_argument("--sweep", type=int, nargs="*", default=[32, 64, 128],
+                    help="more probe counts whose speed and error are measured where the exact result exists")
     ap.add_argument("--device", default="cpu")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -113,15 +115,16 @@ def main() -> None:
         # folded exact pass: in full, or a sample of chunks plus the per-sentence folding, extrapolated
         mm.append(matmul_gflops(d))
         full = args.full or n <= args.full_up_to
-        with PeakMemory() as mem:
-            if full:
+        if full:
+            with PeakMemory() as mem:
                 S_exact, exact_s = timed_S("folded", lm, inp, dirs)
-            else:
-                S_exact = None
-                lim = min(dirs.total, args.sample_chunks * B)
-                _, t1 = timed_S("folded", lm, inp, A._Directions(n, d, limit=1))  # folding + one direction
+        else:
+            S_exact = None
+            lim = min(dirs.total, args.sample_chunks * B)
+            _, t1 = timed_S("folded", lm, inp, A._Directions(n, d, limit=1))  # folding + one direction
+            with PeakMemory() as mem:  # one pass per measurement: two would add the allocator's leftovers
                 _, t2 = timed_S("folded", lm, inp, A._Directions(n, d, limit=lim + 1))
-                exact_s = t1 + (t2 - t1) * dirs.total / lim
+            exact_s = t1 + (t2 - t1) * dirs.total / lim
         mm.append(matmul_gflops(d))
         flops = A.folded_flops(lm, n, dirs.total)
         # estimator
@@ -148,12 +151,24 @@ def main() -> None:
         if err:
             print(f"  estimate error of c: median {100 * err['median']:.2f}%, p95 {100 * err['p95']:.2f}%, "
                   f"max {100 * err['max']:.1f}%, top contributor unchanged in {100 * err['top_agreement']:.1f}% of rows")
+        for m in args.sweep if S_exact is not None else []:
+            t0 = time.perf_counter()
+            e2 = A.estimate_error([exact], [A.hta(lm, text, mode="estimate", probes=m, seed=0)])
+            t = time.perf_counter() - t0
+            r.setdefault("sweep", []).append((m, naive_s / t, e2["median"], e2["p95"]))
+            print(f"  estimate ({m:3d} probes) {t:8.2f} s   {naive_s / t:6.0f}x naive   median {100 * e2['median']:.2f}%, "
+                  f"p95 {100 * e2['p95']:.2f}%")
         print(f"  peak memory of the exact pass: +{r['mem']:.0f} MB RSS (stated bound {r['bound']:.0f} MB)")
     print("\nsummary  d_s  exact/naive  %matmul  est/naive  est median  est p95   targets: 15x, 60%, 200x, 1%, 3%")
     for r in rows:
         e = r["err"]
         print(f"         {r['n']:3d}  {r['naive'] / r['exact']:9.1f}x  {100 * r['gflops'] / r['mm']:6.0f}%  "
               f"{r['naive'] / r['est']:8.0f}x  " + (f"{100 * e['median']:8.2f}%  {100 * e['p95']:6.2f}%" if e else "       n/a      n/a"))
+
+
+    for r in rows:
+        for m, speed, med, p95 in r.get("sweep", []):
+            print(f"  d_s {r['n']:3d}, {m:3d} probes: {speed:6.0f}x naive, median {100 * med:.2f}%, p95 {100 * p95:.2f}%")
 
 
 if __name__ == "__main__":

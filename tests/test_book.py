@@ -19,6 +19,7 @@ pytestmark = [pytest.mark.book, pytest.mark.real]
 NPM_ROOT = cli.REPO_ROOT / ".cache" / "npm" / "node_modules"
 # sphinx-thebe 0.3.1 declares THEBE_JS_URL twice on every page; it is harmless and not ours.
 KNOWN_HARMLESS = ("THEBE_JS_URL",)
+REPOSITORY = "https://github.com/example/identifiability-book"  # launch buttons are links: never fetched
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +28,7 @@ def html(chapter_run, tmp_path_factory):
         chapter_run(source.stem)
     out = tmp_path_factory.mktemp("book")
     return cli.build_book(None, "lee", {}, out=out, executed=chapter_run.dir / "notebooks",
-                          results_dir=chapter_run.dir / "results")
+                          results_dir=chapter_run.dir / "results", repository=REPOSITORY)
 
 
 def test_book_has_every_page(html):
@@ -39,6 +40,15 @@ def test_book_has_every_page(html):
         assert (html / p).is_file()
     build = (html / "book/this_build.html").read_text()
     assert "all-MiniLM-L6-v2" in build and "53aa51172d142c89" in build  # model and weight hash
+
+
+def test_chapters_offer_a_download_and_a_binder_launch(html):
+    for source in cli.chapter_sources():
+        page = (html / "notebooks" / f"{source.stem}.html").read_text()
+        assert f"_sources/notebooks/{source.stem}.ipynb" in page, f"{source.stem}: no .ipynb download"
+        binder = f"https://mybinder.org/v2/gh/example/identifiability-book/main?urlpath=lab/tree/notebooks/{source.stem}.ipynb"
+        assert binder in page, f"{source.stem}: no Binder button opening its notebook"
+    assert "mybinder.org" not in (html / "book/intro.html").read_text()  # prose pages have nothing to launch
 
 
 def test_claims_page_lists_every_claim_with_a_verdict(html):

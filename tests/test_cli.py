@@ -69,3 +69,43 @@ def test_two_models_results_do_not_collide(tmp_path, tiny_lm, monkeypatch):
         dirs.append(ch.save())
     assert dirs[0] != dirs[1] and dirs[0].parent.parent.name == "model0"
     assert notebook.load_results(dirs[1].parent, "01_model_and_data")["results"]["x"] == 1
+
+
+def test_launch_buttons_only_with_a_public_repository(tmp_path):
+    import yaml
+
+    cli.stage_config(tmp_path, None)
+    plain = yaml.safe_load((tmp_path / "_config.yml").read_text())
+    assert "binderhub_url" not in plain.get("launch_buttons", {}) and "repository" not in plain
+    url = cli.repository_url("https://github.com/someone/identifiability-book.git")
+    assert url == "https://github.com/someone/identifiability-book"
+    cli.stage_config(tmp_path, url, "dev")
+    cfg = yaml.safe_load((tmp_path / "_config.yml").read_text())
+    assert cfg["repository"] == {"url": url, "branch": "dev", "path_to_book": ""}
+    assert cfg["launch_buttons"]["binderhub_url"] == cli.BINDERHUB
+    assert cfg["sphinx"]["config"]["mathjax_path"] == plain["sphinx"]["config"]["mathjax_path"]  # the rest kept
+
+
+@pytest.mark.parametrize("bad", ["git@github.com:someone/book.git", "/srv/git/book", "https://example.org/a/b"])
+def test_a_repository_binder_cannot_build_is_a_clear_error(bad, capsys):
+    with pytest.raises(cli.ParameterError, match="https://github.com/<owner>/<repo>"):
+        cli.repository_url(bad)
+    assert cli.main(["book", "--repository", bad, "--only", "01_model_and_data"]) == 2
+    assert "Binder" in capsys.readouterr().err
+
+
+def test_binder_environment_makes_the_notebooks_the_buttons_open():
+    post = (cli.REPO_ROOT / ".binder" / "postBuild").read_text()
+    assert "--no-deps -r requirements.txt" in post and "jupytext --to ipynb notebooks/*.md" in post
+    assert "download.pytorch.org/whl/cpu" in post  # PyPI's torch is the multi-GB CUDA build
+    assert (cli.REPO_ROOT / ".binder" / "runtime.txt").read_text().strip() == "python-3.11"
+
+
+def test_a_comment_with_an_equals_sign_does_not_hide_a_parameter(tmp_path):
+    src = tmp_path / "nb.md"
+    src.write_text("---\njupytext:\n  text_representation:\n    extension: .md\n    format_name: myst\nkernelspec:\n  name: python3\n"
+                   "  display_name: Python 3\n---\n\n```{code-cell} ipython3\n:tags: [parameters]\n\n"
+                   "n_sentences = 40  # sentences (n = 40 takes a minute)\nexact_all: bool = False\n"
+                   "model = None\n```\n")
+    assert cli.declared_parameters(src) == {"n_sentences": 40, "exact_all": False, "model": None}
+    assert cli.coerce_parameters(src, {"n_sentences": "7"}) == {"n_sentences": 7}

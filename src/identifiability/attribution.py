@@ -69,6 +69,7 @@ from .trace import SentenceTrace, tokenize
 
 DEFAULT_ROWS = 8192  # tangent rows (directions x positions) per chunk; see the module docstring
 PRIMAL_TOL = 1e-4  # the folded pass's own forward must match the model's hidden states this closely
+_STRIDED_MAX_N = 48  # up to this d_s the q·dk score term is added through a strided view (measured faster)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -593,7 +594,7 @@ def _folded_S(lm: LoadedModel, inp: _Inputs, dirs: _Directions, chunk: int | Non
                 # score tangent dS[h, p, b, t] = (dq_pb·k_t + q_p·dk_tb) · scaling, laid out (H, n_p·B, n_t).
                 # The q·dk term comes out transposed; for short sentences adding it through a strided
                 # view is faster than making dk (H, dh, B·n_t) contiguous for one matmul (measured).
-                if n <= 48:
+                if n <= _STRIDED_MAX_N:
                     dk = q5[:, :, 1].permute(2, 0, 1, 3).reshape(H, n * b, dh)  # rows (t, b), a view
                     ds = dq @ st.k.transpose(1, 2)
                     ds.reshape(H, n, b, n).add_((dk @ st.q.transpose(1, 2)).reshape(H, n, b, n).permute(0, 3, 2, 1))

@@ -1,6 +1,7 @@
 """Command line: execute chapter notebooks with papermill and build the Jupyter Book.
 
     identifiability book [--model M] [--corpus C] [-p name=value ...] [--only 02_nonidentifiability]
+                         [--repository https://github.com/<owner>/<repo>] [--branch main]
     identifiability run notebooks/01_model_and_data.md [--model M] [-p n_sentences=20] [--out DIR]
 
 Notebook sources are jupytext MyST files in ``notebooks/``; executed ``.ipynb`` files and HTML are build
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -44,21 +46,26 @@ def chapter_sources() -> list[Path]:
 
 
 def declared_parameters(source: Path) -> dict:
-    """{name: default} of the notebook's cell tagged ``parameters``."""
-    import jupytext
-    import papermill
+    """{name: default} of the notebook's cell tagged ``parameters``.
 
-    nb = jupytext.read(source)
-    tmp = BUILD / ".inspect" / f"{source.stem}.ipynb"
-    tmp.parent.mkdir(parents=True, exist_ok=True)
-    jupytext.write(nb, tmp)
-    declared = papermill.inspect_notebook(str(tmp))
+    Read with ``ast`` rather than papermill's line-based inspector, which drops a parameter whose comment
+    contains ``=`` (so a valid ``-p`` value would be ignored without a word).
+    """
+    import ast
+
+    import jupytext
+
+    cells = [c for c in jupytext.read(source).cells if "parameters" in c.metadata.get("tags", [])]
+    if not cells:
+        raise ParameterError(f"{source.name} has no cell tagged 'parameters'; add one (see notebooks/01_*.md)")
     out = {}
-    for name, info in declared.items():
-        try:
-            out[name] = eval(info["default"], {})  # literal defaults written by us in our own notebooks
-        except Exception:
-            out[name] = info["default"]
+    for node in ast.parse(cells[0].source).body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else getattr(node, "target", None)
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(target, ast.Name) and node.value is not None:
+            try:
+                out[target.id] = ast.literal_eval(node.value)
+            except ValueError:
+                out[target.id] = ast.unparse(node.value)  # not a literal: passed through as text
     return out
 
 
@@ -151,12 +158,58 @@ def vendor(static: Path) -> None:
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, dst)
 
 
+BINDERHUB = "https://mybinder.org"
+_HOSTED = re.compile(r"^https://(github\.com|gitlab\.com)/[\w.-]+/[\w.-]+?(\.git)?/?$")
+
+
+def repository_url(url: str | None) -> str | None:
+    """The public repository the launch buttons point at: ``url`` if given, else this checkout's ``origin``
+    remote when that is a GitHub or GitLab https address; None (no launch buttons) otherwise."""
+    if url is None:
+        try:
+            url = subprocess.run(["git", "remote", "get-url", "origin"], cwd=REPO_ROOT, capture_output=True,
+                                 text=True, timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return None
+        if not _HOSTED.match(url):
+            return None
+    if not _HOSTED.match(url):
+        raise ParameterError(f"repository {url!r} must be a https://github.com/<owner>/<repo> or "
+                             "https://gitlab.com/<owner>/<repo> address (Binder builds it from there)")
+    return url.removesuffix("/").removesuffix(".git")
+
+
+def stage_config(stage: Path, repository: str | None, branch: str = "main") -> None:
+    """Copy the book's configuration into ``stage``; with a public repository, add its Binder launch
+    buttons (plain links: the offline build and offline reading never touch them).
+
+    Binder opens ``notebooks/<chapter>.ipynb``, which ``.binder/postBuild`` makes from the MyST sources.
+    No Colab button: Colab opens only ``.ipynb`` files stored on GitHub and has none of the book's packages.
+    """
+    import yaml
+
+    for f in ("_config.yml", "_toc.yml", "references.bib"):
+        if (REPO_ROOT / f).exists():
+            shutil.copy2(REPO_ROOT / f, stage / f)
+    if repository is None:
+        return
+    cfg = yaml.safe_load((stage / "_config.yml").read_text(encoding="utf-8"))
+    cfg["repository"] = {"url": repository, "branch": branch, "path_to_book": ""}
+    cfg.setdefault("html", {})["use_repository_button"] = True
+    cfg["launch_buttons"] = {**cfg.get("launch_buttons", {}), "binderhub_url": BINDERHUB,
+                             "notebook_interface": "jupyterlab"}
+    (stage / "_config.yml").write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True), encoding="utf-8")
+
+
 def build_book(model: str | None, corpus: str, parameters: dict, only: list[str] | None = None,
-               out: Path | None = None, executed: Path | None = None, results_dir: Path | None = None) -> Path:
+               out: Path | None = None, executed: Path | None = None, results_dir: Path | None = None,
+               repository: str | None = None, branch: str = "main") -> Path:
     """Execute the chapters and build the HTML book; returns the html folder.
 
     ``executed``: a folder of already executed ``<chapter>.ipynb`` files to render instead of running the
     chapters again (the tests execute each chapter once and reuse it here), with their ``results_dir``.
+    ``repository``/``branch``: the public repository for the Binder launch buttons (see
+    :func:`repository_url`; default: this checkout's GitHub/GitLab ``origin``, else no buttons).
     """
     from tqdm import tqdm
 
@@ -165,9 +218,7 @@ def build_book(model: str | None, corpus: str, parameters: dict, only: list[str]
     if stage.exists():
         shutil.rmtree(stage)  # from clean: Sphinx keeps stale static files otherwise
     shutil.copytree(REPO_ROOT / "book", stage / "book")
-    for f in ("_config.yml", "_toc.yml", "references.bib"):
-        if (REPO_ROOT / f).exists():
-            shutil.copy2(REPO_ROOT / f, stage / f)
+    stage_config(stage, repository_url(repository), branch)
     vendor(stage / "book" / "_vendor")
     # Relative to the repository (the notebooks run there), so no machine's absolute path is printed.
     results_dir = results_dir or (RESULTS_ROOT / safe_key(model or DEFAULT_MODEL) / safe_key(corpus)).relative_to(REPO_ROOT)
@@ -255,6 +306,9 @@ def main(argv: list[str] | None = None) -> int:
         s.add_argument("-p", "--param", action="append", default=[], help="chapter parameter name=value")
         if name == "book":
             s.add_argument("--only", nargs="*", help="chapter notebook stems to run (default: all)")
+            s.add_argument("--repository", help="public GitHub/GitLab https address for the Binder launch "
+                                                "buttons (default: the origin remote, if it is one)")
+            s.add_argument("--branch", default="main", help="branch the launch buttons open (default: main)")
         else:
             s.add_argument("notebooks", nargs="+", type=Path)
             s.add_argument("--out", type=Path, default=BUILD / "run")
@@ -262,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         params = _parse_params(a.param)
         if a.cmd == "book":
-            html = build_book(a.model, a.corpus, params, a.only)
+            html = build_book(a.model, a.corpus, params, a.only, repository=a.repository, branch=a.branch)
             print(f"book written to {html}/index.html")
         else:
             base = {"model": a.model, "corpus": a.corpus, **params}
