@@ -27,7 +27,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 from identifiability import effective as E  # noqa: E402
-from identifiability.corpora import load_corpus  # noqa: E402
+from identifiability.corpora import concatenated_inputs, load_corpus  # noqa: E402
 from identifiability.models import load_model  # noqa: E402
 from identifiability.trace import out_proj_weights, tokenize, trace_batch  # noqa: E402
 
@@ -62,7 +62,7 @@ def main() -> None:
     for n in args.lengths:
         n = min(n, lm.max_positions)
         batch = args.batch if n <= 256 else max(1, args.batch // 2)
-        texts = E.concatenated(corpus, [n] * batch, lm.tokenizer, seed=n)
+        texts = concatenated_inputs(corpus, [n] * batch, lm.tokenizer, seed=n)
         traces = trace_batch(lm, texts)
         enc = {k: v.to(lm.device) for k, v in tokenize(lm, texts).items()}
         _, vals, _ = E.pad_traces(traces)

@@ -8,7 +8,7 @@ import torch
 
 from identifiability import effective as E
 from identifiability import trace
-from identifiability.corpora import load_corpus
+from identifiability.corpora import concatenated_inputs, load_corpus
 
 
 def _transforms(tr, w_o, dtype=torch.float64):
@@ -252,7 +252,7 @@ def test_real_model_invariants(real_lm):
     w_o = trace.out_proj_weights(real_lm)
     _, wo_rank = E.out_proj_row_space(w_o)
     assert (wo_rank == real_lm.d_head).all()
-    texts = E.concatenated(load_corpus("lee"), [20, 60], real_lm.tokenizer, seed=0)
+    texts = concatenated_inputs(load_corpus("lee"), [20, 60], real_lm.tokenizer, seed=0)
     trs = trace.trace_sentences(real_lm, texts, progress=False)
     for tr, eff in zip(trs, E.effective_attention(trs, w_o)):
         t = _transforms(tr, w_o)

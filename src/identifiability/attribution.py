@@ -34,9 +34,12 @@ shared/notes/performance.md, hold the measurements that chose them). Everything 
   for every layer and hidden position at once, d/m times cheaper. Random orthonormal probes scaled by √d
   (the default) have lower variance than Gaussian ones, and are exact when m = d. Its relative variance
   grows as a block's effective rank falls: on the embedded MiniLM the blocks between different tokens
-  have effective rank 10–40, and 16 probes per token give a median relative error of c of about 2.5–3.5%
-  (95th percentile about 10–12%), falling like 1/√m (measured in chapter 6 and the benchmark); a median
-  of 1% takes about 100 probes per token there.
+  have effective rank 10–40 (median 12–17 per layer), and 16 probes per token give a median relative
+  error of c of about 3.2% (95th percentile about 11%), falling roughly like 1/√m: 32 probes 1.9–2.4%,
+  64 probes 1.6%, 128 probes 0.95% (p95 3.2%) at d_s = 16 and 32 (benchmark). A median of 1% therefore
+  costs a third of the exact pass, not a twentieth. Deflating a per-token dominant input subspace
+  (Hutch++-style) did not help at equal cost in a simulation on exact blocks: the subspace that would help
+  differs per (layer, hidden token), and finding it needs reverse passes per input token.
 
 Memory (float32, B = tangent directions per chunk, n = d_s, H heads, d width, d_ff FFN width, L layers):
 - folded: the per-sentence state, 4·L·n·(d² + 8d + d_ff + 2H·n) bytes (the P_p dominate: 4·L·n·d²),

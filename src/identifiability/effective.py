@@ -339,19 +339,6 @@ def pearson(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (x * y).sum(-1) / (x.norm(dim=-1) * y.norm(dim=-1)).clamp_min(1e-300)
 
 
-def concatenated(corpus: Corpus, lengths: Sequence[int], tokenizer, seed: int = 0) -> list[str]:
-    """:func:`identifiability.corpora.concatenated_inputs`, without the tokenizer's "longer than the
-    maximum" warnings that its trimming loop triggers on the way (the returned texts fit)."""
-    from transformers.utils import logging as hf_logging
-
-    level = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    try:
-        return concatenated_inputs(corpus, list(lengths), tokenizer, seed)
-    finally:
-        hf_logging.set_verbosity(level)
-
-
 def length_grid(d_head: int, max_length: int, n_lengths: int) -> list[int]:
     """Token lengths from 4 to ``max_length``, log-spaced, always including d_head and d_head + 1, 2."""
     grid = np.unique(np.round(np.geomspace(4, max_length, n_lengths)).astype(int))
@@ -495,7 +482,7 @@ def long_texts(corpus: Corpus, tokenizer, n: int, min_tokens: int, max_tokens: i
         texts = []
     if len(texts) < n:
         rng = np.random.default_rng(seed)
-        texts += concatenated(corpus, rng.integers(min_tokens, max_tokens + 1, n - len(texts)).tolist(),
+        texts += concatenated_inputs(corpus, rng.integers(min_tokens, max_tokens + 1, n - len(texts)).tolist(),
                               tokenizer, seed)
     return texts
 
