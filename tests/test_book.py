@@ -51,6 +51,22 @@ def test_chapters_offer_a_download_and_a_binder_launch(html):
     assert "mybinder.org" not in (html / "book/intro.html").read_text()  # prose pages have nothing to launch
 
 
+def test_math_printed_by_cells_is_typeset(html):
+    """Markdown a cell prints (display(Markdown(...))) must go through the MyST parser like the prose:
+    a "$d_s$" left as text is what commonmark rendering of outputs gives."""
+    import re
+
+    from bs4 import BeautifulSoup
+
+    raw = re.compile(r"\$[^$\s][^$]{0,80}\$")
+    for source in cli.chapter_sources():
+        soup = BeautifulSoup((html / "notebooks" / f"{source.stem}.html").read_text(), "html.parser")
+        for tag in soup(["pre", "code", "script", "style"]):
+            tag.decompose()
+        left = raw.findall(soup.get_text(" "))
+        assert not left, f"{source.stem}: untypeset math {left[:3]}"
+
+
 def test_claims_page_lists_every_claim_with_a_verdict(html):
     from identifiability.results import load_claims
 
