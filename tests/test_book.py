@@ -107,6 +107,8 @@ def test_pages_in_a_real_browser(html, server):
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout)
     assert [r["page"] for r in report] == pages
+    wide = [(r["page"], c["id"], c["width"], c["column"]) for r in report for c in r["charts"] if c["width"] > c["column"]]
+    assert not wide, f"charts wider than the text column, so cut off (page, id, px, column px): {wide}"
     for r in report:
         errors = [e for e in r["errors"] if not any(k in e for k in KNOWN_HARMLESS)]
         assert not errors, f"{r['page']}: console errors {errors}"

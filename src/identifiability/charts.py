@@ -9,6 +9,7 @@ the vega-lite MIME bundle, so live JupyterLab draws the chart natively.
 from __future__ import annotations
 
 import json
+import textwrap
 import uuid
 from pathlib import Path
 
@@ -78,7 +79,8 @@ def attention_explorer(
     H = max(t.shape[1] for t in panels.values() if t.dim() == 4) if any(t.dim() == 4 for t in panels.values()) else 1
     layer = alt.param(name="layer", value=L, bind=alt.binding_range(min=1, max=L, step=1, name="layer "))
     head = alt.param(name="head", value=0, bind=alt.binding_select(options=list(range(H)), name="head "))
-    size = max(200, min(440 if len(panels) == 1 else 300, 16 * S))
+    # Two panels a row at most, each small enough that a row fits the book's ~750 px text column.
+    size = max(180, min(440 if len(panels) == 1 else 215, 16 * S))
     charts = []
     for name, t in panels.items():
         t4 = t if t.dim() == 4 else t[:, None]
@@ -106,4 +108,6 @@ def attention_explorer(
         )
     if len(charts) == 1:
         return charts[0].add_params(layer, head)
-    return alt.hconcat(*charts, title=title).add_params(layer, head).resolve_scale(color="independent")
+    if title:  # a long sentence as a one-line title would widen the chart past the page
+        title = textwrap.wrap(title, 90)
+    return alt.concat(*charts, columns=2, title=title).add_params(layer, head).resolve_scale(color="independent")

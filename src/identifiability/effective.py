@@ -495,7 +495,7 @@ def head_viewer(
     examples: Sequence[tuple[list[str], torch.Tensor, torch.Tensor]],
     labels: Sequence[str] | None = None,
     digits: int = 3,
-    size: int = 250,
+    size: int = 200,  # three panels a row fit the book's ~750 px text column
 ) -> alt.HConcatChart:
     """Raw, effective and null attention side by side, with a sentence dropdown, a layer slider and a head
     dropdown; works in a static page (Altair params, no Python callbacks).

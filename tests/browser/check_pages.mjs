@@ -27,8 +27,11 @@ for (const page of pages) {
   });
   await p.goto(base + page, { waitUntil: "load" });
   await p.waitForTimeout(1500);
+  // width: the drawing against the article's text column (a wider chart is cut off or scrolls sideways)
   const charts = await p.$$eval(".vega-chart", (els) => els.map((e) => ({
     id: e.id, drawn: !!e.querySelector("svg, canvas"),
+    width: Math.round(e.querySelector("svg, canvas")?.getBoundingClientRect().width ?? 0),
+    column: Math.round((e.closest("article") || document.body).getBoundingClientRect().width),
     controls: e.querySelectorAll(".vega-bindings input, .vega-bindings select").length })));
   // Move every control of every chart and check the drawing changes.
   const interactions = [];
