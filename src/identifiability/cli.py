@@ -213,12 +213,13 @@ def build_book(model: str | None, corpus: str, parameters: dict, only: list[str]
     """
     from tqdm import tqdm
 
+    repository = repository_url(repository)  # a bad address fails here, before anything is removed or run
     root = out or run_key(model, corpus)
     stage = root / "stage"
     if stage.exists():
         shutil.rmtree(stage)  # from clean: Sphinx keeps stale static files otherwise
     shutil.copytree(REPO_ROOT / "book", stage / "book")
-    stage_config(stage, repository_url(repository), branch)
+    stage_config(stage, repository, branch)
     vendor(stage / "book" / "_vendor")
     # Relative to the repository (the notebooks run there), so no machine's absolute path is printed.
     results_dir = results_dir or (RESULTS_ROOT / safe_key(model or DEFAULT_MODEL) / safe_key(corpus)).relative_to(REPO_ROOT)
