@@ -909,6 +909,22 @@ def _dropdown(name: str, options: list, value=None) -> alt.Parameter:
                      bind=alt.binding_select(options=options, name=f"{name} "))
 
 
+def _probe_choice(df: pd.DataFrame, naive: bool, default: str | None = None):
+    """Dropdowns for mapping, training loss and lookup, and the filter they set; returns (df, params, filter).
+
+    With ``naive`` the identity map is a mapping choice too; it has no training loss, so its rows are
+    repeated under every loss and it stays visible whichever loss is picked.
+    """
+    if naive:
+        plain = df[df.mapping == "naive"]
+        df = pd.concat([df[df.mapping != "naive"]] + [plain.assign(loss=l) for l in LOSSES], ignore_index=True)
+    mapping = _dropdown("mapping", [m for m in MAPPINGS if m in set(df.mapping) and (naive or m != "naive")], default)
+    loss = _dropdown("loss", list(LOSSES), "cos")
+    lookup = _dropdown("lookup", list(LOOKUPS), "cos")
+    sel = (alt.datum.mapping == mapping) & (alt.datum.loss == loss) & (alt.datum.lookup == lookup)
+    return df, [mapping, loss, lookup], sel
+
+
 def rate_chart(rates: pd.DataFrame, title: str, paper_value: float | None = None,
                paper_label: str = "paper") -> alt.LayerChart:
     """Identification rate per layer. ``rates`` has columns mapping, loss, lookup, candidates, split,
@@ -955,13 +971,7 @@ def overlay_chart(rates: pd.DataFrame, title: str) -> alt.Chart:
     the naive map included as a mapping choice."""
     df = rates[["series", "mapping", "loss", "lookup", "layer", "rate", "chance"]].copy()
     df["rate"] = df["rate"].round(4)
-    # the naive map has no loss: show it under either loss choice
-    naive = df[df.mapping == "naive"]
-    df = pd.concat([df[df.mapping != "naive"]] + [naive.assign(loss=l) for l in LOSSES], ignore_index=True)
-    mapping = _dropdown("mapping", [m for m in MAPPINGS if m in set(df.mapping)], "linear")
-    loss = _dropdown("loss", list(LOSSES), "cos")
-    lookup = _dropdown("lookup", list(LOOKUPS), "cos")
-    sel = (alt.datum.mapping == mapping) & (alt.datum.loss == loss) & (alt.datum.lookup == lookup)
+    df, params, sel = _probe_choice(df, naive=True, default="linear")
     base = alt.Chart(df).transform_filter(sel).encode(x=alt.X("layer:O", title="layer l"))
     lines = base.mark_line(point=True).encode(
         y=alt.Y("rate:Q", title="identified tokens (test)", scale=alt.Scale(domain=[0, 1])),
@@ -969,18 +979,15 @@ def overlay_chart(rates: pd.DataFrame, title: str) -> alt.Chart:
         tooltip=["series", "mapping", "loss", "lookup", "layer", alt.Tooltip("rate:Q", format=".3f")])
     chance = base.mark_line(strokeDash=[2, 2]).encode(y="chance:Q", color=alt.Color("series:N"),
                                                       opacity=alt.value(0.5))
-    return alt.layer(lines, chance).add_params(mapping, loss, lookup).properties(title=title, width=460, height=280)
+    return alt.layer(lines, chance).add_params(*params).properties(title=title, width=460, height=280)
 
 
 def generalisation_chart(gen: pd.DataFrame, title: str) -> alt.Chart:
     """Heatmap: rows the layer a probe was trained on, columns the layer it is tested on."""
     df = gen[["mapping", "loss", "lookup", "layer", "test_layer", "rate"]].copy()
     df["rate"] = df["rate"].round(3)
-    mapping = _dropdown("mapping", [m for m in MAPPINGS if m in set(df.mapping) and m != "naive"])
-    loss = _dropdown("loss", list(LOSSES), "cos")
-    lookup = _dropdown("lookup", list(LOOKUPS), "cos")
-    base = alt.Chart(df).transform_filter(
-        (alt.datum.mapping == mapping) & (alt.datum.loss == loss) & (alt.datum.lookup == lookup)).encode(
+    df, params, sel = _probe_choice(df, naive=False)
+    base = alt.Chart(df).transform_filter(sel).encode(
         x=alt.X("test_layer:O", title="tested on layer"), y=alt.Y("layer:O", title="trained on layer"))
     rect = base.mark_rect().encode(color=alt.Color("rate:Q", scale=alt.Scale(domain=[0, 1], scheme="viridis"),
                                                    title="identified"),
@@ -988,27 +995,21 @@ def generalisation_chart(gen: pd.DataFrame, title: str) -> alt.Chart:
     text = base.mark_text(fontSize=10).encode(
         text=alt.Text("rate:Q", format=".2f"),
         color=alt.condition(alt.datum.rate > 0.6, alt.value("black"), alt.value("white")))
-    return alt.layer(rect, text).add_params(mapping, loss, lookup).properties(title=title, width=320, height=260)
+    return alt.layer(rect, text).add_params(*params).properties(title=title, width=320, height=260)
 
 
 def neighbour_chart(nb: pd.DataFrame, title: str) -> alt.Chart:
     """Share of tokens whose nearest same-sentence input embedding is x_{i+k}, per layer, one line per k."""
     df = nb[nb.offset != 0][["mapping", "loss", "lookup", "layer", "offset", "share", "chance"]].copy()
     df["share"] = df["share"].round(4)
-    naive = df[df.mapping == "naive"]
-    df = pd.concat([df[df.mapping != "naive"]] + [naive.assign(loss=l) for l in LOSSES], ignore_index=True)
-    mapping = _dropdown("mapping", [m for m in MAPPINGS if m in set(df.mapping)], "linear")
-    loss = _dropdown("loss", list(LOSSES), "cos")
-    lookup = _dropdown("lookup", list(LOOKUPS), "cos")
-    return alt.Chart(df).transform_filter(
-        (alt.datum.mapping == mapping) & (alt.datum.loss == loss) & (alt.datum.lookup == lookup)
-    ).mark_line(point=True).encode(
+    df, params, sel = _probe_choice(df, naive=True, default="linear")
+    return alt.Chart(df).transform_filter(sel).mark_line(point=True).encode(
         x=alt.X("layer:O", title="layer l"),
         y=alt.Y("share:Q", title="nearest candidate is x_{i+k} (share of tokens)"),
         color=alt.Color("offset:O", title="k", scale=alt.Scale(
             domain=[-3, -2, -1, 1, 2, 3], range=["#fcae91", "#fb6a4a", "#cb181d", "#08519c", "#3182bd", "#9ecae1"])),
         tooltip=["offset", "layer", alt.Tooltip("share:Q", format=".3f"), alt.Tooltip("chance:Q", format=".3f")],
-    ).add_params(mapping, loss, lookup).properties(title=title, width=460, height=260)
+    ).add_params(*params).properties(title=title, width=460, height=260)
 
 
 def combo_chart(rates: pd.DataFrame, title: str) -> alt.Chart:
