@@ -10,6 +10,16 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 
 ARCHITECTURES = ["bert", "roberta", "electra", "distilbert", "albert", "gpt2"]
+# Test tiers are folders: unit (tiny random models, seconds), integration (the real model), book
+# (notebooks, the book build, the browser). Each item gets its folder's markers.
+TIER_MARKERS = {"integration": ("real",), "book": ("real", "notebooks")}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        tier = item.path.parent.name
+        for name in TIER_MARKERS.get(tier, ()):
+            item.add_marker(name)
 
 
 @pytest.fixture(scope="session")
@@ -64,7 +74,8 @@ def chapter_run(tmp_path_factory):
     """chapter_run(stem) executes notebooks/<stem>.md once per session and returns its results dict."""
     from pathlib import Path
 
-    from identifiability.cli import NOTEBOOKS, run_notebook
+    from identifiability import paths
+    from identifiability.cli import run_notebook
     from identifiability.results import read_json
 
     out = tmp_path_factory.mktemp("chapters")
@@ -73,7 +84,7 @@ def chapter_run(tmp_path_factory):
     def run(stem: str) -> dict:
         if stem not in done:
             params = {"results_dir": str(out / "results"), **QUICK_PARAMS.get(stem, {})}
-            run_notebook(Path(NOTEBOOKS / f"{stem}.md"), out / "notebooks", params, progress=False)
+            run_notebook(paths.source_root() / "notebooks" / f"{stem}.md", out / "notebooks", params, progress=False)
             done[stem] = read_json(out / "results" / f"{stem}.json")
         return done[stem]
 

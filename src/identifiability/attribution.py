@@ -70,8 +70,8 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from .models import LoadedModel
-from .trace import SentenceTrace, tokenize
+from .loaded_model import LoadedModel
+from .trace import SentenceTrace, forward, from_x, tokenize
 
 DEFAULT_ROWS = 8192  # tangent rows (directions x positions) per chunk; see the module docstring
 PRIMAL_TOL = 1e-4  # the folded pass's own forward must match the model's hidden states this closely
@@ -146,29 +146,9 @@ class _Inputs:
     text: str
     tokens: list[str]
     enc: dict  # input_ids, attention_mask: (1, n) on the model's device
-    x: torch.Tensor  # (n, e) the embedding module's output (e = d except ELECTRA with a projection)
+    x: torch.Tensor  # (n, d) the x module's output, the input of the first layer
     hidden: torch.Tensor  # (L+1, n, d) the model's hidden states (hidden[0] = the encoder's input)
     special: list[bool]
-
-
-def _embedding_module(lm: LoadedModel) -> nn.Module:
-    return lm.adapter.find(lm.model, lm.adapter.embeddings)[0]
-
-
-@contextmanager
-def _from_x(lm: LoadedModel):
-    """While active, the embedding module's output is replaced by ``slot["x"]`` ((n, e), unbatched), so
-    the model becomes a function of x; anything that carries tangents (vmap/jvp) flows through."""
-    slot: dict = {}
-
-    def hook(_m, _i, out):
-        return slot["x"].unsqueeze(0) if "x" in slot else out
-
-    h = _embedding_module(lm).register_forward_hook(hook)
-    try:
-        yield slot
-    finally:
-        h.remove()
 
 
 def _prepare(lm: LoadedModel, item: str | SentenceTrace, max_tokens: int | None = None) -> _Inputs:
@@ -179,17 +159,10 @@ def _prepare(lm: LoadedModel, item: str | SentenceTrace, max_tokens: int | None 
         ids, text = tokenize(lm, [item], max_tokens)["input_ids"], item
     else:
         raise TypeError(f"expected a sentence (str) or a SentenceTrace, got {type(item).__name__}")
-    enc = {"input_ids": ids.to(lm.device), "attention_mask": torch.ones_like(ids).to(lm.device)}
-    store: dict = {}
-    h = _embedding_module(lm).register_forward_hook(lambda _m, _i, o: store.setdefault("x", o.detach()))
-    try:
-        with torch.no_grad():
-            out = lm.model(**enc, output_hidden_states=True)
-    finally:
-        h.remove()
-    hidden = torch.stack([s[0] for s in out.hidden_states]).detach()
+    f = forward(lm, {"input_ids": ids, "attention_mask": torch.ones_like(ids)})
+    hidden = torch.stack([h[0] for h in f.out.hidden_states])
     special_ids = set(lm.tokenizer.all_special_ids)
-    return _Inputs(text, lm.tokenizer.convert_ids_to_tokens(ids[0].tolist()), enc, store["x"][0], hidden,
+    return _Inputs(text, lm.tokenizer.convert_ids_to_tokens(ids[0].tolist()), f.enc, f.x[0], hidden,
                    [int(i) in special_ids for i in ids[0].tolist()])
 
 
@@ -301,7 +274,7 @@ def hta_naive(lm: LoadedModel, text_or_trace: str | SentenceTrace, max_tokens: i
 
 def _graph_from_x(lm: LoadedModel, inp: _Inputs):
     x = inp.x.detach().clone().requires_grad_(True)
-    with _from_x(lm) as slot, torch.enable_grad():
+    with from_x(lm) as slot, torch.enable_grad():
         slot["x"] = x
         hs = lm.model(**inp.enc, output_hidden_states=True).hidden_states
     return hs, x
@@ -344,7 +317,7 @@ def _generic_S(lm: LoadedModel, inp: _Inputs, dirs: _Directions, chunk: int | No
     S = torch.zeros(inp.hidden.shape[0], n, n, dtype=torch.float64, device=inp.x.device)
     x = inp.x.detach()
     # no_grad: forward AD does not need it, and the parameters would otherwise record a reverse graph.
-    with torch.no_grad(), _from_x(lm) as slot:
+    with torch.no_grad(), from_x(lm) as slot:
 
         def hidden_of(xx):
             slot["x"] = xx
@@ -392,63 +365,31 @@ class _PostLNLayer:
     scaling: float
 
 
-def _act_name(config) -> str | None:
-    name = getattr(config, "hidden_act", None) or getattr(config, "activation", None)
-    return name if isinstance(name, str) else None
-
-
-def fold_spec(lm: LoadedModel) -> tuple[list[_PostLNLayer], nn.Linear | None] | None:
-    """The layers of a post-LN BERT-style model read from ``lm.model``, or None if the folded pass does
-    not apply (then :func:`hta` uses the generic path).
-
-    Supported module layouts: BERT/RoBERTa/ELECTRA (``encoder.layer.*``: attention.self.query/key/value,
-    attention.output.dense + LayerNorm, intermediate.dense, output.dense + LayerNorm) and DistilBERT
-    (``transformer.layer.*``: attention.q_lin/k_lin/v_lin/out_lin, sa_layer_norm, ffn.lin1/lin2,
-    output_layer_norm). The activation must be element-wise (``hidden_act``/``activation`` in the config:
-    exact ``gelu`` and the tanh approximations are told apart by using the model's own module).
-    """
-    cfg = lm.config
-    if not lm.adapter.foldable or lm.adapter.causal or lm.adapter.pre_layernorm or getattr(cfg, "is_decoder", False):
+def fold_spec(lm: LoadedModel) -> list[_PostLNLayer] | None:
+    """The layers of a post-LN model, read through the adapter's registry row, or None if the folded pass
+    does not apply (then :func:`hta` uses the generic path): the row must be ``foldable`` (post-LN, no
+    causal mask) and the activation element-wise (exact ``gelu`` and the tanh approximations are told
+    apart by using the model's own activation module)."""
+    a, cfg, m, L = lm.adapter, lm.config, lm.model, lm.n_layers
+    if not a.foldable or a.causal or a.pre_ln or getattr(cfg, "is_decoder", False):
         return None
-    if _act_name(cfg) not in _ELEMENTWISE_ACTS:
+    if getattr(cfg, "add_cross_attention", False) or a.activation(cfg) not in _ELEMENTWISE_ACTS:
         return None
-    m = lm.model
-    layers: list[_PostLNLayer] = []
-    try:
-        if hasattr(m, "encoder") and hasattr(m.encoder, "layer"):
-            for blk in m.encoder.layer:
-                sa, so = blk.attention.self, blk.attention.output
-                if getattr(blk, "crossattention", None) is not None:
-                    return None
-                layers.append(_PostLNLayer(
-                    torch.cat([sa.query.weight, sa.key.weight, sa.value.weight]).detach(),
-                    torch.cat([sa.query.bias, sa.key.bias, sa.value.bias]).detach(),
-                    so.dense.weight.detach(), so.dense.bias.detach(), so.LayerNorm,
-                    blk.intermediate.dense.weight.detach(), blk.intermediate.dense.bias.detach(),
-                    blk.intermediate.intermediate_act_fn,
-                    blk.output.dense.weight.detach(), blk.output.dense.bias.detach(), blk.output.LayerNorm,
-                    float(getattr(sa, "scaling", sa.attention_head_size ** -0.5)),
-                ))
-            proj = getattr(m, "embeddings_project", None)  # ELECTRA with embedding_size != hidden_size
-        elif hasattr(m, "transformer") and hasattr(m.transformer, "layer"):
-            for blk in m.transformer.layer:
-                at = blk.attention
-                layers.append(_PostLNLayer(
-                    torch.cat([at.q_lin.weight, at.k_lin.weight, at.v_lin.weight]).detach(),
-                    torch.cat([at.q_lin.bias, at.k_lin.bias, at.v_lin.bias]).detach(),
-                    at.out_lin.weight.detach(), at.out_lin.bias.detach(), blk.sa_layer_norm,
-                    blk.ffn.lin1.weight.detach(), blk.ffn.lin1.bias.detach(), blk.ffn.activation,
-                    blk.ffn.lin2.weight.detach(), blk.ffn.lin2.bias.detach(), blk.output_layer_norm,
-                    (lm.d_model // lm.n_heads) ** -0.5,
-                ))
-            proj = None
-        else:
-            return None
-    except AttributeError:
+    mods = {f: a.layer_modules(m, getattr(a, f), L)
+            for f in ("query", "key", "value", "attn_out", "ln_attn", "ffn_in", "ffn_act", "ffn_out", "ln_ffn")}
+    if any(not isinstance(ln, nn.LayerNorm) for ln in mods["ln_attn"] + mods["ln_ffn"]):
         return None
-    if len(layers) != lm.n_layers or any(not isinstance(ly.ln1, nn.LayerNorm) for ly in layers):
-        return None
-    return layers, proj if isinstance(proj, nn.Linear) else None
+    layers = []
+    for i in range(L):
+        q, k, v = mods["query"][i], mods["key"][i], mods["value"][i]
+        layers.append(_PostLNLayer(
+            torch.cat([a.weight(q), a.weight(k), a.weight(v)]), torch.cat([q.bias, k.bias, v.bias]).detach(),
+            a.weight(mods["attn_out"][i]), mods["attn_out"][i].bias.detach(), mods["ln_attn"][i],
+            a.weight(mods["ffn_in"][i]), mods["ffn_in"][i].bias.detach(), mods["ffn_act"][i],
+            a.weight(mods["ffn_out"][i]), mods["ffn_out"][i].bias.detach(), mods["ln_ffn"][i],
+            lm.d_head ** -0.5,
+        ))
+    return layers
 
 
 @dataclass
@@ -509,11 +450,11 @@ def _fold(xhat1, s1, w1, dact, w2, xhat2, s2, max_rows: int = 1 << 13) -> torch.
     return Y.mul_(s2)  # scale columns by s2
 
 
-def _folded_primal(lm: LoadedModel, layers: list[_PostLNLayer], proj, inp: _Inputs, fold: bool):
+def _folded_primal(lm: LoadedModel, layers: list[_PostLNLayer], inp: _Inputs, fold: bool):
     """The post-LN forward pass from x, keeping what the tangent pass needs; returns (states, rel_err)
     where rel_err is the worst relative difference from the model's own hidden states."""
     H = lm.n_heads
-    h = inp.x if proj is None else proj(inp.x)
+    h = inp.x
     n, d = h.shape
     dh = d // H
     states, worst = [], 0.0
@@ -550,19 +491,16 @@ def _should_fold(n_dirs: int, d: int, d_ff: int) -> bool:
 
 
 def _folded_S(lm: LoadedModel, inp: _Inputs, dirs: _Directions, chunk: int | None,
-              spec, fold: bool | None = None) -> torch.Tensor | None:
+              layers: list[_PostLNLayer], fold: bool | None = None) -> torch.Tensor | None:
     """S by the hand-written batched forward-mode pass; None if its primal pass disagrees with the model."""
-    layers, proj = spec
     n = inp.x.shape[0]
     d, H = lm.d_model, lm.n_heads
-    if inp.x.shape[-1] == d:
-        proj = None  # x is already the encoder's input (the adapter takes it after any projection)
     dh = d // H
     d_ff = layers[0].w1.shape[0]
     if fold is None:
         fold = _should_fold(dirs.total, d, d_ff)
     with torch.no_grad():
-        states, err = _folded_primal(lm, layers, proj, inp, fold)
+        states, err = _folded_primal(lm, layers, inp, fold)
         if err > PRIMAL_TOL:
             warnings.warn(f"folded HTA: own forward pass differs from {lm.name}'s hidden states by {err:.1e} "
                           f"(> {PRIMAL_TOL}); using the generic forward-mode path instead", stacklevel=3)
@@ -570,14 +508,11 @@ def _folded_S(lm: LoadedModel, inp: _Inputs, dirs: _Directions, chunk: int | Non
         dev, dt = inp.x.device, inp.x.dtype
         S = torch.zeros(len(layers) + 1, n, n, dtype=torch.float64, device=dev)
         B = _auto_chunk(n, chunk)
-        w_in = proj.weight.detach() if proj is not None else None  # (d, e)
         qkv_buf = torch.empty(n * min(B, dirs.count), 3 * d, dtype=dt, device=dev)
         for start in range(0, dirs.count, B):
             stop = min(start + B, dirs.count)
             b = stop - start
             pos, vec = dirs.chunk(start, stop, dev, dt)
-            if w_in is not None:
-                vec = vec @ w_in.T  # the input projection is linear: the tangent of h^0 at row pos
             cols = torch.arange(b, device=dev)
             # Layer 0: hidden[0] is the encoder input; its block norms are those of the direction itself.
             S[0].index_put_((pos, pos), vec.pow(2).sum(-1).double() * dirs.weight, accumulate=True)
@@ -639,9 +574,7 @@ def folded_flops(lm: LoadedModel, n: int, n_dirs: int, fold: bool = True) -> flo
     direction), output projection d², folded P_p d² (or 2·d·d_ff unfolded), attention 4·n·d; times two
     for multiply-add; plus the per-sentence folding, n·d²·d_ff per layer.
     """
-    spec = fold_spec(lm)
-    d = lm.d_model
-    d_ff = spec[0][0].w1.shape[0] if spec else 4 * d
+    d, d_ff = lm.d_model, lm.d_ff
     L = lm.n_layers
     ffn = d * d if fold else 2 * d * d_ff
     per_row = L * (d * d + ffn + 4 * n * d) + (L - 1) * 3 * d * d
@@ -652,8 +585,7 @@ def peak_bytes(lm: LoadedModel, n: int, chunk: int | None = None, method: str = 
     """The memory bounds of the module docstring, in bytes, for a sentence of n tokens."""
     B = _auto_chunk(n, chunk)
     d, H, L = lm.d_model, lm.n_heads, lm.n_layers
-    d_ff = int(getattr(lm.config, "intermediate_size", None) or getattr(lm.config, "n_inner", None)
-               or getattr(lm.config, "hidden_dim", None) or 4 * d)
+    d_ff = lm.d_ff
     out = 8 * (L + 1) * n * n
     if method == "folded":
         state = 4 * L * n * (d * d + 8 * d + d_ff + 2 * H * n)

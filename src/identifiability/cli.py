@@ -12,6 +12,7 @@ or corpus goes to ``_build/<model>/<corpus>/html`` so runs never overwrite each 
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import re
 import shutil
@@ -20,11 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-from .models import DEFAULT_MODEL, safe_key
-from .results import REPO_ROOT, RESULTS_ROOT
-
-NOTEBOOKS = REPO_ROOT / "notebooks"
-BUILD = REPO_ROOT / "_build"
+from . import paths
+from .paths import DEFAULT_MODEL
 
 
 class ParameterError(ValueError):
@@ -35,13 +33,14 @@ def chapter_sources() -> list[Path]:
     """Chapter notebooks in the order of ``_toc.yml``."""
     import yaml
 
-    toc = yaml.safe_load((REPO_ROOT / "_toc.yml").read_text())
+    root = paths.source_root()
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
     files = []
     for part in toc.get("parts", [{"chapters": toc.get("chapters", [])}]):
         for ch in part.get("chapters", []):
             f = ch.get("file", "")
             if f.startswith("notebooks/"):
-                files.append(REPO_ROOT / f"{f}.md")
+                files.append(root / f"{f}.md")
     return files
 
 
@@ -69,19 +68,41 @@ def declared_parameters(source: Path) -> dict:
     return out
 
 
-def coerce_parameters(source: Path, given: dict) -> dict:
-    """Keep the parameters ``source`` declares, converted to the type of each default.
+def _unknown(name: str, declared, where: str) -> ParameterError:
+    close = difflib.get_close_matches(name, list(declared), n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return ParameterError(f"no parameter {name!r} in {where}; {hint}declared: {', '.join(sorted(declared))}")
 
-    Raises ParameterError with a one-line message for a value of the wrong type.
+
+def coerce_parameters(source: Path, given: dict, strict: bool = True) -> dict:
+    """The parameters ``source`` declares, converted to the type of each default.
+
+    Raises ParameterError with a one-line message for a value of the wrong type and, with ``strict``, for a
+    name the chapter does not declare (naming the closest declared one). Without ``strict`` such names are
+    left out: they belong to other chapters (papermill would insert a stray cell for them).
     """
     declared = declared_parameters(source)
     out = {}
     for name, value in given.items():
         if name not in declared:
-            continue  # another chapter's parameter; papermill would insert a stray cell
-        default = declared[name]
-        out[name] = _coerce(name, value, default, source.stem)
+            if strict:
+                raise _unknown(name, declared, source.stem)
+            continue
+        out[name] = _coerce(name, value, declared[name], source.stem)
     return out
+
+
+def check_parameters(sources: list[Path], given: dict) -> None:
+    """Every name in ``given`` is declared by at least one of ``sources``, and every value has its type."""
+    declared: dict = {}
+    for source in sources:
+        for name in declared_parameters(source):
+            declared.setdefault(name, source)
+    for name in given:
+        if name not in declared:
+            raise _unknown(name, declared, "any chapter of this build")
+    for source in sources:
+        coerce_parameters(source, given, strict=False)
 
 
 def _coerce(name, value, default, where):
@@ -107,25 +128,23 @@ def _coerce(name, value, default, where):
         ) from None
 
 
-def run_notebook(source: Path, out_dir: Path, parameters: dict, progress: bool = True) -> Path:
-    """Execute one jupytext notebook with papermill; returns the executed .ipynb path."""
+def run_notebook(source: Path, out_dir: Path, parameters: dict, progress: bool = True, strict: bool = True) -> Path:
+    """Execute one jupytext notebook with papermill; returns the executed .ipynb path.
+
+    The kernel runs in the checkout and inherits this process's data folder (``IDENTIFIABILITY_DATA``), so a
+    chapter files its results where this command looks for them.
+    """
     import jupytext
     import papermill
 
-    params = coerce_parameters(source, parameters)
+    params = coerce_parameters(source, parameters, strict)
+    os.environ.setdefault(paths.DATA_ENV, str(paths.data_root()))
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"{source.stem}.ipynb"
     nb = jupytext.read(source)
     papermill.execute_notebook(nb, str(target), parameters=params, kernel_name="python3",
-                               progress_bar=progress, cwd=str(REPO_ROOT))
+                               progress_bar=progress, cwd=str(paths.source_root()))
     return target
-
-
-def run_key(model: str | None, corpus: str) -> Path:
-    """Where a run's book goes: the default gets ``_build``, anything else its own folder."""
-    if (model in (None, "", "default", DEFAULT_MODEL)) and corpus == "lee":
-        return BUILD
-    return BUILD / safe_key(model or DEFAULT_MODEL) / safe_key(Path(corpus).stem if os.sep in corpus else corpus)
 
 
 def vendor(static: Path) -> None:
@@ -134,7 +153,7 @@ def vendor(static: Path) -> None:
 
     static.mkdir(parents=True, exist_ok=True)
     write_vega_bundle(static / "vega-bundle.js")
-    npm = REPO_ROOT / ".cache" / "npm" / "node_modules"
+    npm = paths.source_root() / ".cache" / "npm" / "node_modules"
     mathjax = npm / "mathjax" / "es5"
     copies = {
         # MathJax: the combined TeX->HTML component plus what it loads on demand (fonts, extensions,
@@ -167,7 +186,7 @@ def repository_url(url: str | None) -> str | None:
     remote when that is a GitHub or GitLab https address; None (no launch buttons) otherwise."""
     if url is None:
         try:
-            url = subprocess.run(["git", "remote", "get-url", "origin"], cwd=REPO_ROOT, capture_output=True,
+            url = subprocess.run(["git", "remote", "get-url", "origin"], cwd=paths.source_root(), capture_output=True,
                                  text=True, timeout=10).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             return None
@@ -188,9 +207,10 @@ def stage_config(stage: Path, repository: str | None, branch: str = "main") -> N
     """
     import yaml
 
+    root = paths.source_root()
     for f in ("_config.yml", "_toc.yml", "references.bib"):
-        if (REPO_ROOT / f).exists():
-            shutil.copy2(REPO_ROOT / f, stage / f)
+        if (root / f).exists():
+            shutil.copy2(root / f, stage / f)
     if repository is None:
         return
     cfg = yaml.safe_load((stage / "_config.yml").read_text(encoding="utf-8"))
@@ -214,34 +234,40 @@ def build_book(model: str | None, corpus: str, parameters: dict, only: list[str]
     from tqdm import tqdm
 
     repository = repository_url(repository)  # a bad address fails here, before anything is removed or run
-    root = out or run_key(model, corpus)
+    src_root = paths.source_root()
+    sources = [s for s in chapter_sources() if not only or s.stem in only]
+    if only and len(sources) != len(set(only)):
+        known = [s.stem for s in chapter_sources()]
+        bad = next(o for o in only if o not in known)
+        raise _unknown(bad, known, "the chapters of _toc.yml")
+    results_dir = Path(results_dir or paths.results_dir(model, corpus)).resolve()
+    # Relative to the checkout where it lies inside it (the notebooks run there), so no machine's absolute
+    # path is printed on the pages.
+    shown = results_dir.relative_to(src_root) if results_dir.is_relative_to(src_root) else results_dir
+    params = {"model": model or DEFAULT_MODEL, "corpus": corpus, "results_dir": str(shown), **parameters}
+    check_parameters(sources, params)  # fail early on a bad parameter, before an hour of compute
+    root = out or paths.build_dir(model, corpus)
     stage = root / "stage"
     if stage.exists():
         shutil.rmtree(stage)  # from clean: Sphinx keeps stale static files otherwise
-    shutil.copytree(REPO_ROOT / "book", stage / "book")
+    shutil.copytree(src_root / "book", stage / "book")
     stage_config(stage, repository, branch)
     vendor(stage / "book" / "_vendor")
-    # Relative to the repository (the notebooks run there), so no machine's absolute path is printed.
-    results_dir = results_dir or (RESULTS_ROOT / safe_key(model or DEFAULT_MODEL) / safe_key(corpus)).relative_to(REPO_ROOT)
-    params = {"model": model or DEFAULT_MODEL, "corpus": corpus, "results_dir": str(results_dir), **parameters}
-    sources = [s for s in chapter_sources() if not only or s.stem in only]
-    for source in sources:  # fail early on a bad parameter, before an hour of compute
-        coerce_parameters(source, params)
     for source in tqdm(sources, desc="chapters", unit="notebook"):
         t0 = time.time()
         if executed is not None:
             (stage / "notebooks").mkdir(parents=True, exist_ok=True)
             shutil.copy2(executed / f"{source.stem}.ipynb", stage / "notebooks" / f"{source.stem}.ipynb")
             continue
-        run_notebook(source, stage / "notebooks", params)
+        run_notebook(source, stage / "notebooks", params, strict=False)
         tqdm.write(f"  {source.stem}: {time.time() - t0:.0f} s")
     for source in chapter_sources():  # --only: the other chapters get a stub so every link still resolves
         if source not in sources:
             title = source.stem.split("_", 1)[-1].replace("_", " ").capitalize()
             (stage / "notebooks" / f"{source.stem}.md").write_text(
                 f"# {title}\n\nThis chapter was not executed in this build (`--only`).\n", encoding="utf-8")
-    _write_run_page(stage, params, REPO_ROOT / results_dir)
-    _write_claims_page(stage, REPO_ROOT / results_dir)
+    _write_run_page(stage, params, results_dir)
+    _write_claims_page(stage, results_dir)
     html = root / "html"
     if html.exists():
         shutil.rmtree(html)
@@ -312,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
             s.add_argument("--branch", default="main", help="branch the launch buttons open (default: main)")
         else:
             s.add_argument("notebooks", nargs="+", type=Path)
-            s.add_argument("--out", type=Path, default=BUILD / "run")
+            s.add_argument("--out", type=Path, help="folder for the executed notebooks (default: _build/run)")
     a = ap.parse_args(argv)
     try:
         params = _parse_params(a.param)
@@ -321,8 +347,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"book written to {html}/index.html")
         else:
             base = {"model": a.model, "corpus": a.corpus, **params}
+            check_parameters(a.notebooks, base)
             for nb in a.notebooks:
-                print(run_notebook(nb, a.out, base))
+                print(run_notebook(nb, a.out or paths.source_root() / "_build" / "run", base, strict=False))
     except ParameterError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -42,7 +42,7 @@ import torch
 from tqdm import tqdm
 
 from .corpora import Corpus, concatenated_inputs, sample_sentences, token_lengths
-from .models import LoadedModel
+from .loaded_model import LoadedModel
 from .trace import SentenceTrace, out_proj_weights, trace_batch
 
 

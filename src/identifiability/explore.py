@@ -13,7 +13,7 @@ import torch
 from . import charts
 from .attribution import hta
 from .effective import effective_attention
-from .models import LoadedModel
+from .loaded_model import LoadedModel
 from .trace import out_proj_weights, trace_batch
 
 

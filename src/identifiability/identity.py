@@ -34,9 +34,10 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from .models import LoadedModel, safe_key
+from .loaded_model import LoadedModel
+from .paths import safe_key
 from .results import cached_tensors
-from .trace import tokenize
+from .trace import forward, tokenize
 
 MAPPINGS = ("naive", "linear", "mlp")
 LOSSES = ("l2", "cos")
@@ -57,9 +58,8 @@ class HiddenStates:
 
     Attributes:
         hidden: (L+1, N, d) e_i^l; ``hidden[0]`` is the input to the first layer.
-        x: (N, d) input embeddings x_i (the embedding layer's output, position information included).
-            For families whose embedding width differs from d (ELECTRA, ALBERT with a projection), x is
-            the projected embedding, i.e. ``hidden[0]``, so that it lives in the space of e_i^l.
+        x: (N, d) input embeddings x_i (the output of the adapter's x module, position information
+            included; after the projection to d where a family has one, so that it lives in the space of e_i^l).
         sentence: (N,) index of the sentence each token belongs to (0..n_sentences-1).
         position: (N,) position of the token in its sentence (special tokens counted).
         token_id: (N,) vocabulary id.
@@ -110,23 +110,14 @@ def extract_hidden(lm: LoadedModel, texts: Sequence[str], max_tokens: int | None
     if not texts:
         raise ValueError("no sentences: the corpus sample is empty; lower min_tokens or raise n_sentences")
     special_ids = torch.tensor(sorted(set(lm.tokenizer.all_special_ids)), dtype=torch.long)
-    emb = lm.adapter.find(lm.model, lm.adapter.embeddings)[0]
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     per_sentence: list[tuple | None] = [None] * len(texts)
     batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
     for idx in tqdm(batches, desc="hidden states", unit="batch", disable=not progress or len(batches) < 2):
-        enc = tokenize(lm, [texts[i] for i in idx], max_tokens)
-        enc = {k: v.to(lm.device) for k, v in enc.items()}
-        store: list[torch.Tensor] = []
-        hook = emb.register_forward_hook(lambda _m, _i, o: store.append(o.detach()))
-        try:
-            out = lm.model(**enc, output_hidden_states=True)
-        finally:
-            hook.remove()
-        hidden = torch.stack(out.hidden_states, 1).float().cpu()  # (B, L+1, S, d)
-        x = store[0].float().cpu()
-        if x.shape[-1] != hidden.shape[-1]:
-            x = hidden[:, 0]  # embeddings are projected to d inside the model: use the projected x
+        f = forward(lm, tokenize(lm, [texts[i] for i in idx], max_tokens))
+        enc = f.enc
+        hidden = torch.stack(f.out.hidden_states, 1).float().cpu()  # (B, L+1, S, d)
+        x = f.x.float().cpu()
         lengths = enc["attention_mask"].sum(1).tolist()
         for b, i in enumerate(idx):
             n = int(lengths[b])

@@ -9,72 +9,20 @@ from __future__ import annotations
 import hashlib
 import os
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from torch import nn
 
-from .adapters import Adapter, adapter_for
+from .adapters import adapter_for
+from .loaded_model import LoadedModel
+from .paths import DEFAULT_MODEL, is_default_model
+from .trace import rebuild_check
 
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
-# Aliases a reader may type for the embedded default.
-_DEFAULT_ALIASES = {None, "", "default", DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"}
 EMBEDDED_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 
 
 class ModelNotAvailable(OSError):
     pass
-
-
-@dataclass
-class LoadedModel:
-    """A base transformer (``AutoModel``), its tokenizer, its adapter row and where it came from."""
-
-    model: nn.Module
-    tokenizer: object
-    adapter: Adapter
-    name: str
-    provenance: dict = field(default_factory=dict)
-
-    @property
-    def config(self):
-        return self.model.config
-
-    @property
-    def n_layers(self) -> int:
-        return int(self.config.num_hidden_layers)
-
-    @property
-    def n_heads(self) -> int:
-        return int(self.config.num_attention_heads)
-
-    @property
-    def d_model(self) -> int:
-        return int(self.config.hidden_size)
-
-    @property
-    def d_head(self) -> int:
-        return self.d_model // self.n_heads
-
-    @property
-    def max_positions(self) -> int:
-        n = getattr(self.config, "max_position_embeddings", None) or getattr(self.config, "n_positions", 512)
-        # RoBERTa reserves two positions for its padding offset.
-        return int(n) - (2 if self.config.model_type in ("roberta", "xlm-roberta", "camembert") else 0)
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.model.parameters()).device
-
-    @property
-    def key(self) -> str:
-        """A filesystem-safe name that keeps each model's results apart."""
-        return safe_key(self.name)
-
-
-def safe_key(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name.strip("/")) or "model"
 
 
 def embedded_model_path() -> Path:
@@ -99,7 +47,7 @@ def sha256_file(path: Path) -> str:
 
 def _resolve(name: str | None) -> tuple[str, str, bool]:
     """(display name, what to pass to from_pretrained, is the embedded default)."""
-    if name in _DEFAULT_ALIASES:
+    if is_default_model(name):
         return DEFAULT_MODEL, str(embedded_model_path()), True
     if Path(name).expanduser().is_dir():
         p = Path(name).expanduser().resolve()
@@ -163,8 +111,6 @@ def _finish(model, tokenizer, adapter, name, provenance, device) -> LoadedModel:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "right"
     lm = LoadedModel(model=model, tokenizer=tokenizer, adapter=adapter, name=name, provenance=provenance)
-    from .trace import rebuild_check  # local import: trace imports this module
-
     err = rebuild_check(lm)
     lm.provenance["rebuild_rel_error"] = err
     return lm

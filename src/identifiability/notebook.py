@@ -17,8 +17,11 @@ import torch
 
 from . import charts
 from .corpora import Corpus, load_corpus, sample_sentences
-from .models import DEFAULT_MODEL, LoadedModel, load_model, safe_key
-from .results import RESULTS_ROOT, VERDICTS, load_claims, read_json, write_json
+from . import paths
+from .loaded_model import LoadedModel
+from .models import load_model
+from .paths import DEFAULT_MODEL
+from .results import VERDICTS, load_claims, read_json, write_json
 
 
 @dataclass
@@ -85,7 +88,7 @@ def setup(chapter: str, model: str | None = DEFAULT_MODEL, corpus: str = "lee", 
     corp = load_corpus(corpus)
     params = {"model": model, "corpus": corpus, "n_sentences": n_sentences, "max_tokens": max_tokens,
               "seed": seed, "device": device, **extra}
-    out = Path(results_dir) if results_dir else RESULTS_ROOT / lm.key / safe_key(corp.name)
+    out = Path(results_dir) if results_dir else paths.results_dir(model, corpus)
     return Chapter(chapter, lm, corp, params, out)
 
 

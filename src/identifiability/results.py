@@ -16,9 +16,7 @@ from typing import Callable
 import torch
 from safetensors.torch import load_file, save_file
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-RESULTS_ROOT = REPO_ROOT / "data" / "results"
-CACHE_ROOT = REPO_ROOT / "data" / "cache"
+from . import paths
 
 
 def params_key(params: dict) -> str:
@@ -64,13 +62,13 @@ def read_json(path: str | Path) -> dict:
 
 
 def cached_tensors(key: str, params: dict, compute: Callable[[], dict[str, torch.Tensor]],
-                   root: Path = CACHE_ROOT) -> dict[str, torch.Tensor]:
+                   root: Path | None = None) -> dict[str, torch.Tensor]:
     """Return ``compute()``'s tensors, from ``root/key/<hash of params>.safetensors`` if present.
 
     ``key`` names what is cached (e.g. "hidden/all-MiniLM-L6-v2/lee"); ``params`` is everything the
-    result depends on. A half-written file can never be read back: writes go through a rename.
+    result depends on; ``root`` defaults to the data folder's ``cache/`` (:mod:`identifiability.paths`). A half-written file can never be read back: writes go through a rename.
     """
-    path = root / key / f"{params_key(params)}.safetensors"
+    path = (root or paths.cache_root()) / key / f"{params_key(params)}.safetensors"
     if path.is_file():
         return load_file(str(path))
     tensors = {k: v.contiguous().cpu() for k, v in compute().items()}
@@ -79,7 +77,6 @@ def cached_tensors(key: str, params: dict, compute: Callable[[], dict[str, torch
     return tensors
 
 
-CLAIMS_FILE = REPO_ROOT / "data" / "claims.csv"
 VERDICTS = ("holds", "holds with caveat", "fails")
 
 
@@ -87,7 +84,7 @@ def load_claims() -> list[dict]:
     """The paper's and the review's claims (data/claims.csv), one dict per row."""
     import csv
 
-    with open(CLAIMS_FILE, newline="", encoding="utf-8") as f:
+    with open(paths.claims_file(), newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))
 
 

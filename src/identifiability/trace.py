@@ -1,7 +1,9 @@
 """The instrumented forward pass: everything the chapters need from one sentence, for all layers at once.
 
 Shapes (per sentence, padding already removed): L layers, H heads, d_s tokens, d model width,
-d_head = d / H.
+d_v = d / H the value width of a head. Layers follow the book's convention: hidden state 0 is x, hidden
+states 1..L are the outputs of the L layers; per-layer tensors of attention quantities (A, V_h, W_O^h)
+have L entries, entry l - 1 belonging to layer l.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Iterable, Sequence
 import torch
 from tqdm import tqdm
 
-from .models import LoadedModel
+from .loaded_model import LoadedModel
 
 
 @dataclass
@@ -28,7 +30,7 @@ class SentenceTrace:
         x: (d_s, d) input embeddings (the embedding layer's output, position information included).
         hidden: (L+1, d_s, d) hidden states e^l; ``hidden[0]`` is x.
         attentions: (L, H, d_s, d_s) attention probabilities A (rows sum to 1).
-        values: (L, H, d_s, d_head) value vectors V_h = E W_V^h + b_V^h of every head.
+        values: (L, H, d_s, d_v) value vectors V_h = E W_V^h + b_V^h of every head.
     """
 
     text: str
@@ -51,33 +53,75 @@ def head_transforms(tr: SentenceTrace, w_o: torch.Tensor) -> torch.Tensor:
 
     Args:
         tr: a sentence trace.
-        w_o: (L, H, d_head, d) from :func:`out_proj_weights`.
+        w_o: (L, H, d_v, d) from :func:`out_proj_weights`.
     """
     return tr.values.to(w_o.dtype) @ w_o
 
 
 def out_proj_weights(lm: LoadedModel) -> torch.Tensor:
-    """Per-head output projection blocks W_O^h, shape (L, H, d_head, d), on the CPU."""
+    """Per-head output projection blocks W_O^h, shape (L, H, d_v, d), on the CPU."""
     return lm.adapter.out_proj_weights(lm.model, lm.n_layers, lm.n_heads).cpu()
 
 
-@contextmanager
-def _capture(lm: LoadedModel):
-    """Collect value-module and output-projection outputs, in call order, during one forward pass."""
-    store: dict[str, list[torch.Tensor]] = {"values": [], "out": [], "x": []}
+@dataclass
+class Forward:
+    """What one instrumented forward pass returns (batched, padded, on the model's device).
+
+    Attributes:
+        enc: the tokenizer output that was fed in (input_ids, attention_mask, ...), each (B, S).
+        out: the model's own output (``hidden_states``: L+1 tensors (B, S, d); ``attentions`` if asked).
+        x: (B, S, d) the output of the adapter's x module, the input of the first layer.
+        values: per layer, the value module's output (B, S, H*d_v, or the fused q/k/v output); if asked.
+        attn_out: per layer, the attention output projection's output (B, S, d); if asked.
+    """
+
+    enc: dict
+    out: object
+    x: torch.Tensor
+    values: list[torch.Tensor]
+    attn_out: list[torch.Tensor]
+
+
+@torch.no_grad()
+def forward(lm: LoadedModel, enc: dict, attentions: bool = False, values: bool = False,
+            attn_out: bool = False) -> Forward:
+    """The one forward pass with hooks that every chapter uses: hidden states and x always, attention
+    probabilities, value vectors and output-projection outputs on request. Modules a model calls once
+    per layer (ALBERT's shared layer) report once per call, so the lists are per layer either way."""
     a, m = lm.adapter, lm.model
+    store: dict[str, list[torch.Tensor]] = {"x": [], "values": [], "attn_out": []}
+    wanted = [("x", [a.x_module(m)])]
+    if values:
+        wanted.append(("values", a.find(m, a.value)))
+    if attn_out:
+        wanted.append(("attn_out", a.find(m, a.attn_out)))
     hooks = []
-    for mod in dict.fromkeys(a.find(m, a.value)):
-        hooks.append(mod.register_forward_hook(lambda _m, _i, o: store["values"].append(o.detach())))
-    for mod in dict.fromkeys(a.find(m, a.out_proj)):
-        hooks.append(mod.register_forward_hook(lambda _m, _i, o: store["out"].append(o.detach())))
-    emb = a.find(m, a.embeddings)[0]
-    hooks.append(emb.register_forward_hook(lambda _m, _i, o: store["x"].append(o.detach())))
+    for slot, mods in wanted:
+        for mod in dict.fromkeys(mods):
+            hooks.append(mod.register_forward_hook(lambda _m, _i, o, slot=slot: store[slot].append(o.detach())))
+    enc = {k: v.to(lm.device) for k, v in enc.items()}
     try:
-        yield store
+        out = m(**enc, output_attentions=attentions, output_hidden_states=True)
     finally:
         for h in hooks:
             h.remove()
+    return Forward(enc, out, store["x"][0], store["values"], store["attn_out"])
+
+
+@contextmanager
+def from_x(lm: LoadedModel):
+    """While active, the x module's output is replaced by ``slot["x"]`` ((S, d), unbatched), so the model
+    becomes a function of x; anything that carries tangents or gradients (vmap/jvp/autograd) flows through."""
+    slot: dict = {}
+
+    def hook(_m, _i, out):
+        return slot["x"].unsqueeze(0) if "x" in slot else out
+
+    h = lm.adapter.x_module(lm.model).register_forward_hook(hook)
+    try:
+        yield slot
+    finally:
+        h.remove()
 
 
 def tokenize(lm: LoadedModel, texts: Sequence[str], max_tokens: int | None = None) -> dict:
@@ -98,22 +142,15 @@ def tokenize(lm: LoadedModel, texts: Sequence[str], max_tokens: int | None = Non
     return enc
 
 
-@torch.no_grad()
-def _forward(lm: LoadedModel, enc: dict):
-    enc = {k: v.to(lm.device) for k, v in enc.items()}
-    with _capture(lm) as store:
-        out = lm.model(**enc, output_attentions=True, output_hidden_states=True)
-    return enc, out, store
-
-
 def trace_batch(lm: LoadedModel, texts: Sequence[str], max_tokens: int | None = None) -> list[SentenceTrace]:
     """One padded forward pass over ``texts``; returns one trace per text with padding cut away."""
-    enc, out, store = _forward(lm, tokenize(lm, texts, max_tokens))
+    f = forward(lm, tokenize(lm, texts, max_tokens), attentions=True, values=True)
+    enc = f.enc
     lengths = enc["attention_mask"].sum(1).tolist()
-    attn = torch.stack(out.attentions, 1)  # (B, L, H, S, S)
-    hidden = torch.stack(out.hidden_states, 1)  # (B, L+1, S, d)
-    x = store["x"][0]
-    values = torch.stack([lm.adapter.split_values(v, lm.n_heads) for v in store["values"]], 1)  # (B, L, H, S, dh)
+    attn = torch.stack(f.out.attentions, 1)  # (B, L, H, S, S)
+    hidden = torch.stack(f.out.hidden_states, 1)  # (B, L+1, S, d)
+    x = f.x
+    values = torch.stack([lm.adapter.split_values(v, lm.n_heads) for v in f.values], 1)  # (B, L, H, S, d_v)
     traces = []
     for b, n in enumerate(lengths):
         ids = enc["input_ids"][b, :n].cpu()
@@ -158,24 +195,28 @@ def rebuild_check(lm: LoadedModel, text: str = "The cat sat on the mat, and the 
     Returns the worst relative error over layers; raises if it exceeds 1e-5, because then the adapter
     extracts the wrong pieces and every chapter's numbers would be wrong.
     """
-    enc, out, store = _forward(lm, tokenize(lm, [text, text + " " + text]))  # two lengths: padding too
+    f = forward(lm, tokenize(lm, [text, text + " " + text]), attentions=True, values=True, attn_out=True)
+    enc, out = f.enc, f.out  # two lengths: padding too
     w_o = lm.adapter.out_proj_weights(lm.model, lm.n_layers, lm.n_heads)
     bias = lm.adapter.out_proj_bias(lm.model, lm.n_layers)
     mask = enc["attention_mask"].bool()
-    x, e0 = store["x"][0].double(), out.hidden_states[0].double()
+    x, e0 = f.x.double(), out.hidden_states[0].double()
     if x.shape != e0.shape or (x - e0)[mask].norm() > 1e-5 * e0[mask].norm():
         raise RuntimeError(
-            f"adapter {lm.adapter.family!r}: the embeddings module's output (shape {tuple(x.shape)}) is not the "
-            "encoder's input hidden state; point `embeddings` at the module that produces it"
+            f"adapter {lm.adapter.family!r}: the x module's output (shape {tuple(x.shape)}) is not the "
+            "encoder's input hidden state; point `embeddings` (or `embed_proj`) at the module that produces it"
         )
     worst = 0.0
-    if len(store["out"]) != lm.n_layers or len(out.attentions) != lm.n_layers:
-        raise RuntimeError(f"adapter {lm.adapter.family}: captured {len(store['out'])} layers, expected {lm.n_layers}")
+    if len(f.attn_out) != lm.n_layers or len(f.values) != lm.n_layers or len(out.attentions) != lm.n_layers:
+        raise RuntimeError(
+            f"adapter {lm.adapter.family!r}: captured {len(f.values)} value and {len(f.attn_out)} output-projection "
+            f"calls for {lm.n_layers} layers; a pattern matches the wrong modules"
+        )
     for layer in range(lm.n_layers):
-        v = lm.adapter.split_values(store["values"][layer], lm.n_heads).double()  # (B, H, S, dh)
+        v = lm.adapter.split_values(f.values[layer], lm.n_heads).double()  # (B, H, S, d_v)
         a = out.attentions[layer].double()  # (B, H, S, S)
         rebuilt = torch.einsum("bhst,bhtk,hkd->bsd", a, v, w_o[layer].double()) + bias[layer].double()
-        got = store["out"][layer].double()
+        got = f.attn_out[layer].double()
         diff = (rebuilt - got)[mask].norm() / got[mask].norm()
         worst = max(worst, float(diff))
     if worst > 1e-5:

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from identifiability import cli
+from identifiability import cli, paths
 
-NB = cli.NOTEBOOKS / "01_model_and_data.md"
+NB = paths.source_root() / "notebooks" / "01_model_and_data.md"
 
 
 def test_declared_parameters_read_from_the_parameters_cell():
@@ -15,8 +15,22 @@ def test_declared_parameters_read_from_the_parameters_cell():
 
 
 def test_values_are_converted_to_the_declared_type():
-    p = cli.coerce_parameters(NB, {"n_sentences": "25", "seed": 3.0, "not_declared_here": 1})
+    p = cli.coerce_parameters(NB, {"n_sentences": "25", "seed": 3.0, "not_declared_here": 1}, strict=False)
     assert p == {"n_sentences": 25, "seed": 3}
+
+
+def test_an_unknown_parameter_names_the_closest_declared_one():
+    with pytest.raises(cli.ParameterError, match="no parameter 'n_sentence' .*did you mean 'n_sentences'"):
+        cli.coerce_parameters(NB, {"n_sentence": "25"})
+
+
+def test_a_parameter_no_chapter_declares_stops_the_book_before_anything_runs(capsys, tmp_path):
+    assert cli.main(["book", "-p", "n_sentnces=5", "--only", "01_model_and_data"]) == 2
+    assert "did you mean 'n_sentences'" in capsys.readouterr().err
+    assert cli.main(["run", str(NB), "-p", "lyer=3", "--out", str(tmp_path)]) == 2
+    assert "no parameter 'lyer'" in capsys.readouterr().err and not list(tmp_path.iterdir())
+    # declared by one chapter of the book only: fine for the book (the others leave it out)
+    cli.check_parameters(cli.chapter_sources(), {"layer": "3"})
 
 
 @pytest.mark.parametrize("name,value", [("n_sentences", "many"), ("seed", 1.5), ("max_tokens", "12x")])
@@ -48,16 +62,18 @@ def test_every_chapter_in_the_toc_has_a_source_and_declares_the_common_parameter
 
 
 def test_each_model_gets_its_own_build_folder():
-    assert cli.run_key(None, "lee") == cli.BUILD
-    assert cli.run_key("bert-base-uncased", "lee") != cli.run_key("roberta-base", "lee")
-    assert cli.run_key("bert-base-uncased", "lee") != cli.run_key("bert-base-uncased", "polarity")
+    from identifiability import paths
+
+    assert paths.build_dir(None, "lee") == paths.source_root() / "_build"
+    assert paths.build_dir("bert-base-uncased", "lee") != paths.build_dir("roberta-base", "lee")
+    assert paths.build_dir("bert-base-uncased", "lee") != paths.build_dir("bert-base-uncased", "polarity")
 
 
 def test_two_models_results_do_not_collide(tmp_path, tiny_lm, monkeypatch):
     from identifiability import notebook
     from identifiability.models import random_model
 
-    monkeypatch.setattr(notebook, "RESULTS_ROOT", tmp_path / "results")
+    monkeypatch.setenv("IDENTIFIABILITY_DATA", str(tmp_path / "data"))
     dirs = []
     for seed in (0, 1):
         lm = tiny_lm if seed == 0 else random_model("bert", seed=1)
@@ -68,6 +84,7 @@ def test_two_models_results_do_not_collide(tmp_path, tiny_lm, monkeypatch):
         ch.record(x=seed)
         dirs.append(ch.save())
     assert dirs[0] != dirs[1] and dirs[0].parent.parent.name == "model0"
+    assert dirs[0].is_relative_to(tmp_path / "data" / "results")
     assert notebook.load_results(dirs[1].parent, "01_model_and_data")["results"]["x"] == 1
 
 
@@ -95,10 +112,12 @@ def test_a_repository_binder_cannot_build_is_a_clear_error(bad, capsys):
 
 
 def test_binder_environment_makes_the_notebooks_the_buttons_open():
-    post = (cli.REPO_ROOT / ".binder" / "postBuild").read_text()
+    from identifiability import paths
+
+    post = (paths.source_root() / ".binder" / "postBuild").read_text()
     assert "--no-deps -r requirements.txt" in post and "jupytext --to ipynb notebooks/*.md" in post
     assert "download.pytorch.org/whl/cpu" in post  # PyPI's torch is the multi-GB CUDA build
-    assert (cli.REPO_ROOT / ".binder" / "runtime.txt").read_text().strip() == "python-3.11"
+    assert (paths.source_root() / ".binder" / "runtime.txt").read_text().strip() == "python-3.11"
 
 
 def test_a_comment_with_an_equals_sign_does_not_hide_a_parameter(tmp_path):

@@ -11,14 +11,36 @@ def test_every_architecture_passes_rebuild_check(tiny_any):
     assert tiny_any.provenance["rebuild_rel_error"] <= 1e-5
 
 
-def test_rebuild_check_catches_a_wrong_adapter(tiny_lm):
-    # Point W_O at the FFN output instead: the rebuilt output no longer matches, and the check must say so.
-    wrong = adapters.Adapter(family="broken", model_types=("bert",), embeddings="embeddings",
-                             value="encoder.layer.*.attention.self.value", out_proj="encoder.layer.*.output.dense")
+def test_rebuild_check_catches_a_wrong_adapter():
+    # Point W_O at the query projection instead: one d x d module per layer, the right shapes, the wrong
+    # numbers; the check must fail on the rebuilt output, not on a module count or a shape.
+    import dataclasses
+
     lm = random_model("bert", seed=0)
-    lm.adapter = wrong
-    with pytest.raises(Exception):
+    lm.adapter = dataclasses.replace(lm.adapter, family="broken", attn_out=r"encoder\.layer\.\d+\.attention\.self\.query")
+    with pytest.raises(RuntimeError, match="failed the rebuild check"):
         trace.rebuild_check(lm)
+
+
+def test_layer_patterns_match_one_module_per_layer(tiny_any):
+    a, m = tiny_any.adapter, tiny_any.model
+    for field in ("query", "key", "value", "attn_out", "ln_attn", "ffn_in", "ffn_act", "ffn_out", "ln_ffn"):
+        assert len(a.layer_modules(m, getattr(a, field), tiny_any.n_layers)) == tiny_any.n_layers
+
+
+def test_the_old_glob_pattern_matched_two_modules_per_layer(tiny_lm):
+    import fnmatch
+
+    names = [n for n, _ in tiny_lm.model.named_modules()]
+    glob = [n for n in names if fnmatch.fnmatchcase(n, "encoder.layer.*.output.dense")]
+    assert "encoder.layer.0.attention.output.dense" in glob and len(glob) == 2 * tiny_lm.n_layers
+    regex = tiny_lm.adapter.find(tiny_lm.model, tiny_lm.adapter.ffn_out)
+    assert len(regex) == tiny_lm.n_layers
+
+
+def test_a_pattern_matching_too_many_modules_is_named(tiny_lm):
+    with pytest.raises(LookupError, match="matches 4 modules for 2 layers"):
+        tiny_lm.adapter.layer_modules(tiny_lm.model, r"encoder\.layer\.\d+\.(attention\.)?output\.dense", 2)
 
 
 def test_trace_shapes_and_padding(tiny_lm, sentences):
@@ -37,11 +59,16 @@ def test_trace_shapes_and_padding(tiny_lm, sentences):
         torch.testing.assert_close(alone.attentions, tr.attentions, atol=1e-6, rtol=1e-4)
 
 
-def test_head_transforms_rebuild_layer_output(tiny_lm, sentences):
-    tr = trace.trace_batch(tiny_lm, sentences[:1])[0]
-    T = trace.head_transforms(tr, trace.out_proj_weights(tiny_lm))  # (L, H, S, d)
-    per_head = tr.attentions @ T
-    assert per_head.shape == (tiny_lm.n_layers, tiny_lm.n_heads, tr.n_tokens, tiny_lm.d_model)
+def test_head_transforms_rebuild_layer_output(tiny_any, sentences):
+    # sum_h A_h T_h + b_O is the attention block's output, as the model itself computes it.
+    tr = trace.trace_batch(tiny_any, sentences[:1])[0]
+    T = trace.head_transforms(tr, trace.out_proj_weights(tiny_any))  # (L, H, S, d)
+    rebuilt = (tr.attentions @ T).sum(1) + tiny_any.adapter.out_proj_bias(tiny_any.model, tiny_any.n_layers)[:, None]
+    f = trace.forward(tiny_any, trace.tokenize(tiny_any, sentences[:1]), attn_out=True)
+    own = torch.stack(f.attn_out)[:, 0]  # (L, S, d)
+    torch.testing.assert_close(rebuilt, own, atol=1e-5, rtol=1e-4)
+    wrong = T.sum(1)  # each token attending only to itself: same values, another output
+    assert (wrong - own).abs().max() > 100 * (rebuilt - own).abs().max()
 
 
 def test_unsupported_architecture_names_supported_ones():

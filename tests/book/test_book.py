@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from identifiability import cli
+from identifiability import cli, paths
 
 pytestmark = [pytest.mark.book, pytest.mark.real]
 
-NPM_ROOT = cli.REPO_ROOT / ".cache" / "npm" / "node_modules"
+NPM_ROOT = paths.source_root() / ".cache" / "npm" / "node_modules"
 # sphinx-thebe 0.3.1 declares THEBE_JS_URL twice on every page; it is harmless and not ours.
 KNOWN_HARMLESS = ("THEBE_JS_URL",)
 REPOSITORY = "https://github.com/example/identifiability-book"  # launch buttons are links: never fetched

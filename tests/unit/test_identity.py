@@ -222,16 +222,13 @@ def test_every_entry_point_on_every_architecture(tiny_any, texts):
 
 
 def test_cached_probes_round_trip(splits, tmp_path, monkeypatch):
-    from identifiability import results
-
-    monkeypatch.setattr(results, "CACHE_ROOT", tmp_path)
-    monkeypatch.setattr(I, "cached_tensors",
-                        lambda key, params, compute: results.cached_tensors(key, params, compute, root=tmp_path))
+    monkeypatch.setenv("IDENTIFIABILITY_DATA", str(tmp_path))
     cfg = I.probe_config("linear", epochs=2, batch_size=256)
     key = {"model": "tiny", "test": 1}
     a = I.fit_probes(splits["train"], splits["val"], cfg, cache_key=key, progress=False)
     b = I.fit_probes(splits["train"], splits["val"], cfg, cache_key=key, progress=False)
     assert b.history.get("cached") and not a.history.get("cached")
+    assert list((tmp_path / "cache").rglob("*.safetensors"))  # under the data folder it was told
     assert torch.equal(a.probe.w, b.probe.w) and a.history["best_epoch"] == b.history["best_epoch"]
 
 
