@@ -51,7 +51,7 @@ def main() -> None:
     w_o = out_proj_weights(lm)
     row_space = E.out_proj_row_space(w_o)
     row_space64 = E.out_proj_row_space(w_o, torch.float64)
-    print(f"{lm.name}: {lm.n_layers} layers x {lm.n_heads} heads, d={lm.d_model}, d_head={lm.d_head}; "
+    print(f"{lm.name}: {lm.n_layers} layers x {lm.n_heads} heads, d={lm.d_model}, d_v={lm.d_v}; "
           f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores; "
           f"median of {args.repeats} interleaved repeats\n")
     header = (f"{'d_s':>5} {'B':>3} | per sentence: {'forward':>8} {'batched':>8} {'B=1':>8} {'float64':>8} "

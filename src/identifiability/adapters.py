@@ -135,13 +135,13 @@ class Adapter:
         return w.T if self.conv1d else w
 
     def out_proj_weights(self, model: nn.Module, n_layers: int, n_heads: int) -> torch.Tensor:
-        """Per-head blocks of the output projection, W_O^h, shape (L, H, d_head, d).
+        """Per-head blocks of the output projection, W_O^h, shape (L, H, d_v, d).
 
         A head's contribution to the attention block output is ``A_h @ V_h @ W_O^h``.
         """
         blocks = []
         for m in self.layer_modules(model, self.attn_out, n_layers):
-            w_in_out = self.weight(m).T  # (H*d_head, d)
+            w_in_out = self.weight(m).T  # (H*d_v, d)
             blocks.append(w_in_out.reshape(n_heads, -1, w_in_out.shape[1]))
         return torch.stack(blocks)
 
@@ -150,7 +150,7 @@ class Adapter:
         return torch.stack([m.bias.detach() for m in self.layer_modules(model, self.attn_out, n_layers)])
 
     def split_values(self, out: torch.Tensor, n_heads: int) -> torch.Tensor:
-        """Value-module output (B, d_s, *) -> per-head values (B, H, d_s, d_head)."""
+        """Value-module output (B, d_s, *) -> per-head values (B, H, d_s, d_v)."""
         if self.qkv_fused:
             out = out.chunk(3, dim=-1)[2]
         b, s, hd = out.shape

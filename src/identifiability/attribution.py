@@ -387,7 +387,7 @@ def fold_spec(lm: LoadedModel) -> list[_PostLNLayer] | None:
             a.weight(mods["attn_out"][i]), mods["attn_out"][i].bias.detach(), mods["ln_attn"][i],
             a.weight(mods["ffn_in"][i]), mods["ffn_in"][i].bias.detach(), mods["ffn_act"][i],
             a.weight(mods["ffn_out"][i]), mods["ffn_out"][i].bias.detach(), mods["ln_ffn"][i],
-            lm.d_head ** -0.5,
+            lm.d_v ** -0.5,
         ))
     return layers
 
@@ -396,11 +396,11 @@ def fold_spec(lm: LoadedModel) -> list[_PostLNLayer] | None:
 class _LayerState:
     """Per-sentence primal quantities of one layer that the tangent pass needs (n = d_s)."""
 
-    q: torch.Tensor  # (H, n, dh)
+    q: torch.Tensor  # (H, n, d_v)
     k: torch.Tensor
     v: torch.Tensor
     a: torch.Tensor  # (H, n, n) attention probabilities
-    ctx: torch.Tensor  # (H, n, dh) primal context A V
+    ctx: torch.Tensor  # (H, n, d_v) primal context A V
     xhat1: torch.Tensor  # (n, 1, d) normalised LN1 input
     s1: torch.Tensor  # (n, 1, d) γ1 / σ1
     dact: torch.Tensor  # (n, 1, d_ff) activation derivative at z
@@ -456,11 +456,11 @@ def _folded_primal(lm: LoadedModel, layers: list[_PostLNLayer], inp: _Inputs, fo
     H = lm.n_heads
     h = inp.x
     n, d = h.shape
-    dh = d // H
+    d_v = d // H
     states, worst = [], 0.0
     for li, ly in enumerate(layers):
         qkv = h @ ly.wqkv.T + ly.bqkv
-        q, k, v = qkv.reshape(n, 3, H, dh).permute(1, 2, 0, 3)  # each (H, n, dh)
+        q, k, v = qkv.reshape(n, 3, H, d_v).permute(1, 2, 0, 3)  # each (H, n, d_v)
         a = torch.softmax((q @ k.transpose(1, 2)) * ly.scaling, dim=-1)
         ctx = a @ v
         pre1 = ctx.transpose(0, 1).reshape(n, d) @ ly.wo.T + ly.bo + h
@@ -495,7 +495,7 @@ def _folded_S(lm: LoadedModel, inp: _Inputs, dirs: _Directions, chunk: int | Non
     """S by the hand-written batched forward-mode pass; None if its primal pass disagrees with the model."""
     n = inp.x.shape[0]
     d, H = lm.d_model, lm.n_heads
-    dh = d // H
+    d_v = d // H
     d_ff = layers[0].w1.shape[0]
     if fold is None:
         fold = _should_fold(dirs.total, d, d_ff)
@@ -529,25 +529,25 @@ def _folded_S(lm: LoadedModel, inp: _Inputs, dirs: _Directions, chunk: int | Non
                     qkv[pos, cols] = vec @ ly.wqkv.T
                 else:
                     torch.mm(t.view(n * b, d), ly.wqkv.T, out=qkv_buf[: n * b])  # (n, B, 3d)
-                q5 = qkv.reshape(n, b, 3, H, dh)
-                dq = q5[:, :, 0].permute(2, 0, 1, 3).reshape(H, n * b, dh)  # rows (p, b), a view
-                dv = q5[:, :, 2].permute(2, 0, 1, 3).reshape(H, n, b * dh)  # (H, n_t, B·dh)
+                q5 = qkv.reshape(n, b, 3, H, d_v)
+                dq = q5[:, :, 0].permute(2, 0, 1, 3).reshape(H, n * b, d_v)  # rows (p, b), a view
+                dv = q5[:, :, 2].permute(2, 0, 1, 3).reshape(H, n, b * d_v)  # (H, n_t, B·d_v)
                 # score tangent dS[h, p, b, t] = (dq_pb·k_t + q_p·dk_tb) · scaling, laid out (H, n_p·B, n_t).
                 # The q·dk term comes out transposed; for short sentences adding it through a strided
-                # view is faster than making dk (H, dh, B·n_t) contiguous for one matmul (measured).
+                # view is faster than making dk (H, d_v, B·n_t) contiguous for one matmul (measured).
                 if n <= _STRIDED_MAX_N:
-                    dk = q5[:, :, 1].permute(2, 0, 1, 3).reshape(H, n * b, dh)  # rows (t, b), a view
+                    dk = q5[:, :, 1].permute(2, 0, 1, 3).reshape(H, n * b, d_v)  # rows (t, b), a view
                     ds = dq @ st.k.transpose(1, 2)
                     ds.reshape(H, n, b, n).add_((dk @ st.q.transpose(1, 2)).reshape(H, n, b, n).permute(0, 3, 2, 1))
                     ds.mul_(ly.scaling)
                 else:
-                    dk = q5[:, :, 1].permute(2, 3, 1, 0).reshape(H, dh, b * n)  # columns (b, t), a copy
+                    dk = q5[:, :, 1].permute(2, 3, 1, 0).reshape(H, d_v, b * n)  # columns (b, t), a copy
                     ds = (st.q @ dk).reshape(H, n * b, n)  # q_p·dk_tb, already in (p, b, t) order
                     ds.baddbmm_(dq, st.k.transpose(1, 2), beta=ly.scaling, alpha=ly.scaling)
                 ads = ds.reshape(H, n, b, n).mul_(st.a.unsqueeze(2)).reshape(H, n * b, n)  # A ⊙ dS
                 # softmax tangent times V without forming dA: dA V = (A⊙dS) V − rowsum(A⊙dS) ⊙ (A V)
-                dctx = (st.a @ dv).reshape(H, n * b, dh).baddbmm_(ads, st.v)  # A dV + (A⊙dS) V
-                dctx = dctx.reshape(H, n, b, dh)
+                dctx = (st.a @ dv).reshape(H, n * b, d_v).baddbmm_(ads, st.v)  # A dV + (A⊙dS) V
+                dctx = dctx.reshape(H, n, b, d_v)
                 dctx -= ads.sum(-1).reshape(H, n, b, 1) * st.ctx.unsqueeze(2)
                 del qkv, q5, dq, dk, dv, ds, ads  # free before the next allocations: this bounds the peak
                 r = torch.addmm(t.reshape(n * b, d), dctx.permute(1, 2, 0, 3).reshape(n * b, d), ly.wo.T)

@@ -149,7 +149,7 @@ def run_notebook(source: Path, out_dir: Path, parameters: dict, progress: bool =
 
 def vendor(static: Path) -> None:
     """Put every script the pages load into ``static`` (no CDN at read time)."""
-    from .charts import write_vega_bundle
+    from .charts.render import write_vega_bundle
 
     static.mkdir(parents=True, exist_ok=True)
     write_vega_bundle(static / "vega-bundle.js")

@@ -8,17 +8,17 @@ splits the attention matrix into
     null  = A - A_eff = Proj_LN(T)(A)
 
 and calls A_eff the *effective attention*. Invariants (tested): ``A_eff T = A T``; projecting A_eff
-again changes nothing; ``A_eff = A`` exactly when LN(T) is empty (generically when d_s <= d_head).
+again changes nothing; ``A_eff = A`` exactly when LN(T) is empty (generically when d_s <= d_v).
 
 How it is computed here, and why (see also ``shared/notes/performance.md``):
 
-- col(T) = col(V_h W_O^h). When the head's block W_O^h (d_head, d) has rank d_head, col(T) = col(V_h),
-  so the d_s x d_head value matrix is decomposed instead of the d_s x d matrix T (12x smaller for MiniLM).
+- col(T) = col(V_h W_O^h). When the head's block W_O^h (d_v, d) has rank d_v, col(T) = col(V_h),
+  so the d_s x d_v value matrix is decomposed instead of the d_s x d matrix T (12x smaller for MiniLM).
   When W_O^h is rank deficient, col(T) can be smaller than col(V_h): such heads are detected and their
   V_h is first multiplied by the projector onto W_O^h's row space, which gives a matrix with exactly
   col(T) as column space (see :func:`out_proj_row_space`).
 - The rank of that matrix is decided from its singular values with a *relative* tolerance
-  (``rtol * s_max``, default ``max(d_s, d_head) * eps``), in the same precision in which it was formed:
+  (``rtol * s_max``, default ``max(d_s, d_v) * eps``), in the same precision in which it was formed:
   an absolute tolerance, or forming in float32 and decomposing in float64, makes rounding noise look like
   signal (full rank, A_eff = A everywhere).
 - Sentences of different lengths are padded and masked: padded rows of V_h are zeroed (so padding is not
@@ -76,29 +76,29 @@ def out_proj_row_space(w_o: torch.Tensor, dtype: torch.dtype = torch.float32,
     """Projector onto the row space of every head's output-projection block, and that block's rank.
 
     ``col(V_h W_O^h) = col(V_h P_h)`` with P_h the orthogonal projector onto the row space of W_O^h, because
-    ``W_O^h = P_h W_O^h``. Where W_O^h has full rank d_head, P_h is returned as the exact identity so those
+    ``W_O^h = P_h W_O^h``. Where W_O^h has full rank d_v, P_h is returned as the exact identity so those
     heads' values pass through bit for bit.
 
     Args:
-        w_o: (L, H, d_head, d) blocks W_O^h.
+        w_o: (L, H, d_v, d) blocks W_O^h.
         dtype: precision of the decomposition.
-        rtol: relative singular-value tolerance; default ``max(d_head, d) * eps``.
+        rtol: relative singular-value tolerance; default ``max(d_v, d) * eps``.
 
     Returns:
-        proj (L, H, d_head, d_head) and rank (L, H) (int64).
+        proj (L, H, d_v, d_v) and rank (L, H) (int64).
     """
-    d_head, d = w_o.shape[-2:]
-    rtol = default_rtol(d_head, d, dtype) if rtol is None else rtol
+    d_v, d = w_o.shape[-2:]
+    rtol = default_rtol(d_v, d, dtype) if rtol is None else rtol
     with single_thread():
         # SVD of the tall W_O^hᵀ (faster than of the wide W_O^h); its right vectors are W_O^h's left ones.
         _, s, vh = torch.linalg.svd(w_o.to(dtype).mT, full_matrices=False)
-    u = vh.mT  # (L, H, d_head, d_head)
+    u = vh.mT  # (L, H, d_v, d_v)
     keep = s > rtol * s[..., :1]
     rank = keep.sum(-1)
     uk = u * keep.unsqueeze(-2).to(dtype)
     proj = uk @ uk.mT
-    eye = torch.eye(d_head, dtype=dtype).expand_as(proj)
-    return torch.where((rank == d_head)[..., None, None], eye, proj), rank
+    eye = torch.eye(d_v, dtype=dtype).expand_as(proj)
+    return torch.where((rank == d_v)[..., None, None], eye, proj), rank
 
 
 @dataclass
@@ -131,16 +131,16 @@ def effective_padded(
 
     Args:
         attn: (B, L, H, S, S) attention probabilities (rows: queries), padded to S.
-        values: (B, L, H, S, d_head) value vectors V_h (value bias included), padded.
+        values: (B, L, H, S, d_v) value vectors V_h (value bias included), padded.
         lengths: (B,) number of real tokens of each sentence (padding comes after them).
-        w_o: (L, H, d_head, d) output-projection blocks. Needed to detect heads whose W_O^h is rank
+        w_o: (L, H, d_v, d) output-projection blocks. Needed to detect heads whose W_O^h is rank
             deficient (then col(T) is smaller than col(V_h)); None assumes every block has full rank.
         dtype: precision in which the matrix is formed *and* decomposed (float32 default, float64 on request).
-        rtol: relative singular-value tolerance; default ``max(length, d_head) * eps(dtype)`` per sentence.
+        rtol: relative singular-value tolerance; default ``max(length, d_v) * eps(dtype)`` per sentence.
         row_space: ``out_proj_row_space(w_o, dtype)`` if already computed (it is the same for every batch).
     """
     B, L, H, S, _ = attn.shape
-    d_head = values.shape[-1]
+    d_v = values.shape[-1]
     lengths = torch.as_tensor(lengths, dtype=torch.long)
     a = attn.to(dtype)
     m = values.to(dtype)
@@ -151,13 +151,13 @@ def effective_padded(
         m = m.masked_fill(~valid[:, None, None, :, None], 0.0)  # padding is not part of T
     if w_o is not None or row_space is not None:
         proj, wo_rank = row_space if row_space is not None else out_proj_row_space(w_o, dtype)
-        deficient = wo_rank < d_head  # (L, H)
+        deficient = wo_rank < d_v  # (L, H)
         if bool(deficient.any()):
             m = torch.where(deficient[None, :, :, None, None], m @ proj, m)
     with single_thread():
-        u, s, _ = torch.linalg.svd(m, full_matrices=False)  # u (B, L, H, S, k), k = min(S, d_head)
+        u, s, _ = torch.linalg.svd(m, full_matrices=False)  # u (B, L, H, S, k), k = min(S, d_v)
     if rtol is None:
-        tol = torch.tensor([default_rtol(int(n), d_head, dtype) for n in lengths], dtype=dtype)[:, None, None, None]
+        tol = torch.tensor([default_rtol(int(n), d_v, dtype) for n in lengths], dtype=dtype)[:, None, None, None]
     else:
         tol = torch.tensor(rtol, dtype=dtype)
     keep = s > tol * s[..., :1]  # s_max = 0 (T = 0) keeps nothing: then everything is null
@@ -198,14 +198,14 @@ class Effective:
 
 
 def pad_traces(traces: Sequence[SentenceTrace]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Stack traces of different lengths: attn (B, L, H, S, S), values (B, L, H, S, d_head), lengths (B,)."""
+    """Stack traces of different lengths: attn (B, L, H, S, S), values (B, L, H, S, d_v), lengths (B,)."""
     lengths = torch.tensor([tr.n_tokens for tr in traces])
     if len(traces) == 1:  # nothing to pad: views, no copies
         return traces[0].attentions[None], traces[0].values[None], lengths
     S = int(lengths.max())
-    L, H, _, dh = traces[0].values.shape
+    L, H, _, d_v = traces[0].values.shape
     attn = torch.zeros(len(traces), L, H, S, S, dtype=traces[0].attentions.dtype)
-    vals = torch.zeros(len(traces), L, H, S, dh, dtype=traces[0].values.dtype)
+    vals = torch.zeros(len(traces), L, H, S, d_v, dtype=traces[0].values.dtype)
     for b, tr in enumerate(traces):
         n = tr.n_tokens
         attn[b, :, :, :n, :n] = tr.attentions
@@ -241,7 +241,7 @@ def effective_attention(
 
     Args:
         traces: sentence traces (any lengths).
-        w_o: (L, H, d_head, d) from :func:`identifiability.trace.out_proj_weights` (None: assume full rank).
+        w_o: (L, H, d_v, d) from :func:`identifiability.trace.out_proj_weights` (None: assume full rank).
         dtype, rtol: see :func:`effective_padded`.
         max_cells: bound on B * S^2 per group (memory: about 3 * L * H * max_cells numbers).
         row_space: precomputed ``out_proj_row_space(w_o, dtype)`` (saves one SVD of W_O per call).
@@ -339,10 +339,10 @@ def pearson(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (x * y).sum(-1) / (x.norm(dim=-1) * y.norm(dim=-1)).clamp_min(1e-300)
 
 
-def length_grid(d_head: int, max_length: int, n_lengths: int) -> list[int]:
-    """Token lengths from 4 to ``max_length``, log-spaced, always including d_head and d_head + 1, 2."""
+def length_grid(d_v: int, max_length: int, n_lengths: int) -> list[int]:
+    """Token lengths from 4 to ``max_length``, log-spaced, always including d_v and d_v + 1, 2."""
     grid = np.unique(np.round(np.geomspace(4, max_length, n_lengths)).astype(int))
-    extra = [d for d in (d_head - 1, d_head, d_head + 1, d_head + 2) if 4 <= d <= max_length]
+    extra = [d for d in (d_v - 1, d_v, d_v + 1, d_v + 2) if 4 <= d <= max_length]
     return sorted(set(grid.tolist()) | set(extra))
 
 
@@ -475,7 +475,7 @@ def attention_mass(
 
 def long_texts(corpus: Corpus, tokenizer, n: int, min_tokens: int, max_tokens: int, seed: int = 0) -> list[str]:
     """``n`` texts of ``min_tokens``..``max_tokens`` tokens: corpus sentences where there are enough,
-    topped up with concatenated consecutive sentences (models with a large d_head need them)."""
+    topped up with concatenated consecutive sentences (models with a large d_v need them)."""
     try:
         texts = sample_sentences(corpus, n, seed, tokenizer, min_tokens=min_tokens, max_tokens=max_tokens)
     except ValueError:

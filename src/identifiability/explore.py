@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from . import charts
+from .charts.explore import attention_explorer
 from .attribution import hta
 from .effective import effective_attention
 from .loaded_model import LoadedModel
@@ -35,7 +35,7 @@ def sentence_maps(lm: LoadedModel, text: str, hta_mode: str = "estimate", probes
 
 def sentence_chart(lm: LoadedModel, text: str, **kwargs):
     tokens, maps = sentence_maps(lm, text, **kwargs)
-    return charts.attention_explorer(maps, tokens, title=text if len(text) < 90 else text[:87] + "…")
+    return attention_explorer(maps, tokens, title=text if len(text) < 90 else text[:87] + "…")
 
 
 def sentence_panel(lm: LoadedModel, text: str = "The cat sat on the mat because it was warm.", **kwargs):

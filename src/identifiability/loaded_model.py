@@ -41,7 +41,7 @@ class LoadedModel:
         return int(self.config.hidden_size)
 
     @property
-    def d_head(self) -> int:
+    def d_v(self) -> int:
         """d_v, the value (and query/key) width of one head."""
         return self.d_model // self.n_heads
 

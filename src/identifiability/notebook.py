@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from . import charts
+from .charts import render
 from .corpora import Corpus, load_corpus, sample_sentences
 from . import paths
 from .loaded_model import LoadedModel
@@ -67,7 +67,7 @@ class Chapter:
         params = [f"{k}={v!r}" for k, v in self.params.items() if k not in ("model", "corpus")]
         rows = [
             ("model", f"{p.get('name')} ({self.lm.adapter.family}, {self.lm.n_layers} layers, {self.lm.n_heads} heads, "
-                      f"d={self.lm.d_model}, d_head={self.lm.d_head})"),
+                      f"d={self.lm.d_model}, d_v={self.lm.d_v})"),
             ("weights", f"{p.get('source')}"),
             ("sha256", f"{p.get('sha256', 'n/a')}"),
             ("revision", f"{p.get('revision') or 'n/a'}"),
@@ -83,7 +83,7 @@ def setup(chapter: str, model: str | None = DEFAULT_MODEL, corpus: str = "lee", 
     """Load the model and corpus, seed everything, switch charts to offline rendering."""
     random.seed(seed)
     torch.manual_seed(seed)
-    charts.enable_offline()
+    render.enable_offline()
     lm = load_model(model or None, device=device)
     corp = load_corpus(corpus)
     params = {"model": model, "corpus": corpus, "n_sentences": n_sentences, "max_tokens": max_tokens,

@@ -9,7 +9,7 @@ Everything here runs in float64 with ranks taken at an explicit *relative* toler
 counts when it exceeds ``RTOL`` times the largest one. The chapter shows the gap around that tolerance (the
 smallest singular value kept and the largest one dropped), so the choice of ``RTOL`` is visibly irrelevant.
 
-Shapes: S = d_s tokens, d model width, d_v = d_head value width, d_q query/key width, L layers, H heads.
+Shapes: S = d_s tokens, d model width, d_v = d / H value width, d_q query/key width, L layers, H heads.
 """
 
 from __future__ import annotations

@@ -31,8 +31,8 @@ def tiny_traces(tiny_lm, sentences):
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 2e-5), (torch.float64, 1e-12)])
 def test_invariants(tiny_lm, tiny_traces, dtype, tol):
     w_o = trace.out_proj_weights(tiny_lm)
-    d_head = tiny_lm.d_head
-    assert max(tr.n_tokens for tr in tiny_traces) > d_head >= min(tr.n_tokens for tr in tiny_traces)
+    d_v = tiny_lm.d_v
+    assert max(tr.n_tokens for tr in tiny_traces) > d_v >= min(tr.n_tokens for tr in tiny_traces)
     for tr, eff in zip(tiny_traces, E.effective_attention(tiny_traces, w_o, dtype=dtype)):
         assert eff.effective.dtype == dtype
         t = _transforms(tr, w_o)
@@ -45,9 +45,9 @@ def test_invariants(tiny_lm, tiny_traces, dtype, tol):
         p = _col_projector(t)
         assert torch.allclose(eff.effective.double() @ p, eff.effective.double(), atol=tol * 10)
         assert torch.allclose(eff.effective + eff.null, tr.attentions.to(dtype), atol=tol)
-        # dim LN(T) by rank-nullity, for random weights exactly max(d_s - d_head, 0).
-        assert torch.equal(eff.null_dim, torch.full_like(eff.null_dim, max(tr.n_tokens - d_head, 0)))
-        if tr.n_tokens <= d_head:  # LN(T) empty: A_eff is A itself, not A up to rounding
+        # dim LN(T) by rank-nullity, for random weights exactly max(d_s - d_v, 0).
+        assert torch.equal(eff.null_dim, torch.full_like(eff.null_dim, max(tr.n_tokens - d_v, 0)))
+        if tr.n_tokens <= d_v:  # LN(T) empty: A_eff is A itself, not A up to rounding
             assert torch.equal(eff.effective, tr.attentions.to(dtype))
             assert not eff.null.any()
         else:
@@ -103,7 +103,7 @@ def test_groups_respect_the_cell_budget():
 
 
 def _rank_deficient(w_o: torch.Tensor, layer: int, head: int, n_dup: int) -> torch.Tensor:
-    """A copy of w_o whose block (layer, head) has rank d_head - n_dup exactly, in any precision: its last
+    """A copy of w_o whose block (layer, head) has rank d_v - n_dup exactly, in any precision: its last
     ``n_dup`` rows repeat its first ones. (Truncating an SVD instead leaves float32 rounding in the dropped
     directions, which a float64 decomposition with a float64 tolerance would count as rank.)"""
     w = w_o.clone()
@@ -115,12 +115,12 @@ def _rank_deficient(w_o: torch.Tensor, layer: int, head: int, n_dup: int) -> tor
 def test_rank_deficient_output_projection(tiny_lm, tiny_traces, dtype):
     """If W_O^h is not of full rank, col(T) is smaller than col(V_h): decomposing V_h alone would keep
     a part of LN(T) in A_eff. The batched code must detect such heads and agree with an SVD of T."""
-    d_head = tiny_lm.d_head
-    r = d_head - 3
-    w_def = _rank_deficient(trace.out_proj_weights(tiny_lm), 1, 2, d_head - r)
+    d_v = tiny_lm.d_v
+    r = d_v - 3
+    w_def = _rank_deficient(trace.out_proj_weights(tiny_lm), 1, 2, d_v - r)
     w_def[0, 1] = 0.0  # a head that outputs nothing: everything is null
     _, wo_rank = E.out_proj_row_space(w_def, dtype)
-    assert int(wo_rank[1, 2]) == r and int(wo_rank[0, 1]) == 0 and int(wo_rank[0, 0]) == d_head
+    assert int(wo_rank[1, 2]) == r and int(wo_rank[0, 1]) == 0 and int(wo_rank[0, 0]) == d_v
     long = max(tiny_traces, key=lambda tr: tr.n_tokens)
     short = min(tiny_traces, key=lambda tr: tr.n_tokens)
     for tr in (long, short):
@@ -136,7 +136,7 @@ def test_rank_deficient_output_projection(tiny_lm, tiny_traces, dtype):
         torch.testing.assert_close(got.effective.double() @ t, tr.attentions.double() @ t, atol=2e-5, rtol=0)
         # The naive shortcut (col(V_h), W_O assumed full rank) is wrong for that head.
         naive = E.effective_attention([tr], None, dtype=dtype)[0]
-        assert int(naive.rank[1, 2]) == min(tr.n_tokens, d_head)
+        assert int(naive.rank[1, 2]) == min(tr.n_tokens, d_v)
         if tr.n_tokens > r:
             assert float((naive.effective[1, 2] - got.effective[1, 2]).abs().max()) > 1e-3
         # Healthy heads are unaffected by the detection.
@@ -149,7 +149,7 @@ def test_relative_tolerance_is_what_decides_rank(tiny_lm, tiny_traces):
     long = max(tiny_traces, key=lambda tr: tr.n_tokens)
     coarse = E.effective_attention([long], w_o, rtol=0.5)[0]
     default = E.effective_attention([long], w_o)[0]
-    assert (coarse.rank < default.rank).all() and (default.rank == tiny_lm.d_head).all()
+    assert (coarse.rank < default.rank).all() and (default.rank == tiny_lm.d_v).all()
     assert E.default_rtol(40, 32, torch.float32) == 40 * torch.finfo(torch.float32).eps
 
 
@@ -222,9 +222,9 @@ def test_entry_points_on_every_architecture(tiny_any, sentences):
     assert seen == len(sentences)
     fig = E.correlation_by_length(lm, sentences, progress=False)
     assert len(fig) == len(sentences) * lm.n_layers * lm.n_heads
-    short = fig[fig.d_s <= lm.d_head]
+    short = fig[fig.d_s <= lm.d_v]
     assert (short.pearson > 1 - 1e-9).all() and (short.null_dim == 0).all()
-    assert (fig[fig.d_s > lm.d_head].null_dim > 0).all()
+    assert (fig[fig.d_s > lm.d_v].null_dim > 0).all()
     mass = E.attention_mass(lm, sentences, progress=False)
     totals = mass.groupby(["layer", "head"]).raw.sum()
     assert ((totals - 1).abs() < 1e-5).all()
@@ -251,15 +251,15 @@ def test_real_model_invariants(real_lm):
     and short sentences keep A_eff = A exactly."""
     w_o = trace.out_proj_weights(real_lm)
     _, wo_rank = E.out_proj_row_space(w_o)
-    assert (wo_rank == real_lm.d_head).all()
+    assert (wo_rank == real_lm.d_v).all()
     texts = concatenated_inputs(load_corpus("lee"), [20, 60], real_lm.tokenizer, seed=0)
     trs = trace.trace_sentences(real_lm, texts, progress=False)
     for tr, eff in zip(trs, E.effective_attention(trs, w_o)):
         t = _transforms(tr, w_o)
         out = tr.attentions.double() @ t
         assert float((eff.effective.double() @ t - out).norm() / out.norm()) < 1e-5
-        assert (eff.null_dim == max(tr.n_tokens - real_lm.d_head, 0)).all()
-        if tr.n_tokens <= real_lm.d_head:
+        assert (eff.null_dim == max(tr.n_tokens - real_lm.d_v, 0)).all()
+        if tr.n_tokens <= real_lm.d_v:
             assert torch.equal(eff.effective, tr.attentions)
         else:
             ref = E.effective_loop(tr, w_o, dtype=torch.float64)

@@ -13,7 +13,7 @@ def test_maps_have_the_documented_shapes_and_properties(tiny_any):
     assert raw.shape == eff.shape == (L, H, S, S) and c.shape == (L, S, S)
     torch.testing.assert_close(c.sum(-1), torch.ones(L, S), atol=1e-5, rtol=0)
     assert (c >= 0).all()
-    # tiny heads have d_head = 16 < S, so effective attention differs from raw attention
+    # tiny heads have d_v = 16 < S, so effective attention differs from raw attention
     assert (raw - eff).abs().max() > 1e-4
 
 

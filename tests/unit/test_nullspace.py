@@ -63,10 +63,10 @@ def test_null_space_dimension_at_least_rank_nullity(tiny_lm, sentences):
     df = N.null_space_table(trs, w_o, progress=False)
     assert (df.dim_LN_T >= df.d_s - df.rank_T).all()  # by definition
     assert (df.dim_LN_T >= df.bound_T).all() and (df.dim_LN_T1 >= df.bound_T1).all()  # rank-nullity
-    assert (df.rank_T <= tiny_lm.d_head).all()
+    assert (df.rank_T <= tiny_lm.d_v).all()
     # generic random heads have full rank, and a clear gap around the tolerance
-    assert (df.rank_T == df.d_s.clip(upper=tiny_lm.d_head)).all()
-    long = df[df.d_s > tiny_lm.d_head]
+    assert (df.rank_T == df.d_s.clip(upper=tiny_lm.d_v)).all()
+    long = df[df.d_s > tiny_lm.d_v]
     assert len(long) and (long.dropped_max_T < 1e-13).all() and (df.kept_min_T > 1e-8).all()
 
 
@@ -214,7 +214,7 @@ def test_entry_points_on_every_architecture(tiny_any, sentences):
         tr = trace.trace_batch(lm, [sentences[1]])[0]
     w_o = trace.out_proj_weights(lm).double()
     causal = lm.adapter.causal
-    S, d_q = tr.n_tokens, lm.d_head
+    S, d_q = tr.n_tokens, lm.d_v
     assert S >= d_q + 2  # the long test sentence exceeds the tiny models' head width
     df = N.null_space_table([tr], w_o, progress=False)
     assert (df.dim_LN_T1 >= df.bound_T1).all()
@@ -244,6 +244,6 @@ def test_real_head_is_realisable_and_nonidentifiable(real_lm):
     assert tr.n_tokens == 40
     w_o = trace.out_proj_weights(real_lm).double()
     a, t = tr.attentions[2, 0], tr.values[2, 0] @ w_o[2, 0]
-    assert N.realisability(a, real_lm.d_head).realisable  # the real attention passes the exact test
-    me = N.max_entropy_alternative(a, t, real_lm.d_head)
+    assert N.realisability(a, real_lm.d_v).realisable  # the real attention passes the exact test
+    me = N.max_entropy_alternative(a, t, real_lm.d_v)
     assert N.rel_output_error(a, me["a_alt"], t) < 1e-10 and float(N.tv_rows(a, me["a_alt"]).mean()) > 1e-4

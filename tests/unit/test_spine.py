@@ -50,7 +50,7 @@ def test_trace_shapes_and_padding(tiny_lm, sentences):
         S = tr.n_tokens
         assert tr.text == text and tr.tokens[0] == "[CLS]" and tr.tokens[-1] == "[SEP]"
         assert tr.attentions.shape == (L, H, S, S)
-        assert tr.values.shape == (L, H, S, tiny_lm.d_head)
+        assert tr.values.shape == (L, H, S, tiny_lm.d_v)
         assert tr.hidden.shape == (L + 1, S, tiny_lm.d_model)
         torch.testing.assert_close(tr.attentions.sum(-1), torch.ones(L, H, S))
         # Batched with padding == alone without padding.
@@ -138,7 +138,7 @@ def test_split_sentences_keeps_abbreviations():
 @pytest.mark.real
 def test_real_model_loads_and_extracts(real_lm, sentences):
     assert real_lm.provenance["sha256"] == EMBEDDED_SHA256
-    assert (real_lm.n_layers, real_lm.n_heads, real_lm.d_head) == (6, 12, 32)
+    assert (real_lm.n_layers, real_lm.n_heads, real_lm.d_v) == (6, 12, 32)
     assert real_lm.provenance["rebuild_rel_error"] <= 1e-5
     tr = trace.trace_batch(real_lm, sentences[1:2])[0]
     enc = real_lm.tokenizer(sentences[1], return_tensors="pt")
