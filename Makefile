@@ -1,6 +1,7 @@
 # Two commands do all set-up on a fresh machine:
 #   make book   installs what it needs, executes every chapter, builds the HTML book (_build/html)
-#   make test   installs what it needs, runs the whole test suite
+#   make test   installs what it needs, runs the whole test suite (unit, integration, book; what CI runs)
+# For development: make test-fast (unit tier only, no apt or npm), make lint (ruff), make bench.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -14,7 +15,7 @@ BRANCH ?= main
 PYTEST_ARGS ?=
 NPM_PACKAGES := mathjax@3.2.2 @jupyter-widgets/html-manager@1.0.15 requirejs@2.3.8 playwright-core@1.65.1
 
-.PHONY: book test venv vendor browser bench clean
+.PHONY: book test test-fast lint venv vendor browser bench clean
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +49,14 @@ browser:
 
 test: venv vendor browser
 	$(PY) -m pytest -ra $(PYTEST_ARGS)
+
+# The unit tier: tiny random models, no real-model run, no notebook, no browser; under two minutes.
+test-fast: venv
+	$(PY) -m pytest -q tests/unit $(PYTEST_ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
 
 bench: venv
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -27,6 +27,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 from identifiability import effective as E  # noqa: E402
+from identifiability.linalg import one_thread  # noqa: E402
 from identifiability.corpora import concatenated_inputs, load_corpus  # noqa: E402
 from identifiability.models import load_model  # noqa: E402
 from identifiability.trace import out_proj_weights, tokenize, trace_batch  # noqa: E402
@@ -75,11 +76,11 @@ def main() -> None:
             torch.linalg.svd(vals, full_matrices=False)
 
         def svd_single():
-            with E.single_thread():
+            with one_thread():
                 torch.linalg.svd(vals, full_matrices=False)
 
         def loop_single():
-            with E.single_thread():
+            with one_thread():
                 E.effective_loop(traces[0], w_o, torch.float32)
 
         # (job, sentences it covers): the per-head loop runs on one sentence (it is slow), the rest on all B.

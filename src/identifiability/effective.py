@@ -10,15 +10,15 @@ splits the attention matrix into
 and calls A_eff the *effective attention*. Invariants (tested): ``A_eff T = A T``; projecting A_eff
 again changes nothing; ``A_eff = A`` exactly when LN(T) is empty (generically when d_s <= d_v).
 
-How it is computed here, and why (see also ``shared/notes/performance.md``):
+How it is computed here, and why:
 
 - col(T) = col(V_h W_O^h). When the head's block W_O^h (d_v, d) has rank d_v, col(T) = col(V_h),
   so the d_s x d_v value matrix is decomposed instead of the d_s x d matrix T (12x smaller for MiniLM).
   When W_O^h is rank deficient, col(T) can be smaller than col(V_h): such heads are detected and their
   V_h is first multiplied by the projector onto W_O^h's row space, which gives a matrix with exactly
   col(T) as column space (see :func:`out_proj_row_space`).
-- The rank of that matrix is decided from its singular values with a *relative* tolerance
-  (``rtol * s_max``, default ``max(d_s, d_v) * eps``), in the same precision in which it was formed:
+- The rank of that matrix is decided by the book's one rank rule (:mod:`identifiability.linalg`): a
+  *relative* tolerance ``rtol * s_max`` with ``rtol = max(d_s, d_v) * eps``, in the precision it was formed in:
   an absolute tolerance, or forming in float32 and decomposing in float64, makes rounding noise look like
   signal (full rank, A_eff = A everywhere).
 - Sentences of different lengths are padded and masked: padded rows of V_h are zeroed (so padding is not
@@ -27,49 +27,24 @@ How it is computed here, and why (see also ``shared/notes/performance.md``):
 
 from __future__ import annotations
 
-import json
 import string
 import unicodedata
-import warnings
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
-import altair as alt
 import numpy as np
 import pandas as pd
 import torch
 from tqdm import tqdm
 
 from .corpora import Corpus, concatenated_inputs, sample_sentences, token_lengths
+from .linalg import one_thread, rank_rtol
 from .loaded_model import LoadedModel
 from .trace import SentenceTrace, out_proj_weights, trace_batch
-
 
 # --------------------------------------------------------------------------------------------------
 # The decomposition
 # --------------------------------------------------------------------------------------------------
-
-@contextmanager
-def single_thread() -> Iterator[None]:
-    """Run batched small-matrix LAPACK calls on one thread, then restore the setting.
-
-    torch parallelises a batched SVD over the batch; for many tiny matrices the threads mostly wait on
-    each other. On the shared 2-core machine (load about 7) the batched SVD of 4 sentences x 72 heads took
-    14-98 ms on one thread and 0.7-3.5 s on two (benchmarks/bench_effective.py measures both).
-    """
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(n)
-
-
-def default_rtol(n_rows: int, n_cols: int, dtype: torch.dtype) -> float:
-    """Relative rank tolerance ``max(n_rows, n_cols) * eps(dtype)`` (the numpy/LAPACK convention)."""
-    return max(n_rows, n_cols) * torch.finfo(dtype).eps
-
 
 def out_proj_row_space(w_o: torch.Tensor, dtype: torch.dtype = torch.float32,
                        rtol: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -88,8 +63,8 @@ def out_proj_row_space(w_o: torch.Tensor, dtype: torch.dtype = torch.float32,
         proj (L, H, d_v, d_v) and rank (L, H) (int64).
     """
     d_v, d = w_o.shape[-2:]
-    rtol = default_rtol(d_v, d, dtype) if rtol is None else rtol
-    with single_thread():
+    rtol = rank_rtol(d_v, d, dtype) if rtol is None else rtol
+    with one_thread():
         # SVD of the tall W_O^hᵀ (faster than of the wide W_O^h); its right vectors are W_O^h's left ones.
         _, s, vh = torch.linalg.svd(w_o.to(dtype).mT, full_matrices=False)
     u = vh.mT  # (L, H, d_v, d_v)
@@ -154,10 +129,10 @@ def effective_padded(
         deficient = wo_rank < d_v  # (L, H)
         if bool(deficient.any()):
             m = torch.where(deficient[None, :, :, None, None], m @ proj, m)
-    with single_thread():
+    with one_thread():
         u, s, _ = torch.linalg.svd(m, full_matrices=False)  # u (B, L, H, S, k), k = min(S, d_v)
     if rtol is None:
-        tol = torch.tensor([default_rtol(int(n), d_v, dtype) for n in lengths], dtype=dtype)[:, None, None, None]
+        tol = torch.tensor([rank_rtol(int(n), d_v, dtype) for n in lengths], dtype=dtype)[:, None, None, None]
     else:
         tol = torch.tensor(rtol, dtype=dtype)
     keep = s > tol * s[..., :1]  # s_max = 0 (T = 0) keeps nothing: then everything is null
@@ -305,7 +280,7 @@ def reference_effective(attn: torch.Tensor, transform: torch.Tensor, dtype: torc
     """
     t = transform.to(dtype)
     u, s, _ = torch.linalg.svd(t, full_matrices=False)
-    rtol = default_rtol(*t.shape, dtype) if rtol is None else rtol
+    rtol = rank_rtol(*t.shape, dtype) if rtol is None else rtol
     r = int((s > rtol * s[0]).sum()) if s.numel() and s[0] > 0 else 0
     if r >= t.shape[0]:
         return attn.to(dtype).clone(), r
@@ -355,7 +330,7 @@ def correlation_by_length(
 ) -> pd.DataFrame:
     """Figure 1 (a) of the paper, per head: Pearson correlation of A and A_eff for every text.
 
-    Returns one row per (text, layer, head): ``text`` (index), ``d_s``, ``layer``, ``head``, ``pearson``,
+    Returns one row per (text, layer, head): ``text`` (index), ``d_s``, ``layer`` (1..L), ``head``, ``pearson``,
     ``null_dim`` (dim LN(T)) and ``null_share`` (||A - A_eff||_F / ||A||_F).
     """
     rows = []
@@ -366,7 +341,7 @@ def correlation_by_length(
         corr = pearson(a, eff.effective)
         share = eff.null.double().flatten(-2).norm(dim=-1) / a.double().flatten(-2).norm(dim=-1)
         rows.append(pd.DataFrame({
-            "text": i, "d_s": tr.n_tokens, "layer": li.flatten().numpy(), "head": hi.flatten().numpy(),
+            "text": i, "d_s": tr.n_tokens, "layer": li.flatten().numpy() + 1, "head": hi.flatten().numpy(),
             "pearson": corr.flatten().numpy(), "null_dim": eff.null_dim.flatten().numpy(),
             "null_share": share.flatten().numpy(),
         }))
@@ -448,7 +423,7 @@ def attention_mass(
 ) -> pd.DataFrame:
     """Raw and effective attention mass per (layer, head, token category), averaged over ``texts``.
 
-    Returns rows ``layer, head, category, raw, effective, present`` (``present``: share of texts that
+    Returns rows ``layer`` (1..L), ``head, category, raw, effective, present`` (``present``: share of texts that
     contain the category; the mass averages count 0 where it is absent).
     """
     order = category_order(lm.tokenizer)
@@ -465,7 +440,7 @@ def attention_mass(
         n += 1
     li, hi, ci = torch.meshgrid(torch.arange(L), torch.arange(H), torch.arange(C), indexing="ij")
     df = pd.DataFrame({
-        "layer": li.flatten().numpy(), "head": hi.flatten().numpy(),
+        "layer": li.flatten().numpy() + 1, "head": hi.flatten().numpy(),
         "category": [order[c] for c in ci.flatten().tolist()],
         "raw": (raw / max(n, 1)).flatten().numpy(), "effective": (eff_sum / max(n, 1)).flatten().numpy(),
         "present": (present / max(n, 1))[ci.flatten()].numpy(),
@@ -485,97 +460,3 @@ def long_texts(corpus: Corpus, tokenizer, n: int, min_tokens: int, max_tokens: i
         texts += concatenated_inputs(corpus, rng.integers(min_tokens, max_tokens + 1, n - len(texts)).tolist(),
                               tokenizer, seed)
     return texts
-
-
-# --------------------------------------------------------------------------------------------------
-# The head viewer
-# --------------------------------------------------------------------------------------------------
-
-def head_viewer(
-    examples: Sequence[tuple[list[str], torch.Tensor, torch.Tensor]],
-    labels: Sequence[str] | None = None,
-    digits: int = 3,
-    size: int = 200,  # three panels a row fit the book's ~750 px text column
-) -> alt.HConcatChart:
-    """Raw, effective and null attention side by side, with a sentence dropdown, a layer slider and a head
-    dropdown; works in a static page (Altair params, no Python callbacks).
-
-    Args:
-        examples: per sentence ``(tokens, raw (L, H, d_s, d_s), effective (L, H, d_s, d_s))``.
-        labels: dropdown labels of the sentences (default: their first words).
-        digits: decimals kept; values are shipped as integers in units of 10^-digits.
-
-    Page weight: one record per (sentence, layer, head) holds the whole matrix of raw and of effective
-    attention, each as one string of comma-separated integers (a string is one token in the page's JSON,
-    and in the notebook file, where a list would take a line per number). The browser splits and flattens
-    them, recovers query and key from the position, and computes the null part as raw - effective.
-    """
-    scale = 10 ** digits
-    recs = []
-    tokens = []
-
-    def encode(m: torch.Tensor) -> list[list[str]]:
-        ints = (m.double() * scale).round().to(torch.int64)
-        L, H, S, _ = ints.shape
-        return [[",".join(map(str, ints[layer, h].flatten().tolist())) for h in range(H)] for layer in range(L)]
-
-    for s, (toks, raw, eff) in enumerate(examples):
-        L, H, S, _ = raw.shape
-        r, e = encode(raw), encode(eff)
-        tokens.append([f"{i} {t}" for i, t in enumerate(toks)])
-        for layer in range(L):
-            for h in range(H):
-                recs.append({"s": s, "layer": layer + 1, "head": h, "n": S, "r": r[layer][h], "e": e[layer][h]})
-    L, H = examples[0][1].shape[:2]
-    labels = list(labels) if labels is not None else [
-        f"{i}: {' '.join(t for t in toks[1:6])} … ({len(toks)} tokens)" for i, (toks, _, _) in enumerate(examples)]
-    sentence = alt.param(name="sentence", value=0, bind=alt.binding_select(
-        options=list(range(len(examples))), labels=labels, name="sentence "))
-    # Layers are numbered 1..L on the page, as in charts.attention_explorer.
-    layer = alt.param(name="layer", value=L, bind=alt.binding_range(min=1, max=L, step=1, name="layer "))
-    head = alt.param(name="head", value=0, bind=alt.binding_select(options=list(range(H)), name="head "))
-    tok_json = json.dumps(tokens)
-
-    def axis(title: str) -> alt.Axis:
-        return alt.Axis(title=title, labelExpr=f"{tok_json}[sentence][datum.value]", labelOverlap=False,
-                        labelFontSize=8)
-
-    base = (
-        alt.Chart(pd.DataFrame(recs))
-        .transform_filter((alt.datum.s == sentence) & (alt.datum.layer == layer) & (alt.datum.head == head))
-        .transform_calculate(rv="split(datum.r, ',')", ev="split(datum.e, ',')")
-        .transform_flatten(["rv", "ev"])
-        .transform_window(i="row_number()", groupby=["s", "layer", "head"])
-        .transform_calculate(q="floor((datum.i - 1) / datum.n)", k="(datum.i - 1) % datum.n",
-                             raw=f"toNumber(datum.rv) / {scale}", effective=f"toNumber(datum.ev) / {scale}",
-                             null=f"(toNumber(datum.rv) - toNumber(datum.ev)) / {scale}")
-        .mark_rect()
-        .properties(width=size, height=size)
-    )
-
-    def panel(field: str, title: str, scheme: str, mid: bool) -> alt.Chart:
-        color = alt.Color(f"{field}:Q", title=field, legend=alt.Legend(orient="bottom", gradientLength=size - 40),
-                          scale=alt.Scale(scheme=scheme, domainMid=0) if mid else alt.Scale(scheme=scheme))
-        return base.encode(
-            x=alt.X("k:O", axis=axis("key")),
-            y=alt.Y("q:O", axis=axis("query") if field == "raw" else alt.Axis(title=None, labels=False)),
-            color=color,
-            tooltip=[alt.Tooltip("q:O", title="query"), alt.Tooltip("k:O", title="key"),
-                     alt.Tooltip("raw:Q", format=".3f"), alt.Tooltip("effective:Q", format=".3f"),
-                     alt.Tooltip("null:Q", format=".3f")],
-        ).properties(title=title)
-
-    return (
-        alt.hconcat(panel("raw", "raw A", "blues", False),
-                    panel("effective", "effective A_eff", "redblue", True),
-                    panel("null", "null part A − A_eff", "redblue", True))
-        .resolve_scale(color="independent")
-        .add_params(sentence, layer, head)
-    )
-
-
-def spec_bytes(chart: alt.TopLevelMixin) -> int:
-    """Size of a chart's Vega-Lite spec as embedded in the page (JSON bytes)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return len(json.dumps(chart.to_dict()).encode())

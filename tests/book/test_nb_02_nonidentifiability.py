@@ -11,7 +11,7 @@ def test_nonidentifiability_notebook(chapter_run):
     # 1. rank-nullity holds, and with equality for the real model; the tolerance sits in a wide gap
     assert r["rank_nullity_violations"] == 0
     assert r["share_LN_T1_at_bound"] == 1.0 and r["share_rank_T_full"] == 1.0
-    assert r["gap_T_dropped_max"] < 1e-13 < 1e-10 < 1e-8 < r["gap_T_kept_min"]
+    assert r["gap_T_dropped_max"] < r["rtol"] < 1e-8 < r["gap_T_kept_min"]
     # 2. constructed alternatives are valid and keep the output
     for key in ("construct", "lp"):
         assert r[key]["rel_output_error"] <= 1e-10 and r[key]["min_entry"] >= 0

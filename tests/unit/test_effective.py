@@ -7,8 +7,10 @@ import pytest
 import torch
 
 from identifiability import effective as E
-from identifiability import trace
-from identifiability.corpora import concatenated_inputs, load_corpus
+from identifiability import linalg, trace
+from identifiability.charts.effective import figure1_chart, head_viewer, mass_chart, null_share_chart
+from identifiability.charts.render import spec_bytes
+from identifiability.corpora import load_corpus
 
 
 def _transforms(tr, w_o, dtype=torch.float64):
@@ -150,7 +152,7 @@ def test_relative_tolerance_is_what_decides_rank(tiny_lm, tiny_traces):
     coarse = E.effective_attention([long], w_o, rtol=0.5)[0]
     default = E.effective_attention([long], w_o)[0]
     assert (coarse.rank < default.rank).all() and (default.rank == tiny_lm.d_v).all()
-    assert E.default_rtol(40, 32, torch.float32) == 40 * torch.finfo(torch.float32).eps
+    assert linalg.rank_rtol(40, 32, torch.float32) == 40 * torch.finfo(torch.float32).eps
 
 
 def test_pearson():
@@ -191,7 +193,7 @@ def test_category_mass_of_raw_attention_sums_to_one(tiny_lm, tiny_traces):
 def test_head_viewer_ships_the_matrices(tiny_lm, tiny_traces):
     w_o = trace.out_proj_weights(tiny_lm)
     effs = E.effective_attention(tiny_traces[:2], w_o)
-    chart = E.head_viewer([(tr.tokens, tr.attentions, e.effective) for tr, e in zip(tiny_traces, effs)])
+    chart = head_viewer([(tr.tokens, tr.attentions, e.effective) for tr, e in zip(tiny_traces, effs)])
     spec = chart.to_dict()
     assert {p["name"] for p in spec["params"]} == {"sentence", "layer", "head"}
     rows = next(iter(spec["datasets"].values()))
@@ -203,7 +205,7 @@ def test_head_viewer_ships_the_matrices(tiny_lm, tiny_traces):
     eff = torch.tensor([int(x) for x in row["e"].split(",")]).reshape(n, n) / 1000
     torch.testing.assert_close(raw.float(), tiny_traces[1].attentions[1, 2], atol=5.1e-4, rtol=0)
     torch.testing.assert_close(eff.float(), effs[1].effective[1, 2], atol=5.1e-4, rtol=0)
-    assert E.spec_bytes(chart) < 20 * 2 * L * H * max(tr.n_tokens for tr in tiny_traces[:2]) ** 2 + 50_000
+    assert spec_bytes(chart) < 20 * 2 * L * H * max(tr.n_tokens for tr in tiny_traces[:2]) ** 2 + 50_000
     json.dumps(spec)  # serialisable
 
 
@@ -225,12 +227,16 @@ def test_entry_points_on_every_architecture(tiny_any, sentences):
     short = fig[fig.d_s <= lm.d_v]
     assert (short.pearson > 1 - 1e-9).all() and (short.null_dim == 0).all()
     assert (fig[fig.d_s > lm.d_v].null_dim > 0).all()
+    assert sorted(fig.layer.unique()) == list(range(1, lm.n_layers + 1))  # the book's layers 1..L
     mass = E.attention_mass(lm, sentences, progress=False)
+    assert sorted(mass.layer.unique()) == list(range(1, lm.n_layers + 1))
     totals = mass.groupby(["layer", "head"]).raw.sum()
     assert ((totals - 1).abs() < 1e-5).all()
+    for chart in (figure1_chart(fig, lm.d_v), null_share_chart(fig, lm.d_v), mass_chart(mass, sorted(set(mass.category)))):
+        assert chart.to_dict()
     trs = trace.trace_sentences(lm, sentences[:2], progress=False)
     effs = E.effective_attention(trs, w_o)
-    assert E.spec_bytes(E.head_viewer([(tr.tokens, tr.attentions, e.effective) for tr, e in zip(trs, effs)])) > 0
+    assert spec_bytes(head_viewer([(tr.tokens, tr.attentions, e.effective) for tr, e in zip(trs, effs)])) > 0
 
 
 def test_long_texts_and_length_grid(tiny_lm):
@@ -243,25 +249,3 @@ def test_long_texts_and_length_grid(tiny_lm):
     assert all(250 <= len(tiny_lm.tokenizer(t)["input_ids"]) <= 320 for t in texts)
     grid = E.length_grid(32, 384, 12)
     assert grid[0] == 4 and grid[-1] == 384 and {31, 32, 33, 34} <= set(grid)
-
-
-@pytest.mark.real
-def test_real_model_invariants(real_lm):
-    """The embedded MiniLM: every W_O^h has full rank, LN(T) has dimension d_s - d_v, A_eff T = A T,
-    and short sentences keep A_eff = A exactly."""
-    w_o = trace.out_proj_weights(real_lm)
-    _, wo_rank = E.out_proj_row_space(w_o)
-    assert (wo_rank == real_lm.d_v).all()
-    texts = concatenated_inputs(load_corpus("lee"), [20, 60], real_lm.tokenizer, seed=0)
-    trs = trace.trace_sentences(real_lm, texts, progress=False)
-    for tr, eff in zip(trs, E.effective_attention(trs, w_o)):
-        t = _transforms(tr, w_o)
-        out = tr.attentions.double() @ t
-        assert float((eff.effective.double() @ t - out).norm() / out.norm()) < 1e-5
-        assert (eff.null_dim == max(tr.n_tokens - real_lm.d_v, 0)).all()
-        if tr.n_tokens <= real_lm.d_v:
-            assert torch.equal(eff.effective, tr.attentions)
-        else:
-            ref = E.effective_loop(tr, w_o, dtype=torch.float64)
-            torch.testing.assert_close(eff.effective.double(), ref.effective, atol=1e-5, rtol=0)
-            assert float(E.pearson(tr.attentions, eff.effective).median()) < 0.95

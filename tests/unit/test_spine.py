@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from identifiability import adapters, corpora, trace
-from identifiability.models import EMBEDDED_SHA256, ModelNotAvailable, load_model, random_model
+from identifiability.models import ModelNotAvailable, load_model, random_model
 
 
 def test_every_architecture_passes_rebuild_check(tiny_any):
@@ -133,16 +133,3 @@ def test_sampling_is_deterministic():
 def test_split_sentences_keeps_abbreviations():
     assert corpora.split_sentences("Mr. Smith went to Washington. He said no.") == [
         "Mr. Smith went to Washington.", "He said no."]
-
-
-@pytest.mark.real
-def test_real_model_loads_and_extracts(real_lm, sentences):
-    assert real_lm.provenance["sha256"] == EMBEDDED_SHA256
-    assert (real_lm.n_layers, real_lm.n_heads, real_lm.d_v) == (6, 12, 32)
-    assert real_lm.provenance["rebuild_rel_error"] <= 1e-5
-    tr = trace.trace_batch(real_lm, sentences[1:2])[0]
-    enc = real_lm.tokenizer(sentences[1], return_tensors="pt")
-    with torch.no_grad():
-        out = real_lm.model(**enc, output_hidden_states=True, output_attentions=True)
-    torch.testing.assert_close(tr.hidden[1:], torch.stack(out.hidden_states[1:], 0)[:, 0])
-    torch.testing.assert_close(tr.attentions, torch.stack(out.attentions, 0)[:, 0])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
+import warnings
 from pathlib import Path
 
 import altair as alt
@@ -57,3 +58,10 @@ def token_axis(tokens: list[str], title: str) -> alt.Axis:
     """An axis over integer positions that shows each position's token (labels live in the spec once)."""
     labels = json.dumps([f"{i} {t}" for i, t in enumerate(tokens)])
     return alt.Axis(title=title, labelExpr=f"{labels}[datum.value]", labelOverlap=False)
+
+
+def spec_bytes(chart: alt.TopLevelMixin) -> int:
+    """Size of a chart's Vega-Lite spec as embedded in the page (JSON bytes)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return len(json.dumps(chart.to_dict()).encode())
