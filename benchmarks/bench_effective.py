@@ -26,7 +26,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from identifiability import effective as E  # noqa: E402
+from identifiability import effective as eff_attn  # noqa: E402
 from identifiability.linalg import one_thread  # noqa: E402
 from identifiability.corpora import concatenated_inputs, load_corpus  # noqa: E402
 from identifiability.models import load_model  # noqa: E402
@@ -50,8 +50,8 @@ def main() -> None:
     lm = load_model(args.model)
     corpus = load_corpus("lee")
     w_o = out_proj_weights(lm)
-    row_space = E.out_proj_row_space(w_o)
-    row_space64 = E.out_proj_row_space(w_o, torch.float64)
+    row_space = eff_attn.out_proj_row_space(w_o)
+    row_space64 = eff_attn.out_proj_row_space(w_o, torch.float64)
     print(f"{lm.name}: {lm.n_layers} layers x {lm.n_heads} heads, d={lm.d_model}, d_v={lm.d_v}; "
           f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores; "
           f"median of {args.repeats} interleaved repeats\n")
@@ -66,7 +66,7 @@ def main() -> None:
         texts = concatenated_inputs(corpus, [n] * batch, lm.tokenizer, seed=n)
         traces = trace_batch(lm, texts)
         enc = {k: v.to(lm.device) for k, v in tokenize(lm, texts).items()}
-        _, vals, _ = E.pad_traces(traces)
+        _, vals, _ = eff_attn.pad_traces(traces)
 
         def forward():
             with torch.no_grad():
@@ -81,15 +81,15 @@ def main() -> None:
 
         def loop_single():
             with one_thread():
-                E.effective_loop(traces[0], w_o, torch.float32)
+                eff_attn.effective_loop(traces[0], w_o, torch.float32)
 
         # (job, sentences it covers): the per-head loop runs on one sentence (it is slow), the rest on all B.
         jobs = {
             "forward": (forward, batch),
-            "batched": (lambda: E.effective_attention(traces, w_o, torch.float32, row_space=row_space), batch),
-            "b1": (lambda: E.effective_attention(traces[:1], w_o, torch.float32, row_space=row_space), 1),
-            "float64": (lambda: E.effective_attention(traces, w_o, torch.float64, row_space=row_space64), batch),
-            "loop": (lambda: E.effective_loop(traces[0], w_o, torch.float32), 1),
+            "batched": (lambda: eff_attn.effective_attention(traces, w_o, torch.float32, row_space=row_space), batch),
+            "b1": (lambda: eff_attn.effective_attention(traces[:1], w_o, torch.float32, row_space=row_space), 1),
+            "float64": (lambda: eff_attn.effective_attention(traces, w_o, torch.float64, row_space=row_space64), batch),
+            "loop": (lambda: eff_attn.effective_loop(traces[0], w_o, torch.float32), 1),
             "loop1": (loop_single, 1),
             "svd1": (svd_single, batch),
             "svdN": (svd_default, batch),
@@ -108,8 +108,8 @@ def main() -> None:
               f"{ms['loop']:>8} {ms['loop1']:>9} | {best_loop / per['batched']:>11.1f}x "
               f"{per['batched'] / per['forward']:>10.2f}x | {'':>11} {ms['svd1']:>7} {ms['svdN']:>7}")
         # The two computations agree (the loop decomposes T itself, the batched code V_h).
-        ref = E.effective_loop(traces[0], w_o, torch.float64)
-        got = E.effective_attention(traces[:1], w_o, torch.float32, row_space=row_space)[0]
+        ref = eff_attn.effective_loop(traces[0], w_o, torch.float64)
+        got = eff_attn.effective_attention(traces[:1], w_o, torch.float32, row_space=row_space)[0]
         err = float((got.effective.double() - ref.effective).abs().max())
         assert err < 1e-4, f"batched and per-head results differ by {err:.2e} at d_s={d_s}"
     print("\nloop/batched uses the faster of the two loop variants; batched/fwd < 1 means computing A_eff for")

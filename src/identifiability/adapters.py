@@ -241,6 +241,9 @@ REGISTRY: tuple[Adapter, ...] = (
 )
 
 
+DEFAULT_MODEL_TYPE = "bert"  # the embedded model's family; random test models default to it
+
+
 def supported_model_types() -> list[str]:
     return sorted(t for a in REGISTRY for t in a.model_types)
 

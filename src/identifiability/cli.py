@@ -3,6 +3,7 @@
     identifiability book [--model M] [--corpus C] [-p name=value ...] [--only 02_nonidentifiability]
                          [--repository https://github.com/<owner>/<repo>] [--branch main]
     identifiability run notebooks/01_model_and_data.md [--model M] [-p n_sentences=20] [--out DIR]
+    identifiability compare OLD_RESULTS_DIR NEW_RESULTS_DIR   (what changed between two runs' results)
 
 Notebook sources are jupytext MyST files in ``notebooks/``; executed ``.ipynb`` files and HTML are build
 output under ``_build/``. The book for the embedded default model goes to ``_build/html``; any other model
@@ -339,7 +340,21 @@ def main(argv: list[str] | None = None) -> int:
         else:
             s.add_argument("notebooks", nargs="+", type=Path)
             s.add_argument("--out", type=Path, help="folder for the executed notebooks (default: _build/run)")
+    c = sub.add_parser("compare", help="compare two folders of results files (timings and paths skipped)")
+    c.add_argument("old", type=Path)
+    c.add_argument("new", type=Path)
+    c.add_argument("--rtol", type=float, default=1e-6, help="relative tolerance for numbers (default 1e-6)")
     a = ap.parse_args(argv)
+    if a.cmd == "compare":
+        from .compare import compare_folders
+
+        try:
+            result = compare_folders(a.old, a.new, rtol=a.rtol)
+        except FileNotFoundError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        print(result.report())
+        return 0 if result.identical else 1
     try:
         params = _parse_params(a.param)
         if a.cmd == "book":

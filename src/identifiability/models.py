@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from .adapters import adapter_for
+from .adapters import DEFAULT_MODEL_TYPE, adapter_for
 from .loaded_model import LoadedModel
 from .paths import DEFAULT_MODEL, is_default_model
 from .trace import rebuild_check
@@ -107,7 +107,7 @@ def load_model(name: str | None = None, device: str = "cpu") -> LoadedModel:
 
 def _finish(model, tokenizer, adapter, name, provenance, device) -> LoadedModel:
     model.eval().to(device)
-    if tokenizer.pad_token is None:  # GPT-2 has none; padding is masked anyway
+    if tokenizer.pad_token is None:  # decoder tokenizers may have none; padding is masked anyway
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "right"
     lm = LoadedModel(model=model, tokenizer=tokenizer, adapter=adapter, name=name, provenance=provenance)
@@ -120,8 +120,8 @@ def _finish(model, tokenizer, adapter, name, provenance, device) -> LoadedModel:
 TINY_SIZES = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128)
 
 
-def random_model(model_type: str = "bert", seed: int = 0, device: str = "cpu", **sizes) -> LoadedModel:
-    """A random-weight model of ``model_type`` built from a config, with the embedded BERT tokenizer.
+def random_model(model_type: str = DEFAULT_MODEL_TYPE, seed: int = 0, device: str = "cpu", **sizes) -> LoadedModel:
+    """A random-weight model of ``model_type`` built from a config, with the embedded model's tokenizer.
 
     The tokenizer only turns text into ids; the vocabulary size is set to match it, so any text works.
     """

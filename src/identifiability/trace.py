@@ -87,7 +87,7 @@ def forward(lm: LoadedModel, enc: dict, attentions: bool = False, values: bool =
             attn_out: bool = False) -> Forward:
     """The one forward pass with hooks that every chapter uses: hidden states and x always, attention
     probabilities, value vectors and output-projection outputs on request. Modules a model calls once
-    per layer (ALBERT's shared layer) report once per call, so the lists are per layer either way."""
+    per layer (a layer shared across depth) report once per call, so the lists are per layer either way."""
     a, m = lm.adapter, lm.model
     store: dict[str, list[torch.Tensor]] = {"x": [], "values": [], "attn_out": []}
     wanted = [("x", [a.x_module(m)])]

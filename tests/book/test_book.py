@@ -36,7 +36,7 @@ def test_book_has_every_page(html):
         page = html / "notebooks" / f"{source.stem}.html"
         assert page.is_file(), page
         assert "vega-chart" in page.read_text(), f"{page.name} has no chart"
-    for p in ("book/intro.html", "book/rerun.html", "book/this_build.html", "book/references.html"):
+    for p in ("book/intro.html", "book/notation.html", "book/rerun.html", "book/this_build.html", "book/references.html"):
         assert (html / p).is_file()
     build = (html / "book/this_build.html").read_text()
     assert "all-MiniLM-L6-v2" in build and "53aa51172d142c89" in build  # model and weight hash

@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from identifiability import effective as E
+from identifiability import effective as eff_attn
 from identifiability import linalg, trace
 from identifiability.charts.effective import figure1_chart, head_viewer, mass_chart, null_share_chart
 from identifiability.charts.render import spec_bytes
@@ -35,7 +35,7 @@ def test_invariants(tiny_lm, tiny_traces, dtype, tol):
     w_o = trace.out_proj_weights(tiny_lm)
     d_v = tiny_lm.d_v
     assert max(tr.n_tokens for tr in tiny_traces) > d_v >= min(tr.n_tokens for tr in tiny_traces)
-    for tr, eff in zip(tiny_traces, E.effective_attention(tiny_traces, w_o, dtype=dtype)):
+    for tr, eff in zip(tiny_traces, eff_attn.effective_attention(tiny_traces, w_o, dtype=dtype)):
         assert eff.effective.dtype == dtype
         t = _transforms(tr, w_o)
         a = tr.attentions.double()
@@ -59,8 +59,8 @@ def test_invariants(tiny_lm, tiny_traces, dtype, tol):
 def test_projecting_twice_changes_nothing(tiny_lm, tiny_traces):
     w_o = trace.out_proj_weights(tiny_lm)
     long = max(tiny_traces, key=lambda tr: tr.n_tokens)
-    eff = E.effective_attention([long], w_o, dtype=torch.float64)[0]
-    again = E.effective_padded(eff.effective[None], long.values[None], [long.n_tokens], w_o, torch.float64)
+    eff = eff_attn.effective_attention([long], w_o, dtype=torch.float64)[0]
+    again = eff_attn.effective_padded(eff.effective[None], long.values[None], [long.n_tokens], w_o, torch.float64)
     torch.testing.assert_close(again.effective[0], eff.effective, atol=1e-12, rtol=0)
     assert float(again.null.abs().max()) < 1e-12
 
@@ -69,27 +69,27 @@ def test_projecting_twice_changes_nothing(tiny_lm, tiny_traces):
 def test_batched_equals_per_head_reference(tiny_lm, tiny_traces, dtype, atol):
     """One padded SVD over all sentences, layers and heads == a Python loop of SVDs of T, head by head."""
     w_o = trace.out_proj_weights(tiny_lm)
-    batched = E.effective_attention(tiny_traces, w_o, dtype=dtype)
+    batched = eff_attn.effective_attention(tiny_traces, w_o, dtype=dtype)
     for tr, got in zip(tiny_traces, batched):
-        ref = E.effective_loop(tr, w_o, dtype=torch.float64)
+        ref = eff_attn.effective_loop(tr, w_o, dtype=torch.float64)
         assert torch.equal(got.rank, ref.rank)
         torch.testing.assert_close(got.effective.double(), ref.effective, atol=atol, rtol=0)
 
 
 def test_padding_and_grouping_do_not_change_the_result(tiny_lm, tiny_traces):
     w_o = trace.out_proj_weights(tiny_lm)
-    together = E.effective_attention(tiny_traces, w_o, dtype=torch.float64, max_cells=10**9)
+    together = eff_attn.effective_attention(tiny_traces, w_o, dtype=torch.float64, max_cells=10**9)
     for tr, got in zip(tiny_traces, together):
-        alone = E.effective_attention([tr], w_o, dtype=torch.float64)[0]
+        alone = eff_attn.effective_attention([tr], w_o, dtype=torch.float64)[0]
         assert got.effective.shape == (tiny_lm.n_layers, tiny_lm.n_heads, tr.n_tokens, tr.n_tokens)
         torch.testing.assert_close(got.effective, alone.effective, atol=1e-13, rtol=0)
         assert torch.equal(got.rank, alone.rank)
     # Garbage in the padded region must not leak in.
-    attn, vals, lengths = E.pad_traces(tiny_traces)
+    attn, vals, lengths = eff_attn.pad_traces(tiny_traces)
     valid = torch.arange(attn.shape[-1])[None, :] < lengths[:, None]
     noisy_a = torch.where(valid[:, None, None, :, None] & valid[:, None, None, None, :], attn, torch.rand_like(attn))
     noisy_v = torch.where(valid[:, None, None, :, None], vals, 100 * torch.randn_like(vals))
-    res = E.effective_padded(noisy_a, noisy_v, lengths, w_o, torch.float64)
+    res = eff_attn.effective_padded(noisy_a, noisy_v, lengths, w_o, torch.float64)
     for b, got in enumerate(together):
         n = int(lengths[b])
         torch.testing.assert_close(res.effective[b, :, :, :n, :n], got.effective, atol=1e-13, rtol=0)
@@ -98,7 +98,7 @@ def test_padding_and_grouping_do_not_change_the_result(tiny_lm, tiny_traces):
 
 def test_groups_respect_the_cell_budget():
     lengths = [5, 40, 7, 33, 100, 6, 41]
-    groups = E._length_groups(lengths, max_cells=5000, max_batch=3)
+    groups = eff_attn._length_groups(lengths, max_cells=5000, max_batch=3)
     assert sorted(i for g in groups for i in g) == list(range(len(lengths)))
     for g in groups:
         assert len(g) <= 3 and (len(g) == 1 or len(g) * max(lengths[i] for i in g) ** 2 <= 5000)
@@ -121,13 +121,13 @@ def test_rank_deficient_output_projection(tiny_lm, tiny_traces, dtype):
     r = d_v - 3
     w_def = _rank_deficient(trace.out_proj_weights(tiny_lm), 1, 2, d_v - r)
     w_def[0, 1] = 0.0  # a head that outputs nothing: everything is null
-    _, wo_rank = E.out_proj_row_space(w_def, dtype)
+    _, wo_rank = eff_attn.out_proj_row_space(w_def, dtype)
     assert int(wo_rank[1, 2]) == r and int(wo_rank[0, 1]) == 0 and int(wo_rank[0, 0]) == d_v
     long = max(tiny_traces, key=lambda tr: tr.n_tokens)
     short = min(tiny_traces, key=lambda tr: tr.n_tokens)
     for tr in (long, short):
-        got = E.effective_attention([tr], w_def, dtype=dtype)[0]
-        ref = E.effective_loop(tr, w_def, dtype=torch.float64)
+        got = eff_attn.effective_attention([tr], w_def, dtype=dtype)[0]
+        ref = eff_attn.effective_loop(tr, w_def, dtype=torch.float64)
         assert torch.equal(got.rank, ref.rank)
         assert int(got.rank[1, 2]) == min(tr.n_tokens, r) and int(got.rank[0, 1]) == 0
         torch.testing.assert_close(got.effective.double(), ref.effective, atol=2e-6, rtol=0)
@@ -137,7 +137,7 @@ def test_rank_deficient_output_projection(tiny_lm, tiny_traces, dtype):
         torch.testing.assert_close(got.effective.double() @ p, got.effective.double(), atol=2e-6, rtol=0)
         torch.testing.assert_close(got.effective.double() @ t, tr.attentions.double() @ t, atol=2e-5, rtol=0)
         # The naive shortcut (col(V_h), W_O assumed full rank) is wrong for that head.
-        naive = E.effective_attention([tr], None, dtype=dtype)[0]
+        naive = eff_attn.effective_attention([tr], None, dtype=dtype)[0]
         assert int(naive.rank[1, 2]) == min(tr.n_tokens, d_v)
         if tr.n_tokens > r:
             assert float((naive.effective[1, 2] - got.effective[1, 2]).abs().max()) > 1e-3
@@ -149,8 +149,8 @@ def test_relative_tolerance_is_what_decides_rank(tiny_lm, tiny_traces):
     """A relative tolerance of 1 keeps only directions as large as the largest; the default keeps all."""
     w_o = trace.out_proj_weights(tiny_lm)
     long = max(tiny_traces, key=lambda tr: tr.n_tokens)
-    coarse = E.effective_attention([long], w_o, rtol=0.5)[0]
-    default = E.effective_attention([long], w_o)[0]
+    coarse = eff_attn.effective_attention([long], w_o, rtol=0.5)[0]
+    default = eff_attn.effective_attention([long], w_o)[0]
     assert (coarse.rank < default.rank).all() and (default.rank == tiny_lm.d_v).all()
     assert linalg.rank_rtol(40, 32, torch.float32) == 40 * torch.finfo(torch.float32).eps
 
@@ -159,32 +159,32 @@ def test_pearson():
     g = torch.Generator().manual_seed(0)
     a = torch.rand(3, 2, 7, 7, generator=g)
     b = a + 0.3 * torch.rand(3, 2, 7, 7, generator=g)
-    got = E.pearson(a, b)
+    got = eff_attn.pearson(a, b)
     import numpy as np
 
     want = np.corrcoef(a[1, 0].flatten().numpy(), b[1, 0].flatten().numpy())[0, 1]
     assert got.shape == (3, 2) and abs(float(got[1, 0]) - want) < 1e-6
-    assert float((E.pearson(a, a) - 1).abs().max()) < 1e-12
-    assert float(E.pearson(a, -a).max()) < -1 + 1e-12
+    assert float((eff_attn.pearson(a, a) - 1).abs().max()) < 1e-12
+    assert float(eff_attn.pearson(a, -a).max()) < -1 + 1e-12
 
 
 def test_token_categories(tiny_lm):
     tok = tiny_lm.tokenizer
     ids = tok("Hello, world! It costs $5 (or so).")["input_ids"] + [tok.unk_token_id]
-    cats = E.token_categories(tok, ids)
+    cats = eff_attn.token_categories(tok, ids)
     toks = tok.convert_ids_to_tokens(ids)
-    assert cats[0] == "[CLS]" and cats[-2] == "[SEP]" and cats[-1] == E.OTHER_SPECIAL
+    assert cats[0] == "[CLS]" and cats[-2] == "[SEP]" and cats[-1] == eff_attn.OTHER_SPECIAL
     for t, c in zip(toks[1:-2], cats[1:-2]):
-        assert c == (E.PUNCTUATION if t in {",", "!", "$", "(", ")", "."} else E.OTHER), (t, c)
-    assert E.category_order(tok)[:2] == ["[CLS]", "[SEP]"]
-    assert E.is_punctuation("Ġ,") and E.is_punctuation("##.") and not E.is_punctuation("Ġthe")
+        assert c == (eff_attn.PUNCTUATION if t in {",", "!", "$", "(", ")", "."} else eff_attn.OTHER), (t, c)
+    assert eff_attn.category_order(tok)[:2] == ["[CLS]", "[SEP]"]
+    assert eff_attn.is_punctuation("Ġ,") and eff_attn.is_punctuation("##.") and not eff_attn.is_punctuation("Ġthe")
 
 
 def test_category_mass_of_raw_attention_sums_to_one(tiny_lm, tiny_traces):
-    order = E.category_order(tiny_lm.tokenizer)
+    order = eff_attn.category_order(tiny_lm.tokenizer)
     for tr in tiny_traces:
-        cats = E.token_categories(tiny_lm.tokenizer, tr.input_ids)
-        m = E.category_mass(tr.attentions, cats, order)
+        cats = eff_attn.token_categories(tiny_lm.tokenizer, tr.input_ids)
+        m = eff_attn.category_mass(tr.attentions, cats, order)
         torch.testing.assert_close(m.sum(-1), torch.ones(m.shape[:2], dtype=torch.float64))
         # [CLS] is one key: its mass is the mean over queries of that column.
         torch.testing.assert_close(m[..., 0], tr.attentions[..., 0].double().mean(-1))
@@ -192,7 +192,7 @@ def test_category_mass_of_raw_attention_sums_to_one(tiny_lm, tiny_traces):
 
 def test_head_viewer_ships_the_matrices(tiny_lm, tiny_traces):
     w_o = trace.out_proj_weights(tiny_lm)
-    effs = E.effective_attention(tiny_traces[:2], w_o)
+    effs = eff_attn.effective_attention(tiny_traces[:2], w_o)
     chart = head_viewer([(tr.tokens, tr.attentions, e.effective) for tr, e in zip(tiny_traces, effs)])
     spec = chart.to_dict()
     assert {p["name"] for p in spec["params"]} == {"sentence", "layer", "head"}
@@ -214,7 +214,7 @@ def test_entry_points_on_every_architecture(tiny_any, sentences):
     lm = tiny_any
     w_o = trace.out_proj_weights(lm)
     seen = 0
-    for i, tr, eff in E.iter_effective(lm, sentences, w_o, progress=False):
+    for i, tr, eff in eff_attn.iter_effective(lm, sentences, w_o, progress=False):
         t = _transforms(tr, w_o)
         out = tr.attentions.double() @ t
         assert float((eff.effective.double() @ t - out).norm() / out.norm()) < 1e-5
@@ -222,30 +222,30 @@ def test_entry_points_on_every_architecture(tiny_any, sentences):
         assert torch.equal(eff.null_dim, (tr.n_tokens - eff.rank))
         seen += 1
     assert seen == len(sentences)
-    fig = E.correlation_by_length(lm, sentences, progress=False)
+    fig = eff_attn.correlation_by_length(lm, sentences, progress=False)
     assert len(fig) == len(sentences) * lm.n_layers * lm.n_heads
     short = fig[fig.d_s <= lm.d_v]
     assert (short.pearson > 1 - 1e-9).all() and (short.null_dim == 0).all()
     assert (fig[fig.d_s > lm.d_v].null_dim > 0).all()
     assert sorted(fig.layer.unique()) == list(range(1, lm.n_layers + 1))  # the book's layers 1..L
-    mass = E.attention_mass(lm, sentences, progress=False)
+    mass = eff_attn.attention_mass(lm, sentences, progress=False)
     assert sorted(mass.layer.unique()) == list(range(1, lm.n_layers + 1))
     totals = mass.groupby(["layer", "head"]).raw.sum()
     assert ((totals - 1).abs() < 1e-5).all()
     for chart in (figure1_chart(fig, lm.d_v), null_share_chart(fig, lm.d_v), mass_chart(mass, sorted(set(mass.category)))):
         assert chart.to_dict()
     trs = trace.trace_sentences(lm, sentences[:2], progress=False)
-    effs = E.effective_attention(trs, w_o)
+    effs = eff_attn.effective_attention(trs, w_o)
     assert spec_bytes(head_viewer([(tr.tokens, tr.attentions, e.effective) for tr, e in zip(trs, effs)])) > 0
 
 
 def test_long_texts_and_length_grid(tiny_lm):
     corpus = load_corpus("lee")
-    texts = E.long_texts(corpus, tiny_lm.tokenizer, 5, 20, 40, seed=0)
+    texts = eff_attn.long_texts(corpus, tiny_lm.tokenizer, 5, 20, 40, seed=0)
     lengths = [len(tiny_lm.tokenizer(t)["input_ids"]) for t in texts]
     assert len(texts) == 5 and all(20 <= n <= 40 for n in lengths)
     # Too few corpus sentences that long: topped up with concatenations.
-    texts = E.long_texts(corpus, tiny_lm.tokenizer, 3, 300, 320, seed=0)
+    texts = eff_attn.long_texts(corpus, tiny_lm.tokenizer, 3, 300, 320, seed=0)
     assert all(250 <= len(tiny_lm.tokenizer(t)["input_ids"]) <= 320 for t in texts)
-    grid = E.length_grid(32, 384, 12)
+    grid = eff_attn.length_grid(32, 384, 12)
     assert grid[0] == 4 and grid[-1] == 384 and {31, 32, 33, 34} <= set(grid)
