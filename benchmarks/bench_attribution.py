@@ -12,7 +12,7 @@ Every rate is compared with a plain fp32 matmul measured in the same run, just b
   always in full), since every chunk costs the same.
 The estimator's error is measured against the full exact result where that was computed.
 Peak memory: the growth of the peak resident set (VmHWM) over the size before one exact pass, measured in
-a fresh process, next to the bound of the attribution module's docstring.
+a fresh process, next to the bound stated in ``identifiability.hta.folded``.
 
 On a machine shared with other jobs, ``--threads 1`` gives steadier numbers: two threads that must
 wait for each other turn every small operation (the naive loop is thousands of them) into a stall.
@@ -32,8 +32,11 @@ from pathlib import Path
 
 import torch
 
-from identifiability import attribution as A
+from identifiability import hta as H
 from identifiability.corpora import concatenated_inputs, load_corpus
+from identifiability.hta.core import _auto_chunk, _Directions, _prepare
+from identifiability.hta.folded import _folded_S
+from identifiability.hta.generic import _generic_S
 from identifiability.models import load_model
 
 
@@ -79,12 +82,12 @@ def fresh_process_peak(text: str, args) -> float:
     """Peak RSS growth (MB) of one exact folded pass over a few chunks, in a fresh process: in this one the
     naive and generic runs have fragmented the heap, which a pass then pays for (measured: +20–40%).
     Every chunk has the same working set, so a few chunks show the whole pass's peak."""
-    code = ("import sys, torch; sys.path.insert(0, 'benchmarks'); from bench_attribution import PeakMemory; "
-            "from identifiability import attribution as A; from identifiability.models import load_model; "
+    code = ("import sys, torch; sys.path.insert(0, 'benchmarks'); "
+            "from bench_attribution import H, PeakMemory, _auto_chunk, _Directions, _folded_S, _prepare, load_model; "
             f"torch.set_num_threads({args.threads}); lm = load_model(device={args.device!r}); "
-            "inp = A._prepare(lm, sys.argv[1]); n = inp.x.shape[0]; "
-            "dirs = A._Directions(n, lm.d_model, limit=3 * A._auto_chunk(n, None)); "
-            "m = PeakMemory().__enter__(); A._folded_S(lm, inp, dirs, None, A.fold_spec(lm)); m.__exit__(); "
+            "inp = _prepare(lm, sys.argv[1]); n = inp.x.shape[0]; "
+            "dirs = _Directions(n, lm.d_model, limit=3 * _auto_chunk(n, None)); "
+            "m = PeakMemory().__enter__(); _folded_S(lm, inp, dirs, None, H.fold_spec(lm)); m.__exit__(); "
             "print(m.mb)")
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run([sys.executable, "-c", code, text], capture_output=True, text=True, cwd=root, check=True)
@@ -94,9 +97,9 @@ def fresh_process_peak(text: str, args) -> float:
 def timed_S(engine, lm, inp, dirs, chunk=None):
     t0 = time.perf_counter()
     if engine == "folded":
-        S = A._folded_S(lm, inp, dirs, chunk, A.fold_spec(lm))
+        S = _folded_S(lm, inp, dirs, chunk, H.fold_spec(lm))
     else:
-        S = A._generic_S(lm, inp, dirs, chunk)
+        S = _generic_S(lm, inp, dirs, chunk)
     return S, time.perf_counter() - t0
 
 
@@ -121,15 +124,15 @@ def main() -> None:
           f"{torch.get_num_threads()} threads, device {args.device}")
     rows = []
     for text in texts:
-        inp = A._prepare(lm, text)
+        inp = _prepare(lm, text)
         n = inp.x.shape[0]
-        B = A._auto_chunk(n, None)
-        dirs = A._Directions(n, d)
+        B = _auto_chunk(n, None)
+        dirs = _Directions(n, d)
         mm = [matmul_gflops(d)]
-        naive_s = A.naive_seconds(lm, text, per_layer=args.naive_per_layer)
+        naive_s = H.naive_seconds(lm, text, per_layer=args.naive_per_layer)
         # generic torch.func path: a sample of chunks, extrapolated
         lim = min(dirs.total, args.sample_chunks * B)
-        _, t = timed_S("generic", lm, inp, A._Directions(n, d, limit=lim))
+        _, t = timed_S("generic", lm, inp, _Directions(n, d, limit=lim))
         generic_s = t * dirs.total / lim
         # folded exact pass: in full, or a sample of chunks plus the per-sentence folding, extrapolated
         mm.append(matmul_gflops(d))
@@ -139,24 +142,24 @@ def main() -> None:
         else:
             S_exact = None
             lim = min(dirs.total, args.sample_chunks * B)
-            _, t1 = timed_S("folded", lm, inp, A._Directions(n, d, limit=1))  # folding + one direction
-            _, t2 = timed_S("folded", lm, inp, A._Directions(n, d, limit=lim + 1))
+            _, t1 = timed_S("folded", lm, inp, _Directions(n, d, limit=1))  # folding + one direction
+            _, t2 = timed_S("folded", lm, inp, _Directions(n, d, limit=lim + 1))
             exact_s = t1 + (t2 - t1) * dirs.total / lim
         mm.append(matmul_gflops(d))
-        flops = A.folded_flops(lm, n, dirs.total)
+        flops = H.folded_flops(lm, n, dirs.total)
         # estimator
         t0 = time.perf_counter()
-        est = A.hta(lm, text, mode="estimate", probes=args.probes, seed=0)
+        est = H.hta(lm, text, mode="estimate", probes=args.probes, seed=0)
         est_s = time.perf_counter() - t0
         mm.append(matmul_gflops(d))
         err = None
         if S_exact is not None:
-            exact = A.HTAResult(text, inp.tokens, S_exact, "folded")
-            err = A.estimate_error([exact], [est])
+            exact = H.HTAResult(text, inp.tokens, S_exact, "folded")
+            err = H.estimate_error([exact], [est])
         mm_rate = statistics.median(mm)
         rows.append(dict(n=n, naive=naive_s, generic=generic_s, exact=exact_s, full=full, est=est_s, err=err,
                          gflops=flops / exact_s / 1e9, mm=mm_rate, mem=fresh_process_peak(text, args),
-                         bound=A.peak_bytes(lm, n) / 2**20))
+                         bound=H.peak_bytes(lm, n) / 2**20))
         r = rows[-1]
         print(f"\nd_s = {n}: naive loop {naive_s:8.1f} s (extrapolated from {args.naive_per_layer} passes per layer)")
         print(f"  generic torch.func  {generic_s:8.1f} s (extrapolated)   {naive_s / generic_s:6.1f}x naive")
@@ -170,7 +173,7 @@ def main() -> None:
                   f"max {100 * err['max']:.1f}%, top contributor unchanged in {100 * err['top_agreement']:.1f}% of rows")
         for m in args.sweep if S_exact is not None else []:
             t0 = time.perf_counter()
-            e2 = A.estimate_error([exact], [A.hta(lm, text, mode="estimate", probes=m, seed=0)])
+            e2 = H.estimate_error([exact], [H.hta(lm, text, mode="estimate", probes=m, seed=0)])
             t = time.perf_counter() - t0
             r.setdefault("sweep", []).append((m, naive_s / t, e2["median"], e2["p95"]))
             print(f"  estimate ({m:3d} probes) {t:8.2f} s   {naive_s / t:6.0f}x naive   median {100 * e2['median']:.2f}%, "
@@ -181,7 +184,6 @@ def main() -> None:
         e = r["err"]
         print(f"         {r['n']:3d}  {r['naive'] / r['exact']:9.1f}x  {100 * r['gflops'] / r['mm']:6.0f}%  "
               f"{r['naive'] / r['est']:8.0f}x  " + (f"{100 * e['median']:8.2f}%  {100 * e['p95']:6.2f}%" if e else "       n/a      n/a"))
-
 
     for r in rows:
         for m, speed, med, p95 in r.get("sweep", []):

@@ -11,8 +11,8 @@ from __future__ import annotations
 import torch
 
 from .charts.explore import attention_explorer
-from .attribution import hta
 from .effective import effective_attention
+from .hta import hta
 from .loaded_model import LoadedModel
 from .trace import out_proj_weights, trace_batch
 

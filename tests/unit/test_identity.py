@@ -1,11 +1,14 @@
-"""Token identity and angle/magnitude: probes, lookups, chance levels, splits (tiny random models)."""
+"""Token identity and angle/magnitude: probes, lookups, chance levels, splits, charts (tiny random models)."""
 
+import ast
 import math
+from pathlib import Path
 
 import pytest
 import torch
 
-from identifiability import identity as I
+from identifiability import identity as ident
+from identifiability.charts import identity as charts
 from identifiability.corpora import load_corpus, sample_sentences
 
 
@@ -16,12 +19,12 @@ def texts(tiny_lm):
 
 @pytest.fixture(scope="module")
 def hs(tiny_lm, texts):
-    return I.hidden_states(tiny_lm, texts, "lee", cache=False, progress=False)
+    return ident.hidden_states(tiny_lm, texts, "lee", cache=False, progress=False)
 
 
 @pytest.fixture(scope="module")
 def splits(hs):
-    return I.make_splits(hs, seed=0)
+    return ident.make_splits(hs, seed=0)
 
 
 FAST = dict(epochs=4, batch_size=256, mlp_hidden=32, patience=2)
@@ -42,28 +45,28 @@ def test_hidden_states_layout(tiny_lm, texts, hs):
 
 def test_hidden_states_match_padded_batches(tiny_lm, texts):
     """Batching (and its padding) must not change a sentence's hidden states."""
-    a = I.extract_hidden(tiny_lm, texts[:6], batch_size=6, progress=False)
-    b = I.extract_hidden(tiny_lm, texts[:6], batch_size=1, progress=False)
+    a = ident.extract_hidden(tiny_lm, texts[:6], batch_size=6, progress=False)
+    b = ident.extract_hidden(tiny_lm, texts[:6], batch_size=1, progress=False)
     assert torch.allclose(a.hidden, b.hidden, atol=1e-5)
 
 
 def test_split_never_shares_a_sentence(hs):
-    idx = I.split_by_sentence(hs.n_sentences, seed=3)
+    idx = ident.split_by_sentence(hs.n_sentences, seed=3)
     sets = [set(v.tolist()) for v in idx.values()]
     assert sum(len(s) for s in sets) == hs.n_sentences
     assert not (sets[0] & sets[1]) and not (sets[0] & sets[2]) and not (sets[1] & sets[2])
-    sp = I.make_splits(hs, seed=3)
+    sp = ident.make_splits(hs, seed=3)
     tok_sets = [set(sp[k].sentence.tolist()) for k in ("train", "val", "test")]
     assert not (tok_sets[0] & tok_sets[2]) and not (tok_sets[0] & tok_sets[1]) and not (tok_sets[1] & tok_sets[2])
-    assert I.split_by_sentence(hs.n_sentences, seed=3)["test"].tolist() == idx["test"].tolist()  # fixed seed
+    assert ident.split_by_sentence(hs.n_sentences, seed=3)["test"].tolist() == idx["test"].tolist()  # fixed seed
     assert not bool(sp["test"].key.numel() == 0)
     with pytest.raises(ValueError):
-        I.split_by_sentence(2)
+        ident.split_by_sentence(2)
 
 
 def test_naive_identifies_everything_at_layer0(splits):
-    naive = I.fit_probes(splits["train"], splits["val"], I.probe_config("naive"))
-    rates, nb = I.evaluate(naive, splits["test"], candidate_sets=("sentence", "all"))
+    naive = ident.fit_probes(splits["train"], splits["val"], ident.probe_config("naive"))
+    rates, nb = ident.evaluate(naive, splits["test"], candidate_sets=("sentence", "all"))
     r0 = rates[rates.layer == 0]
     assert len(r0) == 4 and (r0.rate == 1.0).all()
     assert (rates.chance < 0.2).all()
@@ -78,10 +81,10 @@ def test_lookups_match_brute_force(splits):
     d = splits["test"]
     g = torch.Generator().manual_seed(0)
     q = torch.randn(d.n, d.targets.shape[1], generator=g)
-    layout = I.SentenceLayout(d.sentence, d.position)
-    for lookup in I.LOOKUPS:
-        fast = I.nearest_in_sentence(q, d.targets, layout, lookup)
-        fast_all = I.nearest_in_set(q, d.targets, d.key, lookup, chunk=7)
+    layout = ident.SentenceLayout(d.sentence, d.position)
+    for lookup in ident.LOOKUPS:
+        fast = ident.nearest_in_sentence(q, d.targets, layout, lookup)
+        fast_all = ident.nearest_in_set(q, d.targets, d.key, lookup, chunk=7)
         for i in range(0, d.n, 5):
             same = (d.sentence == d.sentence[i]).nonzero().flatten()
             if lookup == "l2":
@@ -97,11 +100,11 @@ def test_lookups_match_brute_force(splits):
 def test_chance_levels():
     sent = torch.tensor([0, 0, 1, 1, 1, 1])
     pos = torch.tensor([0, 1, 0, 1, 2, 3])
-    lay = I.SentenceLayout(sent, pos)
-    assert math.isclose(I.chance_in_sentence(lay), (2 * 0.5 + 4 * 0.25) / 6)
+    lay = ident.SentenceLayout(sent, pos)
+    assert math.isclose(ident.chance_in_sentence(lay), (2 * 0.5 + 4 * 0.25) / 6)
     keys = torch.tensor([5, 6, 5, 7, 8, 9])  # key 5 twice: both tokens share an input embedding
-    assert math.isclose(I.chance_in_set(keys), (2 / 6 + 1 / 6 + 2 / 6 + 3 / 6) / 6)
-    oc = I.offset_chance(lay, pos, [-1, 1, 3])
+    assert math.isclose(ident.chance_in_set(keys), (2 / 6 + 1 / 6 + 2 / 6 + 3 / 6) / 6)
+    oc = ident.offset_chance(lay, pos, [-1, 1, 3])
     assert math.isclose(oc[1], (0.5 + 3 * 0.25) / 6)
     assert math.isclose(oc[3], 0.25 / 6)
     assert math.isclose(oc[-1], oc[1])
@@ -110,26 +113,27 @@ def test_chance_levels():
 def test_random_guess_matches_chance(splits):
     """A map that ignores its input scores at the computed chance level (averaged over seeds)."""
     d = splits["test"]
-    layout = I.SentenceLayout(d.sentence, d.position)
+    layout = ident.SentenceLayout(d.sentence, d.position)
     rates = []
     for s in range(30):
         q = torch.randn(d.n, d.targets.shape[1], generator=torch.Generator().manual_seed(s))
-        rates.append(float((I.nearest_in_sentence(q, d.targets, layout, "cos") == torch.arange(d.n)).double().mean()))
-    ch = I.chance_in_sentence(layout)
+        hits = ident.nearest_in_sentence(q, d.targets, layout, "cos") == torch.arange(d.n)
+        rates.append(float(hits.double().mean()))
+    ch = ident.chance_in_sentence(layout)
     assert abs(sum(rates) / len(rates) - ch) < 0.25 * ch
 
 
 def test_probe_learns_and_random_labels_stay_at_chance(hs):
     """Layer 1 of a random model: a trained linear map identifies far above chance; the same map trained on
     shuffled targets does not beat chance on held-out sentences."""
-    sp = I.make_splits(hs, seed=1)
-    cfg = I.probe_config("linear", epochs=15, batch_size=128, patience=15)
-    real = I.train_probes(sp["train"], sp["val"], [1, 1], ["l2", "cos"], cfg, progress=False)
+    sp = ident.make_splits(hs, seed=1)
+    cfg = ident.probe_config("linear", epochs=15, batch_size=128, patience=15)
+    real = ident.train_probes(sp["train"], sp["val"], [1, 1], ["l2", "cos"], cfg, progress=False)
     perm = torch.randperm(sp["train"].n, generator=torch.Generator().manual_seed(0))
-    fake = I.train_probes(sp["train"], sp["val"], [1, 1], ["l2", "cos"], cfg,
+    fake = ident.train_probes(sp["train"], sp["val"], [1, 1], ["l2", "cos"], cfg,
                           targets=sp["train"].targets[perm], progress=False)
-    r_real, _ = I.evaluate(real, sp["test"], candidate_sets=("sentence",))
-    r_fake, _ = I.evaluate(fake, sp["test"], candidate_sets=("sentence",))
+    r_real, _ = ident.evaluate(real, sp["test"], candidate_sets=("sentence",))
+    r_fake, _ = ident.evaluate(fake, sp["test"], candidate_sets=("sentence",))
     chance = float(r_real.chance.iloc[0])
     n = sp["test"].n
     sd = math.sqrt(chance * (1 - chance) / n)
@@ -139,118 +143,150 @@ def test_probe_learns_and_random_labels_stay_at_chance(hs):
 
 def test_batched_training_equals_separate(splits):
     """Training probes side by side gives each exactly what training it alone gives (early stopping too)."""
-    cfg = I.probe_config("mlp", epochs=4, batch_size=64, mlp_hidden=16, patience=1)
-    both = I.train_probes(splits["train"], splits["val"], [0, 2], ["l2", "cos"], cfg, progress=False)
-    alone = I.train_probes(splits["train"], splits["val"], [2], ["cos"], cfg, progress=False)
-    out_both = I.apply_probes(both.probe, splits["test"].inputs, [0, 2])
-    out_alone = I.apply_probes(alone.probe, splits["test"].inputs, [2])
+    cfg = ident.probe_config("mlp", epochs=4, batch_size=64, mlp_hidden=16, patience=1)
+    both = ident.train_probes(splits["train"], splits["val"], [0, 2], ["l2", "cos"], cfg, progress=False)
+    alone = ident.train_probes(splits["train"], splits["val"], [2], ["cos"], cfg, progress=False)
+    out_both = ident.apply_probes(both.probe, splits["test"].inputs, [0, 2])
+    out_alone = ident.apply_probes(alone.probe, splits["test"].inputs, [2])
     assert torch.allclose(out_both[1], out_alone[0], atol=1e-5)
     assert both.history["best_epoch"][1] == alone.history["best_epoch"][0]
     assert both.history["stop_epoch"][1] == alone.history["stop_epoch"][0]
 
 
 def test_training_is_deterministic(splits):
-    cfg = I.probe_config("linear", epochs=2, batch_size=128)
-    a = I.train_probes(splits["train"], splits["val"], [1], ["cos"], cfg, progress=False)
-    b = I.train_probes(splits["train"], splits["val"], [1], ["cos"], cfg, progress=False)
+    cfg = ident.probe_config("linear", epochs=2, batch_size=128)
+    a = ident.train_probes(splits["train"], splits["val"], [1], ["cos"], cfg, progress=False)
+    b = ident.train_probes(splits["train"], splits["val"], [1], ["cos"], cfg, progress=False)
     assert torch.equal(a.probe.w, b.probe.w)
 
 
 def test_rescaling_and_unit_variant(hs, splits):
-    naive = {"naive": I.fit_probes(splits["train"], splits["val"], I.probe_config("naive"))}
-    plain = I.evaluate(naive["naive"], splits["test"], offsets=())[0]
-    scaled = I.rescaled_rates(naive, splits["test"], max_factor=10.0)
+    naive = {"naive": ident.fit_probes(splits["train"], splits["val"], ident.probe_config("naive"))}
+    plain = ident.evaluate(naive["naive"], splits["test"], offsets=())[0]
+    scaled = ident.rescaled_rates(naive, splits["test"], max_factor=10.0)
     cos_plain = plain[plain.lookup == "cos"].rate.to_numpy()
     cos_scaled = scaled[scaled.lookup == "cos"].rate.to_numpy()
     assert (cos_plain == cos_scaled).all()  # the cosine lookup of the identity map only sees the angle
     # ... while the L2 lookup sees the length: x_0 scaled by 3 lands nearest to the longer x_1
     cand = torch.tensor([[1.0, 0.0], [3.0, 0.5]])
-    lay = I.SentenceLayout(torch.tensor([0, 0]), torch.tensor([0, 1]))
+    lay = ident.SentenceLayout(torch.tensor([0, 0]), torch.tensor([0, 1]))
     q = cand * torch.tensor([[3.0], [1.0]])
-    assert I.nearest_in_sentence(q, cand, lay, "l2").tolist() == [1, 1]
-    assert I.nearest_in_sentence(q, cand, lay, "cos").tolist() == [0, 1]
-    unit = I.make_splits(hs, seed=0, variant="unit")
-    nu = I.fit_probes(unit["train"], unit["val"], I.probe_config("naive"))
-    ru = I.evaluate(nu, unit["test"], offsets=())[0]
+    assert ident.nearest_in_sentence(q, cand, lay, "l2").tolist() == [1, 1]
+    assert ident.nearest_in_sentence(q, cand, lay, "cos").tolist() == [0, 1]
+    unit = ident.make_splits(hs, seed=0, variant="unit")
+    nu = ident.fit_probes(unit["train"], unit["val"], ident.probe_config("naive"))
+    ru = ident.evaluate(nu, unit["test"], offsets=())[0]
     # on unit vectors the two lookups rank identically, and equal the raw cosine lookup
     assert (ru[ru.lookup == "l2"].rate.to_numpy() == ru[ru.lookup == "cos"].rate.to_numpy()).all()
     assert (ru[ru.lookup == "cos"].rate.to_numpy() == cos_plain).all()
-    norm = I.make_splits(hs, seed=0, variant="norm")
+    norm = ident.make_splits(hs, seed=0, variant="norm")
     assert norm["train"].inputs.shape[-1] == 1
     assert torch.allclose(norm["train"].inputs[..., 0], norm["train"].raw.norm(dim=-1))
 
 
 def test_norms_and_angles(splits):
-    a = I.angle_summary(splits["test"])
+    a = ident.angle_summary(splits["test"])
     assert a.loc[0, "median"] < 1e-2 and a.loc[0, "q95"] < 0.1  # e^0 = x: zero angle
     assert a.loc[0, "closest_share"] == 1.0
-    assert (a.other_mean > a["median"]).all() or a.shape[0] > 0
-    n = I.norm_summary(splits["test"])
+    # one row per hidden state, and at every layer e_i^l points closer to its own x_i than, on average, to
+    # the other tokens' x_j of its sentence (a random model keeps identity, as the naive rate shows)
+    assert len(a) == splits["test"].raw.shape[0]
+    assert (a.other_mean > a["median"]).all(), a[["layer", "median", "other_mean"]]
+    n = ident.norm_summary(splits["test"])
     x_norm = splits["test"].targets.norm(dim=-1)
     assert math.isclose(n.loc[0, "median"], float(x_norm.median()), rel_tol=1e-3)
-    h = I.norm_histograms(splits["test"], bins=10)
+    h = ident.norm_histograms(splits["test"], bins=10)
     assert h.groupby("layer").share.sum().between(0.999, 1.001).all()
 
 
 def test_every_entry_point_on_every_architecture(tiny_any, texts):
     """Extraction, splits, training, evaluation, generalisation, ablations, summaries and charts run on
     every registered family (causal GPT-2 included)."""
-    hs = I.hidden_states(tiny_any, texts[:30], "lee", cache=False, progress=False)
+    hs = ident.hidden_states(tiny_any, texts[:30], "lee", cache=False, progress=False)
     assert hs.hidden.shape[-1] == hs.x.shape[-1] == tiny_any.d_model
-    sp = I.make_splits(hs, seed=0)
-    probes = I.train_all(sp, epochs=2, batch_size=256, mlp_hidden=16, progress=False)
-    rates, nb = I.evaluate_all(probes, sp)
-    assert set(rates.mapping) == set(I.MAPPINGS) and set(rates.split) == {"train", "test"}
+    sp = ident.make_splits(hs, seed=0)
+    probes = ident.train_all(sp, epochs=2, batch_size=256, mlp_hidden=16, progress=False)
+    rates, nb = ident.evaluate_all(probes, sp)
+    assert set(rates.mapping) == set(ident.MAPPINGS) and set(rates.split) == {"train", "test"}
     naive0 = rates[(rates.mapping == "naive") & (rates.layer == 0)]
     assert (naive0.rate == 1.0).all()
-    gen = I.generalisation(probes["linear"], sp["test"])
+    gen = ident.generalisation(probes["linear"], sp["test"])
     assert len(gen) == len(probes["linear"].layers) * (tiny_any.n_layers + 1) * 2
-    resc = I.rescaled_rates(probes, sp["test"], 4.0)
+    resc = ident.rescaled_rates(probes, sp["test"], 4.0)
     assert resc.rate.between(0, 1).all()
     for variant in ("unit", "norm"):
-        v = I.make_splits(hs, seed=0, variant=variant)
-        tp = I.train_all(v, kinds=("mlp",), epochs=1, mlp_hidden=8, progress=False)
-        assert I.evaluate(tp["mlp"], v["test"])[0].rate.between(0, 1).all()
-    assert len(I.angle_summary(sp["test"])) == tiny_any.n_layers + 1
-    I.norm_summary(sp["test"]), I.norm_histograms(sp["test"])
-    summary = I.training_summary(probes)
+        v = ident.make_splits(hs, seed=0, variant=variant)
+        tp = ident.train_all(v, kinds=("mlp",), epochs=1, mlp_hidden=8, progress=False)
+        assert ident.evaluate(tp["mlp"], v["test"])[0].rate.between(0, 1).all()
+    assert len(ident.angle_summary(sp["test"])) == tiny_any.n_layers + 1
+    ident.norm_summary(sp["test"]), ident.norm_histograms(sp["test"])
+    summary = ident.training_summary(probes)
     assert len(summary) == 2 * 2 * (tiny_any.n_layers + 1)
-    assert I.nested(rates[rates.split == "test"], ["mapping", "loss", "lookup", "candidates"], "rate")
-    for chart in (I.rate_chart(rates, "t", 0.93), I.overlay_chart(rates[rates.split == "test"].assign(series="a"), "t"),
-                  I.generalisation_chart(gen, "t"), I.neighbour_chart(nb, "t")):
+    assert ident.nested(rates[rates.split == "test"], ["mapping", "loss", "lookup", "candidates"], "rate")
+    for chart in (charts.rate_chart(rates, "t", 0.93),
+                  charts.overlay_chart(rates[rates.split == "test"].assign(series="a"), "t"),
+                  charts.generalisation_chart(gen, "t"), charts.neighbour_chart(nb, "t")):
         assert chart.to_dict()
 
 
 def test_cached_probes_round_trip(splits, tmp_path, monkeypatch):
     monkeypatch.setenv("IDENTIFIABILITY_DATA", str(tmp_path))
-    cfg = I.probe_config("linear", epochs=2, batch_size=256)
+    cfg = ident.probe_config("linear", epochs=2, batch_size=256)
     key = {"model": "tiny", "test": 1}
-    a = I.fit_probes(splits["train"], splits["val"], cfg, cache_key=key, progress=False)
-    b = I.fit_probes(splits["train"], splits["val"], cfg, cache_key=key, progress=False)
+    a = ident.fit_probes(splits["train"], splits["val"], cfg, cache_key=key, progress=False)
+    b = ident.fit_probes(splits["train"], splits["val"], cfg, cache_key=key, progress=False)
     assert b.history.get("cached") and not a.history.get("cached")
     assert list((tmp_path / "cache").rglob("*.safetensors"))  # under the data folder it was told
     assert torch.equal(a.probe.w, b.probe.w) and a.history["best_epoch"] == b.history["best_epoch"]
 
 
-@pytest.mark.real
-def test_real_model_identity(real_lm):
-    texts = sample_sentences(load_corpus("lee"), 24, seed=0, tokenizer=real_lm.tokenizer, min_tokens=8, max_tokens=40)
-    hs = I.hidden_states(real_lm, texts, "lee", cache=False, progress=False)
-    sp = I.make_splits(hs, seed=0)
-    naive = I.fit_probes(sp["train"], sp["val"], I.probe_config("naive"))
-    r, _ = I.evaluate(naive, sp["test"], candidate_sets=("sentence",))
-    cos = r[r.lookup == "cos"].sort_values("layer")
-    assert cos.rate.iloc[0] == 1.0
-    # identity survives: even the identity map finds most tokens at the last layer of the real model
-    assert cos.rate.iloc[-1] > 5 * cos.chance.iloc[-1]
-
-
 def test_predict_agrees_with_evaluate(splits):
-    cfg = I.probe_config("mlp", epochs=2, batch_size=256, mlp_hidden=16)
-    tp = I.fit_probes(splits["train"], splits["val"], cfg, progress=False)
-    rates, _ = I.evaluate(tp, splits["test"], candidate_sets=("sentence", "all"), offsets=())
+    cfg = ident.probe_config("mlp", epochs=2, batch_size=256, mlp_hidden=16)
+    tp = ident.fit_probes(splits["train"], splits["val"], cfg, progress=False)
+    rates, _ = ident.evaluate(tp, splits["test"], candidate_sets=("sentence", "all"), offsets=())
     d = splits["test"]
     for cands in ("sentence", "all"):
-        rows = I.predict(tp, d, layer=2, loss="cos", lookup="l2", candidates=cands)
+        rows = ident.predict(tp, d, layer=2, loss="cos", lookup="l2", candidates=cands)
         r = rates[(rates.layer == 2) & (rates.loss == "cos") & (rates.lookup == "l2") & (rates.candidates == cands)]
         assert abs(float((d.key[rows] == d.key).double().mean()) - float(r.rate.iloc[0])) < 1e-12
+
+
+def test_identity_does_not_import_altair():
+    """The computations stay free of Altair: every chart lives in identifiability.charts.identity."""
+    root = Path(ident.__file__).parent
+    files = sorted(root.glob("*.py"))
+    assert {f.stem for f in files} >= {"__init__", "hidden", "data", "probes", "lookup", "evaluation", "geometry"}
+    for f in files:
+        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            if isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                mods = [node.module or ""]
+            else:
+                continue
+            assert not any(m == "altair" or m.startswith("altair.") or m.endswith("charts") or ".charts." in m
+                           for m in mods), (f.name, mods)
+
+
+def test_every_chart_renders(hs, splits):
+    """Each chart function of charts/identity.py builds a chart whose Vega-Lite spec serialises."""
+    probes = ident.train_all(splits, epochs=1, batch_size=256, mlp_hidden=16, progress=False)
+    rates, nb = ident.evaluate_all(probes, splits)
+    test = rates[rates.split == "test"]
+    gen = ident.generalisation(probes["linear"], splits["test"])
+    abl = ident.ablation_study(hs, splits, probes, epochs=1, mlp_hidden=8, progress=False)
+    made = {
+        "rate_chart": charts.rate_chart(rates, "t", paper_value=0.93, paper_label="paper"),
+        "overlay_chart": charts.overlay_chart(test.assign(series="a"), "t"),
+        "generalisation_chart": charts.generalisation_chart(gen, "t"),
+        "neighbour_chart": charts.neighbour_chart(nb, "t"),
+        "combo_chart": charts.combo_chart(test[test.candidates == "sentence"], "t"),
+        "ablation_chart": charts.ablation_chart(abl, "t"),
+        "norm_chart": charts.norm_chart(ident.norm_summary(splits["test"]), ident.norm_histograms(splits["test"]), "t"),
+        "angle_chart": charts.angle_chart(ident.angle_summary(splits["test"]), "t"),
+    }
+    public = {n for n, v in vars(charts).items() if callable(v) and n.endswith("_chart")}
+    assert public == set(made)
+    for name, chart in made.items():
+        spec = chart.to_dict()
+        assert spec and "$schema" in spec, name

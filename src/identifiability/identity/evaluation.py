@@ -1,0 +1,129 @@
+"""Evaluation: identification rates per layer, where misses land, generalisation across layers.
+
+Rates come as tidy data frames (one row per probe x lookup x candidate set); :func:`nested` turns them into
+the nested lists written to the results files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+import torch
+
+from .data import SplitData
+from .lookup import (
+    LOOKUPS,
+    SentenceLayout,
+    chance_in_sentence,
+    chance_in_set,
+    nearest_in_sentence,
+    nearest_in_set,
+    offset_chance,
+)
+from .probes import TrainedProbes, apply_probes
+
+CANDIDATES = ("sentence", "all")
+NEIGHBOUR_OFFSETS = (-3, -2, -1, 0, 1, 2, 3)
+
+
+@torch.no_grad()
+def evaluate(tp: TrainedProbes, data: SplitData, lookups: Sequence[str] = LOOKUPS,
+             candidate_sets: Sequence[str] = ("sentence",), input_layers: Sequence[int] | None = None,
+             scale: torch.Tensor | None = None, offsets: Sequence[int] = NEIGHBOUR_OFFSETS,
+             ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Identification rates of every probe on ``data``, and where the same-sentence lookups land.
+
+    Args:
+        tp: trained probes; probe p is applied to layer ``input_layers[p]`` (default: the layer it was
+            trained on; pass another list to test generalisation across layers).
+        data: the split to evaluate (same variant as the probes).
+        scale: optional (n,) factors multiplying every input embedding at test time (rescaling ablation).
+
+    Returns:
+        rates: one row per probe x lookup x candidate set: mapping, loss, layer (trained on), test_layer,
+            lookup, candidates, rate, chance, n.
+        neighbours: one row per probe x lookup x offset k: share of tokens whose nearest same-sentence
+            candidate is x_{i+k} (k=0 is the rate), and the chance of that.
+    """
+    layers = tp.layers if input_layers is None else list(input_layers)
+    inputs = data.inputs
+    if scale is not None:
+        # scale e_i^l; for the norm-only variant the input *is* the norm, which scales the same way
+        inputs = inputs * scale[None, :, None]
+    out = apply_probes(tp.probe, inputs, layers)  # (P, n, d)
+    layout = SentenceLayout(data.sentence, data.position)
+    ch_sent = chance_in_sentence(layout)
+    ch_all = chance_in_set(data.key)
+    ch_off = offset_chance(layout, data.position, offsets)
+    rows, nrows = [], []
+    for p in range(len(layers)):
+        base = {"mapping": tp.kind, "loss": tp.losses[p] if tp.kind != "naive" else "none",
+                "layer": tp.layers[p], "test_layer": layers[p], "n": data.n}
+        for lookup in lookups:
+            if "sentence" in candidate_sets:
+                pred = nearest_in_sentence(out[p], data.targets, layout, lookup)
+                off = data.position[pred] - data.position
+                rows.append({**base, "lookup": lookup, "candidates": "sentence",
+                             "rate": float((off == 0).double().mean()), "chance": ch_sent})
+                for k in offsets:
+                    nrows.append({**base, "lookup": lookup, "offset": k, "share": float((off == k).double().mean()),
+                                  "chance": ch_off[k]})
+            if "all" in candidate_sets:
+                pred = nearest_in_set(out[p], data.targets, data.key, lookup)
+                rows.append({**base, "lookup": lookup, "candidates": "all",
+                             "rate": float((data.key[pred] == data.key).double().mean()), "chance": ch_all})
+    return pd.DataFrame(rows), pd.DataFrame(nrows)
+
+
+@torch.no_grad()
+def predict(tp: TrainedProbes, data: SplitData, layer: int, loss: str = "cos", lookup: str = "cos",
+            candidates: str = "sentence", input_layer: int | None = None) -> torch.Tensor:
+    """(n,) row of ``data`` whose input embedding is nearest to g^l(e_i) for the probe trained on ``layer``
+    with ``loss`` (applied to ``input_layer``, default the same layer). Token i is identified when
+    ``data.key[row] == data.key[i]``; ``data.token_id[row]`` is the token it was taken for."""
+    p = next(i for i, (l, lo) in enumerate(zip(tp.layers, tp.losses))
+             if l == layer and (tp.kind == "naive" or lo == loss))
+    q = tp.probe.forward_one(p, data.inputs[layer if input_layer is None else input_layer])
+    if candidates == "sentence":
+        return nearest_in_sentence(q, data.targets, SentenceLayout(data.sentence, data.position), lookup)
+    return nearest_in_set(q, data.targets, data.key, lookup)
+
+
+def generalisation(tp: TrainedProbes, data: SplitData, lookups: Sequence[str] = LOOKUPS) -> pd.DataFrame:
+    """Train-layer x test-layer identification rates (same-sentence candidates): each probe trained on
+    layer l applied to the embeddings of every layer m. Columns: mapping, loss, layer, test_layer, lookup,
+    rate, chance."""
+    frames = []
+    for m in range(data.inputs.shape[0]):
+        r, _ = evaluate(tp, data, lookups, ("sentence",), input_layers=[m] * len(tp.layers), offsets=())
+        frames.append(r)
+    return pd.concat(frames, ignore_index=True)
+
+
+def evaluate_all(probes: dict[str, TrainedProbes], splits: dict[str, SplitData],
+                 test_candidates: Sequence[str] = CANDIDATES, with_train: bool = True
+                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Rates on the test split (both candidate sets) and on the training split (same-sentence only,
+    the paper's Figure 7), plus the test split's neighbour table. Both frames get a ``split`` column."""
+    rates, nbs = [], []
+    for tp in probes.values():
+        r, nb = evaluate(tp, splits["test"], LOOKUPS, test_candidates)
+        rates.append(r.assign(split="test"))
+        nbs.append(nb.assign(split="test"))
+        if with_train:
+            r, _ = evaluate(tp, splits["train"], LOOKUPS, ("sentence",), offsets=())
+            rates.append(r.assign(split="train"))
+    return pd.concat(rates, ignore_index=True), pd.concat(nbs, ignore_index=True)
+
+
+def nested(df: pd.DataFrame, keys: Sequence[str], value: str, order: str = "layer", digits: int = 4) -> dict:
+    """Frame -> nested dict keys[0] -> keys[1] -> ... -> list of ``value`` sorted by ``order`` (for JSON)."""
+    out: dict = {}
+    for combo, g in df.groupby(list(keys), sort=True):
+        combo = combo if isinstance(combo, tuple) else (combo,)
+        node = out
+        for k in combo[:-1]:
+            node = node.setdefault(str(k), {})
+        node[str(combo[-1])] = [round(float(v), digits) for v in g.sort_values(order)[value]]
+    return out

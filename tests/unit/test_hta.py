@@ -1,0 +1,307 @@
+"""Hidden Token Attribution: the fast engines against the naive reverse-mode reference, the estimator
+against exact mode, the statistics against hand-built inputs, and the charts built from them. (The checks
+on the real model are in tests/integration/test_hta.py.)"""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from identifiability import hta as H
+from identifiability.charts import hta as hta_charts
+from identifiability.hta.core import _Directions, _prepare
+from identifiability.hta.folded import _folded_S
+from identifiability.models import random_model
+from identifiability.pos import word_piece_tags
+from identifiability.trace import trace_batch
+
+SHORT = "Cats sat."  # 4 tokens with [CLS]/[SEP]: the naive loop stays at a few hundred passes
+SENT = "The cat sat on the mat, and the dog barked twice."
+
+
+def rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).norm() / b.norm())
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    return random_model("gpt2", seed=0)
+
+
+# ---------------------------------------------------------------- exactness
+
+
+def test_exact_engines_match_naive_reference(tiny_lm):
+    ref = H.hta_naive(tiny_lm, SHORT)
+    folded = H.hta(tiny_lm, SHORT)
+    generic = H.hta(tiny_lm, SHORT, method="generic")
+    assert folded.method == "folded" and generic.method == "generic"
+    assert rel(folded.S, ref.S) <= 1e-4
+    assert rel(generic.S, ref.S) <= 1e-4
+    # every layer separately, not only overall
+    for layer in range(ref.S.shape[0]):
+        assert rel(folded.S[layer], ref.S[layer]) <= 1e-4
+
+
+def test_generic_matches_naive_on_causal_pre_ln(gpt2):
+    ref = H.hta_naive(gpt2, SHORT)
+    got = H.hta(gpt2, SHORT)
+    assert got.method == "generic"  # GPT-2 is pre-LN and causal: the folded pass does not apply
+    assert rel(got.S, ref.S) <= 1e-4
+    # causality: a hidden token never depends on later input tokens, in any layer
+    upper = torch.triu(torch.ones(got.n_tokens, got.n_tokens, dtype=torch.bool), 1)
+    assert float(got.S[:, upper].abs().max()) == 0.0
+    assert float(got.S[:, ~upper].min()) >= 0.0 and float(got.S[1:, ~upper].min()) > 0.0
+
+
+def test_layer0_is_the_input_itself(tiny_lm):
+    r = H.hta(tiny_lm, SENT)
+    n, d = r.n_tokens, tiny_lm.d_model
+    assert torch.allclose(r.S[0], d * torch.eye(n, dtype=torch.float64))
+    assert torch.allclose(r.c[0], torch.eye(n, dtype=torch.float64))
+
+
+def test_folded_unfolded_and_chunking_agree(tiny_lm):
+    inp = _prepare(tiny_lm, SENT)
+    spec = H.fold_spec(tiny_lm)
+    dirs = _Directions(*inp.x.shape)
+    base = _folded_S(tiny_lm, inp, dirs, None, spec, fold=True)
+    assert rel(_folded_S(tiny_lm, inp, dirs, None, spec, fold=False), base) <= 1e-5
+    assert rel(_folded_S(tiny_lm, inp, dirs, 7, spec, fold=True), base) <= 1e-5  # ragged last chunk
+    assert rel(H.hta(tiny_lm, SENT, method="generic", chunk=300).S, base) <= 1e-4  # ragged too
+
+
+def test_trace_input_equals_text_input(tiny_lm):
+    tr = trace_batch(tiny_lm, [SENT, SENT + " " + SENT])[0]  # padded batch: the trace has padding removed
+    assert rel(H.hta(tiny_lm, tr).S, H.hta(tiny_lm, SENT).S) <= 1e-6
+
+
+def test_every_architecture(tiny_any):
+    """Each entry point on every registered architecture: the folded pass where it applies, and it
+    agrees with the generic path; the estimator and the statistics run."""
+    lm = tiny_any
+    expected = "folded" if lm.adapter.foldable else "generic"
+    assert H.available_method(lm) == expected
+    r = H.hta(lm, SENT)
+    assert r.method == expected
+    L, n = lm.n_layers, r.n_tokens
+    assert r.S.shape == (L + 1, n, n) and r.c.shape == (L + 1, n, n)
+    assert float(r.c.min()) >= 0 and torch.allclose(r.c.sum(-1), torch.ones(L + 1, n, dtype=torch.float64))
+    if expected == "folded":
+        assert rel(r.S, H.hta(lm, SENT, method="generic").S) <= 1e-4
+    est = H.hta(lm, SENT, mode="estimate", probes=8)
+    assert est.mode == "estimate" and est.probes == 8 and est.S.shape == r.S.shape
+    assert H.estimate_error([r], [est])["median"] < 0.2
+    res = H.hta_corpus(lm, [SENT, "Cats sat."], progress=False)
+    tab = H.token_table(res, word_piece_tags(lm.tokenizer, [SENT, "Cats sat."]))
+    assert set(H.layer_summary(tab)["layer"]) == set(range(1, L + 1))
+    assert len(H.distance_profile(res, 3)) == L * 9
+    assert len(H.locality(res)) == L
+    prof, src = H.special_profile(res)
+    assert prof.empty == (not any(res[0].special))  # a tokenizer without special tokens gives empty frames
+    if not src.empty:
+        assert src.groupby(["target", "layer"])["share"].sum().to_numpy() == pytest.approx(1.0)
+    spec = hta_charts.contribution_explorer(res).to_dict()
+    assert sum(len(r.tokens) for r in res) * L == len(H.explorer_rows(res))  # one row per (sentence, layer, token)
+    assert {p["name"] for p in spec["params"]} == {"sentence", "token"}
+
+
+def test_tanh_gelu_and_unknown_activation():
+    """The folded pass uses the model's own activation (exact erf GELU vs the tanh approximation), and
+    hands anything it does not know to the generic path."""
+    from transformers.activations import ACT2FN
+
+    lm = random_model("bert", seed=1)
+    for blk in lm.model.encoder.layer:
+        blk.intermediate.intermediate_act_fn = ACT2FN["gelu_new"]
+    lm.model.config.hidden_act = "gelu_new"
+    got = H.hta(lm, SENT)
+    assert got.method == "folded"
+    assert rel(got.S, H.hta(lm, SENT, method="generic").S) <= 1e-4
+    lm.model.config.hidden_act = "something_new"
+    assert H.fold_spec(lm) is None and H.hta(lm, SENT).method == "generic"
+
+
+def test_folded_falls_back_when_its_forward_pass_disagrees():
+    """If the model does something the folded pass does not model, its primal check catches it."""
+    lm = random_model("bert", seed=2)
+    h = lm.model.encoder.layer[1].output.register_forward_hook(lambda _m, _i, o: o * 1.5)
+    try:
+        with pytest.warns(UserWarning, match="generic"):
+            got = H.hta(lm, SENT)
+        assert got.method == "generic"
+        assert rel(got.S, H.hta(lm, SENT, method="generic").S) <= 1e-6
+    finally:
+        h.remove()
+
+
+# ---------------------------------------------------------------- estimator
+
+
+def test_orthonormal_probes_are_exact_at_full_rank(tiny_lm):
+    """d orthonormal probes per token span the input space: the 'estimate' is then exact."""
+    exact = H.hta(tiny_lm, SENT)
+    full = H.hta(tiny_lm, SENT, mode="estimate", probes=tiny_lm.d_model)
+    assert rel(full.S, exact.S) <= 1e-4
+
+
+def test_estimator_is_unbiased_and_improves_with_probes(tiny_lm):
+    exact = H.hta(tiny_lm, SENT)
+    runs = [H.hta(tiny_lm, SENT, mode="estimate", probes=4, probe="gaussian", seed=s) for s in range(40)]
+    mean_S = torch.stack([r.S for r in runs]).mean(0)
+    assert rel(mean_S, exact.S) < 0.05  # the mean of 40 estimates converges on S
+    few = H.estimate_error([exact] * 4, [H.hta(tiny_lm, SENT, mode="estimate", probes=2, seed=s) for s in range(4)])
+    many = H.estimate_error([exact] * 4, [H.hta(tiny_lm, SENT, mode="estimate", probes=32, seed=s) for s in range(4)])
+    assert many["median"] < few["median"] / 2
+
+
+# ---------------------------------------------------------------- contributions and statistics
+
+
+def test_contributions_normalise_rows():
+    S = torch.rand(3, 5, 5, dtype=torch.float64) ** 2
+    c = H.contributions(S)
+    assert float(c.min()) >= 0 and torch.allclose(c.sum(-1), torch.ones(3, 5, dtype=torch.float64))
+    assert torch.allclose(H.contributions(7.0 * S), c)  # only ratios of norms matter
+    assert torch.allclose(c[0, 0], S[0, 0].sqrt() / S[0, 0].sqrt().sum())  # norms, not squared norms
+    assert torch.isfinite(H.contributions(torch.zeros(2, 2))).all()
+
+
+def _synthetic(n: int, own: float, special: bool = True) -> H.HTAResult:
+    """Layer 1: own share ``own``, the rest spread over the neighbours at distance 1; layer 2: uniform."""
+    c1 = torch.zeros(n, n, dtype=torch.float64)
+    for i in range(n):
+        nb = [j for j in (i - 1, i + 1) if 0 <= j < n]
+        c1[i, i] = own
+        for j in nb:
+            c1[i, j] = (1 - own) / len(nb)
+    c2 = torch.full((n, n), 1.0 / n, dtype=torch.float64)
+    S = torch.stack([torch.eye(n, dtype=torch.float64), c1, c2]) ** 2
+    spec = [special and i in (0, n - 1) for i in range(n)]
+    return H.HTAResult("x", [f"t{i}" for i in range(n)], S, "synthetic", special=spec)
+
+
+def _noisy(r: H.HTAResult, seed: int = 0) -> H.HTAResult:
+    """r with every squared norm multiplied by 1.1^z, z standard normal: a stand-in for an estimate."""
+    noise = 1.1 ** torch.randn(r.S.shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return H.HTAResult(r.text, r.tokens, r.S * noise, "x", special=r.special)
+
+
+def test_statistics_on_known_contributions():
+    res = [_synthetic(6, 0.6), _synthetic(9, 0.6)]
+    tab = H.token_table(res)
+    summ = H.layer_summary(tab).set_index("layer")
+    assert summ.loc[1, "own_median"] == pytest.approx(0.6)
+    assert summ.loc[1, "top_is_self_pct"] == pytest.approx(100.0)
+    assert summ.loc[2, "own_median"] == pytest.approx(float(tab[tab.layer == 2].own.median()))
+    prof = H.distance_profile(res, max_offset=3)
+    for layer, g in prof.groupby("layer"):
+        assert g["share"].sum() == pytest.approx(1.0)  # every contribution is counted once
+    l1 = prof[prof.layer == 1].set_index("offset")
+    assert l1.loc[0, "share"] == pytest.approx(0.6)
+    assert l1.loc[[2, 3, -2, -3], "share"].sum() == pytest.approx(0.0)
+    loc = H.locality(res, radius=1, far=2).set_index("layer")
+    assert loc.loc[1, "within_1"] == pytest.approx(1.0)  # layer 1 mixes only neighbours
+    assert loc.loc[2, "within_1"] == pytest.approx(loc.loc[2, "uniform_within_1"])  # layer 2 is uniform
+    prof_s, src = H.special_profile(res)
+    first_prof = prof_s[prof_s.target == "first"].set_index(["layer", "offset"])["c"]
+    assert first_prof[1, 0] == pytest.approx(0.6) and first_prof[1, 1] == pytest.approx(0.4)  # itself, neighbour
+    assert first_prof[2, 0] == pytest.approx(float(torch.tensor([1 / 6, 1 / 9]).mean()))  # uniform over n tokens
+    shares = src.groupby(["target", "layer"])["share"].sum()
+    assert shares.to_numpy() == pytest.approx(1.0)
+    first1 = src[(src.target == "first") & (src.layer == 1)].set_index("source")["share"]
+    assert first1["itself"] == pytest.approx(0.6) and first1["words"] == pytest.approx(0.4)
+    assert H.special_profile([_synthetic(5, 0.5, special=False)])[0].empty
+
+
+def test_estimate_error_metric():
+    ex = _synthetic(6, 0.6)
+    same = H.estimate_error([ex], [ex])
+    assert same["median"] == 0 and same["top_agreement"] == 1.0
+    e = H.estimate_error([ex], [_noisy(ex)])
+    assert 0 < e["median"] < e["p95"] <= e["max"]
+
+
+def test_corpus_cache_roundtrip(tiny_lm, tmp_path):
+    texts = [SENT, "Cats sat."]
+    first = H.hta_corpus(tiny_lm, texts, mode="estimate", probes=4, cache=True, cache_root=tmp_path, progress=False)
+    again = H.hta_corpus(tiny_lm, texts, mode="estimate", probes=4, cache=True, cache_root=tmp_path, progress=False)
+    assert list(tmp_path.rglob("*.safetensors"))
+    for a, b in zip(first, again):
+        assert torch.equal(a.S, b.S) and a.tokens == b.tokens and a.special == b.special and a.method == b.method
+
+
+def test_pos_tags_align_with_word_pieces(tiny_lm):
+    texts = ["The cat sat.", "Hundreds of people haven't vacated their homes."]
+    tags = word_piece_tags(tiny_lm.tokenizer, texts)
+    r = H.hta(tiny_lm, texts[0])
+    assert len(tags[0]) == r.n_tokens
+    assert tags[0] == ["[CLS]", "DET", "NOUN", "VERB", "PUNCT", "[SEP]"]
+    toks = tiny_lm.tokenizer.convert_ids_to_tokens(tiny_lm.tokenizer(texts[1])["input_ids"])
+    got = dict(zip(toks, tags[1]))
+    assert got["hundreds"] == "NOUN" and got["vacated"] == "VERB" and got["their"] == "PRON"
+
+
+def test_memory_bound_is_stated():
+    lm = random_model("bert", seed=0)
+    small, big = H.peak_bytes(lm, 16, chunk=4), H.peak_bytes(lm, 16, chunk=64)
+    assert 0 < small < big  # the chunk size bounds the working set
+
+
+# ---------------------------------------------------------------- no Altair in the computation, charts build
+
+
+HTA_DIR = Path(H.__file__).parent
+
+
+def test_hta_package_does_not_import_altair():
+    """The computation is importable without Altair: neither the source nor an import pulls it in."""
+    files = sorted(HTA_DIR.glob("*.py"))
+    assert {f.name for f in files} >= {"__init__.py", "api.py", "core.py", "folded.py", "generic.py", "naive.py"}
+    for f in files:
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            assert not any(n.split(".")[0] == "altair" for n in names), f"{f.name} imports altair"
+    code = ("import sys, importlib, pkgutil, identifiability.hta as h; "
+            "[importlib.import_module('identifiability.hta.' + m.name) for m in pkgutil.iter_modules(h.__path__)]; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'altair'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def _synthetic_tables():
+    """Small synthetic results and the data frames chapter 6 draws from them."""
+    res = [_synthetic(6, 0.6), _synthetic(9, 0.5)]
+    noisy = [_noisy(r, seed=k) for k, r in enumerate(res)]
+    tags = [["X", "NOUN", "VERB"] * (r.n_tokens // 3) for r in res]
+    tables = {"a": H.token_table(res, tags), "b": H.token_table(noisy, tags)}
+    summaries = {k: H.layer_summary(t) for k, t in tables.items()}
+    return res, noisy, tables, summaries
+
+
+def test_charts_build_on_synthetic_results():
+    """Every figure function of charts/hta.py returns a chart whose spec serialises."""
+    res, noisy, tables, summaries = _synthetic_tables()
+    prof_s, src = H.special_profile(res)
+    prof_s["token"], src["token"] = prof_s.target, src.target
+    pos = H.pos_summary(tables["a"], min_count=1)
+    charts = {
+        "estimator_scatter": hta_charts.estimator_scatter(res, noisy, probes=4, seed=0, sample=50),
+        "own_share_boxes": hta_charts.own_share_boxes(summaries),
+        "top_is_self_lines": hta_charts.top_is_self_lines(summaries),
+        "distance_figure": hta_charts.distance_figure(H.distance_profile(res, max_offset=2).round(5), 2),
+        "special_context": hta_charts.special_context(prof_s, src),
+        "pos_lines": hta_charts.pos_lines(pos, "a"),
+        "contribution_explorer": hta_charts.contribution_explorer(res, labels=["one", "two"]),
+    }
+    for name, chart in charts.items():
+        spec = chart.to_dict()
+        assert spec["$schema"].startswith("https://vega.github.io/schema/vega-lite/"), name
+    pairs = H.estimate_pairs(res, noisy, sample=50, seed=0)
+    assert len(pairs) == 50 and (pairs.exact > 0).all() and set(pairs.layer) == {1, 2}
+    own = charts["own_share_boxes"].to_dict()
+    assert {row["corpus"] for row in own["datasets"][next(iter(own["datasets"]))]} == {"a", "b"}
