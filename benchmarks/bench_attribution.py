@@ -82,13 +82,15 @@ def fresh_process_peak(text: str, args) -> float:
     """Peak RSS growth (MB) of one exact folded pass over a few chunks, in a fresh process: in this one the
     naive and generic runs have fragmented the heap, which a pass then pays for (measured: +20–40%).
     Every chunk has the same working set, so a few chunks show the whole pass's peak."""
-    code = ("import sys, torch; sys.path.insert(0, 'benchmarks'); "
-            "from bench_attribution import H, PeakMemory, _auto_chunk, _Directions, _folded_S, _prepare, load_model; "
-            f"torch.set_num_threads({args.threads}); lm = load_model(device={args.device!r}); "
-            "inp = _prepare(lm, sys.argv[1]); n = inp.x.shape[0]; "
-            "dirs = _Directions(n, lm.d_model, limit=3 * _auto_chunk(n, None)); "
-            "m = PeakMemory().__enter__(); _folded_S(lm, inp, dirs, None, H.fold_spec(lm)); m.__exit__(); "
-            "print(m.mb)")
+    code = (
+        "import sys, torch; sys.path.insert(0, 'benchmarks'); "
+        "from bench_attribution import H, PeakMemory, _auto_chunk, _Directions, _folded_S, _prepare, load_model; "
+        f"torch.set_num_threads({args.threads}); lm = load_model(device={args.device!r}); "
+        "inp = _prepare(lm, sys.argv[1]); n = inp.x.shape[0]; "
+        "dirs = _Directions(n, lm.d_model, limit=3 * _auto_chunk(n, None)); "
+        "m = PeakMemory().__enter__(); _folded_S(lm, inp, dirs, None, H.fold_spec(lm)); m.__exit__(); "
+        "print(m.mb)"
+    )
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run([sys.executable, "-c", code, text], capture_output=True, text=True, cwd=root, check=True)
     return float(out.stdout.strip().splitlines()[-1])
@@ -112,16 +114,23 @@ def main() -> None:
     ap.add_argument("--sample-chunks", type=int, default=3, help="chunks timed where a pass is extrapolated")
     ap.add_argument("--full-up-to", type=int, default=32, help="run the exact pass in full up to this d_s")
     ap.add_argument("--full", action="store_true", help="run the exact pass in full at every length")
-    ap.add_argument("--sweep", type=int, nargs="*", default=[32, 64, 128],
-                    help="more probe counts whose speed and error are measured where the exact result exists")
+    ap.add_argument(
+        "--sweep",
+        type=int,
+        nargs="*",
+        default=[32, 64, 128],
+        help="more probe counts whose speed and error are measured where the exact result exists",
+    )
     ap.add_argument("--device", default="cpu")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     lm = load_model(device=args.device)
     d = lm.d_model
     texts = concatenated_inputs(load_corpus("lee"), args.lengths, lm.tokenizer, seed=0)
-    print(f"model {lm.name}: {lm.n_layers} layers, d={d}, {lm.n_heads} heads; torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads, device {args.device}")
+    print(
+        f"model {lm.name}: {lm.n_layers} layers, d={d}, {lm.n_heads} heads; torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads, device {args.device}"
+    )
     rows = []
     for text in texts:
         inp = _prepare(lm, text)
@@ -157,37 +166,66 @@ def main() -> None:
             exact = H.HTAResult(text, inp.tokens, S_exact, "folded")
             err = H.estimate_error([exact], [est])
         mm_rate = statistics.median(mm)
-        rows.append(dict(n=n, naive=naive_s, generic=generic_s, exact=exact_s, full=full, est=est_s, err=err,
-                         gflops=flops / exact_s / 1e9, mm=mm_rate, mem=fresh_process_peak(text, args),
-                         bound=H.peak_bytes(lm, n) / 2**20))
+        rows.append(
+            dict(
+                n=n,
+                naive=naive_s,
+                generic=generic_s,
+                exact=exact_s,
+                full=full,
+                est=est_s,
+                err=err,
+                gflops=flops / exact_s / 1e9,
+                mm=mm_rate,
+                mem=fresh_process_peak(text, args),
+                bound=H.peak_bytes(lm, n) / 2**20,
+            )
+        )
         r = rows[-1]
         print(f"\nd_s = {n}: naive loop {naive_s:8.1f} s (extrapolated from {args.naive_per_layer} passes per layer)")
         print(f"  generic torch.func  {generic_s:8.1f} s (extrapolated)   {naive_s / generic_s:6.1f}x naive")
-        print(f"  exact folded        {exact_s:8.1f} s ({'full run' if full else 'extrapolated from sampled chunks'})"
-              f"   {naive_s / exact_s:6.1f}x naive   {r['gflops']:6.1f} GFLOP/s = {100 * r['gflops'] / mm_rate:4.0f}% "
-              f"of matmul ({mm_rate:.1f} GFLOP/s, median of {len(mm)})")
-        print(f"  estimate ({args.probes} probes)  {est_s:8.2f} s   {naive_s / est_s:6.0f}x naive   "
-              f"{exact_s / est_s:5.1f}x cheaper than exact")
+        print(
+            f"  exact folded        {exact_s:8.1f} s ({'full run' if full else 'extrapolated from sampled chunks'})"
+            f"   {naive_s / exact_s:6.1f}x naive   {r['gflops']:6.1f} GFLOP/s = {100 * r['gflops'] / mm_rate:4.0f}% "
+            f"of matmul ({mm_rate:.1f} GFLOP/s, median of {len(mm)})"
+        )
+        print(
+            f"  estimate ({args.probes} probes)  {est_s:8.2f} s   {naive_s / est_s:6.0f}x naive   "
+            f"{exact_s / est_s:5.1f}x cheaper than exact"
+        )
         if err:
-            print(f"  estimate error of c: median {100 * err['median']:.2f}%, p95 {100 * err['p95']:.2f}%, "
-                  f"max {100 * err['max']:.1f}%, top contributor unchanged in {100 * err['top_agreement']:.1f}% of rows")
+            print(
+                f"  estimate error of c: median {100 * err['median']:.2f}%, p95 {100 * err['p95']:.2f}%, "
+                f"max {100 * err['max']:.1f}%, top contributor unchanged in {100 * err['top_agreement']:.1f}% of rows"
+            )
         for m in args.sweep if S_exact is not None else []:
             t0 = time.perf_counter()
             e2 = H.estimate_error([exact], [H.hta(lm, text, mode="estimate", probes=m, seed=0)])
             t = time.perf_counter() - t0
             r.setdefault("sweep", []).append((m, naive_s / t, e2["median"], e2["p95"]))
-            print(f"  estimate ({m:3d} probes) {t:8.2f} s   {naive_s / t:6.0f}x naive   median {100 * e2['median']:.2f}%, "
-                  f"p95 {100 * e2['p95']:.2f}%")
-        print(f"  peak memory of the exact pass: +{r['mem']:.0f} MB RSS in a fresh process (stated bound {r['bound']:.0f} MB)")
+            print(
+                f"  estimate ({m:3d} probes) {t:8.2f} s   {naive_s / t:6.0f}x naive   "
+                f"median {100 * e2['median']:.2f}%, "
+                f"p95 {100 * e2['p95']:.2f}%"
+            )
+        print(
+            f"  peak memory of the exact pass: +{r['mem']:.0f} MB RSS in a fresh process "
+            f"(stated bound {r['bound']:.0f} MB)"
+        )
     print("\nsummary  d_s  exact/naive  %matmul  est/naive  est median  est p95   targets: 15x, 60%, 200x, 1%, 3%")
     for r in rows:
         e = r["err"]
-        print(f"         {r['n']:3d}  {r['naive'] / r['exact']:9.1f}x  {100 * r['gflops'] / r['mm']:6.0f}%  "
-              f"{r['naive'] / r['est']:8.0f}x  " + (f"{100 * e['median']:8.2f}%  {100 * e['p95']:6.2f}%" if e else "       n/a      n/a"))
+        print(
+            f"         {r['n']:3d}  {r['naive'] / r['exact']:9.1f}x  {100 * r['gflops'] / r['mm']:6.0f}%  "
+            f"{r['naive'] / r['est']:8.0f}x  "
+            + (f"{100 * e['median']:8.2f}%  {100 * e['p95']:6.2f}%" if e else "       n/a      n/a")
+        )
 
     for r in rows:
         for m, speed, med, p95 in r.get("sweep", []):
-            print(f"  d_s {r['n']:3d}, {m:3d} probes: {speed:6.0f}x naive, median {100 * med:.2f}%, p95 {100 * p95:.2f}%")
+            print(
+                f"  d_s {r['n']:3d}, {m:3d} probes: {speed:6.0f}x naive, median {100 * med:.2f}%, p95 {100 * p95:.2f}%"
+            )
 
 
 if __name__ == "__main__":

@@ -27,8 +27,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 from identifiability import effective as eff_attn  # noqa: E402
-from identifiability.linalg import one_thread  # noqa: E402
 from identifiability.corpora import concatenated_inputs, load_corpus  # noqa: E402
+from identifiability.linalg import one_thread  # noqa: E402
 from identifiability.models import load_model  # noqa: E402
 from identifiability.trace import out_proj_weights, tokenize, trace_batch  # noqa: E402
 
@@ -52,12 +52,16 @@ def main() -> None:
     w_o = out_proj_weights(lm)
     row_space = eff_attn.out_proj_row_space(w_o)
     row_space64 = eff_attn.out_proj_row_space(w_o, torch.float64)
-    print(f"{lm.name}: {lm.n_layers} layers x {lm.n_heads} heads, d={lm.d_model}, d_v={lm.d_v}; "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores; "
-          f"median of {args.repeats} interleaved repeats\n")
-    header = (f"{'d_s':>5} {'B':>3} | per sentence: {'forward':>8} {'batched':>8} {'B=1':>8} {'float64':>8} "
-              f"{'loop':>8} {'loop 1thr':>9} | {'loop/batched':>12} {'batched/fwd':>11} | "
-              f"batched SVD {'1 thr':>7} {'N thr':>7}")
+    print(
+        f"{lm.name}: {lm.n_layers} layers x {lm.n_heads} heads, d={lm.d_model}, d_v={lm.d_v}; "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores; "
+        f"median of {args.repeats} interleaved repeats\n"
+    )
+    header = (
+        f"{'d_s':>5} {'B':>3} | per sentence: {'forward':>8} {'batched':>8} {'B=1':>8} {'float64':>8} "
+        f"{'loop':>8} {'loop 1thr':>9} | {'loop/batched':>12} {'batched/fwd':>11} | "
+        f"batched SVD {'1 thr':>7} {'N thr':>7}"
+    )
     print(header)
     print("-" * len(header))
     for n in args.lengths:
@@ -104,9 +108,11 @@ def main() -> None:
         best_loop = min(per["loop"], per["loop1"])
         d_s = traces[0].n_tokens
         ms = {k: f"{1e3 * v:>6.1f}ms" for k, v in per.items()}
-        print(f"{d_s:>5} {batch:>3} | {'':>13} {ms['forward']:>8} {ms['batched']:>8} {ms['b1']:>8} {ms['float64']:>8} "
-              f"{ms['loop']:>8} {ms['loop1']:>9} | {best_loop / per['batched']:>11.1f}x "
-              f"{per['batched'] / per['forward']:>10.2f}x | {'':>11} {ms['svd1']:>7} {ms['svdN']:>7}")
+        print(
+            f"{d_s:>5} {batch:>3} | {'':>13} {ms['forward']:>8} {ms['batched']:>8} {ms['b1']:>8} {ms['float64']:>8} "
+            f"{ms['loop']:>8} {ms['loop1']:>9} | {best_loop / per['batched']:>11.1f}x "
+            f"{per['batched'] / per['forward']:>10.2f}x | {'':>11} {ms['svd1']:>7} {ms['svdN']:>7}"
+        )
         # The two computations agree (the loop decomposes T itself, the batched code V_h).
         ref = eff_attn.effective_loop(traces[0], w_o, torch.float64)
         got = eff_attn.effective_attention(traces[:1], w_o, torch.float32, row_space=row_space)[0]

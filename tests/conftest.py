@@ -48,7 +48,8 @@ def real_lm():
 def sentences():
     return [
         "The cat sat on the mat.",
-        "Hundreds of people have been forced to vacate their homes as strong winds pushed a huge bushfire towards the town.",
+        "Hundreds of people have been forced to vacate their homes as strong winds pushed a huge bushfire towards "
+        "the town.",
         "A new blaze near Goulburn has forced the closure of the Hume Highway.",
     ]
 
@@ -57,22 +58,40 @@ def sentences():
 # the results each chapter writes, and the book test renders the same executed notebooks.
 QUICK_PARAMS = {
     "01_model_and_data": {"n_sentences": 40},
-    "02_nonidentifiability": {"n_sentences": 3, "lengths": "8,dv,dv+1,dv+2,48", "example_length": "dv+8",
-                              "search_lengths": "dv+1,dv+2,dv+8", "search_steps": 4, "jacobian_max_length": "dv+2",
-                              "lp_rounds": 1},
+    "02_nonidentifiability": {
+        "n_sentences": 3,
+        "lengths": "8,dv,dv+1,dv+2,48",
+        "example_length": "dv+8",
+        "search_lengths": "dv+1,dv+2,dv+8",
+        "search_steps": 4,
+        "jacobian_max_length": "dv+2",
+        "lp_rounds": 1,
+    },
     "04_token_identity": {"n_sentences": 60, "second_n_sentences": 40, "epochs": 3},
     "05_angle_magnitude": {"n_sentences": 60, "epochs": 3},
-    "06_context_mixing": {"n_sentences": 6, "n_second": 3, "n_exact": 2, "exact_max_tokens": 10, "max_tokens": 24,
-                          "n_explorer": 2, "use_cache": False},
-    "03_effective_attention": {"n_sentences": 12, "fig1_n_lengths": 6, "fig1_repeats": 1, "fig1_max_length": 96,
-                               "viewer_sentences": 2, "viewer_max_tokens": 40},
+    "06_context_mixing": {
+        "n_sentences": 6,
+        "n_second": 3,
+        "n_exact": 2,
+        "exact_max_tokens": 10,
+        "max_tokens": 24,
+        "n_explorer": 2,
+        "use_cache": False,
+    },
+    "03_effective_attention": {
+        "n_sentences": 12,
+        "fig1_n_lengths": 6,
+        "fig1_repeats": 1,
+        "fig1_max_length": 96,
+        "viewer_sentences": 2,
+        "viewer_max_tokens": 40,
+    },
 }
 
 
 @pytest.fixture(scope="session")
 def chapter_run(tmp_path_factory):
     """chapter_run(stem) executes notebooks/<stem>.md once per session and returns its results dict."""
-    from pathlib import Path
 
     from identifiability import paths
     from identifiability.cli import run_notebook
@@ -90,4 +109,6 @@ def chapter_run(tmp_path_factory):
 
     run.dir = out
     return run
+
+
 QUICK_PARAMS["07_explore"] = {}

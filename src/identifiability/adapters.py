@@ -185,7 +185,9 @@ REGISTRY: tuple[Adapter, ...] = (
         position_offset=2,
         **_bert_like(r"encoder\.layer"),
     ),
-    Adapter(family="ELECTRA", model_types=("electra",), embed_proj="embeddings_project", **_bert_like(r"encoder\.layer")),
+    Adapter(
+        family="ELECTRA", model_types=("electra",), embed_proj="embeddings_project", **_bert_like(r"encoder\.layer")
+    ),
     Adapter(
         family="DistilBERT",
         model_types=("distilbert",),

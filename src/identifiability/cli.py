@@ -60,7 +60,11 @@ def declared_parameters(source: Path) -> dict:
         raise ParameterError(f"{source.name} has no cell tagged 'parameters'; add one (see notebooks/01_*.md)")
     out = {}
     for node in ast.parse(cells[0].source).body:
-        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else getattr(node, "target", None)
+        target = (
+            node.targets[0]
+            if isinstance(node, ast.Assign) and len(node.targets) == 1
+            else getattr(node, "target", None)
+        )
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(target, ast.Name) and node.value is not None:
             try:
                 out[target.id] = ast.literal_eval(node.value)
@@ -143,8 +147,9 @@ def run_notebook(source: Path, out_dir: Path, parameters: dict, progress: bool =
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"{source.stem}.ipynb"
     nb = jupytext.read(source)
-    papermill.execute_notebook(nb, str(target), parameters=params, kernel_name="python3",
-                               progress_bar=progress, cwd=str(paths.source_root()))
+    papermill.execute_notebook(
+        nb, str(target), parameters=params, kernel_name="python3", progress_bar=progress, cwd=str(paths.source_root())
+    )
     return target
 
 
@@ -187,15 +192,22 @@ def repository_url(url: str | None) -> str | None:
     remote when that is a GitHub or GitLab https address; None (no launch buttons) otherwise."""
     if url is None:
         try:
-            url = subprocess.run(["git", "remote", "get-url", "origin"], cwd=paths.source_root(), capture_output=True,
-                                 text=True, timeout=10).stdout.strip()
+            url = subprocess.run(
+                ["git", "remote", "get-url", "origin"],
+                cwd=paths.source_root(),
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             return None
         if not _HOSTED.match(url):
             return None
     if not _HOSTED.match(url):
-        raise ParameterError(f"repository {url!r} must be a https://github.com/<owner>/<repo> or "
-                             "https://gitlab.com/<owner>/<repo> address (Binder builds it from there)")
+        raise ParameterError(
+            f"repository {url!r} must be a https://github.com/<owner>/<repo> or "
+            "https://gitlab.com/<owner>/<repo> address (Binder builds it from there)"
+        )
     return url.removesuffix("/").removesuffix(".git")
 
 
@@ -217,14 +229,25 @@ def stage_config(stage: Path, repository: str | None, branch: str = "main") -> N
     cfg = yaml.safe_load((stage / "_config.yml").read_text(encoding="utf-8"))
     cfg["repository"] = {"url": repository, "branch": branch, "path_to_book": ""}
     cfg.setdefault("html", {})["use_repository_button"] = True
-    cfg["launch_buttons"] = {**cfg.get("launch_buttons", {}), "binderhub_url": BINDERHUB,
-                             "notebook_interface": "jupyterlab"}
+    cfg["launch_buttons"] = {
+        **cfg.get("launch_buttons", {}),
+        "binderhub_url": BINDERHUB,
+        "notebook_interface": "jupyterlab",
+    }
     (stage / "_config.yml").write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True), encoding="utf-8")
 
 
-def build_book(model: str | None, corpus: str, parameters: dict, only: list[str] | None = None,
-               out: Path | None = None, executed: Path | None = None, results_dir: Path | None = None,
-               repository: str | None = None, branch: str = "main") -> Path:
+def build_book(
+    model: str | None,
+    corpus: str,
+    parameters: dict,
+    only: list[str] | None = None,
+    out: Path | None = None,
+    executed: Path | None = None,
+    results_dir: Path | None = None,
+    repository: str | None = None,
+    branch: str = "main",
+) -> Path:
     """Execute the chapters and build the HTML book; returns the html folder.
 
     ``executed``: a folder of already executed ``<chapter>.ipynb`` files to render instead of running the
@@ -266,15 +289,24 @@ def build_book(model: str | None, corpus: str, parameters: dict, only: list[str]
         if source not in sources:
             title = source.stem.split("_", 1)[-1].replace("_", " ").capitalize()
             (stage / "notebooks" / f"{source.stem}.md").write_text(
-                f"# {title}\n\nThis chapter was not executed in this build (`--only`).\n", encoding="utf-8")
+                f"# {title}\n\nThis chapter was not executed in this build (`--only`).\n", encoding="utf-8"
+            )
     _write_run_page(stage, params, results_dir)
     _write_claims_page(stage, results_dir)
     html = root / "html"
     if html.exists():
         shutil.rmtree(html)
     # Warnings are errors (-W): a broken reference or missing figure fails the build.
-    cmd = [str(Path(sys.executable).parent / "jupyter-book"), "build", str(stage),
-           "--path-output", str(root / "jb"), "-W", "-n", "--keep-going"]
+    cmd = [
+        str(Path(sys.executable).parent / "jupyter-book"),
+        "build",
+        str(stage),
+        "--path-output",
+        str(root / "jb"),
+        "-W",
+        "-n",
+        "--keep-going",
+    ]
     subprocess.run(cmd, check=True)
     shutil.move(str(root / "jb" / "_build" / "html"), html)
     shutil.rmtree(root / "jb", ignore_errors=True)
@@ -284,8 +316,14 @@ def build_book(model: str | None, corpus: str, parameters: dict, only: list[str]
 def _write_run_page(stage: Path, params: dict, results_dir: Path) -> None:
     from .results import read_json
 
-    lines = ["# This build", "", "Which model, text and parameters produced the pages of this copy of the book.", "",
-             "| parameter | value |", "|---|---|"]
+    lines = [
+        "# This build",
+        "",
+        "Which model, text and parameters produced the pages of this copy of the book.",
+        "",
+        "| parameter | value |",
+        "|---|---|",
+    ]
     lines += [f"| `{k}` | `{v}` |" for k, v in params.items() if k != "results_dir"]
     provenance = {}
     for f in sorted(results_dir.glob("*.json")):
@@ -302,14 +340,21 @@ def _write_claims_page(stage: Path, results_dir: Path) -> None:
     from .results import claims_table
 
     esc = lambda t: str(t).replace("|", "\\|").replace("\n", " ")  # noqa: E731
-    lines = ["# Paper vs replication", "",
-             "Each claim of the paper, and each objection of the review, with the quantity that tests it, the "
-             "value this build measured and the verdict the chapter drew from it. Generated from "
-             "`data/claims.csv` and the chapters' results files.", "",
-             "| | claim | where | paper | this build | verdict | chapter |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "# Paper vs replication",
+        "",
+        "Each claim of the paper, and each objection of the review, with the quantity that tests it, the "
+        "value this build measured and the verdict the chapter drew from it. Generated from "
+        "`data/claims.csv` and the chapters' results files.",
+        "",
+        "| | claim | where | paper | this build | verdict | chapter |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in claims_table(results_dir):
-        lines.append(f"| {r['id']} | {esc(r['claim'])} | {esc(r['source'])}: {esc(r['where'])} | {esc(r['paper_value'])} "
-                     f"| {esc(r['our_value'])} | **{r['verdict']}** | {{doc}}`../notebooks/{r['chapter']}` |")
+        lines.append(
+            f"| {r['id']} | {esc(r['claim'])} | {esc(r['source'])}: {esc(r['where'])} | {esc(r['paper_value'])} "
+            f"| {esc(r['our_value'])} | **{r['verdict']}** | {{doc}}`../notebooks/{r['chapter']}` |"
+        )
     (stage / "book" / "claims.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
@@ -324,18 +369,24 @@ def _parse_params(pairs: list[str]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="identifiability", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="identifiability", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
     for name in ("book", "run"):
         s = sub.add_parser(name)
-        s.add_argument("--model", default=DEFAULT_MODEL, help="Hugging Face id or local folder (default: embedded MiniLM)")
+        s.add_argument(
+            "--model", default=DEFAULT_MODEL, help="Hugging Face id or local folder (default: embedded MiniLM)"
+        )
         s.add_argument("--corpus", default="lee", help="lee | lee_test | polarity | glue/<task> | path/to/file.txt")
         s.add_argument("-p", "--param", action="append", default=[], help="chapter parameter name=value")
         if name == "book":
             s.add_argument("--only", nargs="*", help="chapter notebook stems to run (default: all)")
-            s.add_argument("--repository", help="public GitHub/GitLab https address for the Binder launch "
-                                                "buttons (default: the origin remote, if it is one)")
+            s.add_argument(
+                "--repository",
+                help="public GitHub/GitLab https address for the Binder launch "
+                "buttons (default: the origin remote, if it is one)",
+            )
             s.add_argument("--branch", default="main", help="branch the launch buttons open (default: main)")
         else:
             s.add_argument("notebooks", nargs="+", type=Path)

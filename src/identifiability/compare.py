@@ -37,8 +37,9 @@ class Comparison:
         return not (self.changed or self.only_old or self.only_new)
 
     def report(self, limit: int = 60) -> str:
-        lines = [f"{self.compared} values compared; largest relative difference among equal numbers "
-                 f"{self.max_rel_diff:.1e}"]
+        lines = [
+            f"{self.compared} values compared; largest relative difference among equal numbers {self.max_rel_diff:.1e}"
+        ]
         for title, rows in (("changed", self.changed), ("layer numbering (0-based -> 1..L)", self.renumbered)):
             if rows:
                 lines.append(f"{title}: {len(rows)}")
@@ -49,8 +50,13 @@ class Comparison:
             if rows:
                 lines.append(f"{title}: {len(rows)}")
                 lines += [f"  {p}" for p in rows[:limit]]
-        lines.append("identical (apart from skipped timings and paths)" if self.identical and not self.renumbered
-                     else "identical except layer numbering" if self.identical else "DIFFERENT")
+        lines.append(
+            "identical (apart from skipped timings and paths)"
+            if self.identical and not self.renumbered
+            else "identical except layer numbering"
+            if self.identical
+            else "DIFFERENT"
+        )
         return "\n".join(lines)
 
 

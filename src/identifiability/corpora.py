@@ -51,8 +51,36 @@ def _gensim_test_data() -> Path:
 
 
 # Abbreviations after which a period does not end a sentence in the Lee news text.
-_ABBREV = {"mr", "mrs", "ms", "dr", "st", "no", "jan", "feb", "aug", "sept", "oct", "nov", "dec", "gen", "lt",
-           "col", "sgt", "capt", "gov", "sen", "rep", "prof", "u.s", "u.n", "vs", "inc", "co", "corp"}
+_ABBREV = {
+    "mr",
+    "mrs",
+    "ms",
+    "dr",
+    "st",
+    "no",
+    "jan",
+    "feb",
+    "aug",
+    "sept",
+    "oct",
+    "nov",
+    "dec",
+    "gen",
+    "lt",
+    "col",
+    "sgt",
+    "capt",
+    "gov",
+    "sen",
+    "rep",
+    "prof",
+    "u.s",
+    "u.n",
+    "vs",
+    "inc",
+    "co",
+    "corp",
+}
 _SPLIT = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"']))\s+(?=[\"']?[A-Z0-9])")
 
 
@@ -75,7 +103,9 @@ def load_corpus(name: str = "lee") -> Corpus:
     """Load a corpus by name or file path (see the module docstring for the names)."""
     if name in EMBEDDED:
         fname, kind = EMBEDDED[name]
-        lines = (_gensim_test_data() / fname).read_text(encoding="latin-1").splitlines()  # lee.cor has a stray £ in latin-1
+        lines = (
+            (_gensim_test_data() / fname).read_text(encoding="latin-1").splitlines()
+        )  # lee.cor has a stray £ in latin-1
         if kind == "labelled":
             labels, sents = [], []
             for line in lines:

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import string
 import unicodedata
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -46,8 +46,10 @@ from .trace import SentenceTrace, out_proj_weights, trace_batch
 # The decomposition
 # --------------------------------------------------------------------------------------------------
 
-def out_proj_row_space(w_o: torch.Tensor, dtype: torch.dtype = torch.float32,
-                       rtol: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+
+def out_proj_row_space(
+    w_o: torch.Tensor, dtype: torch.dtype = torch.float32, rtol: float | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Projector onto the row space of every head's output-projection block, and that block's rank.
 
     ``col(V_h W_O^h) = col(V_h P_h)`` with P_h the orthogonal projector onto the row space of W_O^h, because
@@ -81,8 +83,8 @@ class EffectiveBatch:
     """Effective attention of a padded batch.
 
     Attributes:
-        effective: (B, L, H, S, S) A_eff (zero on padding).
-        null: (B, L, H, S, S) A - A_eff, the part of A in LN(T).
+        effective: (B, L, H, n_pad, n_pad) A_eff (zero on padding).
+        null: (B, L, H, n_pad, n_pad) A - A_eff, the part of A in LN(T).
         rank: (B, L, H) dim col(T); dim LN(T) = length - rank.
         lengths: (B,) true token counts.
     """
@@ -105,8 +107,8 @@ def effective_padded(
     """A_eff and the null part for every sentence, layer and head of a padded batch, in one SVD call.
 
     Args:
-        attn: (B, L, H, S, S) attention probabilities (rows: queries), padded to S.
-        values: (B, L, H, S, d_v) value vectors V_h (value bias included), padded.
+        attn: (B, L, H, n_pad, n_pad) attention probabilities (rows: queries), padded to n_pad.
+        values: (B, L, H, n_pad, d_v) value vectors V_h (value bias included), padded.
         lengths: (B,) number of real tokens of each sentence (padding comes after them).
         w_o: (L, H, d_v, d) output-projection blocks. Needed to detect heads whose W_O^h is rank
             deficient (then col(T) is smaller than col(V_h)); None assumes every block has full rank.
@@ -114,13 +116,13 @@ def effective_padded(
         rtol: relative singular-value tolerance; default ``max(length, d_v) * eps(dtype)`` per sentence.
         row_space: ``out_proj_row_space(w_o, dtype)`` if already computed (it is the same for every batch).
     """
-    B, L, H, S, _ = attn.shape
+    B, L, H, n_pad, _ = attn.shape
     d_v = values.shape[-1]
     lengths = torch.as_tensor(lengths, dtype=torch.long)
     a = attn.to(dtype)
     m = values.to(dtype)
-    if bool((lengths < S).any()):  # mask padding (one pass each; skipped when nothing is padded)
-        valid = torch.arange(S)[None, :] < lengths[:, None]  # (B, S)
+    if bool((lengths < n_pad).any()):  # mask padding (one pass each; skipped when nothing is padded)
+        valid = torch.arange(n_pad)[None, :] < lengths[:, None]  # (B, n_pad)
         pair = valid[:, None, None, :, None] & valid[:, None, None, None, :]
         a = a.masked_fill(~pair, 0.0)
         m = m.masked_fill(~valid[:, None, None, :, None], 0.0)  # padding is not part of T
@@ -130,7 +132,7 @@ def effective_padded(
         if bool(deficient.any()):
             m = torch.where(deficient[None, :, :, None, None], m @ proj, m)
     with one_thread():
-        u, s, _ = torch.linalg.svd(m, full_matrices=False)  # u (B, L, H, S, k), k = min(S, d_v)
+        u, s, _ = torch.linalg.svd(m, full_matrices=False)  # u (B, L, H, n_pad, k), k = min(n_pad, d_v)
     if rtol is None:
         tol = torch.tensor([rank_rtol(int(n), d_v, dtype) for n in lengths], dtype=dtype)[:, None, None, None]
     else:
@@ -173,14 +175,14 @@ class Effective:
 
 
 def pad_traces(traces: Sequence[SentenceTrace]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Stack traces of different lengths: attn (B, L, H, S, S), values (B, L, H, S, d_v), lengths (B,)."""
+    """Stack traces of different lengths: attn (B, L, H, n_pad, n_pad), values (B, L, H, n_pad, d_v), lengths (B,)."""
     lengths = torch.tensor([tr.n_tokens for tr in traces])
     if len(traces) == 1:  # nothing to pad: views, no copies
         return traces[0].attentions[None], traces[0].values[None], lengths
-    S = int(lengths.max())
+    n_pad = int(lengths.max())
     L, H, _, d_v = traces[0].values.shape
-    attn = torch.zeros(len(traces), L, H, S, S, dtype=traces[0].attentions.dtype)
-    vals = torch.zeros(len(traces), L, H, S, d_v, dtype=traces[0].values.dtype)
+    attn = torch.zeros(len(traces), L, H, n_pad, n_pad, dtype=traces[0].attentions.dtype)
+    vals = torch.zeros(len(traces), L, H, n_pad, d_v, dtype=traces[0].values.dtype)
     for b, tr in enumerate(traces):
         n = tr.n_tokens
         attn[b, :, :, :n, :n] = tr.attentions
@@ -189,7 +191,7 @@ def pad_traces(traces: Sequence[SentenceTrace]) -> tuple[torch.Tensor, torch.Ten
 
 
 def _length_groups(lengths: Sequence[int], max_cells: int, max_batch: int) -> list[list[int]]:
-    """Indices sorted by length, cut into groups whose padded size B * S^2 stays under ``max_cells``."""
+    """Indices sorted by length, cut into groups whose padded size B * n_pad^2 stays under ``max_cells``."""
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
     groups: list[list[int]] = []
     for i in order:
@@ -218,7 +220,7 @@ def effective_attention(
         traces: sentence traces (any lengths).
         w_o: (L, H, d_v, d) from :func:`identifiability.trace.out_proj_weights` (None: assume full rank).
         dtype, rtol: see :func:`effective_padded`.
-        max_cells: bound on B * S^2 per group (memory: about 3 * L * H * max_cells numbers).
+        max_cells: bound on B * n_pad^2 per group (memory: about 3 * L * H * max_cells numbers).
         row_space: precomputed ``out_proj_row_space(w_o, dtype)`` (saves one SVD of W_O per call).
     """
     out: list[Effective | None] = [None] * len(traces)
@@ -260,16 +262,17 @@ def iter_effective(
     row_space = out_proj_row_space(w_o, dtype)
     for g in tqdm(groups, desc=desc, unit="batch", disable=not progress or len(groups) < 2):
         trs = trace_batch(lm, [texts[i] for i in g], max_tokens)
-        for i, tr, eff in zip(g, trs, effective_attention(trs, w_o, dtype, rtol, max_cells, len(g), row_space)):
-            yield i, tr, eff
+        yield from zip(g, trs, effective_attention(trs, w_o, dtype, rtol, max_cells, len(g), row_space))
 
 
 # --------------------------------------------------------------------------------------------------
 # Per-head reference (tests, benchmark): decompose T itself, one head at a time
 # --------------------------------------------------------------------------------------------------
 
-def reference_effective(attn: torch.Tensor, transform: torch.Tensor, dtype: torch.dtype = torch.float64,
-                        rtol: float | None = None) -> tuple[torch.Tensor, int]:
+
+def reference_effective(
+    attn: torch.Tensor, transform: torch.Tensor, dtype: torch.dtype = torch.float64, rtol: float | None = None
+) -> tuple[torch.Tensor, int]:
     """The definition, for one head: project each row of A onto col(T) via an SVD of T.
 
     Args:
@@ -288,8 +291,9 @@ def reference_effective(attn: torch.Tensor, transform: torch.Tensor, dtype: torc
     return attn.to(dtype) @ ur @ ur.T, r
 
 
-def effective_loop(tr: SentenceTrace, w_o: torch.Tensor, dtype: torch.dtype = torch.float64,
-                   rtol: float | None = None) -> Effective:
+def effective_loop(
+    tr: SentenceTrace, w_o: torch.Tensor, dtype: torch.dtype = torch.float64, rtol: float | None = None
+) -> Effective:
     """Per-head Python loop over layers and heads, forming T = V_h W_O^h in ``dtype`` (the baseline)."""
     L, H = w_o.shape[:2]
     eff = torch.empty(L, H, tr.n_tokens, tr.n_tokens, dtype=dtype)
@@ -305,8 +309,9 @@ def effective_loop(tr: SentenceTrace, w_o: torch.Tensor, dtype: torch.dtype = to
 # Measures
 # --------------------------------------------------------------------------------------------------
 
+
 def pearson(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Pearson correlation of two (..., S, S) matrices over their S^2 entries, batched: returns (...)."""
+    """Pearson correlation of two (..., n_pad, n_pad) matrices over their n_pad^2 entries, batched: returns (...)."""
     x = a.double().flatten(-2)  # float64 sums: identical matrices give exactly 1, not 1 - 1e-6
     y = b.double().flatten(-2)
     x = x - x.mean(-1, keepdim=True)
@@ -340,11 +345,19 @@ def correlation_by_length(
         a = tr.attentions.to(dtype)
         corr = pearson(a, eff.effective)
         share = eff.null.double().flatten(-2).norm(dim=-1) / a.double().flatten(-2).norm(dim=-1)
-        rows.append(pd.DataFrame({
-            "text": i, "d_s": tr.n_tokens, "layer": li.flatten().numpy() + 1, "head": hi.flatten().numpy(),
-            "pearson": corr.flatten().numpy(), "null_dim": eff.null_dim.flatten().numpy(),
-            "null_share": share.flatten().numpy(),
-        }))
+        rows.append(
+            pd.DataFrame(
+                {
+                    "text": i,
+                    "d_s": tr.n_tokens,
+                    "layer": li.flatten().numpy() + 1,
+                    "head": hi.flatten().numpy(),
+                    "pearson": corr.flatten().numpy(),
+                    "null_dim": eff.null_dim.flatten().numpy(),
+                    "null_share": share.flatten().numpy(),
+                }
+            )
+        )
     return pd.concat(rows, ignore_index=True).sort_values(["d_s", "text", "layer", "head"], ignore_index=True)
 
 
@@ -439,12 +452,16 @@ def attention_mass(
         present += torch.tensor([float(c in cats) for c in order], dtype=torch.float64)
         n += 1
     li, hi, ci = torch.meshgrid(torch.arange(L), torch.arange(H), torch.arange(C), indexing="ij")
-    df = pd.DataFrame({
-        "layer": li.flatten().numpy() + 1, "head": hi.flatten().numpy(),
-        "category": [order[c] for c in ci.flatten().tolist()],
-        "raw": (raw / max(n, 1)).flatten().numpy(), "effective": (eff_sum / max(n, 1)).flatten().numpy(),
-        "present": (present / max(n, 1))[ci.flatten()].numpy(),
-    })
+    df = pd.DataFrame(
+        {
+            "layer": li.flatten().numpy() + 1,
+            "head": hi.flatten().numpy(),
+            "category": [order[c] for c in ci.flatten().tolist()],
+            "raw": (raw / max(n, 1)).flatten().numpy(),
+            "effective": (eff_sum / max(n, 1)).flatten().numpy(),
+            "present": (present / max(n, 1))[ci.flatten()].numpy(),
+        }
+    )
     return df[df.present > 0].reset_index(drop=True)
 
 
@@ -457,6 +474,7 @@ def long_texts(corpus: Corpus, tokenizer, n: int, min_tokens: int, max_tokens: i
         texts = []
     if len(texts) < n:
         rng = np.random.default_rng(seed)
-        texts += concatenated_inputs(corpus, rng.integers(min_tokens, max_tokens + 1, n - len(texts)).tolist(),
-                              tokenizer, seed)
+        texts += concatenated_inputs(
+            corpus, rng.integers(min_tokens, max_tokens + 1, n - len(texts)).tolist(), tokenizer, seed
+        )
     return texts

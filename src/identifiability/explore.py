@@ -17,8 +17,9 @@ from .loaded_model import LoadedModel
 from .trace import out_proj_weights, trace_batch
 
 
-def sentence_maps(lm: LoadedModel, text: str, hta_mode: str = "estimate", probes: int = 16,
-                  max_tokens: int = 64) -> tuple[list[str], dict[str, torch.Tensor]]:
+def sentence_maps(
+    lm: LoadedModel, text: str, hta_mode: str = "estimate", probes: int = 16, max_tokens: int = 64
+) -> tuple[list[str], dict[str, torch.Tensor]]:
     """Tokens and {title: map} for one sentence.
 
     Maps: raw and effective attention (L, H, d_s, d_s), and the HTA contributions c of layers 1..L
@@ -29,8 +30,11 @@ def sentence_maps(lm: LoadedModel, text: str, hta_mode: str = "estimate", probes
     tr = trace_batch(lm, [text], max_tokens=max_tokens)[0]
     eff = effective_attention([tr], out_proj_weights(lm))[0]
     c = hta(lm, tr, mode=hta_mode, probes=probes).c[1:].float()
-    return tr.tokens, {"raw attention A": tr.attentions, "effective attention": eff.effective,
-                       f"HTA contribution c ({hta_mode})": c}
+    return tr.tokens, {
+        "raw attention A": tr.attentions,
+        "effective attention": eff.effective,
+        f"HTA contribution c ({hta_mode})": c,
+    }
 
 
 def sentence_chart(lm: LoadedModel, text: str, **kwargs):

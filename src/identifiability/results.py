@@ -10,8 +10,8 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -61,12 +61,14 @@ def read_json(path: str | Path) -> dict:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
-def cached_tensors(key: str, params: dict, compute: Callable[[], dict[str, torch.Tensor]],
-                   root: Path | None = None) -> dict[str, torch.Tensor]:
+def cached_tensors(
+    key: str, params: dict, compute: Callable[[], dict[str, torch.Tensor]], root: Path | None = None
+) -> dict[str, torch.Tensor]:
     """Return ``compute()``'s tensors, from ``root/key/<hash of params>.safetensors`` if present.
 
     ``key`` names what is cached (e.g. "hidden/all-MiniLM-L6-v2/lee"); ``params`` is everything the
-    result depends on; ``root`` defaults to the data folder's ``cache/`` (:mod:`identifiability.paths`). A half-written file can never be read back: writes go through a rename.
+    result depends on; ``root`` defaults to the data folder's ``cache/`` (:mod:`identifiability.paths`). A
+    half-written file can never be read back: writes go through a rename.
     """
     path = (root or paths.cache_root()) / key / f"{params_key(params)}.safetensors"
     if path.is_file():
@@ -94,7 +96,12 @@ def claims_table(results_dir: str | Path) -> list[dict]:
     for claim in load_claims():
         path = Path(results_dir) / f"{claim['chapter']}.json"
         measured = read_json(path)["results"].get("claims", {}).get(claim["id"]) if path.is_file() else None
-        rows.append({**claim, "our_value": (measured or {}).get("value", "—"),
-                     "verdict": (measured or {}).get("verdict", "not measured"),
-                     "note": (measured or {}).get("note", "")})
+        rows.append(
+            {
+                **claim,
+                "our_value": (measured or {}).get("value", "—"),
+                "verdict": (measured or {}).get("verdict", "not measured"),
+                "note": (measured or {}).get("note", ""),
+            }
+        )
     return rows

@@ -9,9 +9,9 @@ have L entries, entry l - 1 belonging to layer l.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import torch
 from tqdm import tqdm
@@ -68,11 +68,11 @@ class Forward:
     """What one instrumented forward pass returns (batched, padded, on the model's device).
 
     Attributes:
-        enc: the tokenizer output that was fed in (input_ids, attention_mask, ...), each (B, S).
-        out: the model's own output (``hidden_states``: L+1 tensors (B, S, d); ``attentions`` if asked).
-        x: (B, S, d) the output of the adapter's x module, the input of the first layer.
-        values: per layer, the value module's output (B, S, H*d_v, or the fused q/k/v output); if asked.
-        attn_out: per layer, the attention output projection's output (B, S, d); if asked.
+        enc: the tokenizer output that was fed in (input_ids, attention_mask, ...), each (B, n_pad).
+        out: the model's own output (``hidden_states``: L+1 tensors (B, n_pad, d); ``attentions`` if asked).
+        x: (B, n_pad, d) the output of the adapter's x module, the input of the first layer.
+        values: per layer, the value module's output (B, n_pad, H*d_v, or the fused q/k/v output); if asked.
+        attn_out: per layer, the attention output projection's output (B, n_pad, d); if asked.
     """
 
     enc: dict
@@ -83,8 +83,9 @@ class Forward:
 
 
 @torch.no_grad()
-def forward(lm: LoadedModel, enc: dict, attentions: bool = False, values: bool = False,
-            attn_out: bool = False) -> Forward:
+def forward(
+    lm: LoadedModel, enc: dict, attentions: bool = False, values: bool = False, attn_out: bool = False
+) -> Forward:
     """The one forward pass with hooks that every chapter uses: hidden states and x always, attention
     probabilities, value vectors and output-projection outputs on request. Modules a model calls once
     per layer (a layer shared across depth) report once per call, so the lists are per layer either way."""
@@ -110,7 +111,7 @@ def forward(lm: LoadedModel, enc: dict, attentions: bool = False, values: bool =
 
 @contextmanager
 def from_x(lm: LoadedModel):
-    """While active, the x module's output is replaced by ``slot["x"]`` ((S, d), unbatched), so the model
+    """While active, the x module's output is replaced by ``slot["x"]`` ((n_pad, d), unbatched), so the model
     becomes a function of x; anything that carries tangents or gradients (vmap/jvp/autograd) flows through."""
     slot: dict = {}
 
@@ -147,24 +148,26 @@ def trace_batch(lm: LoadedModel, texts: Sequence[str], max_tokens: int | None = 
     f = forward(lm, tokenize(lm, texts, max_tokens), attentions=True, values=True)
     enc = f.enc
     lengths = enc["attention_mask"].sum(1).tolist()
-    attn = torch.stack(f.out.attentions, 1)  # (B, L, H, S, S)
-    hidden = torch.stack(f.out.hidden_states, 1)  # (B, L+1, S, d)
+    attn = torch.stack(f.out.attentions, 1)  # (B, L, H, n_pad, n_pad)
+    hidden = torch.stack(f.out.hidden_states, 1)  # (B, L+1, n_pad, d)
     x = f.x
-    values = torch.stack([lm.adapter.split_values(v, lm.n_heads) for v in f.values], 1)  # (B, L, H, S, d_v)
+    values = torch.stack([lm.adapter.split_values(v, lm.n_heads) for v in f.values], 1)  # (B, L, H, n_pad, d_v)
     traces = []
     for b, n in enumerate(lengths):
         ids = enc["input_ids"][b, :n].cpu()
         h = hidden[b, :, :n].cpu().clone()
         h[0] = x[b, :n].cpu()  # e^0 = x; equal for most families, exact by construction for all
-        traces.append(SentenceTrace(
-            text=texts[b],
-            tokens=lm.tokenizer.convert_ids_to_tokens(ids.tolist()),
-            input_ids=ids,
-            x=x[b, :n].cpu().clone(),
-            hidden=h,
-            attentions=attn[b, :, :, :n, :n].cpu().clone(),
-            values=values[b, :, :, :n].cpu().clone(),
-        ))
+        traces.append(
+            SentenceTrace(
+                text=texts[b],
+                tokens=lm.tokenizer.convert_ids_to_tokens(ids.tolist()),
+                input_ids=ids,
+                x=x[b, :n].cpu().clone(),
+                hidden=h,
+                attentions=attn[b, :, :, :n, :n].cpu().clone(),
+                values=values[b, :, :, :n].cpu().clone(),
+            )
+        )
     return traces
 
 
@@ -181,7 +184,7 @@ def trace_sentences(
         raise ValueError("no sentences to trace: the corpus sample is empty; lower min_tokens or raise n_sentences")
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     result: list[SentenceTrace | None] = [None] * len(texts)
-    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
     for idx in tqdm(batches, desc="forward passes", unit="batch", disable=not progress or len(batches) < 2):
         for i, tr in zip(idx, trace_batch(lm, [texts[i] for i in idx], max_tokens)):
             result[i] = tr
@@ -213,8 +216,8 @@ def rebuild_check(lm: LoadedModel, text: str = "The cat sat on the mat, and the 
             f"calls for {lm.n_layers} layers; a pattern matches the wrong modules"
         )
     for layer in range(lm.n_layers):
-        v = lm.adapter.split_values(f.values[layer], lm.n_heads).double()  # (B, H, S, d_v)
-        a = out.attentions[layer].double()  # (B, H, S, S)
+        v = lm.adapter.split_values(f.values[layer], lm.n_heads).double()  # (B, H, n_pad, d_v)
+        a = out.attentions[layer].double()  # (B, H, n_pad, n_pad)
         rebuilt = torch.einsum("bhst,bhtk,hkd->bsd", a, v, w_o[layer].double()) + bias[layer].double()
         got = f.attn_out[layer].double()
         diff = (rebuilt - got)[mask].norm() / got[mask].norm()
@@ -222,6 +225,7 @@ def rebuild_check(lm: LoadedModel, text: str = "The cat sat on the mat, and the 
     if worst > 1e-5:
         raise RuntimeError(
             f"adapter {lm.adapter.family!r} failed the rebuild check for {lm.name}: relative error {worst:.2e} > 1e-5 "
-            "between the model's attention output and sum_h A_h V_h W_O^h + b; the registry row points at the wrong modules"
+            "between the model's attention output and sum_h A_h V_h W_O^h + b; the registry row points at the wrong "
+            "modules"
         )
     return worst

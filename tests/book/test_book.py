@@ -27,8 +27,15 @@ def html(chapter_run, tmp_path_factory):
     for source in cli.chapter_sources():
         chapter_run(source.stem)
     out = tmp_path_factory.mktemp("book")
-    return cli.build_book(None, "lee", {}, out=out, executed=chapter_run.dir / "notebooks",
-                          results_dir=chapter_run.dir / "results", repository=REPOSITORY)
+    return cli.build_book(
+        None,
+        "lee",
+        {},
+        out=out,
+        executed=chapter_run.dir / "notebooks",
+        results_dir=chapter_run.dir / "results",
+        repository=REPOSITORY,
+    )
 
 
 def test_book_has_every_page(html):
@@ -36,7 +43,13 @@ def test_book_has_every_page(html):
         page = html / "notebooks" / f"{source.stem}.html"
         assert page.is_file(), page
         assert "vega-chart" in page.read_text(), f"{page.name} has no chart"
-    for p in ("book/intro.html", "book/notation.html", "book/rerun.html", "book/this_build.html", "book/references.html"):
+    for p in (
+        "book/intro.html",
+        "book/notation.html",
+        "book/rerun.html",
+        "book/this_build.html",
+        "book/references.html",
+    ):
         assert (html / p).is_file()
     build = (html / "book/this_build.html").read_text()
     assert "all-MiniLM-L6-v2" in build and "53aa51172d142c89" in build  # model and weight hash
@@ -97,17 +110,23 @@ def server(html):
 def test_pages_in_a_real_browser(html, server):
     chromium = shutil.which("chromium") or "/usr/bin/chromium"
     if not Path(chromium).exists():
-        pytest.fail("Debian's chromium is needed for the browser check: apt-get install chromium (make test does it as root)")
+        pytest.fail(
+            "Debian's chromium is needed for the browser check: apt-get install chromium (make test does it as root)"
+        )
     pages = ["book/intro.html"] + [f"notebooks/{s.stem}.html" for s in cli.chapter_sources()]
     proc = subprocess.run(
         ["node", str(Path(__file__).parent / "browser" / "check_pages.mjs"), server, *pages],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
         env={**os.environ, "NPM_ROOT": str(NPM_ROOT), "CHROMIUM": chromium},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout)
     assert [r["page"] for r in report] == pages
-    wide = [(r["page"], c["id"], c["width"], c["column"]) for r in report for c in r["charts"] if c["width"] > c["column"]]
+    wide = [
+        (r["page"], c["id"], c["width"], c["column"]) for r in report for c in r["charts"] if c["width"] > c["column"]
+    ]
     assert not wide, f"charts wider than the text column, so cut off (page, id, px, column px): {wide}"
     for r in report:
         errors = [e for e in r["errors"] if not any(k in e for k in KNOWN_HARMLESS)]

@@ -9,8 +9,17 @@ def test_angle_magnitude_notebook(chapter_run):
     out = chapter_run.dir / "notebooks" / "05_angle_magnitude.ipynb"
     L = r["n_layers"]
     assert L == 6
-    for k in ("linear_cos_cos", "linear_l2_l2", "naive_cos", "unit_linear_cos_cos", "norm_only_best",
-              "rescaled_linear_cos_cos", "angle_median", "norm_median", "closest_share"):
+    for k in (
+        "linear_cos_cos",
+        "linear_l2_l2",
+        "naive_cos",
+        "unit_linear_cos_cos",
+        "norm_only_best",
+        "rescaled_linear_cos_cos",
+        "angle_median",
+        "norm_median",
+        "closest_share",
+    ):
         assert len(r[k]) == L + 1, k
     # Layer 0: e = x, so the angle is zero and the own x is always the closest direction.
     assert r["angle_median"][0] < 0.01 and r["closest_share"][0] == 1.0 and r["naive_cos"][0] == 1.0

@@ -19,7 +19,9 @@ def test_context_mixing_notebook(chapter_run):
     assert err["abs_median"] < 0.01 and err["top_agreement"] > 0.9
     assert len(err["per_layer_median"]) == 6
     # the probes a 1% median would take, from the 1/sqrt(probes) law the chapter states
-    assert res["estimator_probes_for_1pct"] == pytest.approx(res["estimator_probes"] * (err["median"] / 0.01) ** 2, abs=1)
+    assert res["estimator_probes_for_1pct"] == pytest.approx(
+        res["estimator_probes"] * (err["median"] / 0.01) ** 2, abs=1
+    )
     summ = res["layer_summary"]["lee"]
     assert summ["layer"] == list(range(1, 7))
     own = summ["own_median"]

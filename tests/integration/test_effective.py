@@ -1,6 +1,5 @@
 """Integration tier: the same checks on the real embedded model (all-MiniLM-L6-v2)."""
 
-
 import torch
 
 from identifiability import effective as eff_attn

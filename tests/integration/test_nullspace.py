@@ -1,7 +1,5 @@
 """Integration tier: the same checks on the real embedded model (all-MiniLM-L6-v2)."""
 
-
-
 from identifiability import nullspace as ns
 from identifiability import trace
 

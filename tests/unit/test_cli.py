@@ -1,7 +1,5 @@
 """Parameters reach the notebooks with the right types, or the user is told what to type."""
 
-from pathlib import Path
-
 import pytest
 
 from identifiability import cli, paths
@@ -121,9 +119,12 @@ def test_binder_environment_makes_the_notebooks_the_buttons_open():
 
 def test_a_comment_with_an_equals_sign_does_not_hide_a_parameter(tmp_path):
     src = tmp_path / "nb.md"
-    src.write_text("---\njupytext:\n  text_representation:\n    extension: .md\n    format_name: myst\nkernelspec:\n  name: python3\n"
-                   "  display_name: Python 3\n---\n\n```{code-cell} ipython3\n:tags: [parameters]\n\n"
-                   "n_sentences = 40  # sentences (n = 40 takes a minute)\nexact_all: bool = False\n"
-                   "model = None\n```\n")
+    src.write_text(
+        "---\njupytext:\n  text_representation:\n    extension: .md\n    format_name: myst\n"
+        "kernelspec:\n  name: python3\n"
+        "  display_name: Python 3\n---\n\n```{code-cell} ipython3\n:tags: [parameters]\n\n"
+        "n_sentences = 40  # sentences (n = 40 takes a minute)\nexact_all: bool = False\n"
+        "model = None\n```\n"
+    )
     assert cli.declared_parameters(src) == {"n_sentences": 40, "exact_all": False, "model": None}
     assert cli.coerce_parameters(src, {"n_sentences": "7"}) == {"n_sentences": 7}

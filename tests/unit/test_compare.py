@@ -12,10 +12,19 @@ def _write(folder, name, data):
 
 
 def test_identical_apart_from_timings_and_paths(tmp_path):
-    _write(tmp_path / "a", "03.json", {"results": {"x": 1.0, "runtime_s": 5, "rows": [{"layer": 0, "v": 2}]},
-                                       "params": {"results_dir": "/a"}})
-    _write(tmp_path / "b", "03.json", {"results": {"x": 1.0 + 1e-12, "runtime_s": 9, "rows": [{"layer": 1, "v": 2}]},
-                                       "params": {"results_dir": "/b"}})
+    _write(
+        tmp_path / "a",
+        "03.json",
+        {"results": {"x": 1.0, "runtime_s": 5, "rows": [{"layer": 0, "v": 2}]}, "params": {"results_dir": "/a"}},
+    )
+    _write(
+        tmp_path / "b",
+        "03.json",
+        {
+            "results": {"x": 1.0 + 1e-12, "runtime_s": 9, "rows": [{"layer": 1, "v": 2}]},
+            "params": {"results_dir": "/b"},
+        },
+    )
     c = compare_folders(tmp_path / "a", tmp_path / "b")
     assert c.identical and c.renumbered == [("03.json: results.rows[0].layer", 0, 1)]
     assert "identical except layer numbering" in c.report()

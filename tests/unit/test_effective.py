@@ -232,7 +232,11 @@ def test_entry_points_on_every_architecture(tiny_any, sentences):
     assert sorted(mass.layer.unique()) == list(range(1, lm.n_layers + 1))
     totals = mass.groupby(["layer", "head"]).raw.sum()
     assert ((totals - 1).abs() < 1e-5).all()
-    for chart in (figure1_chart(fig, lm.d_v), null_share_chart(fig, lm.d_v), mass_chart(mass, sorted(set(mass.category)))):
+    for chart in (
+        figure1_chart(fig, lm.d_v),
+        null_share_chart(fig, lm.d_v),
+        mass_chart(mass, sorted(set(mass.category))),
+    ):
         assert chart.to_dict()
     trs = trace.trace_sentences(lm, sentences[:2], progress=False)
     effs = eff_attn.effective_attention(trs, w_o)

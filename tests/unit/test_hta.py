@@ -198,7 +198,7 @@ def test_statistics_on_known_contributions():
     assert summ.loc[1, "top_is_self_pct"] == pytest.approx(100.0)
     assert summ.loc[2, "own_median"] == pytest.approx(float(tab[tab.layer == 2].own.median()))
     prof = H.distance_profile(res, max_offset=3)
-    for layer, g in prof.groupby("layer"):
+    for _, g in prof.groupby("layer"):
         assert g["share"].sum() == pytest.approx(1.0)  # every contribution is counted once
     l1 = prof[prof.layer == 1].set_index("offset")
     assert l1.loc[0, "share"] == pytest.approx(0.6)
@@ -263,12 +263,19 @@ def test_hta_package_does_not_import_altair():
     assert {f.name for f in files} >= {"__init__.py", "api.py", "core.py", "folded.py", "generic.py", "naive.py"}
     for f in files:
         for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             assert not any(n.split(".")[0] == "altair" for n in names), f"{f.name} imports altair"
-    code = ("import sys, importlib, pkgutil, identifiability.hta as h; "
-            "[importlib.import_module('identifiability.hta.' + m.name) for m in pkgutil.iter_modules(h.__path__)]; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'altair'))")
+    code = (
+        "import sys, importlib, pkgutil, identifiability.hta as h; "
+        "[importlib.import_module('identifiability.hta.' + m.name) for m in pkgutil.iter_modules(h.__path__)]; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'altair'))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 

@@ -130,8 +130,9 @@ def test_probe_learns_and_random_labels_stay_at_chance(hs):
     cfg = ident.probe_config("linear", epochs=15, batch_size=128, patience=15)
     real = ident.train_probes(sp["train"], sp["val"], [1, 1], ["l2", "cos"], cfg, progress=False)
     perm = torch.randperm(sp["train"].n, generator=torch.Generator().manual_seed(0))
-    fake = ident.train_probes(sp["train"], sp["val"], [1, 1], ["l2", "cos"], cfg,
-                          targets=sp["train"].targets[perm], progress=False)
+    fake = ident.train_probes(
+        sp["train"], sp["val"], [1, 1], ["l2", "cos"], cfg, targets=sp["train"].targets[perm], progress=False
+    )
     r_real, _ = ident.evaluate(real, sp["test"], candidate_sets=("sentence",))
     r_fake, _ = ident.evaluate(fake, sp["test"], candidate_sets=("sentence",))
     chance = float(r_real.chance.iloc[0])
@@ -223,9 +224,12 @@ def test_every_entry_point_on_every_architecture(tiny_any, texts):
     summary = ident.training_summary(probes)
     assert len(summary) == 2 * 2 * (tiny_any.n_layers + 1)
     assert ident.nested(rates[rates.split == "test"], ["mapping", "loss", "lookup", "candidates"], "rate")
-    for chart in (charts.rate_chart(rates, "t", 0.93),
-                  charts.overlay_chart(rates[rates.split == "test"].assign(series="a"), "t"),
-                  charts.generalisation_chart(gen, "t"), charts.neighbour_chart(nb, "t")):
+    for chart in (
+        charts.rate_chart(rates, "t", 0.93),
+        charts.overlay_chart(rates[rates.split == "test"].assign(series="a"), "t"),
+        charts.generalisation_chart(gen, "t"),
+        charts.neighbour_chart(nb, "t"),
+    ):
         assert chart.to_dict()
 
 
@@ -264,8 +268,9 @@ def test_identity_does_not_import_altair():
                 mods = [node.module or ""]
             else:
                 continue
-            assert not any(m == "altair" or m.startswith("altair.") or m.endswith("charts") or ".charts." in m
-                           for m in mods), (f.name, mods)
+            assert not any(
+                m == "altair" or m.startswith("altair.") or m.endswith("charts") or ".charts." in m for m in mods
+            ), (f.name, mods)
 
 
 def test_every_chart_renders(hs, splits):

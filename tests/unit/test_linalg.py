@@ -9,7 +9,7 @@ def test_rank_rule_counts_structure_not_rounding():
     g = torch.Generator().manual_seed(0)
     for dtype in (torch.float32, torch.float64):
         # rank 5 by construction, formed in ``dtype``: rounding noise sits near eps, far below the tolerance
-        m = (torch.randn(40, 5, generator=g, dtype=torch.float64) @ torch.randn(5, 32, generator=g, dtype=torch.float64))
+        m = torch.randn(40, 5, generator=g, dtype=torch.float64) @ torch.randn(5, 32, generator=g, dtype=torch.float64)
         m = m.to(dtype)
         s = torch.linalg.svdvals(m)
         assert int(linalg.numerical_rank(s, linalg.matrix_rtol(m))) == 5

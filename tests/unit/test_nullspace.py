@@ -19,11 +19,14 @@ def _softmax_head(S: int, d_v: int, d_q: int, seed: int = 0, scale: float = 1.0)
     q = scale * torch.randn(S, d_q, generator=g, dtype=torch.float64)
     k = scale * torch.randn(S, d_q, generator=g, dtype=torch.float64)
     a, _ = ns.attention_from_factors(q, k)
-    t = torch.randn(S, d_v, generator=g, dtype=torch.float64) @ torch.randn(d_v, 3 * d_v, generator=g, dtype=torch.float64)
+    t = torch.randn(S, d_v, generator=g, dtype=torch.float64) @ torch.randn(
+        d_v, 3 * d_v, generator=g, dtype=torch.float64
+    )
     return a, t, q, k
 
 
 # ------------------------------------------------------------------------------------------------ helpers
+
 
 def test_parse_lengths_in_units_of_dv():
     assert ns.parse_lengths("8, dv, dv+1, dv-8, 2dv, 3dv+2", 32, max_len=90) == [8, 24, 32, 33, 64, 90]
@@ -40,6 +43,7 @@ def test_float64_context_restores_dtype(tiny_lm, sentences):
 
 
 # ------------------------------------------------------------------------------------------- 1. dimensions
+
 
 def test_reduced_spectra_equal_direct_svd():
     """head_spectra's orthogonal reduction must give exactly the singular values of T and [T, c1]."""
@@ -84,6 +88,7 @@ def test_rank_deficient_T_has_larger_null_space():
 
 # ------------------------------------------------------------------------------------ 2. alternatives
 
+
 @pytest.mark.parametrize("S", [10, 24])
 def test_constructed_alternative_keeps_output(S):
     a, t, *_ = _softmax_head(S, d_v=6, d_q=6, seed=S)
@@ -111,7 +116,9 @@ def test_causal_alternatives_respect_the_mask():
     g = torch.Generator().manual_seed(5)
     q, k = torch.randn(S, d_v, generator=g, dtype=torch.float64), torch.randn(S, d_v, generator=g, dtype=torch.float64)
     a, _ = ns.attention_from_factors(q, k, causal=True)
-    t = torch.randn(S, 12, generator=g, dtype=torch.float64)[:, :d_v] @ torch.randn(d_v, 12, generator=g, dtype=torch.float64)
+    t = torch.randn(S, 12, generator=g, dtype=torch.float64)[:, :d_v] @ torch.randn(
+        d_v, 12, generator=g, dtype=torch.float64
+    )
     vis = ns.visible_mask(S, True)
     for alt in (ns.construct_alternative(a, t, vis)[0], ns.max_tv_alternative(a, t, vis)[0]):
         assert (alt[~vis] == 0).all()
@@ -119,11 +126,12 @@ def test_causal_alternatives_respect_the_mask():
         assert v["rel_output_error"] <= ns.OUTPUT_TOL and v["min_entry"] >= 0
         # rows that see at most d_v + 1 keys cannot move; later rows can
         tv = ns.tv_rows(a, alt)
-        assert tv[: d_v + 1].max() < 1e-12 and tv[d_v + 2:].max() > 1e-4
+        assert tv[: d_v + 1].max() < 1e-12 and tv[d_v + 2 :].max() > 1e-4
     assert ns.realisability(a, d_v, causal=True).realisable is None
 
 
 # ---------------------------------------------------------------------------------------- 3. threshold
+
 
 def test_exact_threshold_examples():
     ex = ns.exact_threshold_examples()
@@ -149,6 +157,7 @@ def test_d_s_equal_d_v_plus_one_admits_no_perturbation():
 
 
 # ------------------------------------------------------------------------------------ 4. realisability
+
 
 def test_realisability_accepts_low_rank_softmax_and_rejects_perturbed():
     a, t, q, k = _softmax_head(16, d_v=4, d_q=4, seed=8)
@@ -209,6 +218,7 @@ def test_dimension_count_and_local_measurement():
 
 # ---------------------------------------------------------------------------------- every architecture
 
+
 def test_entry_points_on_every_architecture(tiny_any, sentences):
     lm = tiny_any
     with ns.float64(lm):
@@ -230,6 +240,5 @@ def test_entry_points_on_every_architecture(tiny_any, sentences):
     assert ns.verify_alternative(a, alt, t)["rel_output_error"] <= ns.OUTPUT_TOL
     real = ns.realisability(a, d_q, causal=causal)
     assert real.realisable is (None if causal else True)
-    table, _ = ns.search_by_length([tr], w_o, [(1, 0)], d_q, causal, steps=2,
-                                  jacobian_max_length=0, progress=False)
+    table, _ = ns.search_by_length([tr], w_o, [(1, 0)], d_q, causal, steps=2, jacobian_max_length=0, progress=False)
     assert (table.search_error <= ns.SEARCH_TOL).all() and (table.me_error <= ns.SEARCH_TOL).all()

@@ -17,7 +17,9 @@ def test_rebuild_check_catches_a_wrong_adapter():
     import dataclasses
 
     lm = random_model("bert", seed=0)
-    lm.adapter = dataclasses.replace(lm.adapter, family="broken", attn_out=r"encoder\.layer\.\d+\.attention\.self\.query")
+    lm.adapter = dataclasses.replace(
+        lm.adapter, family="broken", attn_out=r"encoder\.layer\.\d+\.attention\.self\.query"
+    )
     with pytest.raises(RuntimeError, match="failed the rebuild check"):
         trace.rebuild_check(lm)
 
@@ -132,4 +134,6 @@ def test_sampling_is_deterministic():
 
 def test_split_sentences_keeps_abbreviations():
     assert corpora.split_sentences("Mr. Smith went to Washington. He said no.") == [
-        "Mr. Smith went to Washington.", "He said no."]
+        "Mr. Smith went to Washington.",
+        "He said no.",
+    ]

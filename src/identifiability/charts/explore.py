@@ -24,20 +24,21 @@ def attention_explorer(
     if not isinstance(panels, dict):
         panels = {title: panels}
         title = None
-    L, S = next(iter(panels.values())).shape[0], len(tokens)
+    L, n = next(iter(panels.values())).shape[0], len(tokens)  # layers, tokens d_s
     H = max(t.shape[1] for t in panels.values() if t.dim() == 4) if any(t.dim() == 4 for t in panels.values()) else 1
     layer = alt.param(name="layer", value=L, bind=alt.binding_range(min=1, max=L, step=1, name="layer "))
     head = alt.param(name="head", value=0, bind=alt.binding_select(options=list(range(H)), name="head "))
     # Two panels a row at most, each small enough that a row fits the book's ~750 px text column.
-    size = max(180, min(440 if len(panels) == 1 else 215, 16 * S))
+    size = max(180, min(440 if len(panels) == 1 else 215, 16 * n))
     charts = []
     for name, t in panels.items():
         t4 = t if t.dim() == 4 else t[:, None]
-        if t4.shape[0] != L or t4.shape[-1] != S:
-            raise ValueError(f"panel {name!r} has shape {tuple(t.shape)}, expected ({L}, [H,] {S}, {S})")
-        a = t4.detach().double().reshape(-1, S).numpy().round(digits)
-        idx = pd.MultiIndex.from_product([range(1, L + 1), range(t4.shape[1]) if t.dim() == 4 else [-1], range(S)],
-                                         names=["layer", "head", "q"])
+        if t4.shape[0] != L or t4.shape[-1] != n:
+            raise ValueError(f"panel {name!r} has shape {tuple(t.shape)}, expected ({L}, [H,] {n}, {n})")
+        a = t4.detach().double().reshape(-1, n).numpy().round(digits)
+        idx = pd.MultiIndex.from_product(
+            [range(1, L + 1), range(t4.shape[1]) if t.dim() == 4 else [-1], range(n)], names=["layer", "head", "q"]
+        )
         df = pd.DataFrame({"w": [r.tolist() for r in a]}, index=idx).reset_index()
         charts.append(
             alt.Chart(df, title=name)
@@ -50,8 +51,11 @@ def attention_explorer(
                 x=alt.X("k:O", axis=token_axis(tokens, "key (attended-to token)")),
                 y=alt.Y("q:O", axis=token_axis(tokens, "query (attending token)")),
                 color=alt.Color("w:Q", title=value_name, scale=alt.Scale(scheme="blues")),
-                tooltip=[alt.Tooltip("q:O", title="query"), alt.Tooltip("k:O", title="key"),
-                         alt.Tooltip("w:Q", title=value_name, format=".3f")],
+                tooltip=[
+                    alt.Tooltip("q:O", title="query"),
+                    alt.Tooltip("k:O", title="key"),
+                    alt.Tooltip("w:Q", title=value_name, format=".3f"),
+                ],
             )
             .properties(width=size, height=size)
         )

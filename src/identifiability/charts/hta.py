@@ -8,7 +8,7 @@ never drawn).
 from __future__ import annotations
 
 import json
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import altair as alt
 import pandas as pd
@@ -16,17 +16,23 @@ import pandas as pd
 from ..hta import HTAResult, estimate_pairs, explorer_rows
 
 
-def estimator_scatter(exact: Sequence[HTAResult], estimated: Sequence[HTAResult], probes: int, seed: int = 0,
-                      sample: int = 2500) -> alt.LayerChart:
+def estimator_scatter(
+    exact: Sequence[HTAResult], estimated: Sequence[HTAResult], probes: int, seed: int = 0, sample: int = 2500
+) -> alt.LayerChart:
     """Estimated against exact c on log axes, one point per entry of layers ≥ 1 (a random sample of
     ``sample`` entries drawn with ``seed``), coloured by layer, with the diagonal."""
     pts = estimate_pairs(exact, estimated, sample=sample, seed=seed)
     diag = pd.DataFrame({"exact": [pts.exact.min(), 1], "estimate": [pts.exact.min(), 1]})
-    scatter = alt.Chart(pts).mark_circle(size=12, opacity=0.5).encode(
-        x=alt.X("exact:Q", scale=alt.Scale(type="log"), title="exact c"),
-        y=alt.Y("estimate:Q", scale=alt.Scale(type="log"), title=f"estimated c ({probes} probes per token)"),
-        color=alt.Color("layer:O", scale=alt.Scale(scheme="viridis")),
-        tooltip=["layer", alt.Tooltip("exact:Q", format=".4f"), alt.Tooltip("estimate:Q", format=".4f")])
+    scatter = (
+        alt.Chart(pts)
+        .mark_circle(size=12, opacity=0.5)
+        .encode(
+            x=alt.X("exact:Q", scale=alt.Scale(type="log"), title="exact c"),
+            y=alt.Y("estimate:Q", scale=alt.Scale(type="log"), title=f"estimated c ({probes} probes per token)"),
+            color=alt.Color("layer:O", scale=alt.Scale(scheme="viridis")),
+            tooltip=["layer", alt.Tooltip("exact:Q", format=".4f"), alt.Tooltip("estimate:Q", format=".4f")],
+        )
+    )
     line = alt.Chart(diag).mark_line(color="gray", strokeDash=[4, 3]).encode(x="exact:Q", y="estimate:Q")
     return (scatter + line).properties(width=380, height=380, title="Estimator vs exact HTA (sample of entries)")
 
@@ -44,22 +50,32 @@ def own_share_boxes(summaries: Mapping[str, pd.DataFrame]) -> alt.FacetChart:
         base.mark_rule(color="steelblue").encode(y=alt.Y("own_p05:Q", title="contribution c"), y2="own_p95:Q"),
         base.mark_bar(size=18, color="lightsteelblue").encode(y="own_q1:Q", y2="own_q3:Q"),
         base.mark_tick(color="navy", size=18, thickness=2).encode(
-            y="own_median:Q", tooltip=["layer", "own_median", "own_q1", "own_q3", "tokens"]),
+            y="own_median:Q", tooltip=["layer", "own_median", "own_q1", "own_q3", "tokens"]
+        ),
         base.mark_line(color="darkorange", point=True).encode(
-            y="top_median:Q", tooltip=["layer", alt.Tooltip("top_median:Q", title="median top contribution")]),
+            y="top_median:Q", tooltip=["layer", alt.Tooltip("top_median:Q", title="median top contribution")]
+        ),
     ).properties(width=260, height=260)
     return box.facet(column=alt.Column("corpus:N", title=None)).properties(
         title="Own-token contribution per layer (box: quartiles, whiskers: 5–95%; "
-              "orange: median of the top contributor)")
+        "orange: median of the top contributor)"
+    )
 
 
 def top_is_self_lines(summaries: Mapping[str, pd.DataFrame]) -> alt.Chart:
     """Paper Fig 3b: per layer and corpus, the percentage of hidden tokens whose top contributor is their
     own input token."""
-    return alt.Chart(_by_corpus(summaries)).mark_line(point=True).encode(
-        x=alt.X("layer:O"), y=alt.Y("top_is_self_pct:Q", title="% of hidden tokens", scale=alt.Scale(domain=[0, 100])),
-        color=alt.Color("corpus:N"), tooltip=["corpus", "layer", alt.Tooltip("top_is_self_pct:Q", format=".1f")],
-    ).properties(width=420, height=260, title="Hidden tokens whose largest contributor is their own input token")
+    return (
+        alt.Chart(_by_corpus(summaries))
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("layer:O"),
+            y=alt.Y("top_is_self_pct:Q", title="% of hidden tokens", scale=alt.Scale(domain=[0, 100])),
+            color=alt.Color("corpus:N"),
+            tooltip=["corpus", "layer", alt.Tooltip("top_is_self_pct:Q", format=".1f")],
+        )
+        .properties(width=420, height=260, title="Hidden tokens whose largest contributor is their own input token")
+    )
 
 
 def distance_figure(prof: pd.DataFrame, max_offset: int) -> alt.HConcatChart:
@@ -68,58 +84,97 @@ def distance_figure(prof: pd.DataFrame, max_offset: int) -> alt.HConcatChart:
     last layer. The two outer columns pool every offset beyond ``max_offset``."""
     prof = prof.copy()
     prof["label"] = prof.offset.map(  # the two ends pool every farther offset
-        lambda o: f"≤{o}" if o < -max_offset else f"≥{o}" if o > max_offset else str(o))
+        lambda o: f"≤{o}" if o < -max_offset else f"≥{o}" if o > max_offset else str(o)
+    )
     order = [prof.label[prof.offset == o].iloc[0] for o in sorted(prof.offset.unique())]
-    heat = alt.Chart(prof[prof.offset != 0]).mark_rect().encode(
-        x=alt.X("label:O", sort=order, title="relative position k of the input token"),
-        y=alt.Y("layer:O"),
-        color=alt.Color("context_share:Q", title="share of context", scale=alt.Scale(scheme="oranges")),
-        tooltip=["layer", "label", alt.Tooltip("context_share:Q", format=".3f"), alt.Tooltip("mean_c:Q", format=".4f")])
+    heat = (
+        alt.Chart(prof[prof.offset != 0])
+        .mark_rect()
+        .encode(
+            x=alt.X("label:O", sort=order, title="relative position k of the input token"),
+            y=alt.Y("layer:O"),
+            color=alt.Color("context_share:Q", title="share of context", scale=alt.Scale(scheme="oranges")),
+            tooltip=[
+                "layer",
+                "label",
+                alt.Tooltip("context_share:Q", format=".3f"),
+                alt.Tooltip("mean_c:Q", format=".4f"),
+            ],
+        )
+    )
     L = int(prof.layer.max())
     picked = sorted({1, (L + 1) // 2, L})
-    lines = alt.Chart(prof[prof.layer.isin(picked)]).mark_line(point=True).encode(
-        x=alt.X("label:O", sort=order, title="relative position k"),
-        y=alt.Y("share:Q", title="share of all contribution", scale=alt.Scale(type="sqrt")),
-        color=alt.Color("layer:O", scale=alt.Scale(scheme="viridis")),
-        tooltip=["layer", "label", alt.Tooltip("share:Q", format=".4f")])
+    lines = (
+        alt.Chart(prof[prof.layer.isin(picked)])
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("label:O", sort=order, title="relative position k"),
+            y=alt.Y("share:Q", title="share of all contribution", scale=alt.Scale(type="sqrt")),
+            color=alt.Color("layer:O", scale=alt.Scale(scheme="viridis")),
+            tooltip=["layer", "label", alt.Tooltip("share:Q", format=".4f")],
+        )
+    )
     return alt.hconcat(
         heat.properties(width=240, height=220, title=["(a) context share by neighbour,", "per layer"]),
-        lines.properties(width=220, height=220,
-                         title=["(b) total contribution by neighbour,", "first/middle/last layer"]))
+        lines.properties(
+            width=220, height=220, title=["(b) total contribution by neighbour,", "first/middle/last layer"]
+        ),
+    )
 
 
 def special_context(prof: pd.DataFrame, src: pd.DataFrame) -> alt.VConcatChart:
     """Paper Figs 18, 25 from :func:`identifiability.hta.special_profile`'s two frames, each with a column
     ``token`` naming the target (e.g. [CLS], [SEP]): the mean contribution by distance into the sentence,
     and the split of the target's context into itself, the other special tokens and the words."""
-    a = alt.Chart(prof.round(5)).mark_line(point=True).encode(
-        x=alt.X("offset:O", title="distance into the sentence (0 = the token itself)"),
-        y=alt.Y("c:Q", title="mean contribution", scale=alt.Scale(type="sqrt")),
-        color=alt.Color("layer:O", scale=alt.Scale(scheme="viridis")),
-        tooltip=["token", "layer", "offset", alt.Tooltip("c:Q", format=".3f")]).properties(width=250, height=220)
-    b = alt.Chart(src.round(5)).mark_bar().encode(
-        x=alt.X("layer:O"), y=alt.Y("share:Q", stack="normalize", title="share of its context"),
-        color=alt.Color("source:N", scale=alt.Scale(scheme="set2")),
-        tooltip=["token", "layer", "source", alt.Tooltip("share:Q", format=".3f")]).properties(width=200, height=220)
-    return alt.vconcat(a.facet(column=alt.Column("token:N", title=None)),
-                       b.facet(column=alt.Column("token:N", title=None))).properties(
-        title="Context of the first and last special token")
+    a = (
+        alt.Chart(prof.round(5))
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("offset:O", title="distance into the sentence (0 = the token itself)"),
+            y=alt.Y("c:Q", title="mean contribution", scale=alt.Scale(type="sqrt")),
+            color=alt.Color("layer:O", scale=alt.Scale(scheme="viridis")),
+            tooltip=["token", "layer", "offset", alt.Tooltip("c:Q", format=".3f")],
+        )
+        .properties(width=250, height=220)
+    )
+    b = (
+        alt.Chart(src.round(5))
+        .mark_bar()
+        .encode(
+            x=alt.X("layer:O"),
+            y=alt.Y("share:Q", stack="normalize", title="share of its context"),
+            color=alt.Color("source:N", scale=alt.Scale(scheme="set2")),
+            tooltip=["token", "layer", "source", alt.Tooltip("share:Q", format=".3f")],
+        )
+        .properties(width=200, height=220)
+    )
+    return alt.vconcat(
+        a.facet(column=alt.Column("token:N", title=None)), b.facet(column=alt.Column("token:N", title=None))
+    ).properties(title="Context of the first and last special token")
 
 
 def pos_lines(pos: pd.DataFrame, corpus: str) -> alt.Chart:
     """Paper Figs 26–37 from a :func:`identifiability.hta.pos_summary` frame of one corpus: the median
     own-token share per layer and POS tag; clicking a tag in the legend highlights it."""
     sel = alt.selection_point(fields=["tag"], bind="legend")
-    return alt.Chart(pos).mark_line(point=True).encode(
-        x=alt.X("layer:O"), y=alt.Y("median:Q", title="median own-token contribution"),
-        color=alt.Color("tag:N", scale=alt.Scale(scheme="tableau20")),
-        opacity=alt.condition(sel, alt.value(1), alt.value(0.12)),
-        tooltip=["tag", "layer", alt.Tooltip("median:Q", format=".3f"), "count"],
-    ).add_params(sel).properties(width=460, height=300, title=f"Own-token contribution by part of speech ({corpus})")
+    return (
+        alt.Chart(pos)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("layer:O"),
+            y=alt.Y("median:Q", title="median own-token contribution"),
+            color=alt.Color("tag:N", scale=alt.Scale(scheme="tableau20")),
+            opacity=alt.condition(sel, alt.value(1), alt.value(0.12)),
+            tooltip=["tag", "layer", alt.Tooltip("median:Q", format=".3f"), "count"],
+        )
+        .add_params(sel)
+        .properties(width=460, height=300, title=f"Own-token contribution by part of speech ({corpus})")
+    )
 
 
-def contribution_explorer(results: Sequence[HTAResult], labels: Sequence[str] | None = None,
-                          digits: int = 3) -> alt.LayerChart:
+def contribution_explorer(
+    results: Sequence[HTAResult], labels: Sequence[str] | None = None, digits: int = 3
+) -> alt.LayerChart:
     """An interactive heatmap, drawn in the static page: pick a sentence and a hidden token; rows are
     layers, columns input tokens, colour is c[l, i, j].
 
@@ -131,30 +186,53 @@ def contribution_explorer(results: Sequence[HTAResult], labels: Sequence[str] | 
     labels = list(labels) if labels is not None else [f"{s}: {r.text[:60]}" for s, r in enumerate(results)]
     token_lists = json.dumps([list(r.tokens) for r in results])
     max_n = max(r.n_tokens for r in results)
-    sent = alt.param(name="sentence", value=0,
-                     bind=alt.binding_select(options=list(range(len(results))), labels=labels, name="sentence "))
-    tok = alt.param(name="token", value=1 if max_n > 1 else 0,
-                    bind=alt.binding_range(min=0, max=max_n - 1, step=1, name="hidden token position "))
+    sent = alt.param(
+        name="sentence",
+        value=0,
+        bind=alt.binding_select(options=list(range(len(results))), labels=labels, name="sentence "),
+    )
+    tok = alt.param(
+        name="token",
+        value=1 if max_n > 1 else 0,
+        bind=alt.binding_range(min=0, max=max_n - 1, step=1, name="hidden token position "),
+    )
     base = (
         alt.Chart(df)
         .transform_filter((alt.datum.s == sent) & (alt.datum.i == tok))
         .transform_flatten(["w"])
         .transform_window(j1="row_number()", groupby=["s", "l", "i"])
-        .transform_calculate(j="datum.j1 - 1", input=f"{token_lists}[datum.s][datum.j1 - 1]",
-                             hidden=f"{token_lists}[datum.s][datum.i]")
+        .transform_calculate(
+            j="datum.j1 - 1", input=f"{token_lists}[datum.s][datum.j1 - 1]", hidden=f"{token_lists}[datum.s][datum.i]"
+        )
     )
     heat = base.mark_rect().encode(
-        x=alt.X("j:O", title="input token j",
-                axis=alt.Axis(labelExpr=f"{token_lists}[sentence][datum.value]", labelAngle=-60, labelOverlap=False)),
+        x=alt.X(
+            "j:O",
+            title="input token j",
+            axis=alt.Axis(labelExpr=f"{token_lists}[sentence][datum.value]", labelAngle=-60, labelOverlap=False),
+        ),
         y=alt.Y("l:O", title="layer"),
         color=alt.Color("w:Q", title="contribution c", scale=alt.Scale(scheme="oranges", domain=[0, 1])),
-        tooltip=[alt.Tooltip("hidden:N", title="hidden token"), alt.Tooltip("input:N", title="input token"),
-                 alt.Tooltip("l:O", title="layer"), alt.Tooltip("w:Q", title="c", format=".3f")],
+        tooltip=[
+            alt.Tooltip("hidden:N", title="hidden token"),
+            alt.Tooltip("input:N", title="input token"),
+            alt.Tooltip("l:O", title="layer"),
+            alt.Tooltip("w:Q", title="c", format=".3f"),
+        ],
     )
-    own = (base.transform_filter(alt.datum.j == alt.datum.i)
-           .mark_rect(fill=None, stroke="black", strokeWidth=1.5).encode(x="j:O", y="l:O"))
+    own = (
+        base.transform_filter(alt.datum.j == alt.datum.i)
+        .mark_rect(fill=None, stroke="black", strokeWidth=1.5)
+        .encode(x="j:O", y="l:O")
+    )
     width = max(300, min(760, 22 * max_n))
-    return (heat + own).add_params(sent, tok).properties(
-        width=width, height=28 * L,
-        title="Contribution of every input token (columns) to the chosen hidden token, per layer "
-              "(black box: its own input token)")
+    return (
+        (heat + own)
+        .add_params(sent, tok)
+        .properties(
+            width=width,
+            height=28 * L,
+            title="Contribution of every input token (columns) to the chosen hidden token, per layer "
+            "(black box: its own input token)",
+        )
+    )

@@ -16,12 +16,16 @@ from ..identity import CANDIDATES, LOOKUPS, LOSSES, MAPPINGS
 
 def _dropdown(name: str, options: list, value: str | None = None) -> alt.Parameter:
     """A select box bound to parameter ``name``, set to ``value`` (default: the first option)."""
-    return alt.param(name=name, value=options[0] if value is None else value,
-                     bind=alt.binding_select(options=options, name=f"{name} "))
+    return alt.param(
+        name=name,
+        value=options[0] if value is None else value,
+        bind=alt.binding_select(options=options, name=f"{name} "),
+    )
 
 
-def _probe_choice(df: pd.DataFrame, naive: bool, default: str | None = None
-                  ) -> tuple[pd.DataFrame, list[alt.Parameter], Expression]:
+def _probe_choice(
+    df: pd.DataFrame, naive: bool, default: str | None = None
+) -> tuple[pd.DataFrame, list[alt.Parameter], Expression]:
     """Dropdowns for mapping, training loss and lookup, and the filter they set; returns (df, params, filter).
 
     With ``naive`` the identity map is a mapping choice too; it has no training loss, so its rows are
@@ -29,7 +33,7 @@ def _probe_choice(df: pd.DataFrame, naive: bool, default: str | None = None
     """
     if naive:
         plain = df[df.mapping == "naive"]
-        df = pd.concat([df[df.mapping != "naive"]] + [plain.assign(loss=l) for l in LOSSES], ignore_index=True)
+        df = pd.concat([df[df.mapping != "naive"]] + [plain.assign(loss=k) for k in LOSSES], ignore_index=True)
     mapping = _dropdown("mapping", [m for m in MAPPINGS if m in set(df.mapping) and (naive or m != "naive")], default)
     loss = _dropdown("loss", list(LOSSES), "cos")
     lookup = _dropdown("lookup", list(LOOKUPS), "cos")
@@ -37,8 +41,9 @@ def _probe_choice(df: pd.DataFrame, naive: bool, default: str | None = None
     return df, [mapping, loss, lookup], sel
 
 
-def rate_chart(rates: pd.DataFrame, title: str, paper_value: float | None = None,
-               paper_label: str = "paper") -> alt.LayerChart:
+def rate_chart(
+    rates: pd.DataFrame, title: str, paper_value: float | None = None, paper_label: str = "paper"
+) -> alt.LayerChart:
     """Identification rate per layer. ``rates`` has columns mapping, loss, lookup, candidates, split,
     layer, rate, chance. Dropdowns choose the trained mapping, its loss, the lookup and the candidate
     set; the naive baseline (same lookup and candidates) and chance are drawn with it."""
@@ -47,35 +52,64 @@ def rate_chart(rates: pd.DataFrame, title: str, paper_value: float | None = None
     df["chance"] = df["chance"].round(4)
     trained = sorted(set(df.mapping) - {"naive"}, key=MAPPINGS.index)
     mapping = _dropdown("mapping", trained)
-    loss = _dropdown("loss", [l for l in LOSSES if l in set(df.loss)], "cos")
-    lookup = _dropdown("lookup", [l for l in LOOKUPS if l in set(df.lookup)], "cos")
+    loss = _dropdown("loss", [k for k in LOSSES if k in set(df.loss)], "cos")
+    lookup = _dropdown("lookup", [k for k in LOOKUPS if k in set(df.lookup)], "cos")
     cands = _dropdown("candidates", [c for c in CANDIDATES if c in set(df.candidates)])
     base = alt.Chart(df).encode(x=alt.X("layer:O", title="layer l (0 = input embeddings)"))
     y = alt.Y("rate:Q", title="identified tokens (share)", scale=alt.Scale(domain=[0, 1]))
-    sel = (alt.datum.mapping == mapping) & (alt.datum.loss == loss) & (alt.datum.lookup == lookup) & (
-        alt.datum.candidates == cands)
-    probe = base.transform_filter(sel).mark_line(point=True).encode(
-        y=y, strokeDash=alt.StrokeDash("split:N", title="split", sort=["test", "train"]),
-        color=alt.value("#1f77b4"),
-        tooltip=["mapping", "loss", "lookup", "candidates", "split", "layer", alt.Tooltip("rate:Q", format=".3f")])
-    nsel = (alt.datum.mapping == "naive") & (alt.datum.lookup == lookup) & (alt.datum.candidates == cands) & (
-        alt.datum.split == "test")
-    naive = base.transform_filter(nsel).mark_line(point=True, color="gray").encode(
-        y=y, tooltip=[alt.Tooltip("rate:Q", format=".3f", title="naive (identity map)"), "layer"])
-    chance = base.transform_filter(nsel).mark_line(color="crimson", strokeDash=[2, 2]).encode(
-        y="chance:Q", tooltip=[alt.Tooltip("chance:Q", format=".3f")])
+    sel = (
+        (alt.datum.mapping == mapping)
+        & (alt.datum.loss == loss)
+        & (alt.datum.lookup == lookup)
+        & (alt.datum.candidates == cands)
+    )
+    probe = (
+        base.transform_filter(sel)
+        .mark_line(point=True)
+        .encode(
+            y=y,
+            strokeDash=alt.StrokeDash("split:N", title="split", sort=["test", "train"]),
+            color=alt.value("#1f77b4"),
+            tooltip=["mapping", "loss", "lookup", "candidates", "split", "layer", alt.Tooltip("rate:Q", format=".3f")],
+        )
+    )
+    nsel = (
+        (alt.datum.mapping == "naive")
+        & (alt.datum.lookup == lookup)
+        & (alt.datum.candidates == cands)
+        & (alt.datum.split == "test")
+    )
+    naive = (
+        base.transform_filter(nsel)
+        .mark_line(point=True, color="gray")
+        .encode(y=y, tooltip=[alt.Tooltip("rate:Q", format=".3f", title="naive (identity map)"), "layer"])
+    )
+    chance = (
+        base.transform_filter(nsel)
+        .mark_line(color="crimson", strokeDash=[2, 2])
+        .encode(y="chance:Q", tooltip=[alt.Tooltip("chance:Q", format=".3f")])
+    )
     layers = [probe, naive, chance]
     if paper_value is not None:
         last = int(df.layer.max())
         ref = pd.DataFrame({"layer": [last], "rate": [paper_value], "label": [f"{paper_label}: {paper_value:.0%}"]})
-        pt = alt.Chart(ref).mark_point(shape="diamond", size=120, color="darkorange", filled=True).encode(
-            x="layer:O", y="rate:Q", tooltip=["label"])
-        tx = alt.Chart(ref).mark_text(dx=-10, dy=14, align="right", color="darkorange").encode(
-            x="layer:O", y="rate:Q", text="label")
+        pt = (
+            alt.Chart(ref)
+            .mark_point(shape="diamond", size=120, color="darkorange", filled=True)
+            .encode(x="layer:O", y="rate:Q", tooltip=["label"])
+        )
+        tx = (
+            alt.Chart(ref)
+            .mark_text(dx=-10, dy=14, align="right", color="darkorange")
+            .encode(x="layer:O", y="rate:Q", text="label")
+        )
         layers += [pt, tx]
     subtitle = "blue: the chosen probe (solid: test, dashed: train); grey: identity map; red dotted: chance"
-    return alt.layer(*layers).add_params(mapping, loss, lookup, cands).properties(
-        title=alt.TitleParams(title, subtitle=subtitle), width=460, height=280)
+    return (
+        alt.layer(*layers)
+        .add_params(mapping, loss, lookup, cands)
+        .properties(title=alt.TitleParams(title, subtitle=subtitle), width=460, height=280)
+    )
 
 
 def overlay_chart(rates: pd.DataFrame, title: str) -> alt.Chart:
@@ -88,9 +122,9 @@ def overlay_chart(rates: pd.DataFrame, title: str) -> alt.Chart:
     lines = base.mark_line(point=True).encode(
         y=alt.Y("rate:Q", title="identified tokens (test)", scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("series:N", title=None),
-        tooltip=["series", "mapping", "loss", "lookup", "layer", alt.Tooltip("rate:Q", format=".3f")])
-    chance = base.mark_line(strokeDash=[2, 2]).encode(y="chance:Q", color=alt.Color("series:N"),
-                                                      opacity=alt.value(0.5))
+        tooltip=["series", "mapping", "loss", "lookup", "layer", alt.Tooltip("rate:Q", format=".3f")],
+    )
+    chance = base.mark_line(strokeDash=[2, 2]).encode(y="chance:Q", color=alt.Color("series:N"), opacity=alt.value(0.5))
     return alt.layer(lines, chance).add_params(*params).properties(title=title, width=460, height=280)
 
 
@@ -99,14 +133,19 @@ def generalisation_chart(gen: pd.DataFrame, title: str) -> alt.Chart:
     df = gen[["mapping", "loss", "lookup", "layer", "test_layer", "rate"]].copy()
     df["rate"] = df["rate"].round(3)
     df, params, sel = _probe_choice(df, naive=False)
-    base = alt.Chart(df).transform_filter(sel).encode(
-        x=alt.X("test_layer:O", title="tested on layer"), y=alt.Y("layer:O", title="trained on layer"))
-    rect = base.mark_rect().encode(color=alt.Color("rate:Q", scale=alt.Scale(domain=[0, 1], scheme="viridis"),
-                                                   title="identified"),
-                                   tooltip=["layer", "test_layer", alt.Tooltip("rate:Q", format=".3f")])
+    base = (
+        alt.Chart(df)
+        .transform_filter(sel)
+        .encode(x=alt.X("test_layer:O", title="tested on layer"), y=alt.Y("layer:O", title="trained on layer"))
+    )
+    rect = base.mark_rect().encode(
+        color=alt.Color("rate:Q", scale=alt.Scale(domain=[0, 1], scheme="viridis"), title="identified"),
+        tooltip=["layer", "test_layer", alt.Tooltip("rate:Q", format=".3f")],
+    )
     text = base.mark_text(fontSize=10).encode(
         text=alt.Text("rate:Q", format=".2f"),
-        color=alt.condition(alt.datum.rate > 0.6, alt.value("black"), alt.value("white")))
+        color=alt.condition(alt.datum.rate > 0.6, alt.value("black"), alt.value("white")),
+    )
     return alt.layer(rect, text).add_params(*params).properties(title=title, width=320, height=260)
 
 
@@ -115,13 +154,26 @@ def neighbour_chart(nb: pd.DataFrame, title: str) -> alt.Chart:
     df = nb[nb.offset != 0][["mapping", "loss", "lookup", "layer", "offset", "share", "chance"]].copy()
     df["share"] = df["share"].round(4)
     df, params, sel = _probe_choice(df, naive=True, default="linear")
-    return alt.Chart(df).transform_filter(sel).mark_line(point=True).encode(
-        x=alt.X("layer:O", title="layer l"),
-        y=alt.Y("share:Q", title="nearest candidate is x_{i+k} (share of tokens)"),
-        color=alt.Color("offset:O", title="k", scale=alt.Scale(
-            domain=[-3, -2, -1, 1, 2, 3], range=["#fcae91", "#fb6a4a", "#cb181d", "#08519c", "#3182bd", "#9ecae1"])),
-        tooltip=["offset", "layer", alt.Tooltip("share:Q", format=".3f"), alt.Tooltip("chance:Q", format=".3f")],
-    ).add_params(*params).properties(title=title, width=460, height=260)
+    return (
+        alt.Chart(df)
+        .transform_filter(sel)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("layer:O", title="layer l"),
+            y=alt.Y("share:Q", title="nearest candidate is x_{i+k} (share of tokens)"),
+            color=alt.Color(
+                "offset:O",
+                title="k",
+                scale=alt.Scale(
+                    domain=[-3, -2, -1, 1, 2, 3],
+                    range=["#fcae91", "#fb6a4a", "#cb181d", "#08519c", "#3182bd", "#9ecae1"],
+                ),
+            ),
+            tooltip=["offset", "layer", alt.Tooltip("share:Q", format=".3f"), alt.Tooltip("chance:Q", format=".3f")],
+        )
+        .add_params(*params)
+        .properties(title=title, width=460, height=260)
+    )
 
 
 def combo_chart(rates: pd.DataFrame, title: str) -> alt.Chart:
@@ -137,7 +189,8 @@ def combo_chart(rates: pd.DataFrame, title: str) -> alt.Chart:
         y=alt.Y("rate:Q", title="identified tokens (test)", scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("pair:N", title="training loss / lookup"),
         strokeDash=alt.StrokeDash("lookup:N", title="lookup"),
-        tooltip=["mapping", "loss", "lookup", "layer", alt.Tooltip("rate:Q", format=".3f")])
+        tooltip=["mapping", "loss", "lookup", "layer", alt.Tooltip("rate:Q", format=".3f")],
+    )
     chance = base.mark_line(color="crimson", strokeDash=[2, 2]).encode(y="chance:Q")
     return alt.layer(lines, chance).add_params(mapping).properties(title=title, width=460, height=280)
 
@@ -149,17 +202,24 @@ def ablation_chart(df: pd.DataFrame, title: str) -> alt.Chart:
     df = df[["ablation", "loss", "lookup", "layer", "rate", "chance"]].copy()
     df["rate"] = df["rate"].round(4)
     fixed = df[df.loss == "none"]
-    df = pd.concat([df[df.loss != "none"]] + [fixed.assign(loss=l) for l in LOSSES], ignore_index=True)
+    df = pd.concat([df[df.loss != "none"]] + [fixed.assign(loss=k) for k in LOSSES], ignore_index=True)
     loss = _dropdown("loss", list(LOSSES), "cos")
     lookup = _dropdown("lookup", list(LOOKUPS), "cos")
-    base = alt.Chart(df).transform_filter((alt.datum.loss == loss) & (alt.datum.lookup == lookup)).encode(
-        x=alt.X("layer:O", title="layer l"))
+    base = (
+        alt.Chart(df)
+        .transform_filter((alt.datum.loss == loss) & (alt.datum.lookup == lookup))
+        .encode(x=alt.X("layer:O", title="layer l"))
+    )
     lines = base.mark_line(point=True).encode(
         y=alt.Y("rate:Q", title="identified tokens (test)", scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("ablation:N", title=None, legend=alt.Legend(orient="bottom", columns=2, labelLimit=320)),
-        tooltip=["ablation", "loss", "lookup", "layer", alt.Tooltip("rate:Q", format=".3f")])
-    chance = base.transform_filter(alt.datum.ablation == df.ablation.iloc[0]).mark_line(
-        color="crimson", strokeDash=[2, 2]).encode(y="chance:Q")
+        tooltip=["ablation", "loss", "lookup", "layer", alt.Tooltip("rate:Q", format=".3f")],
+    )
+    chance = (
+        base.transform_filter(alt.datum.ablation == df.ablation.iloc[0])
+        .mark_line(color="crimson", strokeDash=[2, 2])
+        .encode(y="chance:Q")
+    )
     return alt.layer(lines, chance).add_params(loss, lookup).properties(title=title, width=460, height=280)
 
 
@@ -169,18 +229,30 @@ def norm_chart(summary: pd.DataFrame, hist: pd.DataFrame, title: str) -> alt.HCo
     s = summary.round(3)
     base = alt.Chart(s).encode(x=alt.X("layer:O", title="layer l (0 = input embeddings)"))
     whisk = base.mark_rule().encode(y=alt.Y("q05:Q", title="|e_i^l|"), y2="q95:Q")
-    box = base.mark_bar(size=18, opacity=0.6).encode(y="q25:Q", y2="q75:Q",
-                                                     tooltip=["layer", "q05", "q25", "median", "q75", "q95"])
+    box = base.mark_bar(size=18, opacity=0.6).encode(
+        y="q25:Q", y2="q75:Q", tooltip=["layer", "q05", "q25", "median", "q75", "q95"]
+    )
     med = base.mark_tick(color="black", size=18, thickness=2).encode(y="median:Q")
     left = alt.layer(whisk, box, med).properties(title=title, width=300, height=260)
     h = hist.round(4)
-    layer = alt.param(name="norm_layer", value=int(h.layer.max()),
-                      bind=alt.binding_range(min=0, max=int(h.layer.max()), step=1, name="layer "))
-    right = alt.Chart(h).transform_filter(alt.datum.layer == layer).mark_bar().encode(
-        x=alt.X("lo:Q", bin="binned", title="|e_i^l| / median of the layer (last bin: all above)"), x2="hi:Q",
-        y=alt.Y("share:Q", title="share of tokens"),
-        tooltip=[alt.Tooltip("lo:Q", format=".2f"), alt.Tooltip("share:Q", format=".3f")],
-    ).add_params(layer).properties(title="Distribution at one layer", width=300, height=260)
+    layer = alt.param(
+        name="norm_layer",
+        value=int(h.layer.max()),
+        bind=alt.binding_range(min=0, max=int(h.layer.max()), step=1, name="layer "),
+    )
+    right = (
+        alt.Chart(h)
+        .transform_filter(alt.datum.layer == layer)
+        .mark_bar()
+        .encode(
+            x=alt.X("lo:Q", bin="binned", title="|e_i^l| / median of the layer (last bin: all above)"),
+            x2="hi:Q",
+            y=alt.Y("share:Q", title="share of tokens"),
+            tooltip=[alt.Tooltip("lo:Q", format=".2f"), alt.Tooltip("share:Q", format=".3f")],
+        )
+        .add_params(layer)
+        .properties(title="Distribution at one layer", width=300, height=260)
+    )
     return alt.hconcat(left, right)
 
 
@@ -189,12 +261,19 @@ def angle_chart(angles: pd.DataFrame, title: str) -> alt.Chart:
     tokens' x_j of the same sentence, per layer."""
     a = angles.round(3)
     base = alt.Chart(a).encode(x=alt.X("layer:O", title="layer l"))
-    band = base.mark_area(opacity=0.25, color="#1f77b4").encode(y=alt.Y("q25:Q", title="angle (degrees)",
-                                                                         scale=alt.Scale(domain=[0, 120])), y2="q75:Q")
+    band = base.mark_area(opacity=0.25, color="#1f77b4").encode(
+        y=alt.Y("q25:Q", title="angle (degrees)", scale=alt.Scale(domain=[0, 120])), y2="q75:Q"
+    )
     own = base.mark_line(point=True, color="#1f77b4").encode(
-        y="median:Q", tooltip=["layer", alt.Tooltip("median:Q", title="median angle to own x_i", format=".1f"),
-                               alt.Tooltip("closest_share:Q", title="own x_i is the closest", format=".3f")])
+        y="median:Q",
+        tooltip=[
+            "layer",
+            alt.Tooltip("median:Q", title="median angle to own x_i", format=".1f"),
+            alt.Tooltip("closest_share:Q", title="own x_i is the closest", format=".3f"),
+        ],
+    )
     other = base.mark_line(point=True, color="gray", strokeDash=[4, 3]).encode(
-        y="other_mean:Q", tooltip=["layer", alt.Tooltip("other_mean:Q", title="mean angle to other x_j", format=".1f")])
+        y="other_mean:Q", tooltip=["layer", alt.Tooltip("other_mean:Q", title="mean angle to other x_j", format=".1f")]
+    )
     rule = alt.Chart(pd.DataFrame({"y": [90]})).mark_rule(color="lightgray").encode(y="y:Q")
     return alt.layer(rule, band, own, other).properties(title=title, width=460, height=260)

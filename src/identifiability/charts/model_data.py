@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import altair as alt
 import pandas as pd
@@ -13,8 +13,10 @@ def length_histogram(lengths: Sequence[int], d_v: int) -> alt.LayerChart:
     hist = (
         alt.Chart(pd.DataFrame({"tokens": list(lengths)}), title="Sentence length in tokens")
         .mark_bar()
-        .encode(x=alt.X("tokens:Q", bin=alt.Bin(step=4), title="tokens per sentence (d_s)"),
-                y=alt.Y("count():Q", title="sentences"))
+        .encode(
+            x=alt.X("tokens:Q", bin=alt.Bin(step=4), title="tokens per sentence (d_s)"),
+            y=alt.Y("count():Q", title="sentences"),
+        )
     )
     marker = pd.DataFrame({"d_v": [d_v], "t": [f"d_v = {d_v}"]})
     rule = alt.Chart(marker).mark_rule(color="crimson", strokeDash=[4, 3]).encode(x="d_v:Q")

@@ -4,7 +4,7 @@ with an optional cache of the squared norms S on disk."""
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from tqdm import tqdm
@@ -104,20 +104,31 @@ def hta_corpus(
     from ..results import cached_tensors, params_key  # noqa: I001 (results imports torch only)
 
     plain = [it.text if isinstance(it, SentenceTrace) else it for it in items]
-    params = {"version": CACHE_VERSION, "model": lm.name, "weights": lm.provenance.get("sha256"),
-              "texts": params_key({"t": plain}), "n": len(plain), "mode": mode, "seed": seed,
-              "probes": probes if mode == "estimate" else None, "probe": kwargs.get("probe", "orthonormal"),
-              "max_tokens": kwargs.get("max_tokens"), "method": kwargs.get("method", "auto")}
+    params = {
+        "version": CACHE_VERSION,
+        "model": lm.name,
+        "weights": lm.provenance.get("sha256"),
+        "texts": params_key({"t": plain}),
+        "n": len(plain),
+        "mode": mode,
+        "seed": seed,
+        "probes": probes if mode == "estimate" else None,
+        "probe": kwargs.get("probe", "orthonormal"),
+        "max_tokens": kwargs.get("max_tokens"),
+        "method": kwargs.get("method", "auto"),
+    }
     fresh: list[HTAResult] = []
 
     def pack() -> dict[str, torch.Tensor]:
         fresh.extend(compute())
         ids = [lm.tokenizer.convert_tokens_to_ids(r.tokens) for r in fresh]
-        return {"S": torch.cat([r.S.flatten() for r in fresh]),
-                "lengths": torch.tensor([r.n_tokens for r in fresh]),
-                "ids": torch.tensor([i for row in ids for i in row], dtype=torch.long),
-                "seconds": torch.tensor([r.seconds for r in fresh], dtype=torch.float64),
-                "method": torch.tensor([_METHODS.index(r.method) for r in fresh])}
+        return {
+            "S": torch.cat([r.S.flatten() for r in fresh]),
+            "lengths": torch.tensor([r.n_tokens for r in fresh]),
+            "ids": torch.tensor([i for row in ids for i in row], dtype=torch.long),
+            "seconds": torch.tensor([r.seconds for r in fresh], dtype=torch.float64),
+            "method": torch.tensor([_METHODS.index(r.method) for r in fresh]),
+        }
 
     t = cached_tensors(f"hta/{lm.key}", params, pack, **({"root": cache_root} if cache_root else {}))
     if fresh:
@@ -125,11 +136,20 @@ def hta_corpus(
     out, s_off, i_off, n_layers = [], 0, 0, lm.n_layers + 1
     special_ids = set(lm.tokenizer.all_special_ids)
     for k, n in enumerate(t["lengths"].tolist()):
-        ids = t["ids"][i_off:i_off + n].tolist()
-        S = t["S"][s_off:s_off + n_layers * n * n].reshape(n_layers, n, n)
-        out.append(HTAResult(plain[k], lm.tokenizer.convert_ids_to_tokens(ids), S, _METHODS[int(t["method"][k])],
-                             mode, probes if mode == "estimate" else None, float(t["seconds"][k]),
-                             [i in special_ids for i in ids]))
+        ids = t["ids"][i_off : i_off + n].tolist()
+        S = t["S"][s_off : s_off + n_layers * n * n].reshape(n_layers, n, n)
+        out.append(
+            HTAResult(
+                plain[k],
+                lm.tokenizer.convert_ids_to_tokens(ids),
+                S,
+                _METHODS[int(t["method"][k])],
+                mode,
+                probes if mode == "estimate" else None,
+                float(t["seconds"][k]),
+                [i in special_ids for i in ids],
+            )
+        )
         s_off += n_layers * n * n
         i_off += n
     return out

@@ -44,8 +44,14 @@ def _prepare(lm: LoadedModel, item: str | SentenceTrace, max_tokens: int | None 
     f = forward(lm, {"input_ids": ids, "attention_mask": torch.ones_like(ids)})
     hidden = torch.stack([h[0] for h in f.out.hidden_states])
     special_ids = set(lm.tokenizer.all_special_ids)
-    return _Inputs(text, lm.tokenizer.convert_ids_to_tokens(ids[0].tolist()), f.enc, f.x[0], hidden,
-                   [int(i) in special_ids for i in ids[0].tolist()])
+    return _Inputs(
+        text,
+        lm.tokenizer.convert_ids_to_tokens(ids[0].tolist()),
+        f.enc,
+        f.x[0],
+        hidden,
+        [int(i) in special_ids for i in ids[0].tolist()],
+    )
 
 
 @dataclass

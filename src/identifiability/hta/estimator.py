@@ -17,7 +17,7 @@ differs per (layer, hidden token), and finding it needs reverse passes per input
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 
@@ -35,7 +35,7 @@ def random_probes(n: int, e: int, m: int, probe: str, seed: int) -> torch.Tensor
         raise ValueError(f"probe must be 'orthonormal' or 'gaussian', got {probe!r}")
     blocks = []
     for s in range(0, m, e):
-        q, r = torch.linalg.qr(z[:, s:s + e].transpose(1, 2))  # (n, e, k) orthonormal columns
+        q, r = torch.linalg.qr(z[:, s : s + e].transpose(1, 2))  # (n, e, k) orthonormal columns
         q = q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1)).unsqueeze(1)  # Haar-distributed
         blocks.append(q.transpose(1, 2))
     return (torch.cat(blocks, 1) * math.sqrt(e)).float()
@@ -66,14 +66,22 @@ def estimate_error(exact: Iterable[HTAResult], estimated: Iterable[HTAResult]) -
         rows += c0.shape[0] * c0.shape[1]
     e, lay, a, l1 = torch.cat(errs).double(), torch.cat(layers), torch.cat(absd).double(), torch.cat(l1).double()
     q = lambda v, p: float(v.sort().values[int(p * (v.numel() - 1))])  # noqa: E731 (no size limit)
-    return {"median": q(e, 0.5), "p95": q(e, 0.95), "max": float(e.max()),
-            "per_layer_median": [q(e[lay == layer], 0.5) for layer in sorted(set(lay.tolist()))],
-            "abs_median": q(a, 0.5), "abs_p95": q(a, 0.95), "row_l1_median": q(l1, 0.5),
-            "top_agreement": same / max(rows, 1), "entries": int(e.numel())}
+    return {
+        "median": q(e, 0.5),
+        "p95": q(e, 0.95),
+        "max": float(e.max()),
+        "per_layer_median": [q(e[lay == layer], 0.5) for layer in sorted(set(lay.tolist()))],
+        "abs_median": q(a, 0.5),
+        "abs_p95": q(a, 0.95),
+        "row_l1_median": q(l1, 0.5),
+        "top_agreement": same / max(rows, 1),
+        "entries": int(e.numel()),
+    }
 
 
-def estimate_pairs(exact: Iterable[HTAResult], estimated: Iterable[HTAResult], sample: int = 2500,
-                   seed: int = 0, digits: int = 5):
+def estimate_pairs(
+    exact: Iterable[HTAResult], estimated: Iterable[HTAResult], sample: int = 2500, seed: int = 0, digits: int = 5
+):
     """Exact and estimated c side by side, one row per entry of layers ≥ 1 with c > 0 (a random sample).
 
     Returns:

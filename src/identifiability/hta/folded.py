@@ -37,8 +37,21 @@ PRIMAL_TOL = 1e-4  # the folded pass's own forward must match the model's hidden
 _STRIDED_MAX_N = 48  # up to this d_s the q·dk score term is added through a strided view (measured faster)
 
 # Element-wise activations the folded pass accepts (its derivative is taken by autograd element-wise).
-_ELEMENTWISE_ACTS = {"gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "gelu_python", "quick_gelu",
-                     "gelu_accurate", "relu", "silu", "swish", "tanh", "mish", "gelu_10"}
+_ELEMENTWISE_ACTS = {
+    "gelu",
+    "gelu_new",
+    "gelu_pytorch_tanh",
+    "gelu_fast",
+    "gelu_python",
+    "quick_gelu",
+    "gelu_accurate",
+    "relu",
+    "silu",
+    "swish",
+    "tanh",
+    "mish",
+    "gelu_10",
+}
 
 
 @dataclass
@@ -69,20 +82,31 @@ def fold_spec(lm: LoadedModel) -> list[_PostLNLayer] | None:
         return None
     if getattr(cfg, "add_cross_attention", False) or a.activation(cfg) not in _ELEMENTWISE_ACTS:
         return None
-    mods = {f: a.layer_modules(m, getattr(a, f), L)
-            for f in ("query", "key", "value", "attn_out", "ln_attn", "ffn_in", "ffn_act", "ffn_out", "ln_ffn")}
+    mods = {
+        f: a.layer_modules(m, getattr(a, f), L)
+        for f in ("query", "key", "value", "attn_out", "ln_attn", "ffn_in", "ffn_act", "ffn_out", "ln_ffn")
+    }
     if any(not isinstance(ln, nn.LayerNorm) for ln in mods["ln_attn"] + mods["ln_ffn"]):
         return None
     layers = []
     for i in range(L):
         q, k, v = mods["query"][i], mods["key"][i], mods["value"][i]
-        layers.append(_PostLNLayer(
-            torch.cat([a.weight(q), a.weight(k), a.weight(v)]), torch.cat([q.bias, k.bias, v.bias]).detach(),
-            a.weight(mods["attn_out"][i]), mods["attn_out"][i].bias.detach(), mods["ln_attn"][i],
-            a.weight(mods["ffn_in"][i]), mods["ffn_in"][i].bias.detach(), mods["ffn_act"][i],
-            a.weight(mods["ffn_out"][i]), mods["ffn_out"][i].bias.detach(), mods["ln_ffn"][i],
-            lm.d_v ** -0.5,
-        ))
+        layers.append(
+            _PostLNLayer(
+                torch.cat([a.weight(q), a.weight(k), a.weight(v)]),
+                torch.cat([q.bias, k.bias, v.bias]).detach(),
+                a.weight(mods["attn_out"][i]),
+                mods["attn_out"][i].bias.detach(),
+                mods["ln_attn"][i],
+                a.weight(mods["ffn_in"][i]),
+                mods["ffn_in"][i].bias.detach(),
+                mods["ffn_act"][i],
+                a.weight(mods["ffn_out"][i]),
+                mods["ffn_out"][i].bias.detach(),
+                mods["ln_ffn"][i],
+                lm.d_v**-0.5,
+            )
+        )
     return layers
 
 
@@ -168,8 +192,9 @@ def _folded_primal(lm: LoadedModel, layers: list[_PostLNLayer], inp: _Inputs, fo
         h = ly.ln2(pre2)
         xhat1, s1 = _ln_parts(ly.ln1, pre1)
         xhat2, s2 = _ln_parts(ly.ln2, pre2)
-        st = _LayerState(q, k, v, a, ctx, xhat1.unsqueeze(1), s1.unsqueeze(1), dact.unsqueeze(1),
-                         xhat2.unsqueeze(1), s2.unsqueeze(1))
+        st = _LayerState(
+            q, k, v, a, ctx, xhat1.unsqueeze(1), s1.unsqueeze(1), dact.unsqueeze(1), xhat2.unsqueeze(1), s2.unsqueeze(1)
+        )
         if fold:
             st.P = _fold(st.xhat1, st.s1, ly.w1, st.dact, ly.w2, st.xhat2, st.s2)
         states.append(st)
@@ -184,8 +209,14 @@ def _should_fold(n_dirs: int, d: int, d_ff: int) -> bool:
     return n_dirs * (2 * d * d_ff - d * d) > d * d * d_ff
 
 
-def _folded_S(lm: LoadedModel, inp: _Inputs, dirs: _Directions, chunk: int | None,
-              layers: list[_PostLNLayer], fold: bool | None = None) -> torch.Tensor | None:
+def _folded_S(
+    lm: LoadedModel,
+    inp: _Inputs,
+    dirs: _Directions,
+    chunk: int | None,
+    layers: list[_PostLNLayer],
+    fold: bool | None = None,
+) -> torch.Tensor | None:
     """(L+1, n, n) float64 squared block norms S on the CPU by the hand-written batched forward-mode pass;
     None if its primal pass disagrees with the model."""
     n = inp.x.shape[0]
@@ -197,8 +228,11 @@ def _folded_S(lm: LoadedModel, inp: _Inputs, dirs: _Directions, chunk: int | Non
     with torch.no_grad():
         states, err = _folded_primal(lm, layers, inp, fold)
         if err > PRIMAL_TOL:
-            warnings.warn(f"folded HTA: own forward pass differs from {lm.name}'s hidden states by {err:.1e} "
-                          f"(> {PRIMAL_TOL}); using the generic forward-mode path instead", stacklevel=3)
+            warnings.warn(
+                f"folded HTA: own forward pass differs from {lm.name}'s hidden states by {err:.1e} "
+                f"(> {PRIMAL_TOL}); using the generic forward-mode path instead",
+                stacklevel=3,
+            )
             return None
         dev, dt = inp.x.device, inp.x.dtype
         S = torch.zeros(len(layers) + 1, n, n, dtype=torch.float64, device=dev)
@@ -289,4 +323,3 @@ def peak_bytes(lm: LoadedModel, n: int, chunk: int | None = None, method: str = 
         folding = 4 * min(n, max(1, 8192 // d)) * d * d_ff
         return state + max(working, folding) + out
     return 4 * B * n * ((L + 1) * d + 3 * d_ff + 4 * H * n) + out
-

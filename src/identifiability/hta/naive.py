@@ -9,7 +9,7 @@ of :mod:`.generic` and :mod:`.folded` run forward mode instead.
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -19,8 +19,12 @@ from .core import _Inputs, _prepare
 from .result import HTAResult
 
 
-def hta_naive(lm: LoadedModel, text_or_trace: str | SentenceTrace, max_tokens: int | None = None,
-              rows: Sequence[tuple[int, int]] | None = None) -> HTAResult:
+def hta_naive(
+    lm: LoadedModel,
+    text_or_trace: str | SentenceTrace,
+    max_tokens: int | None = None,
+    rows: Sequence[tuple[int, int]] | None = None,
+) -> HTAResult:
     """Exact S (squared block norms) by reverse mode, one ``autograd.grad`` per (layer, hidden position,
     output coordinate).
 

@@ -7,7 +7,8 @@ left out of every statistic).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -35,13 +36,23 @@ def token_table(results: Sequence[HTAResult], tags: Sequence[Sequence[str]] | No
         tag = list(tags[s]) if tags is not None else [""] * n
         if len(tag) != n:
             raise ValueError(f"sentence {s}: {len(tag)} POS tags for {n} tokens (tokenised differently?)")
-        frames.append(pd.DataFrame({
-            "sentence": s, "layer": torch.arange(1, L + 1).repeat_interleave(n).numpy(),
-            "position": torch.arange(n).repeat(L).numpy(), "n_tokens": n,
-            "token": r.tokens * L, "special": (r.special or [False] * n) * L, "tag": tag * L,
-            "own": own.flatten().numpy(), "top": top.flatten().numpy(),
-            "top_position": arg.flatten().numpy(), "top_is_self": (arg == torch.arange(n)).flatten().numpy(),
-        }))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "sentence": s,
+                    "layer": torch.arange(1, L + 1).repeat_interleave(n).numpy(),
+                    "position": torch.arange(n).repeat(L).numpy(),
+                    "n_tokens": n,
+                    "token": r.tokens * L,
+                    "special": (r.special or [False] * n) * L,
+                    "tag": tag * L,
+                    "own": own.flatten().numpy(),
+                    "top": top.flatten().numpy(),
+                    "top_position": arg.flatten().numpy(),
+                    "top_is_self": (arg == torch.arange(n)).flatten().numpy(),
+                }
+            )
+        )
     return pd.concat(frames, ignore_index=True)
 
 
@@ -101,11 +112,19 @@ def distance_profile(results: Sequence[HTAResult], max_offset: int = 10, skip_sp
     # the ends pool every farther offset: their mean_c is not a per-offset mean, so it is left out
     mean_c = (tot / cnt.clamp_min(1)).where(cnt > 0, torch.full_like(tot, float("nan")))
     mean_c[:, 0] = mean_c[:, -1] = float("nan")
-    return pd.DataFrame([
-        {"layer": layer + 1, "offset": o, "mean_c": float(mean_c[layer, m]), "share": float(share[layer, m]),
-         "context_share": float(context[layer, m])}
-        for layer in range(L) for m, o in enumerate(offsets)
-    ])
+    return pd.DataFrame(
+        [
+            {
+                "layer": layer + 1,
+                "offset": o,
+                "mean_c": float(mean_c[layer, m]),
+                "share": float(share[layer, m]),
+                "context_share": float(context[layer, m]),
+            }
+            for layer in range(L)
+            for m, o in enumerate(offsets)
+        ]
+    )
 
 
 def locality(results: Sequence[HTAResult], radius: int = 3, far: int = 8, skip_special: bool = True) -> pd.DataFrame:
@@ -135,9 +154,15 @@ def locality(results: Sequence[HTAResult], radius: int = 3, far: int = 8, skip_s
         base_far += float(((visible & m_far).sum(-1) / others)[keep].sum())
         rows += int(keep.sum())
     rows = max(rows, 1)
-    return pd.DataFrame({"layer": range(1, L + 1), f"within_{radius}": (near / rows).numpy(),
-                         f"beyond_{far}": (distant / rows).numpy(),
-                         f"uniform_within_{radius}": base_near / rows, f"uniform_beyond_{far}": base_far / rows})
+    return pd.DataFrame(
+        {
+            "layer": range(1, L + 1),
+            f"within_{radius}": (near / rows).numpy(),
+            f"beyond_{far}": (distant / rows).numpy(),
+            f"uniform_within_{radius}": base_near / rows,
+            f"uniform_beyond_{far}": base_far / rows,
+        }
+    )
 
 
 def special_profile(results: Sequence[HTAResult], max_offset: int = 12) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -16,8 +16,9 @@ from .hidden import HiddenStates
 VARIANTS = ("raw", "unit", "norm")
 
 
-def split_by_sentence(n_sentences: int, seed: int = 0, fractions: tuple[float, float, float] = (0.7, 0.15, 0.15)
-                      ) -> dict[str, torch.Tensor]:
+def split_by_sentence(
+    n_sentences: int, seed: int = 0, fractions: tuple[float, float, float] = (0.7, 0.15, 0.15)
+) -> dict[str, torch.Tensor]:
     """Disjoint sentence indices for "train", "val" and "test" (never split a sentence's tokens)."""
     if n_sentences < 3:
         raise ValueError(f"need at least 3 sentences to split into train/val/test, got {n_sentences}")
@@ -28,8 +29,11 @@ def split_by_sentence(n_sentences: int, seed: int = 0, fractions: tuple[float, f
     n_train = n_sentences - n_val - n_test
     if n_train < 1:
         raise ValueError(f"{n_sentences} sentences leave none for training; use more sentences")
-    return {"train": perm[:n_train].sort().values, "val": perm[n_train:n_train + n_val].sort().values,
-            "test": perm[n_train + n_val:].sort().values}
+    return {
+        "train": perm[:n_train].sort().values,
+        "val": perm[n_train : n_train + n_val].sort().values,
+        "test": perm[n_train + n_val :].sort().values,
+    }
 
 
 @dataclass
@@ -70,8 +74,9 @@ def token_mask(hs: HiddenStates, sentences: torch.Tensor, include_special: bool 
     return m if include_special else m & ~hs.special
 
 
-def make_split(hs: HiddenStates, sentences: torch.Tensor, variant: str = "raw", include_special: bool = False
-               ) -> SplitData:
+def make_split(
+    hs: HiddenStates, sentences: torch.Tensor, variant: str = "raw", include_special: bool = False
+) -> SplitData:
     """Gather one split's tokens and transform them for ``variant``:
 
     * ``raw``: inputs e_i^l, targets x_i;
@@ -92,12 +97,21 @@ def make_split(hs: HiddenStates, sentences: torch.Tensor, variant: str = "raw", 
     else:
         inputs, targets = raw.norm(dim=-1, keepdim=True), x
     key = hs.token_id[m] * (int(hs.position.max()) + 1) + hs.position[m]
-    return SplitData(inputs=inputs, targets=targets, sentence=hs.sentence[m], position=hs.position[m], key=key,
-                     raw=raw, token_id=hs.token_id[m], variant=variant)
+    return SplitData(
+        inputs=inputs,
+        targets=targets,
+        sentence=hs.sentence[m],
+        position=hs.position[m],
+        key=key,
+        raw=raw,
+        token_id=hs.token_id[m],
+        variant=variant,
+    )
 
 
-def make_splits(hs: HiddenStates, seed: int = 0, variant: str = "raw", include_special: bool = False
-                ) -> dict[str, SplitData]:
+def make_splits(
+    hs: HiddenStates, seed: int = 0, variant: str = "raw", include_special: bool = False
+) -> dict[str, SplitData]:
     """train / val / test :class:`SplitData` of ``hs``, split by sentence with ``seed``."""
     idx = split_by_sentence(hs.n_sentences, seed)
     return {k: make_split(hs, v, variant, include_special) for k, v in idx.items()}

@@ -28,10 +28,15 @@ NEIGHBOUR_OFFSETS = (-3, -2, -1, 0, 1, 2, 3)
 
 
 @torch.no_grad()
-def evaluate(tp: TrainedProbes, data: SplitData, lookups: Sequence[str] = LOOKUPS,
-             candidate_sets: Sequence[str] = ("sentence",), input_layers: Sequence[int] | None = None,
-             scale: torch.Tensor | None = None, offsets: Sequence[int] = NEIGHBOUR_OFFSETS,
-             ) -> tuple[pd.DataFrame, pd.DataFrame]:
+def evaluate(
+    tp: TrainedProbes,
+    data: SplitData,
+    lookups: Sequence[str] = LOOKUPS,
+    candidate_sets: Sequence[str] = ("sentence",),
+    input_layers: Sequence[int] | None = None,
+    scale: torch.Tensor | None = None,
+    offsets: Sequence[int] = NEIGHBOUR_OFFSETS,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Identification rates of every probe on ``data``, and where the same-sentence lookups land.
 
     Args:
@@ -58,32 +63,66 @@ def evaluate(tp: TrainedProbes, data: SplitData, lookups: Sequence[str] = LOOKUP
     ch_off = offset_chance(layout, data.position, offsets)
     rows, nrows = [], []
     for p in range(len(layers)):
-        base = {"mapping": tp.kind, "loss": tp.losses[p] if tp.kind != "naive" else "none",
-                "layer": tp.layers[p], "test_layer": layers[p], "n": data.n}
+        base = {
+            "mapping": tp.kind,
+            "loss": tp.losses[p] if tp.kind != "naive" else "none",
+            "layer": tp.layers[p],
+            "test_layer": layers[p],
+            "n": data.n,
+        }
         for lookup in lookups:
             if "sentence" in candidate_sets:
                 pred = nearest_in_sentence(out[p], data.targets, layout, lookup)
                 off = data.position[pred] - data.position
-                rows.append({**base, "lookup": lookup, "candidates": "sentence",
-                             "rate": float((off == 0).double().mean()), "chance": ch_sent})
+                rows.append(
+                    {
+                        **base,
+                        "lookup": lookup,
+                        "candidates": "sentence",
+                        "rate": float((off == 0).double().mean()),
+                        "chance": ch_sent,
+                    }
+                )
                 for k in offsets:
-                    nrows.append({**base, "lookup": lookup, "offset": k, "share": float((off == k).double().mean()),
-                                  "chance": ch_off[k]})
+                    nrows.append(
+                        {
+                            **base,
+                            "lookup": lookup,
+                            "offset": k,
+                            "share": float((off == k).double().mean()),
+                            "chance": ch_off[k],
+                        }
+                    )
             if "all" in candidate_sets:
                 pred = nearest_in_set(out[p], data.targets, data.key, lookup)
-                rows.append({**base, "lookup": lookup, "candidates": "all",
-                             "rate": float((data.key[pred] == data.key).double().mean()), "chance": ch_all})
+                rows.append(
+                    {
+                        **base,
+                        "lookup": lookup,
+                        "candidates": "all",
+                        "rate": float((data.key[pred] == data.key).double().mean()),
+                        "chance": ch_all,
+                    }
+                )
     return pd.DataFrame(rows), pd.DataFrame(nrows)
 
 
 @torch.no_grad()
-def predict(tp: TrainedProbes, data: SplitData, layer: int, loss: str = "cos", lookup: str = "cos",
-            candidates: str = "sentence", input_layer: int | None = None) -> torch.Tensor:
+def predict(
+    tp: TrainedProbes,
+    data: SplitData,
+    layer: int,
+    loss: str = "cos",
+    lookup: str = "cos",
+    candidates: str = "sentence",
+    input_layer: int | None = None,
+) -> torch.Tensor:
     """(n,) row of ``data`` whose input embedding is nearest to g^l(e_i) for the probe trained on ``layer``
     with ``loss`` (applied to ``input_layer``, default the same layer). Token i is identified when
     ``data.key[row] == data.key[i]``; ``data.token_id[row]`` is the token it was taken for."""
-    p = next(i for i, (l, lo) in enumerate(zip(tp.layers, tp.losses))
-             if l == layer and (tp.kind == "naive" or lo == loss))
+    p = next(
+        i for i, (li, lo) in enumerate(zip(tp.layers, tp.losses)) if li == layer and (tp.kind == "naive" or lo == loss)
+    )
     q = tp.probe.forward_one(p, data.inputs[layer if input_layer is None else input_layer])
     if candidates == "sentence":
         return nearest_in_sentence(q, data.targets, SentenceLayout(data.sentence, data.position), lookup)
@@ -101,9 +140,12 @@ def generalisation(tp: TrainedProbes, data: SplitData, lookups: Sequence[str] = 
     return pd.concat(frames, ignore_index=True)
 
 
-def evaluate_all(probes: dict[str, TrainedProbes], splits: dict[str, SplitData],
-                 test_candidates: Sequence[str] = CANDIDATES, with_train: bool = True
-                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
+def evaluate_all(
+    probes: dict[str, TrainedProbes],
+    splits: dict[str, SplitData],
+    test_candidates: Sequence[str] = CANDIDATES,
+    with_train: bool = True,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Rates on the test split (both candidate sets) and on the training split (same-sentence only,
     the paper's Figure 7), plus the test split's neighbour table. Both frames get a ``split`` column."""
     rates, nbs = [], []

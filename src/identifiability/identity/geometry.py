@@ -25,8 +25,7 @@ def random_scales(n: int, max_factor: float, seed: int = 0) -> torch.Tensor:
     return torch.exp((torch.rand(n, generator=g) * 2 - 1) * math.log(max_factor))
 
 
-def rescaled_rates(probes: dict[str, TrainedProbes], data: SplitData, max_factor: float, seed: int = 0
-                   ) -> pd.DataFrame:
+def rescaled_rates(probes: dict[str, TrainedProbes], data: SplitData, max_factor: float, seed: int = 0) -> pd.DataFrame:
     """Rates when every test embedding e_i^l is multiplied by its own random factor in
     [1/max_factor, max_factor] (log-uniform) before the (unchanged) probe is applied."""
     scale = random_scales(data.n, max_factor, seed)
@@ -34,10 +33,20 @@ def rescaled_rates(probes: dict[str, TrainedProbes], data: SplitData, max_factor
     return pd.concat(frames, ignore_index=True)
 
 
-def ablation_study(hs: HiddenStates, splits: dict[str, SplitData], probes: dict[str, TrainedProbes],
-                   rescale_max: float = 4.0, seed: int = 0, include_special: bool = False, epochs: int = 15,
-                   batch_size: int = 512, mlp_hidden: int = 512, patience: int = 3, cache_key: dict | None = None,
-                   progress: bool = True) -> pd.DataFrame:
+def ablation_study(
+    hs: HiddenStates,
+    splits: dict[str, SplitData],
+    probes: dict[str, TrainedProbes],
+    rescale_max: float = 4.0,
+    seed: int = 0,
+    include_special: bool = False,
+    epochs: int = 15,
+    batch_size: int = 512,
+    mlp_hidden: int = 512,
+    patience: int = 3,
+    cache_key: dict | None = None,
+    progress: bool = True,
+) -> pd.DataFrame:
     """Separate angle from magnitude. Test-split, same-sentence rates per layer for
 
     * ``original``: the raw probes (``probes`` must hold "naive" and "linear", trained on ``splits``);
@@ -47,6 +56,7 @@ def ablation_study(hs: HiddenStates, splits: dict[str, SplitData], probes: dict[
 
     Returns columns ablation, loss ("none" where nothing is trained), lookup, layer, rate, chance.
     """
+
     def tidy(df: pd.DataFrame, label: str) -> pd.DataFrame:
         df = df[df.candidates == "sentence"] if "candidates" in df else df
         return df.assign(ablation=label)[["ablation", "mapping", "loss", "lookup", "layer", "rate", "chance"]]
@@ -55,12 +65,14 @@ def ablation_study(hs: HiddenStates, splits: dict[str, SplitData], probes: dict[
     for kind, name in (("linear", "linear map"), ("naive", "identity map")):
         frames.append(tidy(evaluate(probes[kind], splits["test"], offsets=())[0], f"original: {name}"))
     unit = make_splits(hs, seed, "unit", include_special)
-    pu = train_all(unit, ("linear",), epochs, batch_size, mlp_hidden, patience, seed, cache_key=cache_key,
-                   progress=progress)
+    pu = train_all(
+        unit, ("linear",), epochs, batch_size, mlp_hidden, patience, seed, cache_key=cache_key, progress=progress
+    )
     frames.append(tidy(evaluate(pu["linear"], unit["test"], offsets=())[0], "angle only (unit vectors): linear map"))
     norm = make_splits(hs, seed, "norm", include_special)
-    pn = train_all(norm, ("mlp",), epochs, batch_size, mlp_hidden, patience, seed, cache_key=cache_key,
-                   progress=progress)
+    pn = train_all(
+        norm, ("mlp",), epochs, batch_size, mlp_hidden, patience, seed, cache_key=cache_key, progress=progress
+    )
     frames.append(tidy(evaluate(pn["mlp"], norm["test"], offsets=())[0], "magnitude only (norms |e|): MLP"))
     r = f"{rescale_max:g}"
     resc = rescaled_rates({k: probes[k] for k in ("linear", "naive")}, splits["test"], rescale_max, seed)
@@ -85,7 +97,7 @@ def _quantile_row(v: torch.Tensor) -> dict:
 def norm_summary(data: SplitData) -> pd.DataFrame:
     """Per layer: quantiles of |e_i^l| (layer 0 is |x_i|). One row per layer."""
     norms = data.raw.norm(dim=-1)  # (L+1, n)
-    return pd.DataFrame([{"layer": l, **_quantile_row(norms[l])} for l in range(norms.shape[0])])
+    return pd.DataFrame([{"layer": li, **_quantile_row(norms[li])} for li in range(norms.shape[0])])
 
 
 @torch.no_grad()
@@ -96,11 +108,17 @@ def norm_histograms(data: SplitData, bins: int = 40) -> pd.DataFrame:
     hi = float(torch.quantile(rel.flatten(), 0.995))
     edges = torch.linspace(0, hi, bins + 1)
     rows = []
-    for l in range(norms.shape[0]):
-        counts = torch.histc(rel[l].clamp(max=hi), bins=bins, min=0, max=hi)
+    for li in range(norms.shape[0]):
+        counts = torch.histc(rel[li].clamp(max=hi), bins=bins, min=0, max=hi)
         for b in range(bins):
-            rows.append({"layer": l, "lo": float(edges[b]), "hi": float(edges[b + 1]),
-                         "share": float(counts[b] / rel.shape[1])})
+            rows.append(
+                {
+                    "layer": li,
+                    "lo": float(edges[b]),
+                    "hi": float(edges[b + 1]),
+                    "share": float(counts[b] / rel.shape[1]),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -115,16 +133,21 @@ def angle_summary(data: SplitData) -> pd.DataFrame:
     layout = SentenceLayout(data.sentence, data.position)
     xu = layout.pad(unit_vectors(data.targets))
     rows = []
-    for l in range(data.raw.shape[0]):
-        eu = layout.pad(unit_vectors(data.raw[l]))
-        cos = (eu @ xu.transpose(1, 2)).clamp(-1, 1)  # (n_sent, S, S): e_i vs x_j
+    for li in range(data.raw.shape[0]):
+        eu = layout.pad(unit_vectors(data.raw[li]))
+        cos = (eu @ xu.transpose(1, 2)).clamp(-1, 1)  # (n_sent, n_max, n_max): e_i vs x_j
         ang = torch.rad2deg(torch.acos(cos))
         own = torch.diagonal(ang, dim1=1, dim2=2)[layout.slot, layout.col]
-        pair_valid = layout.valid[:, :, None] & layout.valid[:, None, :] & ~torch.eye(layout.S, dtype=torch.bool)
+        pair_valid = layout.valid[:, :, None] & layout.valid[:, None, :] & ~torch.eye(layout.n_max, dtype=torch.bool)
         other = ang[pair_valid]
         cmask = cos.masked_fill(~layout.valid[:, None, :], -2)
-        closest = (cmask.argmax(-1) == torch.arange(layout.S))[layout.slot, layout.col]
-        rows.append({"layer": l, **_quantile_row(own),
-                     "other_mean": float(other.double().mean()) if other.numel() else float("nan"),
-                     "closest_share": float(closest.double().mean())})
+        closest = (cmask.argmax(-1) == torch.arange(layout.n_max))[layout.slot, layout.col]
+        rows.append(
+            {
+                "layer": li,
+                **_quantile_row(own),
+                "other_mean": float(other.double().mean()) if other.numel() else float("nan"),
+                "closest_share": float(closest.double().mean()),
+            }
+        )
     return pd.DataFrame(rows)

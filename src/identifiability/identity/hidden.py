@@ -75,8 +75,9 @@ class HiddenStates:
 
 
 @torch.no_grad()
-def extract_hidden(lm: LoadedModel, texts: Sequence[str], max_tokens: int | None = None, batch_size: int = 32,
-                   progress: bool = True) -> HiddenStates:
+def extract_hidden(
+    lm: LoadedModel, texts: Sequence[str], max_tokens: int | None = None, batch_size: int = 32, progress: bool = True
+) -> HiddenStates:
     """One forward pass per batch (sorted by length so padding stays small), keeping only hidden states.
 
     Cheaper than :func:`identifiability.trace.trace_sentences` for this purpose: attention maps and value
@@ -88,7 +89,7 @@ def extract_hidden(lm: LoadedModel, texts: Sequence[str], max_tokens: int | None
     special_ids = torch.tensor(sorted(set(lm.tokenizer.all_special_ids)), dtype=torch.long)
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     per_sentence: list[tuple | None] = [None] * len(texts)
-    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
     for idx in tqdm(batches, desc="hidden states", unit="batch", disable=not progress or len(batches) < 2):
         f = forward(lm, tokenize(lm, [texts[i] for i in idx], max_tokens))
         enc = f.enc
@@ -103,25 +104,50 @@ def extract_hidden(lm: LoadedModel, texts: Sequence[str], max_tokens: int | None
             per_sentence[i] = (h, ids)
     hidden = torch.cat([p[0] for p in per_sentence], 1)  # type: ignore[index]
     ids = torch.cat([p[1] for p in per_sentence])  # type: ignore[index]
-    sentence = torch.cat([torch.full((p[1].numel(),), s, dtype=torch.long)  # type: ignore[union-attr]
-                          for s, p in enumerate(per_sentence)])
+    sentence = torch.cat(
+        [
+            torch.full((p[1].numel(),), s, dtype=torch.long)  # type: ignore[union-attr]
+            for s, p in enumerate(per_sentence)
+        ]
+    )
     position = torch.cat([torch.arange(p[1].numel()) for p in per_sentence])  # type: ignore[union-attr]
-    return HiddenStates(hidden=hidden.contiguous(), x=hidden[0].clone(), sentence=sentence, position=position,
-                        token_id=ids, special=torch.isin(ids, special_ids))
+    return HiddenStates(
+        hidden=hidden.contiguous(),
+        x=hidden[0].clone(),
+        sentence=sentence,
+        position=position,
+        token_id=ids,
+        special=torch.isin(ids, special_ids),
+    )
 
 
-def hidden_states(lm: LoadedModel, texts: Sequence[str], corpus_name: str, max_tokens: int | None = None,
-                  cache: bool = True, progress: bool = True) -> HiddenStates:
+def hidden_states(
+    lm: LoadedModel,
+    texts: Sequence[str],
+    corpus_name: str,
+    max_tokens: int | None = None,
+    cache: bool = True,
+    progress: bool = True,
+) -> HiddenStates:
     """:func:`extract_hidden`, cached on disk (safetensors) by model, weights hash, corpus and the exact texts."""
     texts = list(texts)
     if not cache:
         return extract_hidden(lm, texts, max_tokens, progress=progress)
-    params = {"model": lm.name, "sha256": lm.provenance.get("sha256"), "revision": lm.provenance.get("revision"),
-              "corpus": corpus_name,
-              "texts_sha256": hashlib.sha256("\n".join(texts).encode()).hexdigest(), "n_texts": len(texts),
-              "max_tokens": max_tokens, "version": CACHE_VERSION}
-    t = cached_tensors(f"hidden/{lm.key}/{safe_key(corpus_name)}", params,
-                       lambda: extract_hidden(lm, texts, max_tokens, progress=progress).to_tensors())
+    params = {
+        "model": lm.name,
+        "sha256": lm.provenance.get("sha256"),
+        "revision": lm.provenance.get("revision"),
+        "corpus": corpus_name,
+        "texts_sha256": hashlib.sha256("\n".join(texts).encode()).hexdigest(),
+        "n_texts": len(texts),
+        "max_tokens": max_tokens,
+        "version": CACHE_VERSION,
+    }
+    t = cached_tensors(
+        f"hidden/{lm.key}/{safe_key(corpus_name)}",
+        params,
+        lambda: extract_hidden(lm, texts, max_tokens, progress=progress).to_tensors(),
+    )
     return HiddenStates.from_tensors(t)
 
 
@@ -129,5 +155,10 @@ def cache_params(hs: HiddenStates) -> dict:
     """A cheap fingerprint of a HiddenStates object, to key caches of things computed from it."""
     h = hs.hidden
     probe = h[:, :: max(1, h.shape[1] // 97)].double()
-    return {"shape": list(h.shape), "sum": round(float(probe.sum()), 6), "abs": round(float(probe.abs().sum()), 6),
-            "ids": int(hs.token_id.sum()), "n_sent": hs.n_sentences}
+    return {
+        "shape": list(h.shape),
+        "sum": round(float(probe.sum()), 6),
+        "abs": round(float(probe.abs().sum()), 6),
+        "ids": int(hs.token_id.sum()),
+        "n_sent": hs.n_sentences,
+    }

@@ -30,7 +30,7 @@ def _scores(q: torch.Tensor, c: torch.Tensor, lookup: str) -> torch.Tensor:
 
 
 class SentenceLayout:
-    """Tokens grouped by sentence into a padded (n_sent, S) grid, for same-sentence lookups."""
+    """Tokens grouped by sentence into a padded (n_sent, n_max) grid, for same-sentence lookups."""
 
     def __init__(self, sentence: torch.Tensor, position: torch.Tensor):
         uniq, slot = torch.unique(sentence, return_inverse=True)
@@ -41,47 +41,50 @@ class SentenceLayout:
         col = torch.empty_like(slot)
         col[order] = torch.arange(slot.numel()) - starts[slot[order]]
         self.slot, self.col, self.counts = slot, col, counts
-        self.S = int(counts.max())
-        self.valid = torch.arange(self.S)[None, :] < counts[:, None]  # (n_sent, S)
-        self.pos = torch.full((self.n_sent, self.S), -1, dtype=torch.long)
+        self.n_max = int(counts.max())
+        self.valid = torch.arange(self.n_max)[None, :] < counts[:, None]  # (n_sent, n_max)
+        self.pos = torch.full((self.n_sent, self.n_max), -1, dtype=torch.long)
         self.pos[slot, col] = position
-        self.row = torch.full((self.n_sent, self.S), -1, dtype=torch.long)
+        self.row = torch.full((self.n_sent, self.n_max), -1, dtype=torch.long)
         self.row[slot, col] = torch.arange(slot.numel())
 
     def pad(self, v: torch.Tensor) -> torch.Tensor:
-        """(n, d) -> (n_sent, S, d), zeros where there is no token."""
-        out = v.new_zeros(self.n_sent, self.S, v.shape[-1])
+        """(n, d) -> (n_sent, n_max, d), zeros where there is no token."""
+        out = v.new_zeros(self.n_sent, self.n_max, v.shape[-1])
         out[self.slot, self.col] = v
         return out
 
 
 @torch.no_grad()
-def nearest_in_sentence(queries: torch.Tensor, candidates: torch.Tensor, layout: SentenceLayout, lookup: str
-                        ) -> torch.Tensor:
+def nearest_in_sentence(
+    queries: torch.Tensor, candidates: torch.Tensor, layout: SentenceLayout, lookup: str
+) -> torch.Tensor:
     """Row of the nearest same-sentence candidate for every query.
 
     queries: (n, d) g(e_i); candidates: (n, d) the x_j of the same n tokens (row j is token j);
     returns (n,) the row j of the winner (its position is ``position[j]``).
     """
-    s = _scores(layout.pad(queries), layout.pad(candidates), lookup)  # (n_sent, S, S)
+    s = _scores(layout.pad(queries), layout.pad(candidates), lookup)  # (n_sent, n_max, n_max)
     s = s.masked_fill(~layout.valid[:, None, :], float("-inf"))
-    best = s.argmax(-1)  # (n_sent, S) column of the winner
+    best = s.argmax(-1)  # (n_sent, n_max) column of the winner
     return layout.row.gather(1, best)[layout.slot, layout.col]
 
 
 @torch.no_grad()
-def nearest_in_set(queries: torch.Tensor, candidates: torch.Tensor, keys: torch.Tensor, lookup: str,
-                   chunk: int = 2048) -> torch.Tensor:
+def nearest_in_set(
+    queries: torch.Tensor, candidates: torch.Tensor, keys: torch.Tensor, lookup: str, chunk: int = 2048
+) -> torch.Tensor:
     """Row of the nearest candidate among *all* tokens of the set (duplicates of a key are one candidate,
     since equal keys mean equal input embeddings; the first row holding it is returned).
     queries, candidates: (n, d); keys: (n,); returns (n,) rows."""
     uniq, inv = torch.unique(keys, return_inverse=True)
     first = torch.full((uniq.numel(),), keys.numel(), dtype=torch.long).scatter_reduce(
-        0, inv, torch.arange(keys.numel()), reduce="amin")
+        0, inv, torch.arange(keys.numel()), reduce="amin"
+    )
     c = candidates[first]
     out = torch.empty(queries.shape[0], dtype=torch.long)
     for s in range(0, queries.shape[0], chunk):
-        out[s:s + chunk] = first[_scores(queries[s:s + chunk], c, lookup).argmax(-1)]
+        out[s : s + chunk] = first[_scores(queries[s : s + chunk], c, lookup).argmax(-1)]
     return out
 
 
@@ -97,8 +100,9 @@ def chance_in_set(keys: torch.Tensor) -> float:
     return float((counts[inv].double() / keys.numel()).mean())
 
 
-def offset_chance(layout: SentenceLayout, position: torch.Tensor, offsets: Sequence[int],
-                  among_others: bool = False) -> dict[int, float]:
+def offset_chance(
+    layout: SentenceLayout, position: torch.Tensor, offsets: Sequence[int], among_others: bool = False
+) -> dict[int, float]:
     """For each offset k: the chance that a uniformly random same-sentence guess is x_{i+k}
     (mean over tokens of [token i+k is a candidate] / d_s). With ``among_others`` the guess is uniform over
     the *other* candidates (d_s - 1 of them): what a miss would give if misses were spread evenly."""

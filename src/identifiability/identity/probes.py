@@ -59,8 +59,9 @@ class StackedProbe(nn.Module):
     ``naive`` has no parameters and returns its input.
     """
 
-    def __init__(self, kind: str, n_probes: int, d_in: int, d_out: int, hidden: int = 512,
-                 seeds: Sequence[int] | None = None):
+    def __init__(
+        self, kind: str, n_probes: int, d_in: int, d_out: int, hidden: int = 512, seeds: Sequence[int] | None = None
+    ):
         super().__init__()
         if kind not in MAPPINGS:
             raise ValueError(f"mapping must be one of {MAPPINGS}, got {kind!r}")
@@ -152,7 +153,7 @@ class TrainedProbes:
 
 def _init_seeds(seed: int, layers: Sequence[int], losses: Sequence[str]) -> list[int]:
     """A probe's initial weights depend on (seed, layer, loss) only."""
-    return [seed * 10_007 + 2 * int(l) + (lo == "cos") for l, lo in zip(layers, losses)]
+    return [seed * 10_007 + 2 * int(li) + (lo == "cos") for li, lo in zip(layers, losses)]
 
 
 def _select(inputs: torch.Tensor, layers: torch.Tensor, idx: torch.Tensor | None = None) -> torch.Tensor:
@@ -169,9 +170,15 @@ def apply_probes(probe: StackedProbe, inputs: torch.Tensor, layers: Sequence[int
     return torch.cat([probe(_select(inputs, lay, torch.arange(s, min(n, s + chunk)))) for s in range(0, n, chunk)], 1)
 
 
-def train_probes(train: SplitData, val: SplitData, layers: Sequence[int], losses: Sequence[str],
-                 config: ProbeConfig | None = None, targets: torch.Tensor | None = None,
-                 progress: bool = True) -> TrainedProbes:
+def train_probes(
+    train: SplitData,
+    val: SplitData,
+    layers: Sequence[int],
+    losses: Sequence[str],
+    config: ProbeConfig | None = None,
+    targets: torch.Tensor | None = None,
+    progress: bool = True,
+) -> TrainedProbes:
     """Train one probe per (layer, loss) pair, all at once: a pure-torch minibatch AdamW loop.
 
     Probe p maps ``train.inputs[layers[p]]`` to the targets with loss ``losses[p]``. The probes share
@@ -195,14 +202,14 @@ def train_probes(train: SplitData, val: SplitData, layers: Sequence[int], losses
     P = len(layers)
     d_in, d_out = train.inputs.shape[-1], train.targets.shape[-1]
     probe = StackedProbe(config.kind, P, d_in, d_out, config.hidden, _init_seeds(config.seed, layers, losses))
-    is_cos = torch.tensor([l == "cos" for l in losses])
+    is_cos = torch.tensor([loss == "cos" for loss in losses])
     history: dict = {"train_loss": [], "val_loss": [], "best_epoch": [0] * P, "stop_epoch": [0] * P, "epochs": 0}
     if config.kind == "naive":
         return TrainedProbes(probe, list(layers), list(losses), train.variant, history)
     tgt = train.targets if targets is None else targets
     # standardise each used layer once (not per step); the probe keeps the statistics for later use
-    used = sorted(set(int(l) for l in layers))
-    where = torch.tensor([used.index(int(l)) for l in layers])
+    used = sorted(set(int(li) for li in layers))
+    where = torch.tensor([used.index(int(li)) for li in layers])
     z_all = train.inputs[used]  # (U, n, d_in)
     mu = z_all.mean(1, keepdim=True)
     sd = z_all.std(1, keepdim=True).clamp_min(1e-6)
@@ -220,14 +227,17 @@ def train_probes(train: SplitData, val: SplitData, layers: Sequence[int], losses
     steps_per_epoch = math.ceil(n / config.batch_size)
     total_steps = max(1, config.epochs * steps_per_epoch)
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, (lambda step: 0.5 * (1 + math.cos(math.pi * step / total_steps))) if config.cosine_decay
-        else (lambda step: 1.0))
+        opt,
+        (lambda step: 0.5 * (1 + math.cos(math.pi * step / total_steps)))
+        if config.cosine_decay
+        else (lambda step: 1.0),
+    )
     bar = tqdm(range(config.epochs), desc=f"{config.kind} probes ({P})", unit="epoch", disable=not progress)
     for epoch in bar:
         perm = torch.randperm(n, generator=g)
         total = torch.zeros(P)
         for s in range(0, n, config.batch_size):
-            idx = perm[s:s + config.batch_size]
+            idx = perm[s : s + config.batch_size]
             loss = probe_losses(probe.forward_standardised(_select(z_all, where, idx)), tgt[idx], is_cos)
             opt.zero_grad(set_to_none=True)
             loss.sum().backward()
@@ -269,22 +279,36 @@ def _probe_tensors(tp: TrainedProbes) -> dict[str, torch.Tensor]:
     return t
 
 
-def fit_probes(train: SplitData, val: SplitData, config: ProbeConfig, losses: Sequence[str] = LOSSES,
-               layers: Sequence[int] | None = None, cache_key: dict | None = None, progress: bool = True
-               ) -> TrainedProbes:
+def fit_probes(
+    train: SplitData,
+    val: SplitData,
+    config: ProbeConfig,
+    losses: Sequence[str] = LOSSES,
+    layers: Sequence[int] | None = None,
+    cache_key: dict | None = None,
+    progress: bool = True,
+) -> TrainedProbes:
     """Probes for every layer x loss, with weights cached on disk when ``cache_key`` (a dict naming the
     data: model, corpus, sample, split seed, ...) is given."""
     layers = list(range(train.inputs.shape[0])) if layers is None else list(layers)
     if config.kind == "naive":
         losses = losses[:1]  # nothing is trained: one (loss-free) probe per layer
-    lay = [l for l in layers for _ in losses]
+    lay = [li for li in layers for _ in losses]
     los = [lo for _ in layers for lo in losses]
     if config.kind == "naive":
         return train_probes(train, val, lay, los, config, progress=progress)
     if cache_key is None:
         return train_probes(train, val, lay, los, config, progress=progress)
-    params = {**cache_key, "variant": train.variant, "layers": lay, "losses": los, "config": config.as_dict(),
-              "n_train": train.n, "n_val": val.n, "version": CACHE_VERSION}
+    params = {
+        **cache_key,
+        "variant": train.variant,
+        "layers": lay,
+        "losses": los,
+        "config": config.as_dict(),
+        "n_train": train.n,
+        "n_val": val.n,
+        "version": CACHE_VERSION,
+    }
     made: list[TrainedProbes] = []
 
     def compute():
@@ -294,13 +318,23 @@ def fit_probes(train: SplitData, val: SplitData, config: ProbeConfig, losses: Se
     t = cached_tensors(f"probes/{cache_key.get('model', 'model')}", params, compute)
     if made:
         return made[0]
-    probe = StackedProbe(config.kind, len(lay), train.inputs.shape[-1], train.targets.shape[-1], config.hidden,
-                         _init_seeds(config.seed, lay, los))
-    probe.load_state_dict({k[len("state."):]: v for k, v in t.items() if k.startswith("state.")})
-    hist = {"best_epoch": t["best_epoch"].tolist(), "stop_epoch": t["stop_epoch"].tolist(),
-            "epochs": int(t["train_loss"].shape[0]) if "train_loss" in t else 0,
-            "train_loss": t["train_loss"].tolist() if "train_loss" in t else [],
-            "val_loss": t["val_loss"].tolist() if "val_loss" in t else [], "cached": True}
+    probe = StackedProbe(
+        config.kind,
+        len(lay),
+        train.inputs.shape[-1],
+        train.targets.shape[-1],
+        config.hidden,
+        _init_seeds(config.seed, lay, los),
+    )
+    probe.load_state_dict({k[len("state.") :]: v for k, v in t.items() if k.startswith("state.")})
+    hist = {
+        "best_epoch": t["best_epoch"].tolist(),
+        "stop_epoch": t["stop_epoch"].tolist(),
+        "epochs": int(t["train_loss"].shape[0]) if "train_loss" in t else 0,
+        "train_loss": t["train_loss"].tolist() if "train_loss" in t else [],
+        "val_loss": t["val_loss"].tolist() if "val_loss" in t else [],
+        "cached": True,
+    }
     return TrainedProbes(probe, lay, los, train.variant, hist)
 
 
@@ -313,28 +347,64 @@ def fit_probes(train: SplitData, val: SplitData, config: ProbeConfig, losses: Se
 DEFAULT_LR = {"naive": 0.0, "linear": 1e-2, "mlp": 3e-3}
 
 
-def probe_config(kind: str, epochs: int = 15, batch_size: int = 512, mlp_hidden: int = 512, patience: int = 3,
-                 seed: int = 0, lr: float | None = None) -> ProbeConfig:
+def probe_config(
+    kind: str,
+    epochs: int = 15,
+    batch_size: int = 512,
+    mlp_hidden: int = 512,
+    patience: int = 3,
+    seed: int = 0,
+    lr: float | None = None,
+) -> ProbeConfig:
     """A ProbeConfig with the learning rate that suits ``kind`` unless ``lr`` is given."""
-    return ProbeConfig(kind=kind, hidden=mlp_hidden, epochs=epochs, batch_size=batch_size,
-                       lr=DEFAULT_LR[kind] if lr is None else lr, patience=patience, seed=seed)
+    return ProbeConfig(
+        kind=kind,
+        hidden=mlp_hidden,
+        epochs=epochs,
+        batch_size=batch_size,
+        lr=DEFAULT_LR[kind] if lr is None else lr,
+        patience=patience,
+        seed=seed,
+    )
 
 
 def data_key(lm: LoadedModel, corpus_name: str, hs: HiddenStates, seed: int, include_special: bool) -> dict:
     """What trained probes depend on besides their own configuration (used to key the probe cache)."""
-    return {"model": lm.key, "sha256": lm.provenance.get("sha256"), "revision": lm.provenance.get("revision"),
-            "corpus": corpus_name,
-            "hidden": cache_params(hs), "split_seed": seed, "include_special": include_special}
+    return {
+        "model": lm.key,
+        "sha256": lm.provenance.get("sha256"),
+        "revision": lm.provenance.get("revision"),
+        "corpus": corpus_name,
+        "hidden": cache_params(hs),
+        "split_seed": seed,
+        "include_special": include_special,
+    }
 
 
-def train_all(splits: dict[str, SplitData], kinds: Sequence[str] = MAPPINGS, epochs: int = 15,
-              batch_size: int = 512, mlp_hidden: int = 512, patience: int = 3, seed: int = 0,
-              losses: Sequence[str] = LOSSES, cache_key: dict | None = None, progress: bool = True
-              ) -> dict[str, TrainedProbes]:
+def train_all(
+    splits: dict[str, SplitData],
+    kinds: Sequence[str] = MAPPINGS,
+    epochs: int = 15,
+    batch_size: int = 512,
+    mlp_hidden: int = 512,
+    patience: int = 3,
+    seed: int = 0,
+    losses: Sequence[str] = LOSSES,
+    cache_key: dict | None = None,
+    progress: bool = True,
+) -> dict[str, TrainedProbes]:
     """Probes of every kind for every layer x loss (cached when ``cache_key`` is given)."""
-    return {k: fit_probes(splits["train"], splits["val"],
-                          probe_config(k, epochs, batch_size, mlp_hidden, patience, seed),
-                          losses, cache_key=cache_key, progress=progress) for k in kinds}
+    return {
+        k: fit_probes(
+            splits["train"],
+            splits["val"],
+            probe_config(k, epochs, batch_size, mlp_hidden, patience, seed),
+            losses,
+            cache_key=cache_key,
+            progress=progress,
+        )
+        for k in kinds
+    }
 
 
 def training_summary(probes: dict[str, TrainedProbes]) -> pd.DataFrame:
@@ -346,8 +416,15 @@ def training_summary(probes: dict[str, TrainedProbes]) -> pd.DataFrame:
             continue
         for p, (layer, loss) in enumerate(zip(tp.layers, tp.losses)):
             vl = [e[p] for e in h["val_loss"]]
-            rows.append({"mapping": tp.kind, "loss": loss, "layer": layer, "epochs run": h["stop_epoch"][p],
-                         "best epoch": h["best_epoch"][p],
-                         "best val loss": min(vl) if vl else float("nan"),
-                         "final train loss": h["train_loss"][-1][p] if h["train_loss"] else float("nan")})
+            rows.append(
+                {
+                    "mapping": tp.kind,
+                    "loss": loss,
+                    "layer": layer,
+                    "epochs run": h["stop_epoch"][p],
+                    "best epoch": h["best_epoch"][p],
+                    "best val loss": min(vl) if vl else float("nan"),
+                    "final train loss": h["train_loss"][-1][p] if h["train_loss"] else float("nan"),
+                }
+            )
     return pd.DataFrame(rows)

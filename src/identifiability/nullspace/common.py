@@ -1,15 +1,15 @@
 """Helpers shared by the non-identifiability modules: target lengths, exact-length texts, float64 runs,
 masks and distances, and the tolerances of the constructions.
 
-Shapes: S = d_s tokens, d model width, d_v = d / H value width, d_q query/key width, L layers, H heads.
+Shapes: d_s tokens, d model width, d_v = d / H value width, d_q query/key width, L layers, H heads.
 """
 
 from __future__ import annotations
 
 import random
 import re
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Iterator, Sequence
 
 import torch
 
@@ -76,12 +76,13 @@ def float64(lm) -> Iterator:
 
 
 def visible_mask(n: int, causal: bool) -> torch.Tensor:
-    """(S, S) bool: which keys each query can see (lower triangle for a causal model, all otherwise)."""
+    """(d_s, d_s) bool: which keys each query can see (lower triangle for a causal model, all otherwise)."""
     ones = torch.ones(n, n, dtype=torch.bool)
     return torch.tril(ones) if causal else ones
 
+
 def tv_rows(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Total-variation distance between corresponding rows, (S,) = 0.5 * ||a_i - b_i||_1."""
+    """Total-variation distance between corresponding rows, (d_s,) = 0.5 * ||a_i - b_i||_1."""
     return 0.5 * (a - b).abs().sum(-1)
 
 

@@ -17,6 +17,7 @@ from .constructions import output_basis
 
 # ------------------------------------------------------------------------------------- 4. realisability
 
+
 @dataclass
 class Realisability:
     """Result of the exact softmax-realisability test for one attention matrix.
@@ -33,18 +34,23 @@ class Realisability:
 
 
 def centered_log(a: torch.Tensor | None = None, log_probs: torch.Tensor | None = None) -> torch.Tensor:
-    """log(A') with each row's mean removed, (S, S). Pass ``log_probs`` (e.g. log_softmax of known logits) to
+    """log(A') with each row's mean removed, (d_s, d_s). Pass ``log_probs`` (e.g. log_softmax of known logits) to
     avoid taking log of probabilities that underflowed."""
     lp = log_probs if log_probs is not None else a.double().log()
     return lp - lp.mean(1, keepdim=True)
 
 
-def realisability(a: torch.Tensor | None = None, d_q: int = 64, log_probs: torch.Tensor | None = None,
-                  causal: bool = False, rtol: float | None = None) -> Realisability:
-    """Is A' = softmax(Q'K'^T / sqrt(d_q)) for some Q', K' in R^{S x d_q}?
+def realisability(
+    a: torch.Tensor | None = None,
+    d_q: int = 64,
+    log_probs: torch.Tensor | None = None,
+    causal: bool = False,
+    rtol: float | None = None,
+) -> Realisability:
+    """Is A' = softmax(Q'K'^T / sqrt(d_q)) for some Q', K' in R^{n x d_q}?
 
     Exact criterion (no mask): A' must be strictly positive and M = log(A') - rowmean has rank <= d_q.
-    Proof: softmax(L') = A' iff L' = log A' + c 1^T for some c; then M = L'(I - 11^T/S), so rank M <= rank L'
+    Proof: softmax(L') = A' iff L' = log A' + c 1^T for some c; then M = L'(I - 11^T/d_s), so rank M <= rank L'
     <= d_q; conversely M itself has M 1 = 0 and softmax(M) = A', and any rank-<= d_q matrix is Q'K'^T/sqrt(d_q).
 
     With a causal mask only the lower triangle of L' is constrained: the question becomes a low-rank *completion*
@@ -52,8 +58,12 @@ def realisability(a: torch.Tensor | None = None, d_q: int = 64, log_probs: torch
     instead).
     """
     if causal:
-        return Realisability(None, None, "causal mask: the entries above the diagonal are free, so realisability "
-                             "is a low-rank completion problem; the exact rank test does not apply")
+        return Realisability(
+            None,
+            None,
+            "causal mask: the entries above the diagonal are free, so realisability "
+            "is a low-rank completion problem; the exact rank test does not apply",
+        )
     if log_probs is None:
         a = a.double()
         if bool((a <= 0).any()):
@@ -68,7 +78,7 @@ def realisability(a: torch.Tensor | None = None, d_q: int = 64, log_probs: torch
 
 
 def attention_from_factors(q: torch.Tensor, k: torch.Tensor, causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """(A', log A') = softmax(Q K^T / sqrt(d_q)) with an optional causal mask; q, k (S, d_q)."""
+    """(A', log A') = softmax(Q K^T / sqrt(d_q)) with an optional causal mask; q, k (d_s, d_q)."""
     logits = q @ k.T / math.sqrt(k.shape[1])
     if causal:
         logits = logits.masked_fill(~visible_mask(q.shape[0], True), -math.inf)
@@ -77,7 +87,7 @@ def attention_from_factors(q: torch.Tensor, k: torch.Tensor, causal: bool = Fals
 
 
 def factor_attention(a: torch.Tensor, d_q: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Q, K (S, d_q) with softmax(Q K^T / sqrt(d_q)) = A, from an SVD of the centred log (bidirectional heads).
+    """Q, K (d_s, d_q) with softmax(Q K^T / sqrt(d_q)) = A, from an SVD of the centred log (bidirectional heads).
 
     The real head's own Q, K would do as well; factoring A itself needs nothing but A, so it works for any
     model whose A is strictly positive. Raises if A is not realisable with d_q (which would contradict A
@@ -89,7 +99,7 @@ def factor_attention(a: torch.Tensor, d_q: int) -> tuple[torch.Tensor, torch.Ten
     if r > d_q:
         raise ValueError(f"log A - rowmean has rank {r} > d_q = {d_q}: A is not a d_q-wide softmax attention")
     k = min(d_q, s.shape[0])
-    scale = d_q ** 0.25
+    scale = d_q**0.25
     q = torch.zeros(a.shape[0], d_q, dtype=m.dtype)
     kk = torch.zeros(a.shape[0], d_q, dtype=m.dtype)
     q[:, :k] = u[:, :k] * s[:k].sqrt() * scale
@@ -98,7 +108,7 @@ def factor_attention(a: torch.Tensor, d_q: int) -> tuple[torch.Tensor, torch.Ten
 
 
 def _solve_rows(j: torch.Tensor, g: torch.Tensor, damping: float = 1e-13) -> torch.Tensor:
-    """Minimum-norm Levenberg-Marquardt step per row: j (S, r, p), g (S, r) -> (S, p) = J^T (J J^T + λ I)^-1 g."""
+    """Minimum-norm Levenberg-Marquardt step per row: j (d_s, r, p), g (d_s, r) -> (d_s, p) = J^T (J J^T + λ I)^-1 g."""
     jjt = j @ j.mT
     lam = damping * jjt.diagonal(dim1=-2, dim2=-1).sum(-1).clamp_min(1e-300)
     eye = torch.eye(jjt.shape[-1], dtype=j.dtype)
@@ -107,18 +117,26 @@ def _solve_rows(j: torch.Tensor, g: torch.Tensor, damping: float = 1e-13) -> tor
 
 
 def _moment_jacobian(p: torch.Tensor, u: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    """d(p_i U)/d q_i for p_i = softmax(q_i K^T / sqrt(d_q)): U^T (diag p_i - p_i p_i^T) K / sqrt(d_q), (S, r, d_q)."""
+    """d(p_i U)/d q_i for p_i = softmax(q_i K^T / sqrt(d_q)): U^T (diag p_i - p_i p_i^T) K / sqrt(d_q),
+    shape (d_s, r, d_q)."""
     pu = p @ u
     pk = p @ k
-    j = (u.T.unsqueeze(0) * p.unsqueeze(1)) @ k  # (S, r, d_q) = U^T diag(p_i) K
+    j = (u.T.unsqueeze(0) * p.unsqueeze(1)) @ k  # (d_s, r, d_q) = U^T diag(p_i) K
     return (j - pu.unsqueeze(2) * pk.unsqueeze(1)) / math.sqrt(k.shape[1])
 
 
-def solve_queries(q0: torch.Tensor, k: torch.Tensor, u: torch.Tensor, target: torch.Tensor, causal: bool = False,
-                  iters: int = 30, tol: float = 1e-12) -> tuple[torch.Tensor, torch.Tensor]:
+def solve_queries(
+    q0: torch.Tensor,
+    k: torch.Tensor,
+    u: torch.Tensor,
+    target: torch.Tensor,
+    causal: bool = False,
+    iters: int = 30,
+    tol: float = 1e-12,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Given keys K, find queries Q (row by row, damped Newton from q0) with softmax(QK^T/sqrt(d_q)) U = target.
 
-    Args: q0, k (S, d_q); u (S, r) orthonormal basis of col(T); target (S, r) = A U.
+    Args: q0, k (d_s, d_q); u (d_s, r) orthonormal basis of col(T); target (d_s, r) = A U.
     Returns (Q, residual per row relative to ||target row||).
     """
     q = q0.clone()
@@ -149,8 +167,15 @@ def solve_queries(q0: torch.Tensor, k: torch.Tensor, u: torch.Tensor, target: to
 
 
 @one_thread
-def max_entropy_alternative(a: torch.Tensor, t: torch.Tensor, d_q: int, causal: bool = False, rtol: float | None = None,
-                            iters: int = 400, tol: float = 1e-12) -> dict:
+def max_entropy_alternative(
+    a: torch.Tensor,
+    t: torch.Tensor,
+    d_q: int,
+    causal: bool = False,
+    rtol: float | None = None,
+    iters: int = 400,
+    tol: float = 1e-12,
+) -> dict:
     """A realisable alternative in closed form: per row, the maximum-entropy distribution with the same output.
 
     Take K' = U sqrt(d_q) (U an orthonormal basis of col(T), padded with zero columns to width d_q) and choose
@@ -165,15 +190,15 @@ def max_entropy_alternative(a: torch.Tensor, t: torch.Tensor, d_q: int, causal: 
     Returns dict(q, k, a_alt, log_a_alt, residual (max relative moment error), iterations).
     """
     a = a.double()
-    S = a.shape[0]
+    n = a.shape[0]
     u = output_basis(t, rtol)
     r = u.shape[1]
     if r > d_q:
         raise ValueError(f"rank(T) = {r} > d_q = {d_q}: this construction needs d_q >= rank(T)")
     target = a @ u
     scale = target.norm(dim=1).clamp_min(1e-300)
-    mask = visible_mask(S, causal)
-    w = torch.zeros(S, r, dtype=a.dtype)  # dual variables: logits = w U^T
+    mask = visible_mask(n, causal)
+    w = torch.zeros(n, r, dtype=a.dtype)  # dual variables: logits = w U^T
 
     def pg(w):
         p = torch.softmax((w @ u.T).masked_fill(~mask, -math.inf), -1)
@@ -190,16 +215,16 @@ def max_entropy_alternative(a: torch.Tensor, t: torch.Tensor, d_q: int, causal: 
     # Levenberg-Marquardt-damped Newton per row: one evaluation per iteration, damping mu shrinks after a step
     # that lowers f and grows after one that does not, so far-away rows take gradient-like steps and near rows
     # Newton steps. f is convex, so lowering it is the right acceptance test.
-    mu = torch.full((S,), 1e-4, dtype=a.dtype)
-    stalled = torch.zeros(S, dtype=torch.bool)
+    mu = torch.full((n,), 1e-4, dtype=a.dtype)
+    stalled = torch.zeros(n, dtype=torch.bool)
     eye = torch.eye(r, dtype=a.dtype)
-    for it in range(iters):
+    for _ in range(iters):
         res = g.norm(dim=1) / scale
         active = (res > tol) & ~stalled
         if not bool(active.any()):
             break
         pu = p @ u
-        h = (u.T.unsqueeze(0) * p.unsqueeze(1)) @ u - pu.unsqueeze(2) * pu.unsqueeze(1)  # Hessian (S, r, r)
+        h = (u.T.unsqueeze(0) * p.unsqueeze(1)) @ u - pu.unsqueeze(2) * pu.unsqueeze(1)  # Hessian (d_s, r, r)
         lam = mu * h.diagonal(dim1=-2, dim2=-1).sum(-1) / r + 1e-200  # rows seeing one key have h = 0
         step = torch.linalg.solve(h + lam[:, None, None] * eye, g.unsqueeze(-1)).squeeze(-1)
         step = step.masked_fill(~active[:, None], 0)
@@ -216,22 +241,23 @@ def max_entropy_alternative(a: torch.Tensor, t: torch.Tensor, d_q: int, causal: 
         g = torch.where(good[:, None], g1, g)
         mu = torch.where(good, (mu / 10).clamp_min(1e-15), mu * 10)
         stalled |= mu > 1e200  # not even a tiny gradient step lowers f: the limit of float64 for this row
-    q = torch.zeros(S, d_q, dtype=a.dtype)
-    k = torch.zeros(S, d_q, dtype=a.dtype)
+    q = torch.zeros(n, d_q, dtype=a.dtype)
+    k = torch.zeros(n, d_q, dtype=a.dtype)
     q[:, :r] = w
     k[:, :r] = u * math.sqrt(d_q)  # logits = Q K^T / sqrt(d_q) = w U^T
     alt, log_alt = attention_from_factors(q, k, causal)
-    return dict(q=q, k=k, a_alt=alt, log_a_alt=log_alt, residual=float((g.norm(dim=1) / scale).max()),
-                iterations=it + 1)
+    return dict(
+        q=q, k=k, a_alt=alt, log_a_alt=log_alt, residual=float((g.norm(dim=1) / scale).max()), iterations=it + 1
+    )
 
 
 @dataclass
 class SearchResult:
     """The best realisable alternative found by :func:`search_realisable` (verified by recomputation)."""
 
-    q: torch.Tensor  # (S, d_q)
-    k: torch.Tensor  # (S, d_q)
-    a_alt: torch.Tensor  # (S, S) = softmax(q k^T / sqrt(d_q)), recomputed
+    q: torch.Tensor  # (d_s, d_q)
+    k: torch.Tensor  # (d_s, d_q)
+    a_alt: torch.Tensor  # (d_s, d_s) = softmax(q k^T / sqrt(d_q)), recomputed
     tv_mean: float
     tv_max: float
     rel_output_error: float
@@ -241,10 +267,21 @@ class SearchResult:
 
 
 @one_thread
-def search_realisable(a: torch.Tensor, t: torch.Tensor, d_q: int, causal: bool = False, steps: int = 60,
-                      lr: float = 0.05, start: str = "maxent", q0: torch.Tensor | None = None,
-                      k0: torch.Tensor | None = None, seed: int = 0, tol: float = SEARCH_TOL,
-                      logit_cap: float = 300.0, progress: bool = False) -> SearchResult:
+def search_realisable(
+    a: torch.Tensor,
+    t: torch.Tensor,
+    d_q: int,
+    causal: bool = False,
+    steps: int = 60,
+    lr: float = 0.05,
+    start: str = "maxent",
+    q0: torch.Tensor | None = None,
+    k0: torch.Tensor | None = None,
+    seed: int = 0,
+    tol: float = SEARCH_TOL,
+    logit_cap: float = 300.0,
+    progress: bool = False,
+) -> SearchResult:
     """Search for a softmax-realisable A' = softmax(Q'K'^T/sqrt(d_q)) with A'T = AT, as far from A as possible.
 
     The constraint A'T = AT is d_s·rank(T) equations; keeping it while moving freely is what makes a plain
@@ -257,7 +294,7 @@ def search_realisable(a: torch.Tensor, t: torch.Tensor, d_q: int, causal: bool =
     not underflow to an exact 0 in float64).
 
     Args:
-        a: (S, S) attention, float64, strictly positive on visible keys. t: (S, d) the head's T.
+        a: (d_s, d_s) attention, float64, strictly positive on visible keys. t: (d_s, d) the head's T.
         start: "maxent" (start from :func:`max_entropy_alternative`) or "given" (q0, k0: e.g. the head's own).
 
     Every accepted iterate is recomputed from (Q', K') and kept as the best if its relative output error is
@@ -320,8 +357,17 @@ def search_realisable(a: torch.Tensor, t: torch.Tensor, d_q: int, causal: bool =
         opt.step()
     tvm, tvx, err, q, k, alt = best
     alt, tvm, tvx, err = verify(q, k)  # recompute from the factors: what is reported is what they give
-    return SearchResult(q=q, k=k, a_alt=alt, tv_mean=tvm, tv_max=tvx, rel_output_error=err, start_tv_mean=start_tv,
-                        history=history, rejected_steps=rejected)
+    return SearchResult(
+        q=q,
+        k=k,
+        a_alt=alt,
+        tv_mean=tvm,
+        tv_max=tvx,
+        rel_output_error=err,
+        start_tv_mean=start_tv,
+        history=history,
+        rejected_steps=rejected,
+    )
 
 
 def expected_dimension(d_s: int, d_q: int, rank_t1: int) -> int:
@@ -350,10 +396,12 @@ def local_solution_dimension(a: torch.Tensor, t: torch.Tensor, d_q: int, rtol: f
     Returns dict(rows, rank, full_row_rank, dimension, gap: smallest kept relative singular value).
     """
     a = a.double()
-    S = a.shape[0]
-    if S < d_q + 1:
-        raise ValueError(f"d_s = {S} < d_q + 1: every positive row-stochastic matrix is realisable there and the "
-                         "reparametrisation count d_q^2 + d_q does not apply")
+    n = a.shape[0]
+    if n < d_q + 1:
+        raise ValueError(
+            f"d_s = {n} < d_q + 1: every positive row-stochastic matrix is realisable there and the "
+            "reparametrisation count d_q^2 + d_q does not apply"
+        )
     q, k = factor_attention(a, d_q)
     # Rows of A' - A sum to 0, so (A' - A) T = 0 iff (A' - A) P T = 0 with P the projection onto 1-perp: a basis of
     # col(P T) (dimension rank([T,1]) - 1) gives the output constraints without the redundant row-sum direction.
@@ -361,11 +409,16 @@ def local_solution_dimension(a: torch.Tensor, t: torch.Tensor, d_q: int, rtol: f
     u = output_basis(t - t.mean(0, keepdim=True), rtol)
 
     def f(theta):
-        qq, kk = theta[: S * d_q].view(S, d_q), theta[S * d_q:].view(S, d_q)
+        qq, kk = theta[: n * d_q].view(n, d_q), theta[n * d_q :].view(n, d_q)
         return (torch.softmax(qq @ kk.T / math.sqrt(d_q), -1) @ u).flatten()
 
     jac = torch.func.jacrev(f)(torch.cat([q.flatten(), k.flatten()]))
     s = torch.linalg.svdvals(jac)
     rank = int(numerical_rank(s, NONLINEAR_RTOL if rtol is None else rtol))
-    return dict(rows=jac.shape[0], rank=rank, full_row_rank=rank == jac.shape[0],
-                dimension=jac.shape[1] - rank - d_q * d_q - d_q, gap=float(s[rank - 1] / s[0]))
+    return dict(
+        rows=jac.shape[0],
+        rank=rank,
+        full_row_rank=rank == jac.shape[0],
+        dimension=jac.shape[1] - rank - d_q * d_q - d_q,
+        gap=float(s[rank - 1] / s[0]),
+    )

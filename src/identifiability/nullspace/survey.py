@@ -5,7 +5,7 @@ threshold, constructed and realisable alternatives per head, and the realisable 
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 import torch
@@ -28,15 +28,15 @@ def head_spectra(values: torch.Tensor, w_o: torch.Tensor) -> tuple[torch.Tensor,
     """Singular values of T = V W_O and of the augmented [T, c 1], for many heads at once.
 
     Args:
-        values: (..., S, d_v) value vectors V_h (float64).
+        values: (..., d_s, d_v) value vectors V_h (float64).
         w_o: (..., d_v, d) output-projection blocks W_O^h (float64), broadcastable against ``values``.
 
     Returns:
-        (s_T, s_T1, c): s_T (..., min(S, d_v)) singular values of T; s_T1 (..., min(S, d_v + 1)) those of
-        [T, c 1] with c = s_max(T) / sqrt(S), so the ones column is as long as T's largest direction (rank is
+        (s_T, s_T1, c): s_T (..., min(d_s, d_v)) singular values of T; s_T1 (..., min(d_s, d_v + 1)) those of
+        [T, c 1] with c = s_max(T) / sqrt(d_s), so the ones column is as long as T's largest direction (rank is
         scale-free, a relative tolerance is not); c (...,).
 
-    Why not ``svdvals(T)`` directly: T is (S, d) with S up to 512 and d = 384, 72 heads per sentence. With a QR
+    Why not ``svdvals(T)`` directly: T is (d_s, d) with d_s up to 512 and d = 384, 72 heads per sentence. With a QR
     [V, 1] = Q R (Q orthonormal) and W_O^T = Q_w R_w, T = Q (R[:, :d_v] R_w^T) Q_w^T, so T and the small
     R[:, :d_v] R_w^T have identical singular values (orthogonal invariance), and likewise [T, c 1] and
     [R[:, :d_v] R_w^T, c R[:, d_v]]. That is exact algebra and costs microseconds; a test checks it against
@@ -45,7 +45,7 @@ def head_spectra(values: torch.Tensor, w_o: torch.Tensor) -> tuple[torch.Tensor,
     v = values.double()
     w = w_o.double()
     ones = torch.ones(*v.shape[:-1], 1, dtype=v.dtype)
-    _, r = torch.linalg.qr(torch.cat([v, ones], -1))  # r: (..., k, d_v + 1), k = min(S, d_v + 1)
+    _, r = torch.linalg.qr(torch.cat([v, ones], -1))  # r: (..., k, d_v + 1), k = min(d_s, d_v + 1)
     _, rw = torch.linalg.qr(w.mT)  # (..., d_v, d_v): W_O = rw^T Q_w^T
     core = r[..., :, :-1] @ rw.mT  # (..., k, d_v): same singular values as T
     s_t = torch.linalg.svdvals(core)[..., : min(v.shape[-2], v.shape[-1])]
@@ -77,34 +77,53 @@ def null_space_table(traces, w_o: torch.Tensor, rtol: float | None = None, progr
         if tr.values.dtype != torch.float64:
             raise ValueError("null_space_table needs float64 traces: trace inside `with float64(lm):`")
         _, s_t1, _ = head_spectra(tr.values, w_o)  # (L, H, k)
-        s_t = torch.linalg.svdvals(tr.values.double() @ w_o.double())  # (L, H, min(S, d))
-        S = tr.n_tokens
+        s_t = torch.linalg.svdvals(tr.values.double() @ w_o.double())  # (L, H, min(d_s, d))
+        n = tr.n_tokens
         rel_t, rel_t1 = s_t / s_t[..., :1], s_t1 / s_t1[..., :1]
         d = w_o.shape[-1]
-        r_t = numerical_rank(s_t, rank_rtol(S, d, torch.float64) if rtol is None else rtol)
-        r_t1 = numerical_rank(s_t1, rank_rtol(S, d + 1, torch.float64) if rtol is None else rtol)
+        r_t = numerical_rank(s_t, rank_rtol(n, d, torch.float64) if rtol is None else rtol)
+        r_t1 = numerical_rank(s_t1, rank_rtol(n, d + 1, torch.float64) if rtol is None else rtol)
         L, H = r_t.shape
         for layer in range(L):
             for head in range(H):
                 a, b = int(r_t[layer, head]), int(r_t1[layer, head])
                 rt, rt1 = rel_t[layer, head], rel_t1[layer, head]
-                rows.append(dict(
-                    text=i, d_s=S, layer=layer + 1, head=head, rank_T=a, dim_LN_T=S - a, rank_T1=b, dim_LN_T1=S - b,
-                    bound_T=max(0, S - d_v), bound_T1=max(0, S - d_v - 1),
-                    kept_min_T=float(rt[a - 1]), dropped_max_T=float(rt[a]) if a < len(rt) else float("nan"),
-                    kept_min_T1=float(rt1[b - 1]), dropped_max_T1=float(rt1[b]) if b < len(rt1) else float("nan"),
-                ))
+                rows.append(
+                    dict(
+                        text=i,
+                        d_s=n,
+                        layer=layer + 1,
+                        head=head,
+                        rank_T=a,
+                        dim_LN_T=n - a,
+                        rank_T1=b,
+                        dim_LN_T1=n - b,
+                        bound_T=max(0, n - d_v),
+                        bound_T1=max(0, n - d_v - 1),
+                        kept_min_T=float(rt[a - 1]),
+                        dropped_max_T=float(rt[a]) if a < len(rt) else float("nan"),
+                        kept_min_T1=float(rt1[b - 1]),
+                        dropped_max_T1=float(rt1[b]) if b < len(rt1) else float("nan"),
+                    )
+                )
     return pd.DataFrame(rows)
 
 
 @one_thread
-def head_survey(a_all: torch.Tensor, values: torch.Tensor, w_o: torch.Tensor, d_q: int, causal: bool = False,
-                rounds: int = 1, progress: bool = True) -> pd.DataFrame:
+def head_survey(
+    a_all: torch.Tensor,
+    values: torch.Tensor,
+    w_o: torch.Tensor,
+    d_q: int,
+    causal: bool = False,
+    rounds: int = 1,
+    progress: bool = True,
+) -> pd.DataFrame:
     """For every head of one sentence: how far an output-preserving alternative can move (LP, the paper's
     row-stochastic alternatives) and how far a *realisable* one does (the max-entropy alternative).
 
     Args:
-        a_all: (L, H, S, S) attention, values: (L, H, S, d_v), w_o: (L, H, d_v, d), all float64.
+        a_all: (L, H, d_s, d_s) attention, values: (L, H, d_s, d_v), w_o: (L, H, d_v, d), all float64.
 
     Returns one row per (layer (1..L), head): ``lp_tv_mean``/``lp_tv_max`` (over query rows) and ``lp_error``
     (relative output error), ``me_tv_mean``/``me_tv_max``/``me_error``, and ``me_rank`` (rank of the centred log
@@ -112,21 +131,32 @@ def head_survey(a_all: torch.Tensor, values: torch.Tensor, w_o: torch.Tensor, d_
     max-entropy alternative gains on (only from there, to halve the cost), so ``lp_tv`` >= ``me_tv`` row by row
     up to the LP solver's feasibility tolerance (~1e-7).
     """
-    L, H, S, _ = a_all.shape
-    vis = visible_mask(S, True) if causal else None
+    L, H, n, _ = a_all.shape
+    vis = visible_mask(n, True) if causal else None
     rows = []
-    for layer, head in tqdm([(l, h) for l in range(L) for h in range(H)], desc="alternatives per head",
-                            unit="head", disable=not progress):
+    for layer, head in tqdm(
+        [(li, h) for li in range(L) for h in range(H)], desc="alternatives per head", unit="head", disable=not progress
+    ):
         a = a_all[layer, head].double()
         t = values[layer, head].double() @ w_o[layer, head].double()
         me = max_entropy_alternative(a, t, d_q, causal)
         lp, tv = max_tv_alternative(a, t, vis, rounds=rounds, starts=[me["a_alt"] > a], top_start=False)
         me_tv = tv_rows(a, me["a_alt"])
         real = realisability(d_q=d_q, log_probs=me["log_a_alt"], causal=causal)
-        rows.append(dict(layer=layer + 1, head=head, d_s=S, lp_tv_mean=float(tv.mean()), lp_tv_max=float(tv.max()),
-                         lp_error=rel_output_error(a, lp, t), me_tv_mean=float(me_tv.mean()),
-                         me_tv_max=float(me_tv.max()), me_error=rel_output_error(a, me["a_alt"], t),
-                         me_rank=real.rank))
+        rows.append(
+            dict(
+                layer=layer + 1,
+                head=head,
+                d_s=n,
+                lp_tv_mean=float(tv.mean()),
+                lp_tv_max=float(tv.max()),
+                lp_error=rel_output_error(a, lp, t),
+                me_tv_mean=float(me_tv.mean()),
+                me_tv_max=float(me_tv.max()),
+                me_error=rel_output_error(a, me["a_alt"], t),
+                me_rank=real.rank,
+            )
+        )
     return pd.DataFrame(rows)
 
 
@@ -137,31 +167,47 @@ def threshold_margins(values: torch.Tensor, w_o: torch.Tensor, rtol: float | Non
     degenerate), and |x·1| / (||x|| sqrt(d_s)) for x spanning LN(T) (0 would mean the ones vector is orthogonal
     to LN(T), the non-generic case in which a perturbation survives).
 
-    Args: values (L, H, S, d_v) and w_o (L, H, d_v, d), float64.
+    Args: values (L, H, d_s, d_v) and w_o (L, H, d_v, d), float64.
     """
-    L, H, S, _ = values.shape
+    L, H, n, _ = values.shape
     _, s_t1, _ = head_spectra(values, w_o)
     rows = []
     for layer in range(L):
         for head in range(H):
             t = values[layer, head].double() @ w_o[layer, head].double()
             ln = left_null_basis(t, rtol, augmented=False)
-            cos = float((ln.sum(0).norm() / math.sqrt(S))) if ln.shape[1] else float("nan")
+            cos = float(ln.sum(0).norm() / math.sqrt(n)) if ln.shape[1] else float("nan")
             s1 = s_t1[layer, head]
-            rows.append(dict(layer=layer + 1, head=head, d_s=S, dim_LN_T=ln.shape[1],
-                             rank_T1=int(numerical_rank(s1, rank_rtol(S, t.shape[1] + 1, t.dtype) if rtol is None else rtol)),
-                             sigma_min_T1=float(s1[-1] / s1[0]),
-                             ones_in_LN_T=cos))
+            rows.append(
+                dict(
+                    layer=layer + 1,
+                    head=head,
+                    d_s=n,
+                    dim_LN_T=ln.shape[1],
+                    rank_T1=int(numerical_rank(s1, rank_rtol(n, t.shape[1] + 1, t.dtype) if rtol is None else rtol)),
+                    sigma_min_T1=float(s1[-1] / s1[0]),
+                    ones_in_LN_T=cos,
+                )
+            )
     return pd.DataFrame(rows)
 
 
 @one_thread
-def search_by_length(traces, w_o: torch.Tensor, heads: Sequence[tuple[int, int]], d_q: int, causal: bool = False,
-                     steps: int = 30, lp_rounds: int = 1, jacobian_max_length: int = 0,
-                     progress: bool = True) -> tuple[pd.DataFrame, dict]:
+def search_by_length(
+    traces,
+    w_o: torch.Tensor,
+    heads: Sequence[tuple[int, int]],
+    d_q: int,
+    causal: bool = False,
+    steps: int = 30,
+    lp_rounds: int = 1,
+    jacobian_max_length: int = 0,
+    progress: bool = True,
+) -> tuple[pd.DataFrame, dict]:
     """Realisable alternatives for the given heads on texts of increasing length.
 
-    For each trace (one d_s each) and (layer, head) of ``heads`` (layers 1..L): the max-entropy alternative, the optimiser's
+    For each trace (one d_s each) and (layer, head) of ``heads`` (layers 1..L): the max-entropy alternative, the
+    optimiser's
     (:func:`search_realisable`, ``steps`` Adam steps from the max-entropy point), the LP's row-stochastic
     alternative (the linear set the paper works with; started from the keys the search's alternative gains on,
     so it is at least as far), the dimension counts, and, for d_s <= ``jacobian_max_length`` (bidirectional heads only),
@@ -170,36 +216,48 @@ def search_by_length(traces, w_o: torch.Tensor, heads: Sequence[tuple[int, int]]
     Returns (table, details) with details[(d_s, layer, head)] = dict(me=..., search=SearchResult).
     """
     rows, details = [], {}
-    jobs = [(tr, l, h) for tr in traces for (l, h) in heads]
+    jobs = [(tr, li, h) for tr in traces for (li, h) in heads]
     for tr, layer, head in tqdm(jobs, desc="realisable search", unit="run", disable=not progress):
-        S = tr.n_tokens
+        n = tr.n_tokens
         a = tr.attentions[layer - 1, head].double()
         t = tr.values[layer - 1, head].double() @ w_o[layer - 1, head].double()
-        vis = visible_mask(S, True) if causal else None
+        vis = visible_mask(n, True) if causal else None
         s_t, s_t1, _ = head_spectra(tr.values[layer - 1, head], w_o[layer - 1, head])
-        r_t = int(numerical_rank(s_t, rank_rtol(S, t.shape[1], torch.float64)))
-        r_t1 = int(numerical_rank(s_t1, rank_rtol(S, t.shape[1] + 1, torch.float64)))
+        r_t = int(numerical_rank(s_t, rank_rtol(n, t.shape[1], torch.float64)))
+        r_t1 = int(numerical_rank(s_t1, rank_rtol(n, t.shape[1] + 1, torch.float64)))
         me = max_entropy_alternative(a, t, d_q, causal)
         sr = search_realisable(a, t, d_q, causal=causal, steps=steps)
         # started from the keys the search's alternative gains on: then LP >= search >= max-entropy, row-mean-wise
         lp, lp_tv = max_tv_alternative(a, t, vis, rounds=lp_rounds, starts=[sr.a_alt > a], top_start=False)
         me_tv = tv_rows(a, me["a_alt"])
-        real = realisability(d_q=d_q, log_probs=torch.log_softmax(sr.q @ sr.k.T / math.sqrt(d_q), -1),
-                             causal=causal)
-        row = dict(d_s=S, layer=layer, head=head, rank_T=r_t, dim_LN_T1=S - r_t1,
-                   expected_dim=expected_dimension(S, d_q, r_t1), naive_dim=max(0, d_q * (S - d_q)),
-                   lp_tv_mean=float(lp_tv.mean()), lp_tv_max=float(lp_tv.max()),
-                   me_tv_mean=float(me_tv.mean()), me_tv_max=float(me_tv.max()),
-                   me_error=rel_output_error(a, me["a_alt"], t),
-                   search_tv_mean=sr.tv_mean, search_tv_max=sr.tv_max, search_error=sr.rel_output_error,
-                   search_rank=real.rank, search_rejected=sr.rejected_steps,
-                   min_prob_A=float(a[vis].min() if vis is not None else a.min()),
-                   min_prob_me=float(me["a_alt"][vis].min() if vis is not None else me["a_alt"].min()),
-                   min_prob_search=float(sr.a_alt[vis].min() if vis is not None else sr.a_alt.min()),
-                   local_dim=None, jacobian_full_row_rank=None)
-        if not causal and d_q + 1 <= S <= jacobian_max_length:
+        real = realisability(d_q=d_q, log_probs=torch.log_softmax(sr.q @ sr.k.T / math.sqrt(d_q), -1), causal=causal)
+        row = dict(
+            d_s=n,
+            layer=layer,
+            head=head,
+            rank_T=r_t,
+            dim_LN_T1=n - r_t1,
+            expected_dim=expected_dimension(n, d_q, r_t1),
+            naive_dim=max(0, d_q * (n - d_q)),
+            lp_tv_mean=float(lp_tv.mean()),
+            lp_tv_max=float(lp_tv.max()),
+            me_tv_mean=float(me_tv.mean()),
+            me_tv_max=float(me_tv.max()),
+            me_error=rel_output_error(a, me["a_alt"], t),
+            search_tv_mean=sr.tv_mean,
+            search_tv_max=sr.tv_max,
+            search_error=sr.rel_output_error,
+            search_rank=real.rank,
+            search_rejected=sr.rejected_steps,
+            min_prob_A=float(a[vis].min() if vis is not None else a.min()),
+            min_prob_me=float(me["a_alt"][vis].min() if vis is not None else me["a_alt"].min()),
+            min_prob_search=float(sr.a_alt[vis].min() if vis is not None else sr.a_alt.min()),
+            local_dim=None,
+            jacobian_full_row_rank=None,
+        )
+        if not causal and d_q + 1 <= n <= jacobian_max_length:
             loc = local_solution_dimension(a, t, d_q)
             row.update(local_dim=loc["dimension"], jacobian_full_row_rank=loc["full_row_rank"])
         rows.append(row)
-        details[(S, layer, head)] = dict(me=me, search=sr)
+        details[(n, layer, head)] = dict(me=me, search=sr)
     return pd.DataFrame(rows), details
