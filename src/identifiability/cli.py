@@ -30,6 +30,19 @@ class ParameterError(ValueError):
     pass
 
 
+def _user_errors() -> tuple[type[Exception], ...]:
+    from .adapters import UnsupportedArchitecture
+    from .corpora import CorpusError
+    from .fingerprint import ModelNotAvailable
+    from .preflight import PreflightError
+
+    return (ParameterError, PreflightError, ModelNotAvailable, UnsupportedArchitecture, CorpusError)
+
+
+class ChapterFailed(RuntimeError):
+    """A chapter stopped with an error; the message is its last line and where the full traceback is."""
+
+
 def chapter_sources() -> list[Path]:
     """Chapter notebooks in the order of ``_toc.yml``."""
     import yaml
@@ -147,10 +160,28 @@ def run_notebook(source: Path, out_dir: Path, parameters: dict, progress: bool =
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"{source.stem}.ipynb"
     nb = jupytext.read(source)
-    papermill.execute_notebook(
-        nb, str(target), parameters=params, kernel_name="python3", progress_bar=progress, cwd=str(paths.source_root())
-    )
+    try:
+        papermill.execute_notebook(
+            nb,
+            str(target),
+            parameters=params,
+            kernel_name="python3",
+            progress_bar=progress,
+            cwd=str(paths.source_root()),
+        )
+    except papermill.PapermillExecutionError as e:
+        last = (str(e.evalue).strip().splitlines() or [""])[-1]
+        raise ChapterFailed(f"{source.stem} stopped: {e.ename}: {last} (full traceback in {target})") from None
     return target
+
+
+def preflight(sources: list[Path], params: dict) -> None:
+    """Check every chapter's parameters (with its defaults) against the model's config and the corpus before
+    anything runs (:mod:`identifiability.preflight`)."""
+    from .preflight import check
+
+    chapters = {s.stem: {**declared_parameters(s), **coerce_parameters(s, params, strict=False)} for s in sources}
+    check(chapters, params.get("model"), params.get("corpus", paths.DEFAULT_CORPUS))
 
 
 def vendor(static: Path) -> None:
@@ -270,6 +301,8 @@ def build_book(
     shown = results_dir.relative_to(src_root) if results_dir.is_relative_to(src_root) else results_dir
     params = {"model": model or DEFAULT_MODEL, "corpus": corpus, "results_dir": str(shown), **parameters}
     check_parameters(sources, params)  # fail early on a bad parameter, before an hour of compute
+    if executed is None:
+        preflight(sources, params)
     root = out or paths.build_dir(model, corpus)
     stage = root / "stage"
     if stage.exists():
@@ -396,6 +429,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("new", type=Path)
     c.add_argument("--rtol", type=float, default=1e-6, help="relative tolerance for numbers (default 1e-6)")
     a = ap.parse_args(argv)
+    user_errors = _user_errors()
     if a.cmd == "compare":
         from .compare import compare_folders
 
@@ -414,10 +448,14 @@ def main(argv: list[str] | None = None) -> int:
         else:
             base = {"model": a.model, "corpus": a.corpus, **params}
             check_parameters(a.notebooks, base)
+            preflight(a.notebooks, base)
             for nb in a.notebooks:
                 print(run_notebook(nb, a.out or paths.source_root() / "_build" / "run", base, strict=False))
-    except ParameterError as e:
+    except ChapterFailed as e:  # what earlier chapters wrote stays where it is
         print(f"error: {e}", file=sys.stderr)
+        return 1
+    except user_errors as e:  # each one line that says what to do
+        print(f"error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
         return 2
     return 0
 

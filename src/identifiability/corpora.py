@@ -123,7 +123,7 @@ def load_corpus(name: str = "lee") -> Corpus:
         return _load_glue(name)
     path = Path(name).expanduser()
     if path.is_file():
-        sents = [s.strip() for s in path.read_text(encoding="utf-8").splitlines() if s.strip()]
+        sents = [s.strip() for s in read_text_file(path).splitlines() if s.strip()]
         if not sents:
             raise CorpusError(f"text file {path} has no sentences: put one sentence per line")
         return Corpus(path.stem, sents, None, list(range(len(sents))))
@@ -131,6 +131,33 @@ def load_corpus(name: str = "lee") -> Corpus:
         f"unknown corpus {name!r}: use one of {', '.join(EMBEDDED)}, 'glue/<task>' (needs network or cache), "
         "or the path of a text file with one sentence per line"
     )
+
+
+def read_text_file(path: Path) -> str:
+    """A user's text file as UTF-8 text; one-line errors for binary files and other encodings."""
+    raw = path.read_bytes()
+    if b"\x00" in raw[:65536]:
+        raise CorpusError(f"{path} is a binary file, not text: give a UTF-8 text file with one sentence per line")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise CorpusError(
+            f"{path} is not UTF-8 text (undecodable byte at offset {e.start}): convert it, e.g. "
+            f"iconv -f latin1 -t utf-8 {path} > {path.with_suffix('.utf8.txt')}"
+        ) from None
+
+
+def drop_unusable(corpus: Corpus, tokenizer) -> tuple[Corpus, int]:
+    """The corpus without lines that tokenise to nothing but special or unknown tokens (emoji, control
+    characters, another script), and how many were dropped. Labels and article indices stay aligned."""
+    special = set(tokenizer.all_special_ids)
+    ids = tokenizer(corpus.sentences, add_special_tokens=False)["input_ids"] if len(corpus) else []
+    keep = [i for i, row in enumerate(ids) if any(t not in special for t in row)]
+    if len(keep) == len(corpus):
+        return corpus, 0
+    labels = [corpus.labels[i] for i in keep] if corpus.labels is not None else None
+    docs = [corpus.documents[i] for i in keep] if corpus.documents else []
+    return Corpus(corpus.name, [corpus.sentences[i] for i in keep], labels, docs), len(corpus) - len(keep)
 
 
 def _load_glue(name: str) -> Corpus:
@@ -171,7 +198,8 @@ def sample_sentences(
 
 
 def token_lengths(sentences: list[str], tokenizer=None) -> list[int]:
-    if tokenizer is None:
+    """Tokens per sentence, special tokens included (words, without a tokenizer)."""
+    if tokenizer is None or not sentences:
         return [len(s.split()) for s in sentences]
     return [len(ids) for ids in tokenizer(sentences, add_special_tokens=True, verbose=False)["input_ids"]]
 

@@ -60,4 +60,10 @@ class LoadedModel:
     @property
     def key(self) -> str:
         """The folder name this model's results and caches are filed under (:func:`paths.model_key`)."""
-        return model_key(self.name)
+        return self.provenance.get("key") or model_key(self.name)
+
+    @property
+    def content_key(self) -> str:
+        """SHA-256 over the files (or, for a model built in memory, the tensors) that define the model: the
+        identity every cache and results file is keyed by (:mod:`identifiability.fingerprint`)."""
+        return self.provenance["content_key"]

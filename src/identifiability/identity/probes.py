@@ -371,9 +371,7 @@ def probe_config(
 def data_key(lm: LoadedModel, corpus_name: str, hs: HiddenStates, seed: int, include_special: bool) -> dict:
     """What trained probes depend on besides their own configuration (used to key the probe cache)."""
     return {
-        "model": lm.key,
-        "sha256": lm.provenance.get("sha256"),
-        "revision": lm.provenance.get("revision"),
+        "model": lm.content_key,
         "corpus": corpus_name,
         "hidden": cache_params(hs),
         "split_seed": seed,

@@ -1,0 +1,168 @@
+"""Checks that run before any chapter executes, from the model's config and the corpus only (seconds, no
+weights): the model's files, its architecture, and every chapter parameter against the model and the text.
+A bad input stops here with one line that names the fix; nothing that earlier runs computed is touched.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .adapters import adapter_for
+from .corpora import Corpus, drop_unusable, load_corpus, token_lengths
+
+
+class PreflightError(ValueError):
+    """A parameter or input that cannot work; the message is one line that says what to pass instead."""
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the checks need to know of a model, read from its config (and its tokenizer for the corpus)."""
+
+    n_layers: int
+    n_heads: int
+    d_v: int
+    max_positions: int
+    tokenizer: object
+
+
+def model_info(model: str | None) -> ModelInfo:
+    """Config and tokenizer of ``model`` (a local folder is checked file by file first); no weights are read."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    from .models import ModelNotAvailable, resolve
+
+    _, source, _ = resolve(model)
+    try:
+        config = AutoConfig.from_pretrained(source, trust_remote_code=False)
+        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
+    except (OSError, ValueError) as e:
+        raise ModelNotAvailable(f"cannot read the config or tokenizer of {model!r}: {str(e).splitlines()[0]}") from e
+    adapter = adapter_for(config.model_type)
+    n_heads = int(config.num_attention_heads)
+    return ModelInfo(
+        int(config.num_hidden_layers),
+        n_heads,
+        int(config.hidden_size) // n_heads,
+        adapter.max_positions(config),
+        tokenizer,
+    )
+
+
+def middle_layer(n_layers: int) -> int:
+    """The default layer of chapters that show one layer: the middle one, ⌈L/2⌉ in the book's 1..L."""
+    return math.ceil(n_layers / 2)
+
+
+# A rule sees the chapter's parameters and the model; it returns an error (one line) or None.
+Rule = Callable[[dict, ModelInfo], "str | None"]
+
+
+def _at_least(name: str, minimum: Callable[[dict, ModelInfo], int], why: str) -> Rule:
+    def rule(p: dict, m: ModelInfo) -> str | None:
+        need = minimum(p, m)
+        if name in p and int(p[name]) < need:
+            return f"{name}={p[name]} is too small: this chapter needs at least {need} ({why}); pass -p {name}={need}"
+        return None
+
+    return rule
+
+
+def _layer_head(p: dict, m: ModelInfo) -> str | None:
+    layer, head = int(p.get("layer", 0)), int(p.get("head", 0))
+    if not 0 <= layer <= m.n_layers:
+        return (
+            f"layer={layer} is not a layer of this model: use 1..{m.n_layers} (0: the middle layer), e.g. "
+            f"-p layer={middle_layer(m.n_layers)}"
+        )
+    if not 0 <= head < m.n_heads:
+        return f"head={head} is not a head of this model: use 0..{m.n_heads - 1}, e.g. -p head=0"
+    return None
+
+
+def _window(lo: str | Callable[[dict, ModelInfo], int], hi: str) -> Callable[[dict, ModelInfo], tuple[int, int, str]]:
+    """A sentence-length window of a chapter: (min, max, the parameters that set it). ``lo`` names a
+    parameter, or computes a fixed minimum from the model."""
+
+    def window(p: dict, m: ModelInfo) -> tuple[int, int, str]:
+        low = int(p[lo]) if isinstance(lo, str) else lo(p, m)
+        names = f"-p {lo}=… / -p {hi}=…" if isinstance(lo, str) else f"-p {hi}=…"
+        return low, min(int(p[hi]), m.max_positions), names
+
+    return window
+
+
+@dataclass(frozen=True)
+class ChapterRules:
+    rules: tuple[Rule, ...] = ()
+    windows: tuple[Callable[[dict, ModelInfo], tuple[int, int, str]], ...] = ()
+
+
+CHAPTERS: dict[str, ChapterRules] = {
+    "01_model_and_data": ChapterRules(
+        (_at_least("max_tokens", lambda p, m: int(p.get("example_min_tokens", 8)), "its example sentence's minimum"),),
+        (_window("example_min_tokens", "example_max_tokens"),),
+    ),
+    "02_nonidentifiability": ChapterRules(
+        (_at_least("max_tokens", lambda p, m: m.d_v + 2, "inputs just past the threshold d_v + 1"), _layer_head),
+    ),
+    "03_effective_attention": ChapterRules(
+        (
+            _at_least("max_tokens", lambda p, m: m.d_v + 2, "sentences longer than d_v"),
+            _at_least("viewer_max_tokens", lambda p, m: m.d_v + 8, "viewer sentences a few tokens past d_v"),
+            _at_least("fig1_max_length", lambda p, m: m.d_v + 2, "lengths on both sides of d_v"),
+        ),
+        (_window(lambda p, m: m.d_v + 1, "max_tokens"),),
+    ),
+    "04_token_identity": ChapterRules(
+        (
+            _at_least("max_tokens", lambda p, m: int(p.get("min_tokens", 3)), "at least min_tokens"),
+            _at_least("min_tokens", lambda p, m: 3, "a token besides the special ones"),
+        ),
+        (_window("min_tokens", "max_tokens"),),
+    ),
+    "05_angle_magnitude": ChapterRules(
+        (
+            _at_least("max_tokens", lambda p, m: int(p.get("min_tokens", 3)), "at least min_tokens"),
+            _at_least("min_tokens", lambda p, m: 3, "a token besides the special ones"),
+        ),
+        (_window("min_tokens", "max_tokens"),),
+    ),
+    "06_context_mixing": ChapterRules(
+        (
+            _at_least("max_tokens", lambda p, m: 3, "a token besides the special ones"),
+            _at_least("exact_max_tokens", lambda p, m: 3, "a token besides the special ones"),
+        ),
+        (_window(lambda p, m: 3, "max_tokens"), _window(lambda p, m: 3, "exact_max_tokens")),
+    ),
+    "07_explore": ChapterRules((_at_least("max_tokens", lambda p, m: 3, "a token besides the special ones"),)),
+}
+
+
+def check(chapters: dict[str, dict], model: str | None, corpus: str) -> None:
+    """Check each chapter's parameters (``{chapter stem: its parameters with defaults filled in}``) against the
+    model's config and the corpus. Raises PreflightError, ModelNotAvailable, UnsupportedArchitecture or
+    CorpusError with one line."""
+    info = model_info(model)
+    text: Corpus | None = None
+    lengths: list[int] = []
+    for stem, params in chapters.items():
+        rules = CHAPTERS.get(stem, ChapterRules())
+        for rule in rules.rules:
+            err = rule(params, info)
+            if err:
+                raise PreflightError(f"{stem}: {err}")
+        for window in rules.windows:
+            if text is None:
+                text, _ = drop_unusable(load_corpus(corpus), info.tokenizer)
+                lengths = token_lengths(text.sentences, info.tokenizer)
+            lo, hi, names = window(params, info)
+            if not any(lo <= n <= hi for n in lengths):
+                raise PreflightError(
+                    f"{stem}: no sentence of corpus {Path(corpus).name!r} has {lo} to {hi} tokens "
+                    f"(its sentences have {min(lengths, default=0)} to {max(lengths, default=0)}); widen the window "
+                    f"with {names}, or use another corpus"
+                )
