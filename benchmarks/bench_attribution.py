@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from identifiability import hta as H
+from identifiability import hta as attribution
 from identifiability.corpora import concatenated_inputs, load_corpus
 from identifiability.hta.core import _auto_chunk, _Directions, _prepare
 from identifiability.hta.folded import _folded_S
@@ -84,11 +84,12 @@ def fresh_process_peak(text: str, args) -> float:
     Every chunk has the same working set, so a few chunks show the whole pass's peak."""
     code = (
         "import sys, torch; sys.path.insert(0, 'benchmarks'); "
-        "from bench_attribution import H, PeakMemory, _auto_chunk, _Directions, _folded_S, _prepare, load_model; "
+        "from bench_attribution import attribution, PeakMemory, _auto_chunk, _Directions, _folded_S, _prepare; "
+        "from bench_attribution import load_model; "
         f"torch.set_num_threads({args.threads}); lm = load_model(device={args.device!r}); "
         "inp = _prepare(lm, sys.argv[1]); n = inp.x.shape[0]; "
         "dirs = _Directions(n, lm.d_model, limit=3 * _auto_chunk(n, None)); "
-        "m = PeakMemory().__enter__(); _folded_S(lm, inp, dirs, None, H.fold_spec(lm)); m.__exit__(); "
+        "m = PeakMemory().__enter__(); _folded_S(lm, inp, dirs, None, attribution.fold_spec(lm)); m.__exit__(); "
         "print(m.mb)"
     )
     root = Path(__file__).resolve().parents[1]
@@ -99,7 +100,7 @@ def fresh_process_peak(text: str, args) -> float:
 def timed_S(engine, lm, inp, dirs, chunk=None):
     t0 = time.perf_counter()
     if engine == "folded":
-        S = _folded_S(lm, inp, dirs, chunk, H.fold_spec(lm))
+        S = _folded_S(lm, inp, dirs, chunk, attribution.fold_spec(lm))
     else:
         S = _generic_S(lm, inp, dirs, chunk)
     return S, time.perf_counter() - t0
@@ -138,7 +139,7 @@ def main() -> None:
         B = _auto_chunk(n, None)
         dirs = _Directions(n, d)
         mm = [matmul_gflops(d)]
-        naive_s = H.naive_seconds(lm, text, per_layer=args.naive_per_layer)
+        naive_s = attribution.naive_seconds(lm, text, per_layer=args.naive_per_layer)
         # generic torch.func path: a sample of chunks, extrapolated
         lim = min(dirs.total, args.sample_chunks * B)
         _, t = timed_S("generic", lm, inp, _Directions(n, d, limit=lim))
@@ -155,16 +156,16 @@ def main() -> None:
             _, t2 = timed_S("folded", lm, inp, _Directions(n, d, limit=lim + 1))
             exact_s = t1 + (t2 - t1) * dirs.total / lim
         mm.append(matmul_gflops(d))
-        flops = H.folded_flops(lm, n, dirs.total)
+        flops = attribution.folded_flops(lm, n, dirs.total)
         # estimator
         t0 = time.perf_counter()
-        est = H.hta(lm, text, mode="estimate", probes=args.probes, seed=0)
+        est = attribution.hta(lm, text, mode="estimate", probes=args.probes, seed=0)
         est_s = time.perf_counter() - t0
         mm.append(matmul_gflops(d))
         err = None
         if S_exact is not None:
-            exact = H.HTAResult(text, inp.tokens, S_exact, "folded")
-            err = H.estimate_error([exact], [est])
+            exact = attribution.HTAResult(text, inp.tokens, S_exact, "folded")
+            err = attribution.estimate_error([exact], [est])
         mm_rate = statistics.median(mm)
         rows.append(
             dict(
@@ -178,7 +179,7 @@ def main() -> None:
                 gflops=flops / exact_s / 1e9,
                 mm=mm_rate,
                 mem=fresh_process_peak(text, args),
-                bound=H.peak_bytes(lm, n) / 2**20,
+                bound=attribution.peak_bytes(lm, n) / 2**20,
             )
         )
         r = rows[-1]
@@ -200,7 +201,7 @@ def main() -> None:
             )
         for m in args.sweep if S_exact is not None else []:
             t0 = time.perf_counter()
-            e2 = H.estimate_error([exact], [H.hta(lm, text, mode="estimate", probes=m, seed=0)])
+            e2 = attribution.estimate_error([exact], [attribution.hta(lm, text, mode="estimate", probes=m, seed=0)])
             t = time.perf_counter() - t0
             r.setdefault("sweep", []).append((m, naive_s / t, e2["median"], e2["p95"]))
             print(

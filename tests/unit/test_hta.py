@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from identifiability import hta as H
+from identifiability import hta as attribution
 from identifiability.charts import hta as hta_charts
 from identifiability.hta.core import _Directions, _prepare
 from identifiability.hta.folded import _folded_S
@@ -35,9 +35,9 @@ def gpt2():
 
 
 def test_exact_engines_match_naive_reference(tiny_lm):
-    ref = H.hta_naive(tiny_lm, SHORT)
-    folded = H.hta(tiny_lm, SHORT)
-    generic = H.hta(tiny_lm, SHORT, method="generic")
+    ref = attribution.hta_naive(tiny_lm, SHORT)
+    folded = attribution.hta(tiny_lm, SHORT)
+    generic = attribution.hta(tiny_lm, SHORT, method="generic")
     assert folded.method == "folded" and generic.method == "generic"
     assert rel(folded.S, ref.S) <= 1e-4
     assert rel(generic.S, ref.S) <= 1e-4
@@ -47,8 +47,8 @@ def test_exact_engines_match_naive_reference(tiny_lm):
 
 
 def test_generic_matches_naive_on_causal_pre_ln(gpt2):
-    ref = H.hta_naive(gpt2, SHORT)
-    got = H.hta(gpt2, SHORT)
+    ref = attribution.hta_naive(gpt2, SHORT)
+    got = attribution.hta(gpt2, SHORT)
     assert got.method == "generic"  # GPT-2 is pre-LN and causal: the folded pass does not apply
     assert rel(got.S, ref.S) <= 1e-4
     # causality: a hidden token never depends on later input tokens, in any layer
@@ -58,7 +58,7 @@ def test_generic_matches_naive_on_causal_pre_ln(gpt2):
 
 
 def test_layer0_is_the_input_itself(tiny_lm):
-    r = H.hta(tiny_lm, SENT)
+    r = attribution.hta(tiny_lm, SENT)
     n, d = r.n_tokens, tiny_lm.d_model
     assert torch.allclose(r.S[0], d * torch.eye(n, dtype=torch.float64))
     assert torch.allclose(r.c[0], torch.eye(n, dtype=torch.float64))
@@ -66,17 +66,17 @@ def test_layer0_is_the_input_itself(tiny_lm):
 
 def test_folded_unfolded_and_chunking_agree(tiny_lm):
     inp = _prepare(tiny_lm, SENT)
-    spec = H.fold_spec(tiny_lm)
+    spec = attribution.fold_spec(tiny_lm)
     dirs = _Directions(*inp.x.shape)
     base = _folded_S(tiny_lm, inp, dirs, None, spec, fold=True)
     assert rel(_folded_S(tiny_lm, inp, dirs, None, spec, fold=False), base) <= 1e-5
     assert rel(_folded_S(tiny_lm, inp, dirs, 7, spec, fold=True), base) <= 1e-5  # ragged last chunk
-    assert rel(H.hta(tiny_lm, SENT, method="generic", chunk=300).S, base) <= 1e-4  # ragged too
+    assert rel(attribution.hta(tiny_lm, SENT, method="generic", chunk=300).S, base) <= 1e-4  # ragged too
 
 
 def test_trace_input_equals_text_input(tiny_lm):
     tr = trace_batch(tiny_lm, [SENT, SENT + " " + SENT])[0]  # padded batch: the trace has padding removed
-    assert rel(H.hta(tiny_lm, tr).S, H.hta(tiny_lm, SENT).S) <= 1e-6
+    assert rel(attribution.hta(tiny_lm, tr).S, attribution.hta(tiny_lm, SENT).S) <= 1e-6
 
 
 def test_every_architecture(tiny_any):
@@ -84,28 +84,30 @@ def test_every_architecture(tiny_any):
     agrees with the generic path; the estimator and the statistics run."""
     lm = tiny_any
     expected = "folded" if lm.adapter.foldable else "generic"
-    assert H.available_method(lm) == expected
-    r = H.hta(lm, SENT)
+    assert attribution.available_method(lm) == expected
+    r = attribution.hta(lm, SENT)
     assert r.method == expected
     L, n = lm.n_layers, r.n_tokens
     assert r.S.shape == (L + 1, n, n) and r.c.shape == (L + 1, n, n)
     assert float(r.c.min()) >= 0 and torch.allclose(r.c.sum(-1), torch.ones(L + 1, n, dtype=torch.float64))
     if expected == "folded":
-        assert rel(r.S, H.hta(lm, SENT, method="generic").S) <= 1e-4
-    est = H.hta(lm, SENT, mode="estimate", probes=8)
+        assert rel(r.S, attribution.hta(lm, SENT, method="generic").S) <= 1e-4
+    est = attribution.hta(lm, SENT, mode="estimate", probes=8)
     assert est.mode == "estimate" and est.probes == 8 and est.S.shape == r.S.shape
-    assert H.estimate_error([r], [est])["median"] < 0.2
-    res = H.hta_corpus(lm, [SENT, "Cats sat."], progress=False)
-    tab = H.token_table(res, word_piece_tags(lm.tokenizer, [SENT, "Cats sat."]))
-    assert set(H.layer_summary(tab)["layer"]) == set(range(1, L + 1))
-    assert len(H.distance_profile(res, 3)) == L * 9
-    assert len(H.locality(res)) == L
-    prof, src = H.special_profile(res)
+    assert attribution.estimate_error([r], [est])["median"] < 0.2
+    res = attribution.hta_corpus(lm, [SENT, "Cats sat."], progress=False)
+    tab = attribution.token_table(res, word_piece_tags(lm.tokenizer, [SENT, "Cats sat."]))
+    assert set(attribution.layer_summary(tab)["layer"]) == set(range(1, L + 1))
+    assert len(attribution.distance_profile(res, 3)) == L * 9
+    assert len(attribution.locality(res)) == L
+    prof, src = attribution.special_profile(res)
     assert prof.empty == (not any(res[0].special))  # a tokenizer without special tokens gives empty frames
     if not src.empty:
         assert src.groupby(["target", "layer"])["share"].sum().to_numpy() == pytest.approx(1.0)
     spec = hta_charts.contribution_explorer(res).to_dict()
-    assert sum(len(r.tokens) for r in res) * L == len(H.explorer_rows(res))  # one row per (sentence, layer, token)
+    assert sum(len(r.tokens) for r in res) * L == len(
+        attribution.explorer_rows(res)
+    )  # one row per (sentence, layer, token)
     assert {p["name"] for p in spec["params"]} == {"sentence", "token"}
 
 
@@ -118,11 +120,11 @@ def test_tanh_gelu_and_unknown_activation():
     for blk in lm.model.encoder.layer:
         blk.intermediate.intermediate_act_fn = ACT2FN["gelu_new"]
     lm.model.config.hidden_act = "gelu_new"
-    got = H.hta(lm, SENT)
+    got = attribution.hta(lm, SENT)
     assert got.method == "folded"
-    assert rel(got.S, H.hta(lm, SENT, method="generic").S) <= 1e-4
+    assert rel(got.S, attribution.hta(lm, SENT, method="generic").S) <= 1e-4
     lm.model.config.hidden_act = "something_new"
-    assert H.fold_spec(lm) is None and H.hta(lm, SENT).method == "generic"
+    assert attribution.fold_spec(lm) is None and attribution.hta(lm, SENT).method == "generic"
 
 
 def test_folded_falls_back_when_its_forward_pass_disagrees():
@@ -131,9 +133,9 @@ def test_folded_falls_back_when_its_forward_pass_disagrees():
     h = lm.model.encoder.layer[1].output.register_forward_hook(lambda _m, _i, o: o * 1.5)
     try:
         with pytest.warns(UserWarning, match="generic"):
-            got = H.hta(lm, SENT)
+            got = attribution.hta(lm, SENT)
         assert got.method == "generic"
-        assert rel(got.S, H.hta(lm, SENT, method="generic").S) <= 1e-6
+        assert rel(got.S, attribution.hta(lm, SENT, method="generic").S) <= 1e-6
     finally:
         h.remove()
 
@@ -143,18 +145,22 @@ def test_folded_falls_back_when_its_forward_pass_disagrees():
 
 def test_orthonormal_probes_are_exact_at_full_rank(tiny_lm):
     """d orthonormal probes per token span the input space: the 'estimate' is then exact."""
-    exact = H.hta(tiny_lm, SENT)
-    full = H.hta(tiny_lm, SENT, mode="estimate", probes=tiny_lm.d_model)
+    exact = attribution.hta(tiny_lm, SENT)
+    full = attribution.hta(tiny_lm, SENT, mode="estimate", probes=tiny_lm.d_model)
     assert rel(full.S, exact.S) <= 1e-4
 
 
 def test_estimator_is_unbiased_and_improves_with_probes(tiny_lm):
-    exact = H.hta(tiny_lm, SENT)
-    runs = [H.hta(tiny_lm, SENT, mode="estimate", probes=4, probe="gaussian", seed=s) for s in range(40)]
+    exact = attribution.hta(tiny_lm, SENT)
+    runs = [attribution.hta(tiny_lm, SENT, mode="estimate", probes=4, probe="gaussian", seed=s) for s in range(40)]
     mean_S = torch.stack([r.S for r in runs]).mean(0)
     assert rel(mean_S, exact.S) < 0.05  # the mean of 40 estimates converges on S
-    few = H.estimate_error([exact] * 4, [H.hta(tiny_lm, SENT, mode="estimate", probes=2, seed=s) for s in range(4)])
-    many = H.estimate_error([exact] * 4, [H.hta(tiny_lm, SENT, mode="estimate", probes=32, seed=s) for s in range(4)])
+    few = attribution.estimate_error(
+        [exact] * 4, [attribution.hta(tiny_lm, SENT, mode="estimate", probes=2, seed=s) for s in range(4)]
+    )
+    many = attribution.estimate_error(
+        [exact] * 4, [attribution.hta(tiny_lm, SENT, mode="estimate", probes=32, seed=s) for s in range(4)]
+    )
     assert many["median"] < few["median"] / 2
 
 
@@ -163,14 +169,14 @@ def test_estimator_is_unbiased_and_improves_with_probes(tiny_lm):
 
 def test_contributions_normalise_rows():
     S = torch.rand(3, 5, 5, dtype=torch.float64) ** 2
-    c = H.contributions(S)
+    c = attribution.contributions(S)
     assert float(c.min()) >= 0 and torch.allclose(c.sum(-1), torch.ones(3, 5, dtype=torch.float64))
-    assert torch.allclose(H.contributions(7.0 * S), c)  # only ratios of norms matter
+    assert torch.allclose(attribution.contributions(7.0 * S), c)  # only ratios of norms matter
     assert torch.allclose(c[0, 0], S[0, 0].sqrt() / S[0, 0].sqrt().sum())  # norms, not squared norms
-    assert torch.isfinite(H.contributions(torch.zeros(2, 2))).all()
+    assert torch.isfinite(attribution.contributions(torch.zeros(2, 2))).all()
 
 
-def _synthetic(n: int, own: float, special: bool = True) -> H.HTAResult:
+def _synthetic(n: int, own: float, special: bool = True) -> attribution.HTAResult:
     """Layer 1: own share ``own``, the rest spread over the neighbours at distance 1; layer 2: uniform."""
     c1 = torch.zeros(n, n, dtype=torch.float64)
     for i in range(n):
@@ -181,32 +187,32 @@ def _synthetic(n: int, own: float, special: bool = True) -> H.HTAResult:
     c2 = torch.full((n, n), 1.0 / n, dtype=torch.float64)
     S = torch.stack([torch.eye(n, dtype=torch.float64), c1, c2]) ** 2
     spec = [special and i in (0, n - 1) for i in range(n)]
-    return H.HTAResult("x", [f"t{i}" for i in range(n)], S, "synthetic", special=spec)
+    return attribution.HTAResult("x", [f"t{i}" for i in range(n)], S, "synthetic", special=spec)
 
 
-def _noisy(r: H.HTAResult, seed: int = 0) -> H.HTAResult:
+def _noisy(r: attribution.HTAResult, seed: int = 0) -> attribution.HTAResult:
     """r with every squared norm multiplied by 1.1^z, z standard normal: a stand-in for an estimate."""
     noise = 1.1 ** torch.randn(r.S.shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
-    return H.HTAResult(r.text, r.tokens, r.S * noise, "x", special=r.special)
+    return attribution.HTAResult(r.text, r.tokens, r.S * noise, "x", special=r.special)
 
 
 def test_statistics_on_known_contributions():
     res = [_synthetic(6, 0.6), _synthetic(9, 0.6)]
-    tab = H.token_table(res)
-    summ = H.layer_summary(tab).set_index("layer")
+    tab = attribution.token_table(res)
+    summ = attribution.layer_summary(tab).set_index("layer")
     assert summ.loc[1, "own_median"] == pytest.approx(0.6)
     assert summ.loc[1, "top_is_self_pct"] == pytest.approx(100.0)
     assert summ.loc[2, "own_median"] == pytest.approx(float(tab[tab.layer == 2].own.median()))
-    prof = H.distance_profile(res, max_offset=3)
+    prof = attribution.distance_profile(res, max_offset=3)
     for _, g in prof.groupby("layer"):
         assert g["share"].sum() == pytest.approx(1.0)  # every contribution is counted once
     l1 = prof[prof.layer == 1].set_index("offset")
     assert l1.loc[0, "share"] == pytest.approx(0.6)
     assert l1.loc[[2, 3, -2, -3], "share"].sum() == pytest.approx(0.0)
-    loc = H.locality(res, radius=1, far=2).set_index("layer")
+    loc = attribution.locality(res, radius=1, far=2).set_index("layer")
     assert loc.loc[1, "within_1"] == pytest.approx(1.0)  # layer 1 mixes only neighbours
     assert loc.loc[2, "within_1"] == pytest.approx(loc.loc[2, "uniform_within_1"])  # layer 2 is uniform
-    prof_s, src = H.special_profile(res)
+    prof_s, src = attribution.special_profile(res)
     first_prof = prof_s[prof_s.target == "first"].set_index(["layer", "offset"])["c"]
     assert first_prof[1, 0] == pytest.approx(0.6) and first_prof[1, 1] == pytest.approx(0.4)  # itself, neighbour
     assert first_prof[2, 0] == pytest.approx(float(torch.tensor([1 / 6, 1 / 9]).mean()))  # uniform over n tokens
@@ -214,21 +220,25 @@ def test_statistics_on_known_contributions():
     assert shares.to_numpy() == pytest.approx(1.0)
     first1 = src[(src.target == "first") & (src.layer == 1)].set_index("source")["share"]
     assert first1["itself"] == pytest.approx(0.6) and first1["words"] == pytest.approx(0.4)
-    assert H.special_profile([_synthetic(5, 0.5, special=False)])[0].empty
+    assert attribution.special_profile([_synthetic(5, 0.5, special=False)])[0].empty
 
 
 def test_estimate_error_metric():
     ex = _synthetic(6, 0.6)
-    same = H.estimate_error([ex], [ex])
+    same = attribution.estimate_error([ex], [ex])
     assert same["median"] == 0 and same["top_agreement"] == 1.0
-    e = H.estimate_error([ex], [_noisy(ex)])
+    e = attribution.estimate_error([ex], [_noisy(ex)])
     assert 0 < e["median"] < e["p95"] <= e["max"]
 
 
 def test_corpus_cache_roundtrip(tiny_lm, tmp_path):
     texts = [SENT, "Cats sat."]
-    first = H.hta_corpus(tiny_lm, texts, mode="estimate", probes=4, cache=True, cache_root=tmp_path, progress=False)
-    again = H.hta_corpus(tiny_lm, texts, mode="estimate", probes=4, cache=True, cache_root=tmp_path, progress=False)
+    first = attribution.hta_corpus(
+        tiny_lm, texts, mode="estimate", probes=4, cache=True, cache_root=tmp_path, progress=False
+    )
+    again = attribution.hta_corpus(
+        tiny_lm, texts, mode="estimate", probes=4, cache=True, cache_root=tmp_path, progress=False
+    )
     assert list(tmp_path.rglob("*.safetensors"))
     for a, b in zip(first, again):
         assert torch.equal(a.S, b.S) and a.tokens == b.tokens and a.special == b.special and a.method == b.method
@@ -237,7 +247,7 @@ def test_corpus_cache_roundtrip(tiny_lm, tmp_path):
 def test_pos_tags_align_with_word_pieces(tiny_lm):
     texts = ["The cat sat.", "Hundreds of people haven't vacated their homes."]
     tags = word_piece_tags(tiny_lm.tokenizer, texts)
-    r = H.hta(tiny_lm, texts[0])
+    r = attribution.hta(tiny_lm, texts[0])
     assert len(tags[0]) == r.n_tokens
     assert tags[0] == ["[CLS]", "DET", "NOUN", "VERB", "PUNCT", "[SEP]"]
     toks = tiny_lm.tokenizer.convert_ids_to_tokens(tiny_lm.tokenizer(texts[1])["input_ids"])
@@ -247,14 +257,14 @@ def test_pos_tags_align_with_word_pieces(tiny_lm):
 
 def test_memory_bound_is_stated():
     lm = random_model("bert", seed=0)
-    small, big = H.peak_bytes(lm, 16, chunk=4), H.peak_bytes(lm, 16, chunk=64)
+    small, big = attribution.peak_bytes(lm, 16, chunk=4), attribution.peak_bytes(lm, 16, chunk=64)
     assert 0 < small < big  # the chunk size bounds the working set
 
 
 # ---------------------------------------------------------------- no Altair in the computation, charts build
 
 
-HTA_DIR = Path(H.__file__).parent
+HTA_DIR = Path(attribution.__file__).parent
 
 
 def test_hta_package_does_not_import_altair():
@@ -285,22 +295,22 @@ def _synthetic_tables():
     res = [_synthetic(6, 0.6), _synthetic(9, 0.5)]
     noisy = [_noisy(r, seed=k) for k, r in enumerate(res)]
     tags = [["X", "NOUN", "VERB"] * (r.n_tokens // 3) for r in res]
-    tables = {"a": H.token_table(res, tags), "b": H.token_table(noisy, tags)}
-    summaries = {k: H.layer_summary(t) for k, t in tables.items()}
+    tables = {"a": attribution.token_table(res, tags), "b": attribution.token_table(noisy, tags)}
+    summaries = {k: attribution.layer_summary(t) for k, t in tables.items()}
     return res, noisy, tables, summaries
 
 
 def test_charts_build_on_synthetic_results():
     """Every figure function of charts/hta.py returns a chart whose spec serialises."""
     res, noisy, tables, summaries = _synthetic_tables()
-    prof_s, src = H.special_profile(res)
+    prof_s, src = attribution.special_profile(res)
     prof_s["token"], src["token"] = prof_s.target, src.target
-    pos = H.pos_summary(tables["a"], min_count=1)
+    pos = attribution.pos_summary(tables["a"], min_count=1)
     charts = {
         "estimator_scatter": hta_charts.estimator_scatter(res, noisy, probes=4, seed=0, sample=50),
         "own_share_boxes": hta_charts.own_share_boxes(summaries),
         "top_is_self_lines": hta_charts.top_is_self_lines(summaries),
-        "distance_figure": hta_charts.distance_figure(H.distance_profile(res, max_offset=2).round(5), 2),
+        "distance_figure": hta_charts.distance_figure(attribution.distance_profile(res, max_offset=2).round(5), 2),
         "special_context": hta_charts.special_context(prof_s, src),
         "pos_lines": hta_charts.pos_lines(pos, "a"),
         "contribution_explorer": hta_charts.contribution_explorer(res, labels=["one", "two"]),
@@ -308,7 +318,7 @@ def test_charts_build_on_synthetic_results():
     for name, chart in charts.items():
         spec = chart.to_dict()
         assert spec["$schema"].startswith("https://vega.github.io/schema/vega-lite/"), name
-    pairs = H.estimate_pairs(res, noisy, sample=50, seed=0)
+    pairs = attribution.estimate_pairs(res, noisy, sample=50, seed=0)
     assert len(pairs) == 50 and (pairs.exact > 0).all() and set(pairs.layer) == {1, 2}
     own = charts["own_share_boxes"].to_dict()
     assert {row["corpus"] for row in own["datasets"][next(iter(own["datasets"]))]} == {"a", "b"}
