@@ -383,11 +383,21 @@ def _write_claims_page(stage: Path, results_dir: Path) -> None:
         "| | claim | where | paper | this build | verdict | chapter |",
         "|---|---|---|---|---|---|---|",
     ]
-    for r in claims_table(results_dir):
+    table = claims_table(results_dir)
+    for r in table:
         lines.append(
             f"| {r['id']} | {esc(r['claim'])} | {esc(r['source'])}: {esc(r['where'])} | {esc(r['paper_value'])} "
             f"| {esc(r['our_value'])} | **{r['verdict']}** | {{doc}}`../notebooks/{r['chapter']}` |"
         )
+    lines += [
+        "",
+        "## The rules",
+        "",
+        "Each verdict is to follow a rule fixed from the paper's (or the review's) statement before the numbers "
+        "were looked at; they are committed in `data/claims.csv` apart from, and before, the code that applies them.",
+        "",
+    ]
+    lines += [f"**{r['id']}.** {r['rule']}\n" for r in table]
     (stage / "book" / "claims.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
