@@ -438,13 +438,14 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("old", type=Path)
     c.add_argument("new", type=Path)
     c.add_argument("--rtol", type=float, default=1e-6, help="relative tolerance for numbers (default 1e-6)")
+    c.add_argument("--atol", type=float, default=0.0, help="absolute tolerance for numbers (default 0)")
     a = ap.parse_args(argv)
     user_errors = _user_errors()
     if a.cmd == "compare":
         from .compare import compare_folders
 
         try:
-            result = compare_folders(a.old, a.new, rtol=a.rtol)
+            result = compare_folders(a.old, a.new, rtol=a.rtol, atol=a.atol)
         except FileNotFoundError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2

@@ -4,7 +4,8 @@
 
 Used to show that a refactoring changed no number, and by readers to compare two runs. Every JSON value is
 flattened to a path (``03_effective_attention.json: results.pearson_median_longest``); numbers are equal
-when they agree to ``rtol`` (relative) or ``atol``; timings, page weights and file paths are skipped. A
+when they agree to ``rtol`` (relative; default 1e-6) or ``atol`` (absolute; default 0, so that a tolerance
+of 1e-10 and one of 1e-13 count as different); timings, page weights and file paths are skipped. A
 field named ``layer`` (or ``*_layer``) whose new value is the old one plus 1 is reported apart, as the move
 from 0-based to the book's 1..L layer numbering.
 """
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 # Keys whose values are expected to differ between two runs of the same computation.
-SKIPPED = re.compile(r"(^|\.)(runtime_s|seconds|.*_seconds|.*_s|page_bytes|results_dir|wall_time|timings?)(\.|$)")
+SKIPPED = re.compile(r"(^|\.)([^.\[]*seconds[^.\[]*|[^.\[]*_s|runtime[^.\[]*|page_bytes|results_dir|timings?)(\.|\[|$)")
 
 
 @dataclass
@@ -83,7 +84,7 @@ def _equal(a: object, b: object, rtol: float, atol: float) -> tuple[bool, float]
     if isinstance(a, bool) or isinstance(b, bool) or not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
         return a == b, 0.0
     if math.isclose(a, b, rel_tol=rtol, abs_tol=atol):
-        return True, abs(a - b) / max(abs(a), abs(b), 1e-300)
+        return True, 0.0 if a == b else abs(a - b) / max(abs(a), abs(b))
     return False, math.inf
 
 
@@ -92,7 +93,7 @@ def _is_layer(path: str) -> bool:
     return last == "layer" or last.endswith("_layer")
 
 
-def compare_folders(old: str | Path, new: str | Path, rtol: float = 1e-6, atol: float = 1e-9) -> Comparison:
+def compare_folders(old: str | Path, new: str | Path, rtol: float = 1e-6, atol: float = 0.0) -> Comparison:
     """Compare every ``*.json`` results file present in ``old`` or ``new``."""
     old, new = Path(old), Path(new)
     if not old.is_dir() or not new.is_dir():

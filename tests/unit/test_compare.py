@@ -31,11 +31,12 @@ def test_identical_apart_from_timings_and_paths(tmp_path):
 
 
 def test_a_changed_number_and_a_missing_field_are_reported(tmp_path, capsys):
-    _write(tmp_path / "a", "02.json", {"results": {"x": 1.0, "gone": True}})
-    _write(tmp_path / "b", "02.json", {"results": {"x": 1.1, "new": "y"}})
+    _write(tmp_path / "a", "02.json", {"results": {"x": 1.0, "gone": True, "rtol": 1e-10}})
+    _write(tmp_path / "b", "02.json", {"results": {"x": 1.1, "new": "y", "rtol": 1e-13}})
     c = compare_folders(tmp_path / "a", tmp_path / "b")
     assert not c.identical
-    assert c.changed == [("02.json: results.x", 1.0, 1.1)]
+    # no absolute tolerance by default: two tiny tolerances that differ are reported
+    assert c.changed == [("02.json: results.rtol", 1e-10, 1e-13), ("02.json: results.x", 1.0, 1.1)]
     assert c.only_old == ["02.json: results.gone"] and c.only_new == ["02.json: results.new"]
     assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 1
     assert "DIFFERENT" in capsys.readouterr().out
