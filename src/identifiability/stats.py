@@ -1,0 +1,69 @@
+"""Intervals shared by the chapters: seeded sentence-level bootstraps and how many sentences would settle a
+question. Every verdict's interval comes from here."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+LEVEL = 0.95
+RESAMPLES = 2000
+
+
+def bootstrap_ci(
+    values: Sequence[float] | np.ndarray,
+    statistic: Callable[[np.ndarray], float] = np.mean,
+    seed: int = 0,
+    level: float = LEVEL,
+    n_resamples: int = RESAMPLES,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of ``statistic`` over independent units (sentences, inputs), seeded.
+
+    Args:
+        values: (n,) one value per unit; NaNs are dropped.
+    Returns:
+        (low, high); both equal the statistic when fewer than two units remain (nothing to resample).
+    """
+    from scipy.stats import bootstrap
+
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return (math.nan, math.nan)
+    if v.size < 2 or np.all(v == v[0]):
+        s = float(statistic(v))
+        return (s, s)
+    res = bootstrap(
+        (v,),
+        lambda x, axis: np.apply_along_axis(statistic, axis, x),
+        confidence_level=level,
+        n_resamples=n_resamples,
+        method="percentile",
+        random_state=np.random.default_rng(seed),
+        vectorized=True,
+    )
+    return (float(res.confidence_interval.low), float(res.confidence_interval.high))
+
+
+def paired_ci(
+    a: Sequence[float] | np.ndarray,
+    b: Sequence[float] | np.ndarray,
+    statistic: Callable[[np.ndarray], float] = np.mean,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """(estimate, low, high) of ``statistic(a - b)`` over paired units (the same sentence measured twice)."""
+    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    lo, hi = bootstrap_ci(d, statistic, seed)
+    return float(statistic(d[np.isfinite(d)])), lo, hi
+
+
+def units_to_settle(n: int, ci: tuple[float, float], estimate: float, threshold: float) -> int | None:
+    """How many units an interval like ``ci`` (from ``n`` units) would need to clear ``threshold``: the
+    half-width shrinks like 1/sqrt(n), so n * (half-width / distance)^2. None if the estimate sits on it."""
+    distance = abs(estimate - threshold)
+    half = (ci[1] - ci[0]) / 2
+    if distance == 0 or not math.isfinite(half):
+        return None
+    return max(n + 1, math.ceil(n * (half / distance) ** 2))
