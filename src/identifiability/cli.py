@@ -368,33 +368,48 @@ def _write_run_page(stage: Path, params: dict, results_dir: Path) -> None:
     (stage / "book" / "this_build.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+def _fmt(x) -> str:
+    if x is None:
+        return "—"
+    return f"{x:.3g}" if isinstance(x, float) else str(x)
+
+
 def _write_claims_page(stage: Path, results_dir: Path) -> None:
-    """The paper-vs-replication table, from data/claims.csv and what each chapter recorded."""
+    """The paper-vs-replication table, from data/claims.csv and the verdict each chapter recorded."""
     from .results import claims_table
 
     esc = lambda t: str(t).replace("|", "\\|").replace("\n", " ")  # noqa: E731
     lines = [
         "# Paper vs replication",
         "",
-        "Each claim of the paper, and each objection of the review, with the quantity that tests it, the "
-        "value this build measured and the verdict the chapter drew from it. Generated from "
-        "`data/claims.csv` and the chapters' results files.",
+        "Each claim of the paper, and each objection of the review: the paper's value, this build's estimate with "
+        "its 95% interval, the null baseline (what chance or dimension counting alone would give), and the "
+        "verdict that the claim's rule (listed below, fixed before the numbers) computes from them. Generated "
+        "from `data/claims.csv` and the chapters' results files; the reason for each verdict is below the table.",
         "",
-        "| | claim | where | paper | this build | verdict | chapter |",
+        "| | claim | paper | this build (95% interval) | baseline | verdict | chapter |",
         "|---|---|---|---|---|---|---|",
     ]
     table = claims_table(results_dir)
     for r in table:
+        est = _fmt(r.get("estimate"))
+        ci = r.get("ci95")
+        if ci and ci[0] != ci[1]:
+            est += f" ({_fmt(ci[0])} to {_fmt(ci[1])})"
         lines.append(
-            f"| {r['id']} | {esc(r['claim'])} | {esc(r['source'])}: {esc(r['where'])} | {esc(r['paper_value'])} "
-            f"| {esc(r['our_value'])} | **{r['verdict']}** | {{doc}}`../notebooks/{r['chapter']}` |"
+            f"| {r['id']} | {esc(r['claim'])} ({esc(r['source'])}, {esc(r['where'])}) | {esc(r['paper_value'])} "
+            f"| {est} | {_fmt(r.get('baseline'))} | **{r['verdict']}** | {{doc}}`../notebooks/{r['chapter']}` |"
         )
+    lines += ["", "## Why each verdict", ""]
+    for r in table:
+        base = f" Baseline: {r['baseline_note']}." if r.get("baseline_note") else ""
+        lines.append(f"**{r['id']} — {r['verdict']}.** {esc(r.get('reason', 'the chapter has not run'))}.{base}\n")
     lines += [
-        "",
         "## The rules",
         "",
-        "Each verdict is to follow a rule fixed from the paper's (or the review's) statement before the numbers "
-        "were looked at; they are committed in `data/claims.csv` apart from, and before, the code that applies them.",
+        "Each verdict follows a rule fixed from the paper's (or the review's) statement before the numbers were "
+        "looked at; the rules are committed in `data/claims.csv` apart from, and before, the code that applies them "
+        "(`identifiability.verdicts`).",
         "",
     ]
     lines += [f"**{r['id']}.** {r['rule']}\n" for r in table]

@@ -16,12 +16,13 @@ from pathlib import Path
 import torch
 
 from . import paths
-from .charts import render
+from .charts.render import enable_offline
 from .corpora import Corpus, drop_unusable, load_corpus, sample_sentences
 from .loaded_model import LoadedModel
 from .models import load_model
 from .paths import DEFAULT_MODEL
-from .results import VERDICTS, load_claims, read_json, write_json
+from .results import load_claims, read_json, write_json
+from .verdicts import Verdict, render
 
 
 @dataclass
@@ -51,15 +52,24 @@ class Chapter:
         """Add measured quantities to this chapter's results (saved by :meth:`save`)."""
         self.results.update(values)
 
-    def claim(self, claim_id: str, value: str, verdict: str, note: str = "") -> str:
-        """Record this chapter's verdict on a claim of data/claims.csv; returns a one-line summary."""
+    def _claim(self, claim_id: str) -> dict:
         known = {c["id"]: c for c in load_claims()}
         if claim_id not in known or known[claim_id]["chapter"] != self.name:
             raise KeyError(f"{claim_id!r} is not a claim of chapter {self.name} in data/claims.csv")
-        if verdict not in VERDICTS:
-            raise ValueError(f"verdict must be one of {VERDICTS}, got {verdict!r}")
-        self.results.setdefault("claims", {})[claim_id] = {"value": value, "verdict": verdict, "note": note}
-        return f"**{claim_id} — {verdict}.** {known[claim_id]['claim']}: {value}" + (f" ({note})" if note else "")
+        return known[claim_id]
+
+    def rule(self, claim_id: str) -> str:
+        """The pre-registered rule of a claim of this chapter (data/claims.csv)."""
+        return self._claim(claim_id)["rule"]
+
+    def verdict(self, v: Verdict) -> str:
+        """Record a verdict from :mod:`identifiability.verdicts` (estimate, interval, baseline, rule, verdict)
+        in this chapter's results; returns the sentence the page shows."""
+        claim = self._claim(v.claim)
+        if v.rule != claim["rule"]:
+            raise ValueError(f"{v.claim}: judged with another rule than the one in data/claims.csv")
+        self.results.setdefault("claims", {})[v.claim] = v.to_json()
+        return render(v, claim["claim"])
 
     def save(self) -> Path:
         """Write ``<results_dir>/<chapter>.json`` with the results, parameters and model provenance."""
@@ -120,7 +130,7 @@ def setup(
     """Load the model and corpus, seed everything, switch charts to offline rendering."""
     random.seed(seed)
     torch.manual_seed(seed)
-    render.enable_offline()
+    enable_offline()
     lm = load_model(model or None, device=device)
     corp, dropped = drop_unusable(load_corpus(corpus), lm.tokenizer)
     params = {

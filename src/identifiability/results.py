@@ -88,9 +88,6 @@ def cached_tensors(
     return tensors
 
 
-VERDICTS = ("holds", "holds with caveat", "fails")
-
-
 def load_claims() -> list[dict]:
     """The paper's and the review's claims (data/claims.csv), one dict per row."""
     import csv
@@ -100,17 +97,11 @@ def load_claims() -> list[dict]:
 
 
 def claims_table(results_dir: str | Path) -> list[dict]:
-    """Each claim with the value and verdict its chapter recorded in ``results_dir`` (or 'not measured')."""
+    """Each claim of data/claims.csv with the verdict its chapter recorded in ``results_dir``: the fields of
+    :class:`identifiability.verdicts.Verdict` (``verdict`` is "not measured" where the chapter has not run)."""
     rows = []
     for claim in load_claims():
         path = Path(results_dir) / f"{claim['chapter']}.json"
         measured = read_json(path)["results"].get("claims", {}).get(claim["id"]) if path.is_file() else None
-        rows.append(
-            {
-                **claim,
-                "our_value": (measured or {}).get("value", "—"),
-                "verdict": (measured or {}).get("verdict", "not measured"),
-                "note": (measured or {}).get("note", ""),
-            }
-        )
+        rows.append({**claim, **(measured or {"verdict": "not measured"}), "rule": claim["rule"]})
     return rows

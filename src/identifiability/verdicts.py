@@ -222,14 +222,26 @@ def judge_c2(exact_unique: bool, unique_share: float, alternatives_at_dv2: bool,
 C3_FAILING_SHARE = 0.95  # share of the paper's constructed alternatives that must fail the exact test
 
 
-def judge_c3(real_passes: bool, failing_share: float, realisable_everywhere: bool, rule: str) -> Verdict:
-    """C3 (review): the paper's alternatives need not be softmax-realisable."""
+def judge_c3(real_passes: bool | None, failing_share: float, realisable_everywhere: bool, rule: str) -> Verdict:
+    """C3 (review): the paper's alternatives need not be softmax-realisable. ``real_passes`` is None where
+    the exact test does not apply (a causal mask makes realisability a low-rank completion problem)."""
     note = "the real A must pass the exact test (it is a softmax of rank d_q by construction)"
     extra = (
         "; realisable alternatives were nevertheless found for every d_s >= d_v + 2 tried"
         if realisable_everywhere
         else "; realisable alternatives were not found for every d_s >= d_v + 2"
     )
+    if real_passes is None:
+        return Verdict(
+            "C3",
+            NOT_TESTABLE,
+            None,
+            None,
+            None,
+            note,
+            rule,
+            "a causal mask leaves the entries above the diagonal free, so the exact test does not apply" + extra,
+        )
     if not real_passes:
         return Verdict(
             "C3",

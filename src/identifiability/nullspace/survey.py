@@ -13,7 +13,7 @@ from tqdm import tqdm
 
 from ..linalg import numerical_rank, one_thread, rank_rtol
 from .common import rel_output_error, tv_rows, visible_mask
-from .constructions import left_null_basis, max_tv_alternative
+from .constructions import construct_alternative, left_null_basis, max_tv_alternative
 from .realisability import (
     expected_dimension,
     local_solution_dimension,
@@ -127,8 +127,10 @@ def head_survey(
 
     Returns one row per (layer (1..L), head): ``lp_tv_mean``/``lp_tv_max`` (over query rows) and ``lp_error``
     (relative output error), ``me_tv_mean``/``me_tv_max``/``me_error``, and ``me_rank`` (rank of the centred log
-    of the max-entropy alternative; None for causal models). The LP is also started from the keys the
-    max-entropy alternative gains on (only from there, to halve the cost), so ``lp_tv`` >= ``me_tv`` row by row
+    of the max-entropy alternative; None for causal models), and whether the real A and the paper's constructed
+    alternative (full step and half step) pass the exact realisability test (``a_realisable``,
+    ``paper_full_realisable``, ``paper_half_realisable``; None for causal models). The LP is also started from the
+    keys the max-entropy alternative gains on (only from there, to halve the cost), so ``lp_tv`` >= ``me_tv`` row by row
     up to the LP solver's feasibility tolerance (~1e-7).
     """
     L, H, n, _ = a_all.shape
@@ -143,6 +145,9 @@ def head_survey(
         lp, tv = max_tv_alternative(a, t, vis, rounds=rounds, starts=[me["a_alt"] > a], top_start=False)
         me_tv = tv_rows(a, me["a_alt"])
         real = realisability(d_q=d_q, log_probs=me["log_a_alt"], causal=causal)
+        # the paper's construction, at the full step and half of it: realisable or not (the review's objection)
+        paper, _ = construct_alternative(a, t, vis, seed=layer * H + head)
+        paper_real = [realisability(a + s * (paper - a), d_q, causal=causal).realisable for s in (1.0, 0.5)]
         rows.append(
             dict(
                 layer=layer + 1,
@@ -155,6 +160,9 @@ def head_survey(
                 me_tv_max=float(me_tv.max()),
                 me_error=rel_output_error(a, me["a_alt"], t),
                 me_rank=real.rank,
+                a_realisable=realisability(a, d_q, causal=causal).realisable,
+                paper_full_realisable=paper_real[0],
+                paper_half_realisable=paper_real[1],
             )
         )
     return pd.DataFrame(rows)
