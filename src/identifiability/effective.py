@@ -319,6 +319,23 @@ def pearson(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (x * y).sum(-1) / (x.norm(dim=-1) * y.norm(dim=-1)).clamp_min(1e-300)
 
 
+def random_projection(a: torch.Tensor, rank: torch.Tensor, seed: int = 0) -> torch.Tensor:
+    """The null model of the effective-attention claims: A projected onto a *random* subspace of the same
+    rank as col(T), per head. Whatever A_eff shares with it comes from dimension counting alone.
+
+    Args:
+        a: (L, H, n, n) attention; rank: (L, H) the rank of each head's T.
+    Returns:
+        (L, H, n, n) ``A Q Qᵀ`` with Q an orthonormal basis of a uniformly random rank-dimensional subspace.
+    """
+    g = torch.Generator().manual_seed(seed)
+    n = a.shape[-1]
+    z = torch.randn(*a.shape[:-2], n, n, generator=g, dtype=torch.float64)
+    q, _ = torch.linalg.qr(z)
+    q = q * (torch.arange(n) < rank[..., None]).unsqueeze(-2).to(q.dtype)  # keep the first ``rank`` columns
+    return (a.double() @ q @ q.mT).to(a.dtype)
+
+
 def length_grid(d_v: int, max_length: int, n_lengths: int) -> list[int]:
     """Token lengths from 4 to ``max_length``, log-spaced, always including d_v and d_v + 1, 2."""
     grid = np.unique(np.round(np.geomspace(4, max_length, n_lengths)).astype(int))
@@ -336,7 +353,8 @@ def correlation_by_length(
     """Figure 1 (a) of the paper, per head: Pearson correlation of A and A_eff for every text.
 
     Returns one row per (text, layer, head): ``text`` (index), ``d_s``, ``layer`` (1..L), ``head``, ``pearson``,
-    ``null_dim`` (dim LN(T)) and ``null_share`` (||A - A_eff||_F / ||A||_F).
+    ``pearson_random`` (the same for A projected onto a random subspace of the same rank, seeded by the text's
+    index: the null model), ``null_dim`` (dim LN(T)) and ``null_share`` (||A - A_eff||_F / ||A||_F).
     """
     rows = []
     L, H = lm.n_layers, lm.n_heads
@@ -344,6 +362,7 @@ def correlation_by_length(
     for i, tr, eff in iter_effective(lm, texts, dtype=dtype, rtol=rtol, progress=progress, desc="Figure 1"):
         a = tr.attentions.to(dtype)
         corr = pearson(a, eff.effective)
+        corr_random = pearson(a, random_projection(a, eff.rank, seed=i))
         share = eff.null.double().flatten(-2).norm(dim=-1) / a.double().flatten(-2).norm(dim=-1)
         rows.append(
             pd.DataFrame(
@@ -353,6 +372,7 @@ def correlation_by_length(
                     "layer": li.flatten().numpy() + 1,
                     "head": hi.flatten().numpy(),
                     "pearson": corr.flatten().numpy(),
+                    "pearson_random": corr_random.flatten().numpy(),
                     "null_dim": eff.null_dim.flatten().numpy(),
                     "null_share": share.flatten().numpy(),
                 }
@@ -463,6 +483,39 @@ def attention_mass(
         }
     )
     return df[df.present > 0].reset_index(drop=True)
+
+
+def null_mass_ratios(
+    lm: LoadedModel,
+    texts: Sequence[str],
+    categories: Sequence[str],
+    dtype: torch.dtype = torch.float32,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """Per text and key category: the attention mass on the category in raw attention, in effective attention
+    and in the random-subspace projection (:func:`random_projection`), with the rows of the last two normalised
+    to sum to one (A_eff rows do not), averaged over layers, heads and queries. Rows whose sum is below 1e-3 in
+    absolute value are left out of the normalised means (they would divide by almost nothing).
+
+    Returns rows ``text, category, raw, effective, random`` for the categories present in each text.
+    """
+    rows = []
+    for i, tr, eff in iter_effective(lm, texts, dtype=dtype, progress=progress, desc="mass ratios"):
+        cats = token_categories(lm.tokenizer, tr.input_ids)
+        a = tr.attentions.double()
+        mats = {"raw": a, "effective": eff.effective.double(), "random": random_projection(a, eff.rank, seed=i)}
+        for c in categories:
+            keys = torch.tensor([k == c for k in cats])
+            if not keys.any():
+                continue
+            row = {"text": i, "category": c}
+            for name, m in mats.items():
+                total = m.sum(-1)  # (L, H, n): row sums
+                on = m[..., keys].sum(-1)
+                ok = total.abs() > 1e-3
+                row[name] = float((on[ok] / total[ok]).mean()) if name != "raw" else float(on.mean())
+            rows.append(row)
+    return pd.DataFrame(rows, columns=["text", "category", "raw", "effective", "random"])
 
 
 def long_texts(corpus: Corpus, tokenizer, n: int, min_tokens: int, max_tokens: int, seed: int = 0) -> list[str]:

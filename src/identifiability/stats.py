@@ -47,6 +47,28 @@ def bootstrap_ci(
     return (float(res.confidence_interval.low), float(res.confidence_interval.high))
 
 
+def grouped_ci(
+    groups: Sequence[np.ndarray],
+    statistic: Callable[[np.ndarray], float] = np.median,
+    seed: int = 0,
+    level: float = LEVEL,
+    n_resamples: int = RESAMPLES,
+) -> tuple[float, float, float]:
+    """(estimate, low, high) of ``statistic`` over all values pooled, with an interval that resamples whole
+    groups (a sentence with all of its heads): values of one sentence are not independent."""
+    groups = [np.asarray(g, dtype=float) for g in groups if len(g)]
+    if not groups:
+        return (math.nan, math.nan, math.nan)
+    est = float(statistic(np.concatenate(groups)))
+    if len(groups) < 2:
+        return (est, est, est)
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(groups), size=(n_resamples, len(groups)))
+    stats = np.array([statistic(np.concatenate([groups[k] for k in row])) for row in picks])
+    alpha = (1 - level) / 2
+    return (est, float(np.quantile(stats, alpha)), float(np.quantile(stats, 1 - alpha)))
+
+
 def paired_ci(
     a: Sequence[float] | np.ndarray,
     b: Sequence[float] | np.ndarray,

@@ -313,10 +313,13 @@ def judge_c5(
     sep_vs_random: Interval | None,
     peak_token: str,
     peak_ratio: Interval | None,
+    peak_vs_random: Interval | None,
     random_ratio: float | None,
     rule: str,
 ) -> Verdict:
-    """C5: the [SEP] peak lies largely in the null space. ``*_ratio``: effective (rows normalised) / raw mass."""
+    """C5: the [SEP] peak lies largely in the null space. ``*_ratio``: effective (rows normalised) / raw mass;
+    ``*_vs_random``: that ratio minus the random-subspace one, per sentence. ``peak_*``: this model's largest
+    special-token peak when it is another token than the separator (None otherwise)."""
     note = "the same ratio for projection onto a random subspace of the same rank"
     if sep_ratio is None:
         return Verdict(
@@ -340,9 +343,11 @@ def judge_c5(
         _part("C5", "beyond a random subspace", sep_vs_random, v2, why2, rule),
     ]
     combined = _combine("C5", parts, rule, sep_ratio, random_ratio, note)
-    if combined.verdict in (FAILS, INCONCLUSIVE) and peak_ratio is not None and peak_token != "[SEP]":
+    if combined.verdict in (FAILS, INCONCLUSIVE) and peak_ratio is not None and peak_vs_random is not None:
         pv, pwhy = _interval_verdict(peak_ratio, C5_RATIO, "below")
-        if pv == HOLDS:
+        pr, prwhy = _interval_verdict(peak_vs_random, 0.0, "below")
+        if pv == HOLDS and pr == HOLDS:
+            pwhy = f"{pwhy}, and below the random subspace's"
             return Verdict(
                 "C5",
                 PARTLY,

@@ -253,3 +253,28 @@ def test_long_texts_and_length_grid(tiny_lm):
     assert all(250 <= len(tiny_lm.tokenizer(t)["input_ids"]) <= 320 for t in texts)
     grid = eff_attn.length_grid(32, 384, 12)
     assert grid[0] == 4 and grid[-1] == 384 and {31, 32, 33, 34} <= set(grid)
+
+
+def test_random_projection_is_a_projection_of_the_right_rank():
+    g = torch.Generator().manual_seed(0)
+    a = torch.softmax(torch.randn(2, 3, 10, 10, generator=g, dtype=torch.float64), -1)
+    rank = torch.tensor([[4, 10, 1], [7, 2, 5]])
+    p = eff_attn.random_projection(a, rank, seed=1)
+    torch.testing.assert_close(eff_attn.random_projection(p, rank, seed=1), p)  # same subspace: idempotent
+    assert (torch.linalg.matrix_rank(p) == torch.minimum(rank, torch.tensor(10))).all()
+    torch.testing.assert_close(p[0, 1], a[0, 1])  # full rank: A itself
+    assert not torch.allclose(eff_attn.random_projection(a, rank, seed=2), p)  # another seed, another subspace
+
+
+def test_null_model_columns_and_mass_ratios(tiny_lm, sentences):
+    fig = eff_attn.correlation_by_length(tiny_lm, sentences, progress=False)
+    short = fig[fig.d_s <= tiny_lm.d_v]
+    assert (short.pearson_random > 1 - 1e-9).all()  # no null space: the random projection is the identity too
+    assert (fig[fig.d_s > tiny_lm.d_v].pearson_random < 1 - 1e-6).all()
+    cats = eff_attn.category_order(tiny_lm.tokenizer)
+    m = eff_attn.null_mass_ratios(tiny_lm, sentences, cats, progress=False)
+    assert set(m.category) <= set(cats) and len(m) >= len(sentences)
+    per_text = m.groupby("text")[["raw"]].sum()
+    assert ((per_text.raw - 1).abs() < 1e-6).all()  # raw rows sum to one over all categories
+    normalised = m.groupby("text")[["effective", "random"]].sum()
+    assert ((normalised - 1).abs() < 1e-6).all().all()  # so do the normalised rows

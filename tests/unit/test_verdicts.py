@@ -88,12 +88,14 @@ def test_c4_is_judged_part_by_part(below, median, paired, expected):
 def test_c5_branches():
     good, bad, edge = iv(0.2, 0.1, 0.3), iv(1.1, 1.0, 1.2), iv(0.5, 0.4, 0.6)
     below, above = iv(-0.2, -0.3, -0.1), iv(0.2, 0.1, 0.3)
-    assert vd.judge_c5(good, below, "[SEP]", good, 0.6, R).verdict == HOLDS
-    assert vd.judge_c5(bad, above, "[CLS]", bad, 0.6, R).verdict == FAILS
-    assert vd.judge_c5(edge, below, "[SEP]", edge, 0.6, R).verdict == INCONCLUSIVE
-    partly = vd.judge_c5(bad, above, "[CLS]", good, 0.6, R)  # the paper's token no, this model's peak yes
+    assert vd.judge_c5(good, below, "", None, None, 0.6, R).verdict == HOLDS
+    assert vd.judge_c5(bad, above, "[CLS]", bad, above, 0.6, R).verdict == FAILS
+    assert vd.judge_c5(edge, below, "", None, None, 0.6, R).verdict == INCONCLUSIVE
+    partly = vd.judge_c5(bad, above, "[CLS]", good, below, 0.6, R)  # the paper's token no, this model's peak yes
     assert partly.verdict == PARTLY and "[CLS]" in partly.reason
-    assert vd.judge_c5(None, None, "", None, None, R).verdict == NOT_TESTABLE
+    # the peak must also beat the random subspace
+    assert vd.judge_c5(bad, above, "[CLS]", good, above, 0.6, R).verdict == FAILS
+    assert vd.judge_c5(None, None, "", None, None, None, R).verdict == NOT_TESTABLE
 
 
 @pytest.mark.parametrize(
@@ -190,3 +192,12 @@ def test_the_rendered_sentence_states_the_verdict_and_the_numbers(verdict):
         assert f"95% interval {verdict.ci95[0]:.3g} to {verdict.ci95[1]:.3g}" in text
     assert verdict.reason in text and "nan" not in text.lower() and "None" not in text
     assert verdict.to_json()["verdict"] == verdict.verdict
+
+
+def test_grouped_interval_resamples_whole_groups():
+    rng = np.random.default_rng(1)
+    groups = [rng.normal(m, 0.01, 50) for m in rng.normal(0.0, 1.0, 20)]  # groups differ, values within barely
+    est, lo, hi = stats.grouped_ci(groups, np.mean, seed=0)
+    pooled = stats.bootstrap_ci(np.concatenate(groups), np.mean, seed=0)
+    assert lo < est < hi and (hi - lo) > 3 * (pooled[1] - pooled[0])  # 1000 values are really 20 units
+    assert stats.grouped_ci([np.array([1.0, 2.0])]) == (1.5, 1.5, 1.5)
