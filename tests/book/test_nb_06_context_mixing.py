@@ -37,3 +37,11 @@ def test_context_mixing_notebook(chapter_run):
     assert set(src["source"]) == {"itself", "other special tokens", "words"}
     assert "NOUN" in res["pos_own_median_last"] or "VERB" in res["pos_own_median_last"]
     assert res["exact_seconds_per_sentence"] > res["estimate_seconds_per_sentence"]
+    claims = res["claims"]
+    for c in ("C9", "C10", "C11"):
+        v = claims[c]
+        assert v["rule"] and v["reason"] and v["verdict"] in ("holds", "partly holds", "fails", "inconclusive")
+        assert v["ci95"][0] <= v["estimate"] <= v["ci95"][1]
+    assert claims["C9"]["estimate"] < 0  # the own share falls from the first layer to the last
+    assert 0 < claims["C10"]["estimate"] <= 1 and claims["C10"]["baseline"] < claims["C10"]["estimate"]
+    assert [p["claim"] for p in claims["C11"]["parts"]] == ["C11.local", "C11.long range grows"]
