@@ -36,3 +36,8 @@ def test_token_identity_notebook(chapter_run):
     assert r["second_linear_cos_cos_last"] > 3 * r["second_chance"]
     assert r["paper_last_layer"] == 0.93
     assert out.stat().st_size < 3_000_000
+    c6, c7 = r["claims"]["C6"], r["claims"]["C7"]
+    assert len(r["c6_seed_rates"]) == 3 and c6["ci95"][0] <= c6["estimate"] <= c6["ci95"][1]
+    assert r["c6_shuffled_rate"] == c6["baseline"] < 3 * r["chance_sentence"] < c6["estimate"]
+    assert c7["estimate"] < 0 and c7["baseline"] == r["chance_sentence"]  # the identity map loses tokens with depth
+    assert {c6["verdict"], c7["verdict"]} <= {"holds", "partly holds", "fails", "inconclusive"}

@@ -34,7 +34,16 @@ Modules (each imports only modules listed above it; none imports Altair: the cha
 """
 
 from .data import VARIANTS, SplitData, make_split, make_splits, split_by_sentence, token_mask, unit_vectors
-from .evaluation import CANDIDATES, NEIGHBOUR_OFFSETS, evaluate, evaluate_all, generalisation, nested, predict
+from .evaluation import (
+    CANDIDATES,
+    NEIGHBOUR_OFFSETS,
+    correct_by_sentence,
+    evaluate,
+    evaluate_all,
+    generalisation,
+    nested,
+    predict,
+)
 from .geometry import (
     QUANTILES,
     ablation_study,
@@ -72,6 +81,7 @@ from .probes import (
 )
 
 __all__ = [
+    "correct_by_sentence",
     # hidden
     "CACHE_VERSION",
     "HiddenStates",
@@ -110,6 +120,7 @@ __all__ = [
     "nearest_in_set",
     "offset_chance",
     # evaluation
+    "correct_by_sentence",
     "CANDIDATES",
     "NEIGHBOUR_OFFSETS",
     "evaluate",

@@ -13,7 +13,7 @@ import torch
 
 from .hidden import HiddenStates
 
-VARIANTS = ("raw", "unit", "norm")
+VARIANTS = ("raw", "unit", "norm", "unit+norm")
 
 
 def split_by_sentence(
@@ -81,7 +81,8 @@ def make_split(
 
     * ``raw``: inputs e_i^l, targets x_i;
     * ``unit``: inputs e_i^l/|e_i^l|, targets x_i/|x_i| (direction only: magnitude removed everywhere);
-    * ``norm``: inputs |e_i^l| (a single number), targets x_i (magnitude only).
+    * ``norm``: inputs |e_i^l| (a single number), targets x_i (magnitude only);
+    * ``unit+norm``: inputs (e_i^l/|e_i^l|, |e_i^l|), targets x_i/|x_i| (what the norm adds to the direction).
     """
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
@@ -94,6 +95,8 @@ def make_split(
         inputs, targets = raw, x
     elif variant == "unit":
         inputs, targets = unit_vectors(raw), unit_vectors(x)
+    elif variant == "unit+norm":
+        inputs, targets = torch.cat([unit_vectors(raw), raw.norm(dim=-1, keepdim=True)], -1), unit_vectors(x)
     else:
         inputs, targets = raw.norm(dim=-1, keepdim=True), x
     key = hs.token_id[m] * (int(hs.position.max()) + 1) + hs.position[m]

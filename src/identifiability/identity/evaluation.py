@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -169,3 +170,15 @@ def nested(df: pd.DataFrame, keys: Sequence[str], value: str, order: str = "laye
             node = node.setdefault(str(k), {})
         node[str(combo[-1])] = [round(float(v), digits) for v in g.sort_values(order)[value]]
     return out
+
+
+def correct_by_sentence(
+    tp: TrainedProbes, data: SplitData, layer: int, loss: str = "cos", lookup: str = "cos"
+) -> list[np.ndarray]:
+    """Per sentence of ``data`` (in sentence order), one 0/1 value per token: identified or not by the probe
+    trained on ``layer`` with ``loss`` and ``lookup`` among the same sentence's tokens. Sentences are the
+    independent units that the chapters' intervals resample."""
+    rows = predict(tp, data, layer, loss, lookup)
+    ok = (data.key[rows] == data.key).double().numpy()
+    sentence = data.sentence.numpy()
+    return [ok[sentence == s] for s in np.unique(sentence)]
