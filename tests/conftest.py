@@ -112,3 +112,9 @@ def chapter_run(tmp_path_factory):
 
 
 QUICK_PARAMS["07_explore"] = {}
+
+
+@pytest.fixture(scope="session")
+def quick_params():
+    """The small parameters of each chapter's one real execution in the tests."""
+    return QUICK_PARAMS

@@ -201,3 +201,14 @@ def test_grouped_interval_resamples_whole_groups():
     pooled = stats.bootstrap_ci(np.concatenate(groups), np.mean, seed=0)
     assert lo < est < hi and (hi - lo) > 3 * (pooled[1] - pooled[0])  # 1000 values are really 20 units
     assert stats.grouped_ci([np.array([1.0, 2.0])]) == (1.5, 1.5, 1.5)
+
+
+def test_c12_branches():
+    below, above, zero = iv(-0.2, -0.3, -0.1), iv(0.1, 0.05, 0.15), iv(0.0, -0.05, 0.05)
+    assert vd.judge_c12(below, above, 0.05, R).verdict == HOLDS
+    assert vd.judge_c12(below, iv(-0.1, -0.15, -0.05), 0.05, R).verdict == PARTLY
+    assert vd.judge_c12(iv(0.2, 0.1, 0.3), iv(-0.1, -0.15, -0.05), 0.05, R).verdict == FAILS
+    assert vd.judge_c12(zero, above, 0.05, R).verdict == INCONCLUSIVE
+    only_pos = vd.judge_c12(None, above, 0.05, R)  # no special tokens: judged on the other part alone
+    assert only_pos.verdict == HOLDS and "no special tokens" in only_pos.reason
+    assert vd.judge_c12(None, None, 0.05, R).verdict == NOT_TESTABLE

@@ -1,0 +1,83 @@
+"""Verdicts: one pure function per claim of ``data/claims.csv``, from typed measurements to a verdict.
+
+Each function applies its claim's pre-registered rule (the ``rule`` column, fixed before any number was
+looked at; the thresholds are the named constants beside each function) to an estimate, its 95% interval
+and a null baseline, and returns a :class:`Verdict`. Nothing here is written by hand per run: the
+chapters record measurements, these functions decide, and :func:`render` turns the decision into the
+sentence the page shows. Five outcomes:
+
+- *holds* and *fails*: the interval lies on one side of the rule's threshold;
+- *partly holds*: one part of a compound claim holds and another does not (the reason says which);
+- *inconclusive*: an interval contains its threshold (the reason says how many units would settle it);
+- *not testable on this model*: the model cannot show the effect (the reason says why, from a measurement).
+"""
+
+from .attention import (
+    C2_FAIL_SHARE,
+    C2_UNIQUE_SHARE,
+    C3_FAILING_SHARE,
+    C4_PEARSON,
+    C5_RATIO,
+    judge_c1,
+    judge_c2,
+    judge_c3,
+    judge_c4,
+    judge_c5,
+)
+from .core import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, PARTLY, VERDICTS, Interval, Verdict, render
+from .tokens import (
+    C6_HOLDS,
+    C6_PARTLY,
+    C8_ANGLE_SLACK,
+    C8_MIN_SPREAD,
+    C8_NORM_CHANCE,
+    C10_HIGH,
+    C10_LOW,
+    CONTENT_TAGS,
+    FUNCTION_TAGS,
+    judge_c6,
+    judge_c7,
+    judge_c8,
+    judge_c9,
+    judge_c10,
+    judge_c11,
+    judge_c12,
+)
+
+__all__ = [
+    "C10_HIGH",
+    "C10_LOW",
+    "C2_FAIL_SHARE",
+    "C2_UNIQUE_SHARE",
+    "C3_FAILING_SHARE",
+    "C4_PEARSON",
+    "C5_RATIO",
+    "C6_HOLDS",
+    "C6_PARTLY",
+    "C8_ANGLE_SLACK",
+    "C8_MIN_SPREAD",
+    "C8_NORM_CHANCE",
+    "CONTENT_TAGS",
+    "FAILS",
+    "FUNCTION_TAGS",
+    "HOLDS",
+    "INCONCLUSIVE",
+    "Interval",
+    "NOT_TESTABLE",
+    "PARTLY",
+    "VERDICTS",
+    "Verdict",
+    "judge_c1",
+    "judge_c10",
+    "judge_c11",
+    "judge_c12",
+    "judge_c2",
+    "judge_c3",
+    "judge_c4",
+    "judge_c5",
+    "judge_c6",
+    "judge_c7",
+    "judge_c8",
+    "judge_c9",
+    "render",
+]

@@ -1,0 +1,232 @@
+"""Claims about hidden tokens (chapters 4-6): token identity, angle vs magnitude, context mixing."""
+
+from __future__ import annotations
+
+from .core import (
+    FAILS,
+    HOLDS,
+    INCONCLUSIVE,
+    NOT_TESTABLE,
+    PARTLY,
+    Interval,
+    Verdict,
+    _combine,
+    _interval_verdict,
+    _part,
+)
+
+# --------------------------------------------------------------------------------------------------
+# C6-C8: token identity (chapters 4, 5)
+# --------------------------------------------------------------------------------------------------
+
+C6_HOLDS, C6_PARTLY = 0.85, 0.70  # last-layer rate: the paper's 93% (12 layers), 8 points of tolerance
+
+
+def judge_c6(last_rate: Interval, shuffled_rate: float, rule: str) -> Verdict:
+    """C6: tokens stay identifiable at the last layer (linear map, cosine lookup)."""
+    note = "the same probe trained on shuffled labels"
+    base = dict(
+        claim="C6",
+        estimate=last_rate.estimate,
+        ci95=(last_rate.low, last_rate.high),
+        baseline=shuffled_rate,
+        baseline_note=note,
+        rule=rule,
+    )
+    if last_rate.low >= C6_HOLDS:
+        return Verdict(verdict=HOLDS, reason=f"the interval lies at or above {C6_HOLDS:g}", **base)
+    if last_rate.high < C6_PARTLY:
+        return Verdict(verdict=FAILS, reason=f"the interval lies below {C6_PARTLY:g}", **base)
+    if last_rate.low >= C6_PARTLY and last_rate.high < C6_HOLDS:
+        return Verdict(verdict=PARTLY, reason=f"the interval lies in [{C6_PARTLY:g}, {C6_HOLDS:g})", **base)
+    edge = C6_HOLDS if last_rate.low < C6_HOLDS <= last_rate.high else C6_PARTLY
+    _, why = _interval_verdict(last_rate, edge, "above")
+    return Verdict(verdict=INCONCLUSIVE, reason=why, **base)
+
+
+def judge_c7(last_minus_first: Interval, chance: float, rule: str) -> Verdict:
+    """C7: without a learned map identifiability decays from the first encoder layer to the last."""
+    v, why = _interval_verdict(last_minus_first, 0.0, "below")
+    return Verdict(
+        "C7",
+        v,
+        last_minus_first.estimate,
+        (last_minus_first.low, last_minus_first.high),
+        chance,
+        "chance: one over the tokens of a sentence",
+        rule,
+        why,
+    )
+
+
+C8_ANGLE_SLACK = 0.02  # unit-normalised probes may lose this much against raw probes
+C8_NORM_CHANCE = 0.05  # norm-only probes must stay within this of chance
+C8_MIN_SPREAD = 0.05  # relative norm spread (IQR / median) below which the magnitude part is not testable
+
+
+def judge_c8(
+    unit_minus_raw: Interval,
+    norm_only_minus_chance: Interval,
+    norm_spread: float,
+    norm_adds: Interval | None,
+    rule: str,
+) -> Verdict:
+    """C8: identity lives in the angle, not the magnitude."""
+    va, whya = _interval_verdict(unit_minus_raw, -C8_ANGLE_SLACK, "above")
+    vn, whyn = _interval_verdict(norm_only_minus_chance, C8_NORM_CHANCE, "below")
+    angle = HOLDS if (va, vn) == (HOLDS, HOLDS) else FAILS if FAILS in (va, vn) else INCONCLUSIVE
+    parts = [_part("C8", "angle", unit_minus_raw, angle, f"direction only: {whya}; norm only: {whyn}", rule)]
+    if norm_spread < C8_MIN_SPREAD or norm_adds is None:
+        parts.append(
+            _part(
+                "C8",
+                "magnitude",
+                None,
+                NOT_TESTABLE,
+                f"relative norm spread {norm_spread:.1%} < {C8_MIN_SPREAD:.0%}: LayerNorm fixes the norm",
+                rule,
+            )
+        )
+        if angle == HOLDS:
+            return Verdict(
+                "C8",
+                HOLDS,
+                unit_minus_raw.estimate,
+                (unit_minus_raw.low, unit_minus_raw.high),
+                None,
+                "chance for the norm-only probe",
+                rule,
+                parts[0].reason + "; magnitude: not testable",
+                tuple(parts),
+            )
+        return _combine("C8", parts[:1], rule, unit_minus_raw, None, "chance for the norm-only probe")
+    # the claim is that the norm adds little: holds when the norm's contribution stays below the slack
+    vm, whym = _interval_verdict(norm_adds, C8_ANGLE_SLACK, "below")
+    parts.append(_part("C8", "magnitude", norm_adds, vm, whym, rule))
+    return _combine("C8", parts, rule, unit_minus_raw, None, "chance for the norm-only probe")
+
+
+# --------------------------------------------------------------------------------------------------
+# C9-C11: context mixing (chapter 6)
+# --------------------------------------------------------------------------------------------------
+
+
+def judge_c9(step_diffs: list[Interval], last_minus_first: Interval, uniform: float, rule: str) -> Verdict:
+    """C9: the own token's share falls monotonically with depth. ``step_diffs``: layer l+1 minus layer l."""
+    steps = [_interval_verdict(s, 0.0, "below")[0] for s in step_diffs]
+    mono = FAILS if FAILS in steps else INCONCLUSIVE if INCONCLUSIVE in steps else HOLDS
+    rising = [i + 2 for i, v in enumerate(steps) if v == FAILS]
+    unclear = [i + 2 for i, v in enumerate(steps) if v == INCONCLUSIVE]
+    why = (
+        "every step falls"
+        if mono == HOLDS
+        else f"rises at layer(s) {rising}"
+        if rising
+        else f"steps to layer(s) {unclear} are within noise"
+    )
+    p1 = _part("C9", "monotone", None, mono, why, rule)
+    v2, why2 = _interval_verdict(last_minus_first, 0.0, "below")
+    p2 = _part("C9", "decreasing", last_minus_first, v2, why2, rule)
+    # the paper's core statement is the decrease; monotonicity is the stronger part
+    return _combine("C9", [p2, p1], rule, last_minus_first, uniform, "uniform mixing, 1/d_s")
+
+
+C10_LOW, C10_HIGH = 0.55, 0.85  # own token on top at the last layer: the paper's ~70%, 15 points of tolerance
+
+
+def judge_c10(top_is_self_last: Interval, chance: float, rule: str) -> Verdict:
+    """C10: the own token is usually the largest contributor, about 30% lose that in the last layers."""
+    base = dict(
+        claim="C10",
+        estimate=top_is_self_last.estimate,
+        ci95=(top_is_self_last.low, top_is_self_last.high),
+        baseline=chance,
+        baseline_note="1/d_s: the own token on top by chance",
+        rule=rule,
+    )
+    x = top_is_self_last
+    if C10_LOW <= x.low and x.high <= C10_HIGH:
+        return Verdict(verdict=HOLDS, reason=f"the interval lies in [{C10_LOW:g}, {C10_HIGH:g}]", **base)
+    if x.high < C10_LOW or x.low > C10_HIGH:
+        return Verdict(verdict=FAILS, reason=f"the interval lies outside [{C10_LOW:g}, {C10_HIGH:g}]", **base)
+    edge = C10_LOW if x.low < C10_LOW else C10_HIGH
+    _, why = _interval_verdict(x, edge, "above" if edge == C10_LOW else "below")
+    return Verdict(verdict=INCONCLUSIVE, reason=why, **base)
+
+
+def judge_c11(
+    near_minus_far: list[Interval], far_last_minus_first: Interval, position_only: float, rule: str
+) -> Verdict:
+    """C11: context is mostly local, and long-range contributions grow in later layers."""
+    local = [_interval_verdict(x, 0.0, "above")[0] for x in near_minus_far]
+    lv = FAILS if FAILS in local else INCONCLUSIVE if INCONCLUSIVE in local else HOLDS
+    p1 = _part(
+        "C11",
+        "local",
+        None,
+        lv,
+        "near neighbours outweigh far tokens in every layer" if lv == HOLDS else "not in every layer",
+        rule,
+    )
+    v2, why2 = _interval_verdict(far_last_minus_first, 0.0, "above")
+    p2 = _part("C11", "long range grows", far_last_minus_first, v2, why2, rule)
+    return _combine(
+        "C11",
+        [p1, p2],
+        rule,
+        far_last_minus_first,
+        position_only,
+        "position-only model: the shares under uniform mixing over the positions present",
+        first_is_core=False,
+    )
+
+
+CONTENT_TAGS = ("NOUN", "PROPN", "VERB", "ADJ", "ADV")  # content words (universal POS tags)
+FUNCTION_TAGS = ("DET", "ADP", "PRON", "CCONJ", "SCONJ", "AUX", "PART")  # function words
+
+
+def judge_c12(
+    special_minus_words: Interval | None, content_minus_function: Interval | None, uniform: float, rule: str
+) -> Verdict:
+    """C12: at the last layer [CLS]/[SEP] keep less of their own input than word tokens (they gather context),
+    and content words keep more than function words. A part is not testable when its tokens are absent."""
+    parts = []
+    if special_minus_words is None:
+        parts.append(
+            _part(
+                "C12",
+                "special tokens gather context",
+                None,
+                NOT_TESTABLE,
+                "this tokenizer adds no special tokens to a sentence",
+                rule,
+            )
+        )
+    else:
+        v, why = _interval_verdict(special_minus_words, 0.0, "below")
+        parts.append(_part("C12", "special tokens gather context", special_minus_words, v, why, rule))
+    if content_minus_function is None:
+        parts.append(
+            _part(
+                "C12",
+                "content words keep more",
+                None,
+                NOT_TESTABLE,
+                "too few content or function words were tagged",
+                rule,
+            )
+        )
+    else:
+        v, why = _interval_verdict(content_minus_function, 0.0, "above")
+        parts.append(_part("C12", "content words keep more", content_minus_function, v, why, rule))
+    testable = [p for p in parts if p.verdict != NOT_TESTABLE]
+    note = "uniform mixing, 1/d_s"
+    if not testable:
+        return Verdict(
+            "C12", NOT_TESTABLE, None, None, uniform, note, rule, "; ".join(p.reason for p in parts), tuple(parts)
+        )
+    combined = _combine(
+        "C12", testable, rule, special_minus_words or content_minus_function, uniform, note, first_is_core=False
+    )
+    reason = "; ".join(f"{p.claim.split('.', 1)[1]}: {p.verdict} ({p.reason})" for p in parts)
+    return Verdict("C12", combined.verdict, combined.estimate, combined.ci95, uniform, note, rule, reason, tuple(parts))
