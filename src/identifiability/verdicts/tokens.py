@@ -181,8 +181,8 @@ def judge_c11(
     )
 
 
-CONTENT_TAGS = ("NOUN", "PROPN", "VERB", "ADJ", "ADV")  # content words (universal POS tags)
-FUNCTION_TAGS = ("DET", "ADP", "PRON", "CCONJ", "SCONJ", "AUX", "PART")  # function words
+CONTENT_TAGS = ("NOUN", "VERB", "ADJ", "ADV")  # content words, as the rule names them
+FUNCTION_TAGS = ("DET", "ADP", "PRON", "CCONJ", "AUX")  # function words, as the rule names them
 
 
 def judge_c12(
