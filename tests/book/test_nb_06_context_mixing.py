@@ -45,6 +45,8 @@ def test_context_mixing_notebook(chapter_run):
     assert claims["C9"]["estimate"] < 0  # the own share falls from the first layer to the last
     assert 0 < claims["C10"]["estimate"] <= 1 and claims["C10"]["baseline"] < claims["C10"]["estimate"]
     assert [p["claim"] for p in claims["C11"]["parts"]] == ["C11.local", "C11.long range grows"]
-    assert [p["claim"] for p in claims["C12"]["parts"]] == ["C12.special tokens gather context",
-                                                            "C12.content words keep more"]
+    assert [p["claim"] for p in claims["C12"]["parts"]] == [
+        "C12.special tokens gather context",
+        "C12.content words keep more",
+    ]
     assert claims["C12"]["parts"][0]["estimate"] < 0  # [CLS]/[SEP] keep less of themselves than words do
