@@ -212,3 +212,17 @@ def test_c12_branches():
     only_pos = vd.judge_c12(None, above, 0.05, R)  # no special tokens: judged on the other part alone
     assert only_pos.verdict == HOLDS and "no special tokens" in only_pos.reason
     assert vd.judge_c12(None, None, 0.05, R).verdict == NOT_TESTABLE
+
+
+def test_the_verdict_chart_has_one_panel_per_interval_with_its_threshold():
+    from identifiability.charts.verdicts import verdict_chart
+
+    c4 = vd.judge_c4(True, iv(0.3, 0.25, 0.35), iv(-0.1, -0.15, -0.05), 0.5, R)
+    c2 = vd.judge_c2(True, 1.0, True, R)  # an exact count: no interval, no panel
+    chart = verdict_chart([c4.to_json(), c2.to_json()])
+    assert chart.to_dict()["vconcat"]
+    panels = chart.vconcat
+    assert len(panels) == 3  # C4 itself and its two parts
+    assert [p.title.text for p in panels][1:] == ["C4.decorrelation — holds", "C4.beyond dimension counting — holds"]
+    thresholds = [float(layer.data["t"].iloc[0]) for p in panels[1:] for layer in p.layer if "t" in layer.data]
+    assert thresholds == [0.9, 0.0]

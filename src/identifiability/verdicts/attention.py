@@ -167,9 +167,9 @@ def judge_c4(
         p1 = _part("C4", "decorrelation", median_longest, FAILS, "A_eff differs from A for some d_s <= d_v", rule)
     else:
         v, why = _interval_verdict(median_longest, C4_PEARSON, "below")
-        p1 = _part("C4", "decorrelation", median_longest, v, why, rule)
+        p1 = _part("C4", "decorrelation", median_longest, v, why, rule, C4_PEARSON)
     v, why = _interval_verdict(paired_vs_random, 0.0, "below")
-    p2 = _part("C4", "beyond dimension counting", paired_vs_random, v, why, rule)
+    p2 = _part("C4", "beyond dimension counting", paired_vs_random, v, why, rule, 0.0)
     return _combine(
         "C4",
         [p1, p2],
@@ -214,8 +214,8 @@ def judge_c5(
         else (INCONCLUSIVE, "no random-subspace baseline was measured")
     )
     parts = [
-        _part("C5", "[SEP] mostly null", sep_ratio, v1, why1, rule),
-        _part("C5", "beyond a random subspace", sep_vs_random, v2, why2, rule),
+        _part("C5", "[SEP] mostly null", sep_ratio, v1, why1, rule, C5_RATIO),
+        _part("C5", "beyond a random subspace", sep_vs_random, v2, why2, rule, 0.0),
     ]
     combined = _combine("C5", parts, rule, sep_ratio, random_ratio, note)
     if combined.verdict in (FAILS, INCONCLUSIVE) and peak_ratio is not None and peak_vs_random is not None:

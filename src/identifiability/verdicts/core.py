@@ -53,6 +53,7 @@ class Verdict:
     rule: str
     reason: str
     parts: tuple[Verdict, ...] = field(default_factory=tuple)
+    threshold: float | None = None  # the rule's threshold the interval was compared with, where there is one
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
@@ -82,7 +83,9 @@ def _interval_verdict(x: Interval, threshold: float, holds_if: str) -> tuple[str
     return INCONCLUSIVE, f"the interval contains {threshold:g}{hint}"
 
 
-def _part(claim: str, name: str, x: Interval | None, verdict: str, reason: str, rule: str) -> Verdict:
+def _part(
+    claim: str, name: str, x: Interval | None, verdict: str, reason: str, rule: str, threshold: float | None = None
+) -> Verdict:
     return Verdict(
         f"{claim}.{name}",
         verdict,
@@ -92,6 +95,7 @@ def _part(claim: str, name: str, x: Interval | None, verdict: str, reason: str, 
         "",
         rule,
         reason,
+        threshold=threshold,
     )
 
 

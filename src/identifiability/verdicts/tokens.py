@@ -26,6 +26,7 @@ def judge_c6(last_rate: Interval, shuffled_rate: float, rule: str) -> Verdict:
     """C6: tokens stay identifiable at the last layer (linear map, cosine lookup)."""
     note = "the same probe trained on shuffled labels"
     base = dict(
+        threshold=C6_HOLDS,
         claim="C6",
         estimate=last_rate.estimate,
         ci95=(last_rate.low, last_rate.high),
@@ -56,6 +57,7 @@ def judge_c7(last_minus_first: Interval, chance: float, rule: str) -> Verdict:
         "chance: one over the tokens of a sentence",
         rule,
         why,
+        threshold=0.0,
     )
 
 
@@ -75,7 +77,9 @@ def judge_c8(
     va, whya = _interval_verdict(unit_minus_raw, -C8_ANGLE_SLACK, "above")
     vn, whyn = _interval_verdict(norm_only_minus_chance, C8_NORM_CHANCE, "below")
     angle = HOLDS if (va, vn) == (HOLDS, HOLDS) else FAILS if FAILS in (va, vn) else INCONCLUSIVE
-    parts = [_part("C8", "angle", unit_minus_raw, angle, f"direction only: {whya}; norm only: {whyn}", rule)]
+    parts = [
+        _part("C8", "angle", unit_minus_raw, angle, f"direction only: {whya}; norm only: {whyn}", rule, -C8_ANGLE_SLACK)
+    ]
     if norm_spread < C8_MIN_SPREAD or norm_adds is None:
         parts.append(
             _part(
@@ -102,7 +106,7 @@ def judge_c8(
         return _combine("C8", parts[:1], rule, unit_minus_raw, None, "chance for the norm-only probe")
     # the claim is that the norm adds little: holds when the norm's contribution stays below the slack
     vm, whym = _interval_verdict(norm_adds, C8_ANGLE_SLACK, "below")
-    parts.append(_part("C8", "magnitude", norm_adds, vm, whym, rule))
+    parts.append(_part("C8", "magnitude", norm_adds, vm, whym, rule, C8_ANGLE_SLACK))
     return _combine("C8", parts, rule, unit_minus_raw, None, "chance for the norm-only probe")
 
 
@@ -126,7 +130,7 @@ def judge_c9(step_diffs: list[Interval], last_minus_first: Interval, uniform: fl
     )
     p1 = _part("C9", "monotone", None, mono, why, rule)
     v2, why2 = _interval_verdict(last_minus_first, 0.0, "below")
-    p2 = _part("C9", "decreasing", last_minus_first, v2, why2, rule)
+    p2 = _part("C9", "decreasing", last_minus_first, v2, why2, rule, 0.0)
     # the paper's core statement is the decrease; monotonicity is the stronger part
     return _combine("C9", [p2, p1], rule, last_minus_first, uniform, "uniform mixing, 1/d_s")
 
@@ -137,6 +141,7 @@ C10_LOW, C10_HIGH = 0.55, 0.85  # own token on top at the last layer: the paper'
 def judge_c10(top_is_self_last: Interval, chance: float, rule: str) -> Verdict:
     """C10: the own token is usually the largest contributor, about 30% lose that in the last layers."""
     base = dict(
+        threshold=C10_LOW,
         claim="C10",
         estimate=top_is_self_last.estimate,
         ci95=(top_is_self_last.low, top_is_self_last.high),
@@ -169,7 +174,7 @@ def judge_c11(
         rule,
     )
     v2, why2 = _interval_verdict(far_last_minus_first, 0.0, "above")
-    p2 = _part("C11", "long range grows", far_last_minus_first, v2, why2, rule)
+    p2 = _part("C11", "long range grows", far_last_minus_first, v2, why2, rule, 0.0)
     return _combine(
         "C11",
         [p1, p2],
@@ -204,7 +209,7 @@ def judge_c12(
         )
     else:
         v, why = _interval_verdict(special_minus_words, 0.0, "below")
-        parts.append(_part("C12", "special tokens gather context", special_minus_words, v, why, rule))
+        parts.append(_part("C12", "special tokens gather context", special_minus_words, v, why, rule, 0.0))
     if content_minus_function is None:
         parts.append(
             _part(
@@ -218,7 +223,7 @@ def judge_c12(
         )
     else:
         v, why = _interval_verdict(content_minus_function, 0.0, "above")
-        parts.append(_part("C12", "content words keep more", content_minus_function, v, why, rule))
+        parts.append(_part("C12", "content words keep more", content_minus_function, v, why, rule, 0.0))
     testable = [p for p in parts if p.verdict != NOT_TESTABLE]
     note = "uniform mixing, 1/d_s"
     if not testable:
