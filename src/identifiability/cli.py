@@ -398,7 +398,8 @@ def _write_claims_page(stage: Path, results_dir: Path) -> None:
             est += f" ({_fmt(ci[0])} to {_fmt(ci[1])})"
         lines.append(
             f"| {r['id']} | {esc(r['claim'])} ({esc(r['source'])}, {esc(r['where'])}) | {esc(r['paper_value'])} "
-            f"| {est} | {_fmt(r.get('baseline'))} | **{r['verdict']}** | {{doc}}`../notebooks/{r['chapter']}` |"
+            f"| {est} | {_fmt(r.get('baseline'))} | **{r['verdict']}** "
+            f"| {{doc}}`ch. {int(r['chapter'][:2])} <../notebooks/{r['chapter']}>` |"
         )
     lines += ["", "## Why each verdict", ""]
     for r in table:

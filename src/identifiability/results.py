@@ -103,5 +103,6 @@ def claims_table(results_dir: str | Path) -> list[dict]:
     for claim in load_claims():
         path = Path(results_dir) / f"{claim['chapter']}.json"
         measured = read_json(path)["results"].get("claims", {}).get(claim["id"]) if path.is_file() else None
-        rows.append({**claim, **(measured or {"verdict": "not measured"}), "rule": claim["rule"]})
+        # the csv's fields win: a verdict's own ``claim`` field is its id, not the claim's text
+        rows.append({**(measured or {"verdict": "not measured"}), **claim})
     return rows

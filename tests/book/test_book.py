@@ -81,12 +81,20 @@ def test_math_printed_by_cells_is_typeset(html):
 
 
 def test_claims_page_lists_every_claim_with_a_verdict(html):
+    import html as html_lib
+    import re
+
     from identifiability.results import load_claims
 
     page = (html / "book/claims.html").read_text()
+    text = html_lib.unescape(re.sub(r"<[^>]+>", " ", page))
+    text = re.sub(r"\s+", " ", text)
     for c in load_claims():
         assert f">{c['id']}<" in page, c["id"]
+        assert c["claim"][:30] in text, f"{c['id']}: the claim's text is not on the page"
+        assert re.sub(r"\s+", " ", c["rule"])[:40] in text, f"{c['id']}: its rule is not on the page"
     assert "not measured" not in page, "a chapter did not record its verdict on a claim"
+    assert len(re.findall(r"\(-?[\d.]+ to -?[\d.]+\)", text)) >= 5  # estimates with their intervals
 
 
 def test_pages_load_no_script_from_elsewhere(html):

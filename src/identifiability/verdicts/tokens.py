@@ -170,7 +170,13 @@ def judge_c11(
         "local",
         None,
         lv,
-        "near neighbours outweigh far tokens in every layer" if lv == HOLDS else "not in every layer",
+        "near neighbours outweigh far tokens in every layer"
+        if lv == HOLDS
+        else "; ".join(
+            f"layer(s) {[i + 1 for i, v in enumerate(local) if v == kind]}: {what}"
+            for kind, what in ((FAILS, "far tokens outweigh near ones"), (INCONCLUSIVE, "within noise"))
+            if kind in local
+        ),
         rule,
     )
     v2, why2 = _interval_verdict(far_last_minus_first, 0.0, "above")
