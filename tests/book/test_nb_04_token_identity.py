@@ -41,3 +41,6 @@ def test_token_identity_notebook(chapter_run):
     assert r["c6_shuffled_rate"] == c6["baseline"] < 3 * r["chance_sentence"] < c6["estimate"]
     assert c7["estimate"] < 0 and c7["baseline"] == r["chance_sentence"]  # the identity map loses tokens with depth
     assert {c6["verdict"], c7["verdict"]} <= {"holds", "partly holds", "fails", "inconclusive"}
+    # beside the verdict: word types never seen in training, and the position-only control for neighbours
+    assert r["c6_unseen_tokens"] > 0 and 0 <= r["c6_unseen_types_rate"] <= 1
+    assert 0 <= r["position_only_adjacent"] <= 1

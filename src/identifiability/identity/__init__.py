@@ -42,6 +42,7 @@ from .evaluation import (
     evaluate_all,
     generalisation,
     nested,
+    position_only_rows,
     predict,
 )
 from .geometry import (
@@ -82,6 +83,7 @@ from .probes import (
 
 __all__ = [
     "correct_by_sentence",
+    "position_only_rows",
     # hidden
     "CACHE_VERSION",
     "HiddenStates",
@@ -121,6 +123,7 @@ __all__ = [
     "offset_chance",
     # evaluation
     "correct_by_sentence",
+    "position_only_rows",
     "CANDIDATES",
     "NEIGHBOUR_OFFSETS",
     "evaluate",

@@ -182,3 +182,19 @@ def correct_by_sentence(
     ok = (data.key[rows] == data.key).double().numpy()
     sentence = data.sentence.numpy()
     return [ok[sentence == s] for s in np.unique(sentence)]
+
+
+@torch.no_grad()
+def position_only_rows(train: SplitData, data: SplitData, lookup: str = "cos") -> torch.Tensor:
+    """The position-only control: each token of ``data`` is looked up with the mean input embedding of its
+    *position* (over ``train``; the overall mean for positions ``train`` lacks), which knows where a token is
+    and nothing of what it is. Returns (n,) the row of ``data`` it lands on among the same sentence's tokens,
+    as :func:`predict` does; where it lands on x_{i+k} shows what position similarity alone produces."""
+    n_pos = int(max(train.position.max(), data.position.max())) + 1
+    d = train.targets.shape[-1]
+    total = torch.zeros(n_pos, d, dtype=train.targets.dtype).index_add_(0, train.position, train.targets)
+    count = torch.zeros(n_pos, dtype=train.targets.dtype).index_add_(
+        0, train.position, torch.ones_like(train.position, dtype=train.targets.dtype)
+    )
+    means = torch.where(count[:, None] > 0, total / count.clamp_min(1)[:, None], train.targets.mean(0))
+    return nearest_in_sentence(means[data.position], data.targets, SentenceLayout(data.sentence, data.position), lookup)
