@@ -14,9 +14,9 @@ directions yields every layer's blocks; reverse mode needs a pass per layer, pos
 coordinate (cost ∝ L(L+1)/2). Each chunk of directions is reduced to sums of squares at once, so memory
 never grows with n.
 
-Three exact engines and one estimator, all returning the same S (the project's performance notes,
-shared/notes/performance.md, hold the measurements that chose them). Everything runs on ``lm.device``
-(a GPU too); results come back on the CPU:
+Three exact engines and one estimator, all returning the same S (``benchmarks/bench_attribution.py``
+measures them against each other; the engines' docstrings quote the measurements that chose them).
+Everything runs on ``lm.device`` (a GPU too); results come back on the CPU:
 
 - :mod:`.naive`: :func:`hta_naive`, one ``autograd.grad`` per (layer, position, output coordinate), the
   reference the tests compare against on tiny inputs.
