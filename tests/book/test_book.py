@@ -89,6 +89,8 @@ def test_claims_page_lists_every_claim_with_a_verdict(html):
     page = (html / "book/claims.html").read_text()
     text = html_lib.unescape(re.sub(r"<[^>]+>", " ", page))
     text = re.sub(r"\s+", " ", text)
+    for curly, plain in (("\u2018", "'"), ("\u2019", "'"), ("\u201c", '"'), ("\u201d", '"')):
+        text = text.replace(curly, plain)  # Sphinx's smart quotes
     for c in load_claims():
         assert f">{c['id']}<" in page, c["id"]
         assert c["claim"][:30] in text, f"{c['id']}: the claim's text is not on the page"
