@@ -385,10 +385,11 @@ def _write_claims_page(stage: Path, results_dir: Path) -> None:
         "Each claim of the paper, and each objection of the review: the paper's value, this build's estimate with "
         "its 95% interval, the null baseline (what chance or dimension counting alone would give), and the "
         "verdict that the claim's rule (listed below, fixed before the numbers) computes from them. Generated "
-        "from `data/claims.csv` and the chapters' results files; the reason for each verdict is below the table.",
+        "from `data/claims.csv` and the chapters' results files; each id links to its chapter, and the reason for "
+        "each verdict is below the table.",
         "",
-        "| | claim | paper | this build (95% interval) | baseline | verdict | chapter |",
-        "|---|---|---|---|---|---|---|",
+        "| | claim (where; the paper's value) | this build (95% interval) | baseline | verdict |",
+        "|---|---|---|---|---|",
     ]
     table = claims_table(results_dir)
     for r in table:
@@ -397,9 +398,8 @@ def _write_claims_page(stage: Path, results_dir: Path) -> None:
         if ci and ci[0] != ci[1]:
             est += f" ({_fmt(ci[0])} to {_fmt(ci[1])})"
         lines.append(
-            f"| {r['id']} | {esc(r['claim'])} ({esc(r['source'])}, {esc(r['where'])}) | {esc(r['paper_value'])} "
-            f"| {est} | {_fmt(r.get('baseline'))} | **{r['verdict']}** "
-            f"| {{doc}}`ch. {int(r['chapter'][:2])} <../notebooks/{r['chapter']}>` |"
+            f"| {{doc}}`{r['id']} <../notebooks/{r['chapter']}>` | {esc(r['claim'])} ({esc(r['source'])}, "
+            f"{esc(r['where'])}; *{esc(r['paper_value'])}*) | {est} | {_fmt(r.get('baseline'))} | **{r['verdict']}** |"
         )
     lines += ["", "## Why each verdict", ""]
     for r in table:

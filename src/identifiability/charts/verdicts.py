@@ -17,8 +17,9 @@ COLOURS = {
 
 
 def _rows(v: dict) -> list[dict]:
+    """One row per interval: a compound claim's parts (its own interval repeats one of theirs), else the claim."""
     out = []
-    for p in [v, *v.get("parts", [])]:
+    for p in v.get("parts") or [v]:
         ci = p.get("ci95")
         if p.get("estimate") is None or ci is None:
             continue
