@@ -70,6 +70,8 @@ QUICK_PARAMS = {
     "04_token_identity": {"n_sentences": 60, "second_n_sentences": 40, "epochs": 3},
     "05_angle_magnitude": {"n_sentences": 60, "epochs": 3},
     "06_context_mixing": {
+        "n_exact_long": 1,
+        "exact_long_max_tokens": 14,
         "n_sentences": 6,
         "n_second": 3,
         "n_exact": 2,

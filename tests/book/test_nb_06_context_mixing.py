@@ -37,6 +37,8 @@ def test_context_mixing_notebook(chapter_run):
     assert set(src["source"]) == {"itself", "other special tokens", "words"}
     assert "NOUN" in res["pos_own_median_last"] or "VERB" in res["pos_own_median_last"]
     assert res["exact_seconds_per_sentence"] > res["estimate_seconds_per_sentence"]
+    assert len(res["estimator_error_by_length"]) == 2  # the exact sentences and the longer ones
+    assert all(0 < v["median"] < 0.2 for v in res["estimator_error_by_length"].values())
     claims = res["claims"]
     for c in ("C9", "C10", "C11"):
         v = claims[c]
