@@ -15,13 +15,13 @@ from pathlib import Path
 
 import torch
 
-from . import paths
+from . import paths, schema
 from .charts.render import enable_offline
 from .corpora import Corpus, drop_unusable, load_corpus, sample_sentences
 from .loaded_model import LoadedModel
 from .models import load_model
 from .paths import DEFAULT_MODEL
-from .results import load_claims, read_json, write_json
+from .results import jsonable, load_claims, read_json, write_json
 from .verdicts import Verdict, render
 
 
@@ -72,7 +72,10 @@ class Chapter:
         return render(v, claim["claim"])
 
     def save(self) -> Path:
-        """Write ``<results_dir>/<chapter>.json`` with the results, parameters and model provenance."""
+        """Write ``<results_dir>/<chapter>.json`` with the results, parameters and model provenance, after
+        checking the results against the chapter's schema (:mod:`identifiability.schema`)."""
+        results = jsonable(self.results)
+        schema.check(self.name, results)
         return write_json(
             self.results_dir / f"{self.name}.json",
             {
@@ -84,7 +87,8 @@ class Chapter:
                     "sentences": len(self.corpus),
                     "dropped_lines": self.dropped_lines,
                 },
-                "results": self.results,
+                "schema_version": schema.SCHEMA_VERSION,
+                "results": results,
             },
         )
 

@@ -45,13 +45,14 @@ def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
             os.unlink(tmp)
 
 
-def _jsonable(obj):
+def jsonable(obj):
+    """``obj`` with tensors, numpy scalars and tuples turned into JSON values, and NaN or infinity into None."""
     if isinstance(obj, torch.Tensor):
-        return _jsonable(obj.tolist())
+        return jsonable(obj.tolist())
     if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
+        return [jsonable(v) for v in obj]
     if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
         return obj.item()
     if isinstance(obj, float) and not math.isfinite(obj):
@@ -61,7 +62,7 @@ def _jsonable(obj):
 
 def write_json(path: str | Path, data: dict) -> Path:
     path = Path(path)
-    text = json.dumps(_jsonable(data), indent=1, sort_keys=True)
+    text = json.dumps(jsonable(data), indent=1, sort_keys=True)
     _atomic_write(path, lambda p: p.write_text(text, encoding="utf-8"))
     return path
 

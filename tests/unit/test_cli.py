@@ -78,11 +78,11 @@ def test_two_models_results_do_not_collide(tmp_path, tiny_lm, monkeypatch):
         lm.model.save_pretrained(path, safe_serialization=True)
         lm.tokenizer.save_pretrained(path)
         ch = notebook.setup("01_model_and_data", model=str(path), corpus="polarity")
-        ch.record(x=seed)
+        ch.record(corpus_sentences=seed)
         dirs.append(ch.save())
     assert dirs[0] != dirs[1] and dirs[0].parent.parent.name.startswith("model0-")  # name + content key
     assert dirs[0].is_relative_to(tmp_path / "data" / "results")
-    assert notebook.load_results(dirs[1].parent, "01_model_and_data")["results"]["x"] == 1
+    assert notebook.load_results(dirs[1].parent, "01_model_and_data")["results"]["corpus_sentences"] == 1
 
 
 def test_launch_buttons_only_with_a_public_repository(tmp_path):
