@@ -35,3 +35,4 @@ def test_chapter_judges_its_claims_on_a_tiny_random_model(chapter, tiny_folder, 
     for v in claims.values():
         assert v["verdict"] in VERDICTS and v["rule"] and v["reason"]
         assert {"estimate", "ci95", "baseline", "baseline_note", "parts"} <= set(v)
+        assert v["baseline"] is not None or v["baseline_note"]  # a missing baseline says why none applies

@@ -100,7 +100,10 @@ C3_FAILING_SHARE = 0.95  # share of the paper's constructed alternatives that mu
 def judge_c3(real_passes: bool | None, failing_share: float, realisable_everywhere: bool, rule: str) -> Verdict:
     """C3 (review): the paper's alternatives need not be softmax-realisable. ``real_passes`` is None where
     the exact test does not apply (a causal mask makes realisability a low-rank completion problem)."""
-    note = "the real A must pass the exact test (it is a softmax of rank d_q by construction)"
+    note = (
+        "none applies: the test is exact (a rank, not a sample), so there is no chance level; its control is "
+        "the real A, which must pass it"
+    )
     extra = (
         "; realisable alternatives were nevertheless found for every d_s >= d_v + 2 tried"
         if realisable_everywhere

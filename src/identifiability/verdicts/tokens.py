@@ -98,16 +98,30 @@ def judge_c8(
                 unit_minus_raw.estimate,
                 (unit_minus_raw.low, unit_minus_raw.high),
                 None,
-                "chance for the norm-only probe",
+                "none for a difference of two probes; the norm-only probe is held to chance inside the rule",
                 rule,
                 parts[0].reason + "; magnitude: not testable",
                 tuple(parts),
             )
-        return _combine("C8", parts[:1], rule, unit_minus_raw, None, "chance for the norm-only probe")
+        return _combine(
+            "C8",
+            parts[:1],
+            rule,
+            unit_minus_raw,
+            None,
+            "none for a difference of two probes; the norm-only probe is held to chance inside the rule",
+        )
     # the claim is that the norm adds little: holds when the norm's contribution stays below the slack
     vm, whym = _interval_verdict(norm_adds, C8_ANGLE_SLACK, "below")
     parts.append(_part("C8", "magnitude", norm_adds, vm, whym, rule, C8_ANGLE_SLACK))
-    return _combine("C8", parts, rule, unit_minus_raw, None, "chance for the norm-only probe")
+    return _combine(
+        "C8",
+        parts,
+        rule,
+        unit_minus_raw,
+        None,
+        "none for a difference of two probes; the norm-only probe is held to chance inside the rule",
+    )
 
 
 # --------------------------------------------------------------------------------------------------
