@@ -44,6 +44,7 @@ from .evaluation import (
     nested,
     position_only_rows,
     predict,
+    seeded_correct,
 )
 from .geometry import (
     QUANTILES,
@@ -84,6 +85,7 @@ from .probes import (
 __all__ = [
     "correct_by_sentence",
     "position_only_rows",
+    "seeded_correct",
     # hidden
     "CACHE_VERSION",
     "HiddenStates",
@@ -124,6 +126,7 @@ __all__ = [
     # evaluation
     "correct_by_sentence",
     "position_only_rows",
+    "seeded_correct",
     "CANDIDATES",
     "NEIGHBOUR_OFFSETS",
     "evaluate",

@@ -7,6 +7,7 @@ the nested lists written to the results files.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -22,7 +23,7 @@ from .lookup import (
     nearest_in_set,
     offset_chance,
 )
-from .probes import TrainedProbes, apply_probes
+from .probes import ProbeConfig, TrainedProbes, apply_probes, train_probes
 
 CANDIDATES = ("sentence", "all")
 NEIGHBOUR_OFFSETS = (-3, -2, -1, 0, 1, 2, 3)
@@ -198,3 +199,27 @@ def position_only_rows(train: SplitData, data: SplitData, lookup: str = "cos") -
     )
     means = torch.where(count[:, None] > 0, total / count.clamp_min(1)[:, None], train.targets.mean(0))
     return nearest_in_sentence(means[data.position], data.targets, SentenceLayout(data.sentence, data.position), lookup)
+
+
+def seeded_correct(
+    splits: dict[str, SplitData],
+    first: TrainedProbes,
+    layer: int,
+    loss: str,
+    lookup: str,
+    config: ProbeConfig,
+    more_seeds: Sequence[int] = (1, 2),
+) -> tuple[list[np.ndarray], list[float]]:
+    """A probe's per-token correctness on the test split averaged over training seeds: ``first`` (already
+    trained) and one more probe per offset in ``more_seeds`` (``config.seed`` + offset, trained on ``layer``
+    only). Returns per sentence one value per token (the share of seeds that identify it), so an interval
+    over sentences holds the seed-to-seed spread too, and each seed's rate."""
+    more = [
+        train_probes(
+            splits["train"], splits["val"], [layer], [loss], replace(config, seed=config.seed + k), progress=False
+        )
+        for k in more_seeds
+    ]
+    runs = [correct_by_sentence(tp, splits["test"], layer, loss, lookup) for tp in [first, *more]]
+    per_sentence = [np.mean([run[s] for run in runs], axis=0) for s in range(len(runs[0]))]
+    return per_sentence, [float(np.concatenate(run).mean()) for run in runs]

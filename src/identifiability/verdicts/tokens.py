@@ -63,6 +63,7 @@ def judge_c7(last_minus_first: Interval, chance: float, rule: str) -> Verdict:
 
 C8_ANGLE_SLACK = 0.02  # unit-normalised probes may lose this much against raw probes
 C8_NORM_CHANCE = 0.05  # norm-only probes must stay within this of chance
+C8_BASELINE_NOTE = "none for a difference of two probes; the norm-only probe is held to chance inside the rule"
 C8_MIN_SPREAD = 0.05  # relative norm spread (IQR / median) below which the magnitude part is not testable
 
 
@@ -98,7 +99,7 @@ def judge_c8(
                 unit_minus_raw.estimate,
                 (unit_minus_raw.low, unit_minus_raw.high),
                 None,
-                "none for a difference of two probes; the norm-only probe is held to chance inside the rule",
+                C8_BASELINE_NOTE,
                 rule,
                 parts[0].reason + "; magnitude: not testable",
                 tuple(parts),
@@ -109,7 +110,7 @@ def judge_c8(
             rule,
             unit_minus_raw,
             None,
-            "none for a difference of two probes; the norm-only probe is held to chance inside the rule",
+            C8_BASELINE_NOTE,
         )
     # the claim is that the norm adds little: holds when the norm's contribution stays below the slack
     vm, whym = _interval_verdict(norm_adds, C8_ANGLE_SLACK, "below")
@@ -120,7 +121,7 @@ def judge_c8(
         rule,
         unit_minus_raw,
         None,
-        "none for a difference of two probes; the norm-only probe is held to chance inside the rule",
+        C8_BASELINE_NOTE,
     )
 
 
