@@ -66,6 +66,20 @@ def _snapshot_folder(source: str) -> Path | None:
         return None
 
 
+def content_key_of(name: str | None) -> str:
+    """The content key of a model (:mod:`identifiability.fingerprint`) from its files, without loading it:
+    the key a loaded model's results and caches are filed under. Raises ModelNotAvailable with one line
+    when the folder is unusable or a hub id is neither cached nor reachable."""
+    _, source, _ = resolve(name)
+    folder = Path(source) if Path(source).is_dir() else _snapshot_folder(source)
+    if folder is None:
+        raise ModelNotAvailable(
+            f"model {name!r} is not a local folder and not in the Hugging Face cache (offline?): pass the path "
+            "of a folder holding config.json, model.safetensors and the tokenizer files"
+        )
+    return content_key(check_folder(folder))
+
+
 def tensor_key(model) -> str:
     """Content key of a model that exists only in memory: SHA-256 over its parameter names and bytes."""
     h = hashlib.sha256()

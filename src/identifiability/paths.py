@@ -64,6 +64,16 @@ def cache_root() -> Path:
     return data_root() / "cache"
 
 
+def sweep_root() -> Path:
+    """Where ``identifiability sweep`` files its runs: ``<model>/<corpus>/<chapter>/seed<s>-<run key>/``."""
+    return data_root() / "sweeps"
+
+
+def table_file() -> Path:
+    """The results table of every finished run (book builds and sweeps), rebuilt after each sweep."""
+    return data_root() / "results.parquet"
+
+
 def claims_file() -> Path:
     """The claims table ships with the sources, not the data folder."""
     return source_root() / "data" / "claims.csv"

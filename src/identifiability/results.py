@@ -30,7 +30,7 @@ def _umask() -> int:
     return mask
 
 
-def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
+def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
@@ -63,7 +63,7 @@ def jsonable(obj):
 def write_json(path: str | Path, data: dict) -> Path:
     path = Path(path)
     text = json.dumps(jsonable(data), indent=1, sort_keys=True)
-    _atomic_write(path, lambda p: p.write_text(text, encoding="utf-8"))
+    atomic_write(path, lambda p: p.write_text(text, encoding="utf-8"))
     return path
 
 
@@ -84,7 +84,7 @@ def cached_tensors(
     if path.is_file():
         return load_file(str(path))
     tensors = {k: v.contiguous().cpu() for k, v in compute().items()}
-    _atomic_write(path, lambda p: save_file(tensors, str(p)))
+    atomic_write(path, lambda p: save_file(tensors, str(p)))
     write_json(path.with_suffix(".json"), params)
     return tensors
 

@@ -239,9 +239,28 @@ def test_corpus_cache_roundtrip(tiny_lm, tmp_path):
     again = attribution.hta_corpus(
         tiny_lm, texts, mode="estimate", probes=4, cache=True, cache_root=tmp_path, progress=False
     )
-    assert list(tmp_path.rglob("*.safetensors"))
+    assert len(list(tmp_path.rglob("*.safetensors"))) == 2  # one entry per sentence
     for a, b in zip(first, again):
         assert torch.equal(a.S, b.S) and a.tokens == b.tokens and a.special == b.special and a.method == b.method
+
+
+def test_corpus_cache_is_per_sentence(tiny_lm, tmp_path, monkeypatch):
+    """A sentence cached by one call (a chapter, or the distributed job) is read by any later call that
+    contains it, in another list and at another position: exact entries do not depend on the probe seed."""
+    texts = [SENT, "Cats sat.", "Dogs ran far away."]
+    first = attribution.hta_corpus(tiny_lm, texts[:2], mode="exact", cache=True, cache_root=tmp_path, progress=False)
+    from identifiability.hta import api
+
+    calls = []
+    real = api.hta
+    monkeypatch.setattr(api, "hta", lambda *a, **k: calls.append(a[1]) or real(*a, **k))
+    again = attribution.hta_corpus(
+        tiny_lm, [texts[2], texts[1], texts[0]], mode="exact", cache=True, cache_root=tmp_path, seed=7, progress=False
+    )
+    assert calls == [texts[2]]  # only the new sentence was computed
+    assert torch.equal(again[2].S, first[0].S) and torch.equal(again[1].S, first[1].S)
+    est = attribution.hta_corpus(tiny_lm, texts[:1], mode="estimate", probes=4, cache=True, cache_root=tmp_path)
+    assert calls[-1] == texts[0] and not torch.equal(est[0].S, first[0].S)  # estimates never read exact entries
 
 
 def test_pos_tags_align_with_word_pieces(tiny_lm):

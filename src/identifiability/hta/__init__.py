@@ -33,7 +33,7 @@ Everything runs on ``lm.device`` (a GPU too); results come back on the CPU:
 nothing in this package imports Altair.
 """
 
-from .api import CACHE_VERSION, available_method, hta, hta_corpus
+from .api import CACHE_VERSION, available_method, cache_folder, cache_params, hta, hta_corpus
 from .core import DEFAULT_ROWS
 from .estimator import estimate_error, estimate_pairs
 from .folded import PRIMAL_TOL, fold_spec, folded_flops, peak_bytes
@@ -55,6 +55,8 @@ __all__ = [
     "PRIMAL_TOL",
     "HTAResult",
     "available_method",
+    "cache_folder",
+    "cache_params",
     "contributions",
     "distance_profile",
     "estimate_error",

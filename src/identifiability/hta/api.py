@@ -73,7 +73,30 @@ def hta(
     return HTAResult(inp.text, inp.tokens, S, used, mode, dirs.probes, time.perf_counter() - t0, inp.special)
 
 
-CACHE_VERSION = 1  # bump when a change alters the numbers, so stale caches are never read
+CACHE_VERSION = 2  # bump when a change alters the numbers, so stale caches are never read (2: one entry per sentence)
+
+
+def cache_params(content_key: str, text: str, mode: str = "exact", seed: int = 0, probes: int = 16, **kwargs) -> dict:
+    """Everything one sentence's cached S depends on: the model's weights, the text and every parameter
+    that changes the numbers (the probes and their seed only in estimate mode). Chapter 6 and the
+    distributed ``identifiability hta`` job use it alike, so either one's entries serve the other."""
+    estimate = mode == "estimate"
+    return {
+        "version": CACHE_VERSION,
+        "model": content_key,  # LoadedModel.content_key: the weights, not the name
+        "text": text,
+        "mode": mode,
+        "seed": seed if estimate else None,
+        "probes": probes if estimate else None,
+        "probe": kwargs.get("probe", "orthonormal") if estimate else None,
+        "max_tokens": kwargs.get("max_tokens"),
+        "method": kwargs.get("method", "auto"),
+    }
+
+
+def cache_folder(model_key: str) -> str:
+    """The folder below ``data/cache`` of a model's HTA entries (``model_key``: LoadedModel.key)."""
+    return f"hta/{model_key}"
 
 
 def hta_corpus(
@@ -90,67 +113,51 @@ def hta_corpus(
 ) -> list[HTAResult]:
     """:func:`hta` for many sentences, with a progress bar; sentence k uses probe seed ``seed + k``.
 
-    With ``cache=True`` the squared norms are stored as safetensors under ``data/cache/hta/<model>/``,
-    keyed by the model's weights, the texts and every parameter that changes the numbers.
+    With ``cache=True`` each sentence's squared norms are stored as safetensors under
+    ``data/cache/hta/<model>/``, keyed by :func:`cache_params` (weights, text, parameters): a sentence
+    computed once, by a chapter or by the distributed job, is never computed again.
     """
+    from ..results import cached_tensors  # noqa: I001 (results imports torch only)
+
     items = list(texts)
-
-    def compute() -> list[HTAResult]:
-        bar = tqdm(items, desc=desc or f"HTA ({mode})", unit="sentence", disable=not progress or len(items) < 2)
-        return [hta(lm, item, mode=mode, probes=probes, seed=seed + k, **kwargs) for k, item in enumerate(bar)]
-
-    if not cache:
-        return compute()
-    from ..results import cached_tensors, params_key  # noqa: I001 (results imports torch only)
-
-    plain = [it.text if isinstance(it, SentenceTrace) else it for it in items]
-    params = {
-        "version": CACHE_VERSION,
-        "model": lm.content_key,
-        "texts": params_key({"t": plain}),
-        "n": len(plain),
-        "mode": mode,
-        "seed": seed,
-        "probes": probes if mode == "estimate" else None,
-        "probe": kwargs.get("probe", "orthonormal"),
-        "max_tokens": kwargs.get("max_tokens"),
-        "method": kwargs.get("method", "auto"),
-    }
-    fresh: list[HTAResult] = []
-
-    def pack() -> dict[str, torch.Tensor]:
-        fresh.extend(compute())
-        ids = [lm.tokenizer.convert_tokens_to_ids(r.tokens) for r in fresh]
-        return {
-            "S": torch.cat([r.S.flatten() for r in fresh]),
-            "lengths": torch.tensor([r.n_tokens for r in fresh]),
-            "ids": torch.tensor([i for row in ids for i in row], dtype=torch.long),
-            "seconds": torch.tensor([r.seconds for r in fresh], dtype=torch.float64),
-            "method": torch.tensor([_METHODS.index(r.method) for r in fresh]),
-        }
-
-    t = cached_tensors(f"hta/{lm.key}", params, pack, **({"root": cache_root} if cache_root else {}))
-    if fresh:
-        return fresh
-    out, s_off, i_off, n_layers = [], 0, 0, lm.n_layers + 1
+    bar = tqdm(items, desc=desc or f"HTA ({mode})", unit="sentence", disable=not progress or len(items) < 2)
+    out = []
     special_ids = set(lm.tokenizer.all_special_ids)
-    for k, n in enumerate(t["lengths"].tolist()):
-        ids = t["ids"][i_off : i_off + n].tolist()
-        S = t["S"][s_off : s_off + n_layers * n * n].reshape(n_layers, n, n)
+    for k, item in enumerate(bar):
+        if not cache:
+            out.append(hta(lm, item, mode=mode, probes=probes, seed=seed + k, **kwargs))
+            continue
+        text = item.text if isinstance(item, SentenceTrace) else item
+        fresh: list[HTAResult] = []
+
+        def pack(item=item, k=k, fresh=fresh) -> dict[str, torch.Tensor]:
+            r = hta(lm, item, mode=mode, probes=probes, seed=seed + k, **kwargs)
+            fresh.append(r)
+            return {
+                "S": r.S,
+                "ids": torch.tensor(lm.tokenizer.convert_tokens_to_ids(r.tokens), dtype=torch.long),
+                "seconds": torch.tensor([r.seconds], dtype=torch.float64),
+                "method": torch.tensor([_METHODS.index(r.method)]),
+            }
+
+        params = cache_params(lm.content_key, text, mode, seed + k, probes, **kwargs)
+        t = cached_tensors(cache_folder(lm.key), params, pack, **({"root": cache_root} if cache_root else {}))
+        if fresh:
+            out.append(fresh[0])
+            continue
+        ids = t["ids"].tolist()
         out.append(
             HTAResult(
-                plain[k],
+                text,
                 lm.tokenizer.convert_ids_to_tokens(ids),
-                S,
-                _METHODS[int(t["method"][k])],
+                t["S"],
+                _METHODS[int(t["method"][0])],
                 mode,
                 probes if mode == "estimate" else None,
-                float(t["seconds"][k]),
+                float(t["seconds"][0]),
                 [i in special_ids for i in ids],
             )
         )
-        s_off += n_layers * n * n
-        i_off += n
     return out
 
 

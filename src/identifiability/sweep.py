@@ -1,0 +1,449 @@
+"""Sweeps over models × corpora × seeds × chapters on Dask distributed, and exact HTA spread over a cluster.
+
+    identifiability sweep --models M1,M2 --corpora lee,polarity --seeds 0,1,2 [--chapters 03,06]
+                          [-p name=value ...] [--scheduler tcp://host:8786 | --workers N]
+    identifiability hta --model M --corpus C [--n N] [--scheduler ... | --workers N]
+
+Each (model, corpus, seed, chapter) is one Dask task that executes the chapter with papermill on a worker
+(``seed`` is the chapter's own ``seed`` parameter). The default cluster is a ``LocalCluster`` with one
+single-threaded worker process per core; ``--scheduler`` connects to any running scheduler instead (e.g.
+one started by ``dask-jobqueue`` on SLURM or PBS, which must see the same data folder).
+
+A run is keyed by the model's content key, the corpus (and a text file's content), the chapter, its
+parameters and a hash of the chapter source, the package source and the claims table (:class:`Run`). A
+run is finished when its folder holds ``run.json``; finished runs are skipped, so a sweep can be stopped
+and started again. A chapter executes into a private ``.partial-*`` folder and its files are moved into
+place before ``run.json`` is written last: a killed worker or a Ctrl-C never leaves a half-written or
+half-finished run behind, and a retried task writes the same folder. A failing task is retried once
+(``retries=1``) and then reported with its one-line reason while the others go on.
+
+Chapters stay in-process on their worker: a papermill kernel inside a worker must not wait on the workers.
+Exact HTA at corpus scale is its own job (:func:`hta_job`): one task per group of sentences, writing the
+very per-sentence cache entries chapter 6 reads (:func:`identifiability.hta.cache_params`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import paths
+from .results import write_json
+
+# The explorer chapter has no claims and no quantities to compare; a sweep runs it only when asked.
+DEFAULT_SKIP = ("07_explore",)
+RUN_FILE = "run.json"
+
+
+class SweepError(ValueError):
+    """A sweep that cannot start; the message is one line that says what to do."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One task of a sweep: a chapter executed on one model, corpus and seed with fixed parameters."""
+
+    model: str  # as the user wrote it
+    model_key: str  # the folder name results are filed under (:func:`paths.model_key`)
+    content_key: str  # SHA-256 of the weights, config and tokenizer files
+    corpus: str
+    corpus_key: str  # name, plus a text file's SHA-256
+    chapter: str  # notebook stem
+    seed: int
+    params: dict = field(default_factory=dict)  # the chapter's other parameters, as given (-p)
+    source_hash: str = ""
+
+    @property
+    def key(self) -> str:
+        """The run's identity: everything its results depend on."""
+        d = asdict(self)
+        d.pop("model")  # the same weights under another name are the same run
+        d.pop("model_key")
+        return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()
+
+    def folder(self, root: Path) -> Path:
+        return root / self.model_key / paths.corpus_key(self.corpus) / self.chapter / f"seed{self.seed}-{self.key[:12]}"
+
+    def label(self) -> str:
+        return f"{self.chapter} on {self.model_key}/{paths.corpus_key(self.corpus)} seed {self.seed}"
+
+
+@dataclass
+class Report:
+    """What a sweep did: runs executed, skipped (already finished) and failed (with one-line reasons)."""
+
+    ran: list[Run] = field(default_factory=list)
+    skipped: list[Run] = field(default_factory=list)
+    failed: list[tuple[Run | str, str]] = field(default_factory=list)
+    table: Path | None = None
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        lines = [
+            f"{len(self.ran)} run(s) executed, {len(self.skipped)} already finished, {len(self.failed)} failed "
+            f"in {self.seconds:.0f} s" + (f"; results table: {self.table}" if self.table else "")
+        ]
+        lines += [f"  failed: {r.label() if isinstance(r, Run) else r}: {why}" for r, why in self.failed]
+        return "\n".join(lines)
+
+
+def source_hash(chapter_source: Path) -> str:
+    """SHA-256 over the chapter's source, every module of the package and the claims table: a change to any
+    of them makes a new run."""
+    h = hashlib.sha256()
+    package = Path(__file__).resolve().parent
+    files = [chapter_source, paths.claims_file(), *sorted(package.rglob("*.py"))]
+    for f in files:
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
+def corpus_identity(corpus: str) -> str:
+    """A corpus's name, plus the SHA-256 of a text file's content (an edited file makes new runs)."""
+    path = Path(corpus).expanduser()
+    if path.is_file():
+        return f"{paths.corpus_key(corpus)}:{hashlib.sha256(path.read_bytes()).hexdigest()[:16]}"
+    return corpus
+
+
+def resolve_chapters(names: Sequence[str] | None) -> list[Path]:
+    """Chapter sources for ``names`` (stems, or their two-digit prefixes); default: every chapter of the
+    book except the explorer. An unknown name raises SweepError naming the closest chapter."""
+    from .cli import chapter_sources
+
+    sources = chapter_sources()
+    if not names:
+        return [s for s in sources if s.stem not in DEFAULT_SKIP]
+    by_stem = {s.stem: s for s in sources}
+    out = []
+    for name in names:
+        hits = [s for s in sources if s.stem == name or s.stem.split("_", 1)[0] == name]
+        if len(hits) != 1:
+            close = difflib.get_close_matches(name, list(by_stem), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise SweepError(f"no chapter {name!r}; {hint}chapters: {', '.join(by_stem)} (or their numbers, e.g. 03)")
+        out.append(hits[0])
+    return out
+
+
+def plan(
+    models: Sequence[str], corpora: Sequence[str], seeds: Sequence[int], chapters: Sequence[str] | None, params: dict
+) -> tuple[list[Run], list[tuple[str, str]]]:
+    """The sweep's runs, and (what, one-line reason) for every model or corpus that cannot run.
+
+    Parameters are checked for every chapter first (a bad ``-p`` stops the whole sweep); a model that cannot
+    be fingerprinted, or fails the pre-flight checks on a corpus, is reported and left out, the rest goes on.
+    """
+    from .cli import _user_errors, check_parameters, coerce_parameters, preflight
+    from .models import content_key_of
+
+    if not models or not corpora or not seeds:
+        raise SweepError("give at least one model, one corpus and one seed, e.g. --models default --corpora lee")
+    if "seed" in params:
+        raise SweepError("the seed is a sweep dimension: pass --seeds 0,1,2 instead of -p seed=...")
+    sources = resolve_chapters(chapters)
+    check_parameters(sources, {"model": models[0], "corpus": corpora[0], **params})
+    hashes = {s.stem: source_hash(s) for s in sources}
+    runs, problems = [], []
+    for model in models:
+        try:
+            ckey, mkey = content_key_of(model), paths.model_key(model)
+        except _user_errors() as e:
+            problems.append((f"model {model}", str(e).splitlines()[0]))
+            continue
+        for corpus in corpora:
+            try:
+                preflight(sources, {"model": model, "corpus": corpus, **params})
+            except _user_errors() as e:
+                problems.append((f"{model} on {corpus}", str(e).splitlines()[0]))
+                continue
+            for seed in seeds:
+                for s in sources:
+                    own = coerce_parameters(s, params, strict=False)
+                    own.pop("results_dir", None)
+                    runs.append(
+                        Run(model, mkey, ckey, corpus, corpus_identity(corpus), s.stem, int(seed), own, hashes[s.stem])
+                    )
+    return runs, problems
+
+
+def is_finished(run: Run, root: Path) -> bool:
+    return (run.folder(root) / RUN_FILE).is_file()
+
+
+def execute(run: Run, root: str, data_root: str) -> dict:
+    """Execute one run (on a worker): the chapter runs into a private folder, its files are moved into the
+    run's folder, and ``run.json`` is written last. Returns the run's manifest.
+
+    Every attempt is counted in the run's ``attempts.json`` (a retried run says so in ``run.json``); a
+    failed attempt leaves its executed notebook as ``<chapter>.failed.ipynb`` in the run's folder, the
+    place its error message names.
+    """
+    from .cli import ChapterFailed, run_notebook
+    from .results import read_json
+
+    os.environ[paths.DATA_ENV] = data_root  # the kernel files its caches where the client looks
+    final = run.folder(Path(root))
+    if (final / RUN_FILE).is_file():  # finished by an earlier attempt that was reported lost
+        return read_json(final / RUN_FILE)
+    final.mkdir(parents=True, exist_ok=True)
+    tries = final / "attempts.json"
+    attempt = (read_json(tries)["attempts"] if tries.is_file() else 0) + 1
+    write_json(tries, {"attempts": attempt})
+    partial = final.parent / f".partial-{final.name}-{uuid.uuid4().hex[:8]}"
+    t0 = time.time()
+    try:
+        params = {**run.params, "model": run.model, "corpus": run.corpus, "seed": run.seed}
+        params["results_dir"] = str(partial)
+        source = paths.source_root() / "notebooks" / f"{run.chapter}.md"
+        try:
+            run_notebook(source, partial, params, progress=False, strict=False)
+        except ChapterFailed as e:
+            kept = final / f"{run.chapter}.failed.ipynb"
+            if (partial / f"{run.chapter}.ipynb").is_file():
+                os.replace(partial / f"{run.chapter}.ipynb", kept)
+            raise ChapterFailed(str(e).replace(str(partial / f"{run.chapter}.ipynb"), str(kept))) from None
+        result = read_json(partial / f"{run.chapter}.json")
+        result["params"]["results_dir"] = str(final)  # where it lives, not where it was written
+        write_json(final / f"{run.chapter}.json", result)
+        os.replace(partial / f"{run.chapter}.ipynb", final / f"{run.chapter}.ipynb")
+        manifest = {
+            **asdict(run),
+            "key": run.key,
+            "attempts": attempt,
+            "seconds": round(time.time() - t0, 2),
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        write_json(final / RUN_FILE, manifest)
+        for stale in (tries, final / f"{run.chapter}.failed.ipynb"):
+            stale.unlink(missing_ok=True)
+        return manifest
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+def clean_partials(runs: Sequence[Run], root: Path) -> int:
+    """Remove the private folders that killed attempts of ``runs`` left behind (and only theirs: another
+    sweep may share the scheduler and the data folder); returns how many."""
+    n = 0
+    for run in runs:
+        folder = run.folder(root)
+        for p in folder.parent.glob(f".partial-{folder.name}-*"):
+            shutil.rmtree(p, ignore_errors=True)
+            n += 1
+    return n
+
+
+def connect(scheduler: str | None = None, workers: int | None = None, timeout: float = 10.0):
+    """A Dask client: to ``scheduler`` if given, else to a new LocalCluster with ``workers`` single-threaded
+    worker processes (default: one per core)."""
+    from distributed import Client, LocalCluster
+
+    if scheduler:
+        try:
+            return Client(scheduler, timeout=timeout)
+        except (OSError, TimeoutError) as e:
+            raise SweepError(
+                f"cannot reach the Dask scheduler at {scheduler} ({type(e).__name__}); start one with "
+                "`dask scheduler` (and workers with `dask worker ADDRESS`), or leave out --scheduler for a local "
+                "cluster"
+            ) from None
+    if workers is not None and workers < 1:
+        raise SweepError(f"--workers must be at least 1, got {workers}")
+    cluster = LocalCluster(
+        n_workers=workers or os.cpu_count() or 1,
+        threads_per_worker=1,
+        processes=True,
+        # one thread per worker: the kernels it starts inherit these, and torch reads them at import
+        env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"},
+    )
+    return Client(cluster)
+
+
+def dashboard(client) -> str | None:
+    """The dashboard address of the client's scheduler when its status page answers (the page needs
+    ``bokeh`` on the scheduler's machine; without it the address serves nothing worth printing)."""
+    import urllib.request
+
+    link = client.dashboard_link
+    try:
+        with urllib.request.urlopen(link, timeout=2) as r:
+            return link if r.status == 200 else None
+    except (OSError, ValueError):
+        return None
+
+
+def _close(client, own: bool) -> None:
+    if own:
+        cluster = client.cluster
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def sweep(
+    models: Sequence[str],
+    corpora: Sequence[str],
+    seeds: Sequence[int],
+    chapters: Sequence[str] | None = None,
+    params: dict | None = None,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    client=None,
+    progress: bool = True,
+) -> Report:
+    """Run every (model, corpus, seed, chapter) not finished yet, then rebuild the results table.
+
+    ``client``: an existing Dask client (the caller closes it); else one from :func:`connect`.
+    """
+    from distributed import as_completed
+    from tqdm import tqdm
+
+    from .aggregate import write_table
+
+    t0 = time.time()
+    root = paths.sweep_root()
+    runs, problems = plan(models, corpora, seeds, chapters, params or {})
+    report = Report(failed=[(what, why) for what, why in problems])
+    todo = [r for r in runs if not is_finished(r, root)]
+    report.skipped = [r for r in runs if is_finished(r, root)]
+    if todo:
+        clean_partials(todo, root)
+        own = client is None
+        client = client or connect(scheduler, workers)
+        try:
+            link = dashboard(client)
+            if link and progress:
+                print(f"Dask dashboard: {link}")
+            futures = {
+                client.submit(
+                    execute,
+                    run,
+                    str(root),
+                    str(paths.data_root()),
+                    key=f"{run.chapter}-{run.model_key}-{run.corpus_key.split(':')[0]}-s{run.seed}-{run.key[:8]}",
+                    retries=1,
+                    pure=False,
+                ): run
+                for run in todo
+            }
+            bar = tqdm(total=len(futures), desc="sweep", unit="run", disable=not progress)
+            for fut in as_completed(futures):
+                run = futures[fut]
+                if fut.status == "finished":
+                    report.ran.append(run)
+                else:
+                    err = fut.exception()
+                    report.failed.append((run, (str(err).splitlines() or [type(err).__name__])[0]))
+                    bar.write(f"failed: {run.label()}: {report.failed[-1][1]}")
+                bar.update()
+            bar.close()
+        finally:
+            _close(client, own)
+            clean_partials(todo, root)  # a worker killed mid-run leaves its private folder behind
+    report.table = write_table()
+    report.seconds = time.time() - t0
+    return report
+
+
+# --- exact HTA at corpus scale ------------------------------------------------------------------------
+
+_MODELS: dict[str, object] = {}  # per worker process: one load per model, not one per task
+
+
+def _worker_model(model: str):
+    from .models import load_model
+
+    if model not in _MODELS:
+        _MODELS[model] = load_model(model)
+    return _MODELS[model]
+
+
+def hta_group(model: str, texts: list[str], data_root: str) -> dict:
+    """Exact HTA of ``texts`` into the per-sentence cache (on a worker); returns counts and seconds."""
+    import torch
+
+    from .hta import hta_corpus
+
+    os.environ[paths.DATA_ENV] = data_root
+    if os.environ.get("OMP_NUM_THREADS") == "1":
+        torch.set_num_threads(1)
+    t0 = time.time()
+    hta_corpus(_worker_model(model), texts, mode="exact", cache=True, progress=False)
+    return {"sentences": len(texts), "seconds": time.time() - t0}
+
+
+def job_sentences(model: str, corpus: str, n: int, seed: int, max_tokens: int, min_tokens: int = 3) -> list[str]:
+    """The sentences chapter 6's corpus statistics use for these parameters (the same seeded sample)."""
+    from .corpora import drop_unusable, load_corpus, sample_sentences
+    from .preflight import model_info
+
+    tok = model_info(model).tokenizer
+    corp, _ = drop_unusable(load_corpus(corpus), tok)
+    return sample_sentences(corp, n, seed, tok, min_tokens=min_tokens, max_tokens=max_tokens)
+
+
+def hta_job(
+    model: str,
+    corpus: str,
+    n: int | None = None,
+    seed: int | None = None,
+    max_tokens: int | None = None,
+    group: int = 1,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    client=None,
+    progress: bool = True,
+) -> dict:
+    """Exact HTA for the sentences chapter 6 would study (defaults: its ``n_sentences``, ``max_tokens`` and
+    ``seed``), ``group`` sentences per task, into the cache chapter 6 reads (``-p exact_all=True`` then
+    costs nothing). Sentences already cached are not sent. Returns counts and seconds."""
+    from distributed import as_completed
+    from tqdm import tqdm
+
+    from .cli import declared_parameters
+    from .hta import cache_folder, cache_params
+    from .models import content_key_of
+    from .results import params_key
+
+    defaults = declared_parameters(paths.source_root() / "notebooks" / "06_context_mixing.md")
+    n = n or defaults["n_sentences"]
+    seed = defaults["seed"] if seed is None else seed
+    max_tokens = max_tokens or defaults["max_tokens"]
+    if group < 1:
+        raise SweepError(f"--group must be at least 1, got {group}")
+    texts = job_sentences(model, corpus, n, seed, max_tokens)
+    # what is cached already, by the keys hta_corpus uses
+    ckey, where = content_key_of(model), paths.cache_root() / cache_folder(paths.model_key(model))
+    todo = [t for t in texts if not (where / f"{params_key(cache_params(ckey, t))}.safetensors").is_file()]
+    groups = [todo[i : i + group] for i in range(0, len(todo), group)]
+    t0 = time.time()
+    done = 0
+    if groups:
+        own = client is None
+        client = client or connect(scheduler, workers)
+        try:
+            futures = [
+                client.submit(hta_group, model, g, str(paths.data_root()), retries=1, pure=False) for g in groups
+            ]
+            bar = tqdm(total=len(todo), desc="exact HTA", unit="sentence", disable=not progress)
+            for fut in as_completed(futures):
+                done += fut.result()["sentences"]
+                bar.update(len(groups[futures.index(fut)]))
+            bar.close()
+        finally:
+            _close(client, own)
+    return {
+        "sentences": len(texts),
+        "computed": done,
+        "cached_before": len(texts) - len(todo),
+        "seconds": time.time() - t0,
+    }

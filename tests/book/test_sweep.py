@@ -1,0 +1,143 @@
+"""Sweeps on a real Dask LocalCluster (2 single-threaded worker processes) executing real chapters on tiny
+random models: completion, the table, resuming, a killed worker, a failing run, and exact HTA spread over
+the workers writing the cache chapter 6 reads."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+import torch
+
+from identifiability import aggregate, paths, sweep
+from identifiability.models import load_model
+from identifiability.results import read_json
+
+# Chapters 1 and 3 with small parameters: about 10-20 s per run on a tiny model.
+PARAMS = {
+    "n_sentences": 12,
+    "fig1_n_lengths": 3,
+    "fig1_repeats": 1,
+    "fig1_max_length": 48,
+    "viewer_sentences": 1,
+    "viewer_max_tokens": 24,
+}
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    base = tmp_path_factory.mktemp("sweep")
+    models = []
+    for seed in (3, 4):
+        from identifiability.models import random_model
+
+        lm = random_model("bert", seed=seed)
+        folder = base / f"tiny{seed}"
+        lm.model.save_pretrained(folder, safe_serialization=True)
+        lm.tokenizer.save_pretrained(folder)
+        models.append(str(folder))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(paths.DATA_ENV, str(base / "data"))
+        client = sweep.connect(workers=2)
+        try:
+            yield {"models": models, "data": base / "data", "client": client, "base": base}
+        finally:
+            cluster = client.cluster
+            client.close()
+            cluster.close()
+
+
+def test_sweep_completes_builds_the_table_and_resumes(env):
+    bad = env["base"] / "no-weights"
+    bad.mkdir()
+    (bad / "config.json").write_text((env["base"] / "tiny3" / "config.json").read_text())
+    models = [*env["models"], str(bad)]
+    report = sweep.sweep(models, ["lee"], [0, 1], ["01", "03"], PARAMS, client=env["client"], progress=False)
+    assert len(report.ran) == 8 and not report.skipped
+    assert len(report.failed) == 1 and str(bad) in report.failed[0][0]  # the others finished
+    table = aggregate.read_table(report.table)
+    assert set(table.model_key) == {paths.model_key(m) for m in env["models"]}
+    assert set(table.seed) == {0, 1} and set(table.chapter) == {"01_model_and_data", "03_effective_attention"}
+    c4 = table[(table.kind == "claim") & (table.quantity == "C4")]
+    assert len(c4) == 4 and c4.verdict.notna().all() and (c4.low <= c4.value).all()
+    spread = aggregate.seed_spread(table)
+    assert (spread[spread.quantity == "C4"].seeds == 2).all()
+
+    again = sweep.sweep(models, ["lee"], [0, 1], ["01", "03"], PARAMS, client=env["client"], progress=False)
+    assert not again.ran and len(again.skipped) == 8  # a second invocation runs nothing
+
+
+def _partials(root):
+    return list(root.rglob(".partial-*")) if root.is_dir() else []
+
+
+def test_a_killed_worker_is_retried_and_leaves_nothing_partial(env):
+    client, root = env["client"], env["data"] / "sweeps"
+    killed = {}
+
+    def kill_when_running():
+        deadline = time.time() + 120
+        while time.time() < deadline and not killed:
+            busy = [w for w, keys in client.processing().items() if keys]
+            if busy and _partials(root):  # a chapter is executing into its private folder
+                time.sleep(3)  # let its kernel start and compute
+                pid = client.run(os.getpid, workers=[busy[0]])[busy[0]]
+                os.kill(pid, signal.SIGKILL)
+                killed["pid"] = pid
+            time.sleep(0.2)
+
+    t = threading.Thread(target=kill_when_running)
+    t.start()
+    report = sweep.sweep(env["models"][:1], ["lee"], [5, 6], ["03"], PARAMS, client=client, progress=False)
+    t.join()
+    assert killed, "no worker was killed: the test did not test anything"
+    assert len(report.ran) == 2 and not report.failed  # the lost run was retried on a fresh worker
+    runs = sorted(root.rglob("run.json"))
+    folders = [p.parent for p in runs if "seed5-" in p.parent.name or "seed6-" in p.parent.name]
+    assert len(folders) == 2  # one folder per run: no duplicate
+    assert sorted(read_json(f / "run.json")["attempts"] for f in folders) == [1, 2]  # the killed run was retried
+    for f in folders:
+        assert sorted(p.name for p in f.iterdir()) == [
+            "03_effective_attention.ipynb",
+            "03_effective_attention.json",
+            "run.json",
+        ]
+    time.sleep(2)  # the killed worker's kernel notices its parent is gone
+    assert not _partials(root)
+
+
+def test_a_failing_run_is_retried_once_then_reported(env, monkeypatch):
+    good, _ = sweep.plan(env["models"][:1], ["lee"], [9], ["01"], {"n_sentences": 3})
+    failing = sweep.Run(**{**good[0].__dict__, "params": {"n_sentences": 0}})
+    monkeypatch.setattr(sweep, "plan", lambda *a, **k: ([failing, *good], []))
+    report = sweep.sweep([], [], [], client=env["client"], progress=False)
+    assert [r.seed for r in report.ran] == [9] and len(report.failed) == 1  # the other run finished
+    run, why = report.failed[0]
+    assert run == failing and "n_sentences must be at least 1" in why and "\n" not in why
+    folder = failing.folder(env["data"] / "sweeps")
+    assert read_json(folder / "attempts.json")["attempts"] == 2  # the first try and one retry
+    kept = folder / "01_model_and_data.failed.ipynb"
+    assert str(kept) in why and kept.is_file()  # the message names a notebook that exists
+    assert not (folder / "run.json").exists()
+
+
+def test_exact_hta_over_the_workers_fills_chapter_6s_cache(env, monkeypatch):
+    model = env["models"][0]
+    out = sweep.hta_job(model, "lee", n=5, seed=0, max_tokens=16, group=2, client=env["client"], progress=False)
+    assert out["sentences"] == 5 and out["computed"] == 5 and out["cached_before"] == 0
+    again = sweep.hta_job(model, "lee", n=5, seed=0, max_tokens=16, client=env["client"], progress=False)
+    assert again["computed"] == 0 and again["cached_before"] == 5
+
+    from identifiability.hta import api, hta
+
+    lm = load_model(model)
+    texts = sweep.job_sentences(model, "lee", 5, 0, 16)
+    monkeypatch.setattr(api, "hta", lambda *a, **k: pytest.fail("computed instead of read from the cache"))
+    cached = api.hta_corpus(lm, texts, mode="exact", seed=0, cache=True, progress=False)
+    monkeypatch.undo()
+    for r in cached[:2]:
+        fresh = hta(lm, r.text, mode="exact")
+        assert r.tokens == fresh.tokens and torch.allclose(r.S, fresh.S, rtol=1e-5, atol=1e-7)

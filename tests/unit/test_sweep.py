@@ -1,0 +1,142 @@
+"""The sweep's plan, keys and bad input, and the results table, without a cluster (the runs on a real
+LocalCluster are in tests/book/test_sweep.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from identifiability import aggregate, paths, sweep
+from identifiability.cli import main
+from identifiability.results import write_json
+
+
+@pytest.fixture
+def data(tmp_path, monkeypatch):
+    monkeypatch.setenv(paths.DATA_ENV, str(tmp_path / "data"))
+    return tmp_path / "data"
+
+
+def _run(**changes) -> sweep.Run:
+    base = dict(
+        model="m",
+        model_key="m-1",
+        content_key="abc",
+        corpus="lee",
+        corpus_key="lee",
+        chapter="03_effective_attention",
+        seed=0,
+        params={"n_sentences": 4},
+        source_hash="s",
+    )
+    return sweep.Run(**{**base, **changes})
+
+
+def test_run_key_is_the_content_not_the_name():
+    r = _run()
+    assert _run(model="another/name", model_key="x").key == r.key  # same weights under another name
+    for change in (
+        {"content_key": "abd"},
+        {"seed": 1},
+        {"params": {"n_sentences": 5}},
+        {"source_hash": "t"},
+        {"corpus_key": "lee:0123"},
+        {"chapter": "06_context_mixing"},
+    ):
+        assert _run(**change).key != r.key, change
+
+
+def test_chapters_by_stem_or_number_and_unknown_ones_named():
+    assert [s.stem for s in sweep.resolve_chapters(["03", "06_context_mixing"])] == [
+        "03_effective_attention",
+        "06_context_mixing",
+    ]
+    assert "07_explore" not in [s.stem for s in sweep.resolve_chapters(None)]
+    with pytest.raises(sweep.SweepError, match="did you mean '03_effective_attention'"):
+        sweep.resolve_chapters(["03_effective_atention"])
+
+
+def test_a_model_that_cannot_load_is_reported_and_the_others_planned(data, tmp_path, tiny_lm):
+    good = tmp_path / "tiny"
+    tiny_lm.model.save_pretrained(good, safe_serialization=True)
+    tiny_lm.tokenizer.save_pretrained(good)
+    bad = tmp_path / "no-weights"
+    bad.mkdir()
+    (bad / "config.json").write_text((good / "config.json").read_text())
+    runs, problems = sweep.plan([str(good), str(bad)], ["lee"], [0, 1], ["03"], {"n_sentences": 4})
+    assert len(runs) == 2 and {r.seed for r in runs} == {0, 1}
+    assert runs[0].params == {"n_sentences": 4} and runs[0].content_key
+    assert len(problems) == 1 and str(bad) in problems[0][0] and "\n" not in problems[0][1]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--chapters", "99"], "no chapter '99'"),
+        (["--seeds", "0,x"], "--seeds must be whole numbers"),
+        (["-p", "seed=3"], "the seed is a sweep dimension"),
+        (["-p", "n_sentence=3"], "did you mean 'n_sentences'"),
+        (["--scheduler", "tcp://127.0.0.1:9"], "cannot reach the Dask scheduler at tcp://127.0.0.1:9"),
+    ],
+)
+def test_bad_sweep_input_gets_one_line(args, message, data, capsys):
+    assert main(["sweep", "--chapters", "03", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+    assert not (data / "sweeps").exists()  # nothing was run or written
+
+
+def _doc(seed: int, estimate: float, verdict: str) -> dict:
+    return {
+        "chapter": "03_effective_attention",
+        "params": {"model": "m", "corpus": "lee", "seed": seed, "n_sentences": 4, "results_dir": "x"},
+        "provenance": {"key": "m-1", "content_key": "abc"},
+        "results": {
+            "claims": {
+                "C4": {
+                    "estimate": estimate,
+                    "ci95": [estimate - 0.1, estimate + 0.1],
+                    "baseline": 0.5,
+                    "verdict": verdict,
+                    "parts": [{"claim": "C4.part", "estimate": None, "ci95": None, "verdict": "holds", "parts": []}],
+                }
+            },
+            "per_layer": [0.1, None, 0.3],
+            "nested": {"a": 2, "flag": True, "name": "text"},
+        },
+    }
+
+
+def test_rows_of_a_results_file():
+    rows = pd.DataFrame(aggregate.rows_of(_doc(0, 0.7, "holds"), "sweep", "r"))
+    claim = rows[rows.quantity == "C4"].iloc[0]
+    assert (claim.kind, claim.verdict) == ("claim", "holds")
+    assert [claim.value, claim.low, claim.high] == pytest.approx([0.7, 0.6, 0.8])
+    assert rows[rows.quantity == "C4.part"].iloc[0].verdict == "holds"
+    layer = rows[rows.quantity == "per_layer"]
+    assert list(layer["index"]) == [0, 2] and list(layer.value) == [0.1, 0.3]  # None is missing, not 0
+    assert list(rows[rows.quantity == "nested.a"].value) == [2.0]
+    assert "nested.flag" not in set(rows.quantity)  # booleans and text are not numbers
+    assert rows.params_key.nunique() == 1 and rows.model_key.iloc[0] == "m-1"
+
+
+def test_table_reads_finished_runs_only_and_spread_over_seeds(data):
+    root = data / "sweeps" / "m-1" / "lee" / "03_effective_attention"
+    for seed, est, verdict in [(0, 0.7, "holds"), (1, 0.9, "holds"), (2, 0.2, "fails")]:
+        run = root / f"seed{seed}-000"
+        write_json(run / "03_effective_attention.json", _doc(seed, est, verdict))
+        write_json(run / "run.json", {"chapter": "03_effective_attention"})
+    write_json(root / "seed3-000" / "03_effective_attention.json", _doc(3, 5.0, "fails"))  # unfinished
+    write_json(root / ".partial-seed4-000-1" / "03_effective_attention.json", _doc(4, 5.0, "fails"))
+    write_json(root / ".partial-seed4-000-1" / "run.json", {"chapter": "03_effective_attention"})
+    path = aggregate.write_table()
+    table = aggregate.read_table(path)
+    assert path == data / "results.parquet" and set(table.seed) == {0, 1, 2}
+    spread = aggregate.seed_spread(table)
+    c4 = spread[spread.quantity == "C4"].iloc[0]
+    assert c4.seeds == 3 and c4["min"] == 0.2 and c4["max"] == 0.9
+    assert c4["mean"] == pytest.approx(0.6) and c4.own_low == pytest.approx(0.5)
+    assert c4.verdicts == "holds ×2, fails ×1"
+    assert json.loads(json.dumps(table.columns.tolist())) == aggregate.COLUMNS
