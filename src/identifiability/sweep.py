@@ -85,9 +85,11 @@ class Report:
     failed: list[tuple[Run | str, str]] = field(default_factory=list)
     table: Path | None = None
     seconds: float = 0.0
+    spread: str = ""  # the claims' spread over seeds next to their own intervals (:func:`claims_spread`)
 
     def summary(self) -> str:
-        lines = [
+        lines = [self.spread] if self.spread else []
+        lines += [
             f"{len(self.ran)} run(s) executed, {len(self.skipped)} already finished, {len(self.failed)} failed "
             f"in {self.seconds:.0f} s" + (f"; results table: {self.table}" if self.table else "")
         ]
@@ -350,8 +352,39 @@ def sweep(
             _close(client, own)
             clean_partials(todo, root)  # a worker killed mid-run leaves its private folder behind
     report.table = write_table()
+    report.spread = claims_spread(report.table, [*report.ran, *report.skipped])
     report.seconds = time.time() - t0
     return report
+
+
+def claims_spread(table_path: Path, runs: Sequence[Run]) -> str:
+    """Each claim of ``runs``: the estimate over seeds (mean, and min to max) next to the chapter's own 95%
+    interval (mean bounds over seeds) and the verdicts the seeds gave; a text table for the terminal."""
+    import pandas as pd
+
+    from .aggregate import read_table, seed_spread
+
+    if not runs:
+        return ""
+    t = read_table(table_path)
+    keys = {(r.model_key, r.corpus, r.chapter, r.seed) for r in runs}
+    ours = pd.Series([k in keys for k in zip(t.model_key, t.corpus, t.chapter, t.seed)], index=t.index)
+    mine = t[ours & (t.kind == "claim")]
+    mine = mine[~mine.quantity.str.contains(".", regex=False)]  # whole claims; their parts are in the table
+    if mine.empty:
+        return ""
+    s = seed_spread(mine)
+    fmt = lambda x: "—" if x != x else f"{x:.3g}"  # noqa: E731 (NaN is the only value not equal to itself)
+    rows = [
+        f"{r.model_key:<24} {r.corpus:<10} {r.quantity:<5} {r.seeds:>5}  {fmt(r['mean']):>8}  "
+        f"{fmt(r['min']) + ' to ' + fmt(r['max']):>18}  {fmt(r.own_low) + ' to ' + fmt(r.own_high):>18}  {r.verdicts}"
+        for _, r in s.sort_values(["quantity", "model_key", "corpus"]).iterrows()
+    ]
+    head = (
+        f"{'model':<24} {'corpus':<10} {'claim':<5} {'seeds':>5}  {'estimate':>8}  {'range over seeds':>18}  "
+        f"{'own 95% interval':>18}  verdicts"
+    )
+    return "\n".join([head, *rows])
 
 
 # --- exact HTA at corpus scale ------------------------------------------------------------------------

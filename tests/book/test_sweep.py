@@ -65,6 +65,7 @@ def test_sweep_completes_builds_the_table_and_resumes(env):
     assert len(c4) == 4 and c4.verdict.notna().all() and (c4.low <= c4.value).all()
     spread = aggregate.seed_spread(table)
     assert (spread[spread.quantity == "C4"].seeds == 2).all()
+    assert sum(line.split()[2:4] == ["C4", "2"] for line in report.spread.splitlines()) == 2  # one per model
 
     again = sweep.sweep(models, ["lee"], [0, 1], ["01", "03"], PARAMS, client=env["client"], progress=False)
     assert not again.ran and len(again.skipped) == 8  # a second invocation runs nothing
