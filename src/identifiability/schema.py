@@ -131,6 +131,8 @@ RESULTS: dict[str, dict[str, str]] = {
         "claims": "dict",
         "d_model": "number",
         "eval_seconds": "number",
+        "linear_cos_cos_by_layer": "list",
+        "linear_cos_cos_ci95_by_layer": "list",
         "gen_linear_cos_diag_mean": "number",
         "gen_linear_cos_first_on_last": "number",
         "gen_linear_cos_last_on_first": "number",
@@ -262,6 +264,7 @@ RESULTS: dict[str, dict[str, str]] = {
         "max_abs_raw_attention_A": "number",
         "tokens": "list",
     },
+    "08_across_models": {"claims": "dict", "models": "number", "table_rows": "number"},
 }
 
 

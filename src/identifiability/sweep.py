@@ -38,8 +38,9 @@ from pathlib import Path
 from . import paths
 from .results import write_json
 
-# The explorer chapter has no claims and no quantities to compare; a sweep runs it only when asked.
-DEFAULT_SKIP = ("07_explore",)
+# The explorer has no claims and no quantities to compare, and the comparison across models reads the other
+# runs rather than a model: a sweep runs them only when asked.
+DEFAULT_SKIP = ("07_explore", "08_across_models")
 RUN_FILE = "run.json"
 
 

@@ -25,6 +25,7 @@ from .attention import (
     judge_c5,
 )
 from .core import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, PARTLY, VERDICTS, Interval, Verdict, render
+from .models import C13_BAND, judge_c13, judge_c14
 from .tokens import (
     C6_HOLDS,
     C6_PARTLY,
@@ -45,6 +46,9 @@ from .tokens import (
 )
 
 __all__ = [
+    "C13_BAND",
+    "judge_c13",
+    "judge_c14",
     "C10_HIGH",
     "C10_LOW",
     "C2_FAIL_SHARE",

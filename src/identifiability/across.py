@@ -1,0 +1,166 @@
+"""The comparison across models (chapter 8), read from the results table (:mod:`identifiability.aggregate`).
+
+Models are compared only on runs with the same chapter parameters and seed, on the same corpus: for each
+chapter the parameter set that the most models share is used (:func:`comparable`). A model's role comes
+from the ``provenance.json`` that ``identifiability finetune`` / ``init-random`` write into its folder:
+"pre-trained" (the reference, by default the embedded model), "fine-tuned: <task>", "random init", or
+"other".
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from . import paths
+from .verdicts import Interval
+from .verdicts.models import difference
+
+REFERENCE_ROLE = "pre-trained"
+CONTROL_ROLE = "random init"
+# (curve, chapter, quantity in the table ({corpus} is the run's corpus), layer of the first element, label)
+CURVES = [
+    ("identity", "04_token_identity", "linear_cos_cos_by_layer", 0, "token identity rate (linear map, cosine)"),
+    ("own", "06_context_mixing", "layer_summary.{corpus}.own_median", 1, "HTA: median own-token share"),
+    ("top_is_self", "06_context_mixing", "layer_summary.{corpus}.top_is_self_pct", 1, "HTA: % whose top is itself"),
+    ("pearson", "03_effective_attention", "pearson_median_by_layer_longest", 1, "Pearson(raw, effective attention)"),
+    ("sep_raw", "03_effective_attention", "mass_by_layer.[SEP].raw", 1, "[SEP] attention mass, raw"),
+    ("sep_effective", "03_effective_attention", "mass_by_layer.[SEP].effective", 1, "[SEP] mass, effective"),
+    ("cls_raw", "03_effective_attention", "mass_by_layer.[CLS].raw", 1, "[CLS] attention mass, raw"),
+    ("cls_effective", "03_effective_attention", "mass_by_layer.[CLS].effective", 1, "[CLS] mass, effective"),
+]
+
+
+def role(model: str, reference: str = paths.DEFAULT_MODEL) -> str:
+    """A model's role in the comparison, from its folder's ``provenance.json`` (see the module docstring)."""
+    if model == reference or (paths.is_default_model(model) and paths.is_default_model(reference)):
+        return REFERENCE_ROLE
+    prov = Path(model).expanduser() / "provenance.json"
+    if prov.is_file():
+        p = json.loads(prov.read_text(encoding="utf-8"))
+        if p.get("kind") == "fine-tuned":
+            return f"fine-tuned: {p.get('task', '?')}"
+        if p.get("kind") == "random-init":
+            return CONTROL_ROLE
+    return "other"
+
+
+def comparable(table: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
+    """The rows to compare: seed ``seed``, and per chapter and corpus the parameter set that the most models
+    share (ties: the reference's); one run per model (a sweep's over a book build of the same parameters)."""
+    t = table[table.seed == seed]
+    keep = []
+    for (_chapter, _corpus), g in t.groupby(["chapter", "corpus"]):
+        counts = g.groupby("params_key").model_key.nunique().sort_values(ascending=False)
+        best = g[g.params_key == counts.index[0]]
+        last_run = best.sort_values("source").groupby("model_key").run.last()  # "sweep" sorts after "book"
+        keep.append(best[best.run.isin(last_run.values)])
+    return pd.concat(keep, ignore_index=True) if keep else t.iloc[:0]
+
+
+def models_of(rows: pd.DataFrame, reference: str = paths.DEFAULT_MODEL) -> pd.DataFrame:
+    """One row per model: key, the name it was run under, its role."""
+    m = rows.drop_duplicates("model_key")[["model_key", "model"]].copy()
+    m["role"] = [role(x, reference) for x in m.model]
+    order = {REFERENCE_ROLE: 0, CONTROL_ROLE: 2}
+    return m.sort_values(by="role", key=lambda s: s.map(lambda r: order.get(r, 1))).reset_index(drop=True)
+
+
+def curves(rows: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
+    """Long table of the per-layer curves: model, role, corpus, curve, label, layer, value."""
+    out = []
+    roles = dict(zip(models.model_key, models.role))
+    for curve, chapter, quantity, first, label in CURVES:
+        for corpus in sorted(rows.corpus.unique()):
+            q = quantity.format(corpus=corpus)
+            sel = rows[(rows.chapter == chapter) & (rows.corpus == corpus) & (rows.quantity == q)]
+            for r in sel.itertuples():
+                out.append(
+                    {
+                        "model": r.model_key,
+                        "role": roles.get(r.model_key, "other"),
+                        "corpus": corpus,
+                        "curve": curve,
+                        "label": label,
+                        "layer": int(r.index) + first,
+                        "value": r.value,
+                    }
+                )
+    return pd.DataFrame(out, columns=["model", "role", "corpus", "curve", "label", "layer", "value"])
+
+
+def claims(rows: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
+    """Each chapter's claims per model and corpus: estimate, interval, baseline, verdict (whole claims only)."""
+    c = rows[(rows.kind == "claim") & ~rows.quantity.str.contains(".", regex=False)]
+    c = c.merge(models[["model_key", "role"]], on="model_key", how="left")
+    c["claim_no"] = c.quantity.str[1:].astype(int)
+    cols = ["quantity", "model_key", "role", "corpus", "value", "low", "high", "baseline", "verdict"]
+    return c.sort_values(["claim_no", "corpus", "model_key"])[cols].reset_index(drop=True)
+
+
+def _rate_intervals(rows: pd.DataFrame, model_key: str, corpus: str) -> list[Interval] | None:
+    """The per-layer identifiability rate (linear map, cosine) of one model with its intervals, layers 1..L."""
+    sel = rows[(rows.model_key == model_key) & (rows.corpus == corpus) & (rows.chapter == "04_token_identity")]
+    est = sel[sel.quantity == "linear_cos_cos_by_layer"].sort_values("index")
+    ci = sel[sel.quantity.str.match(r"^linear_cos_cos_ci95_by_layer\.\d+$")]
+    if est.empty or ci.empty:
+        return None
+    bounds = {int(q.rsplit(".", 1)[1]): list(g.sort_values("index").value) for q, g in ci.groupby("quantity")}
+    return [Interval(float(v), *bounds[int(i)], n=1) for i, v in zip(est["index"], est.value) if int(i) >= 1]
+
+
+def _c6_interval(rows: pd.DataFrame, model_key: str, corpus: str) -> Interval | None:
+    """C6's last-layer identifiability rate (3 probe seeds, interval over test sentences) of one model."""
+    sel = rows[(rows.model_key == model_key) & (rows.corpus == corpus) & (rows.kind == "claim")]
+    sel = sel[sel.quantity == "C6"]
+    if sel.empty or sel.low.isna().all():
+        return None
+    r = sel.iloc[0]
+    return Interval(float(r.value), float(r.low), float(r.high), n=1)
+
+
+def fine_tuning_inputs(rows: pd.DataFrame, models: pd.DataFrame, corpus: str) -> dict:
+    """What C13 and C14 need, for ``corpus``: per fine-tuned model the last-layer and per-layer differences
+    from the reference, and the random-initialisation control's."""
+    roles = dict(zip(models.model_key, models.role))
+    ref = next((k for k, r in roles.items() if r == REFERENCE_ROLE), None)
+    out = {"last": {}, "layers": {}, "control_last": None, "control_layers": None}
+    if ref is None:
+        return out
+    base, base_last = _rate_intervals(rows, ref, corpus), _c6_interval(rows, ref, corpus)
+    for key, r in roles.items():
+        if key == ref or not (r.startswith("fine-tuned") or r == CONTROL_ROLE):
+            continue
+        last, layers = _c6_interval(rows, key, corpus), _rate_intervals(rows, key, corpus)
+        d_last = difference(last, base_last) if last and base_last else None
+        d_layers = (
+            [difference(a, b) for a, b in zip(layers, base)] if layers and base and len(layers) == len(base) else None
+        )
+        if r == CONTROL_ROLE:
+            out["control_last"], out["control_layers"] = d_last, d_layers
+            continue
+        if d_last is not None:
+            out["last"][key] = d_last
+        if d_layers is not None:
+            out["layers"][key] = d_layers
+    return out
+
+
+def _fmt(x) -> str:
+    return "—" if x is None or x != x else f"{x:.3g}"
+
+
+def claims_markdown(df: pd.DataFrame) -> str:
+    """:func:`claims` as a Markdown table: one row per claim, model and corpus."""
+    lines = [
+        "| claim | model | role | corpus | estimate (95% interval) | baseline | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in df.itertuples():
+        est = _fmt(r.value) + (f" ({_fmt(r.low)} to {_fmt(r.high)})" if r.low == r.low and r.low != r.high else "")
+        lines.append(
+            f"| {r.quantity} | `{r.model_key}` | {r.role} | {r.corpus} | {est} | {_fmt(r.baseline)} | **{r.verdict}** |"
+        )
+    return "\n".join(lines)

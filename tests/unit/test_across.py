@@ -1,0 +1,106 @@
+"""The comparison across models: roles from provenance, comparable rows, the fine-tuning verdicts C13 and C14
+on synthetic results tables whose answer is known."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from identifiability import across, aggregate
+from identifiability.results import load_claims
+from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, PARTLY, Interval, judge_c13, judge_c14
+from identifiability.verdicts.models import difference
+
+RULES = {c["id"]: c["rule"] for c in load_claims()}
+
+
+def test_difference_combines_half_widths_in_quadrature():
+    d = difference(Interval(0.9, 0.87, 0.93), Interval(0.8, 0.76, 0.84))
+    assert d.estimate == pytest.approx(0.1) and d.high - d.estimate == pytest.approx(math.hypot(0.03, 0.04))
+
+
+def _iv(x: float, h: float = 0.01) -> Interval:
+    return Interval(x, x - h, x + h)
+
+
+@pytest.mark.parametrize(
+    "diffs, expected",
+    [
+        ({"a": _iv(0.01), "b": _iv(-0.02)}, HOLDS),
+        ({"a": _iv(0.01), "b": _iv(-0.2)}, FAILS),
+        ({"a": _iv(0.045)}, INCONCLUSIVE),
+        ({}, NOT_TESTABLE),
+    ],
+)
+def test_c13(diffs, expected):
+    v = judge_c13(diffs, _iv(-0.5), RULES["C13"])
+    assert v.verdict == expected and v.rule == RULES["C13"]
+    if diffs:
+        assert len(v.parts) == len(diffs) and v.baseline == -0.5
+
+
+def _layers(values, h=0.01):
+    return [_iv(x, h) for x in values]
+
+
+@pytest.mark.parametrize(
+    "values, expected",
+    [
+        ([0.0, 0.01, 0.02, 0.1, 0.3, 0.4], HOLDS),  # grows to the last layer
+        ([0.4, 0.3, 0.1, 0.02, 0.01, 0.0], FAILS),  # the first layers change most
+        ([0.1, 0.0, 0.0, 0.5, 0.0, 0.05], PARTLY),  # peak late, but the last layer changes less than the first
+        ([0.10, 0.5, 0.0, 0.0, 0.0, 0.105], INCONCLUSIVE),  # last vs first within noise, peak early
+    ],
+)
+def test_c14(values, expected):
+    v = judge_c14({"ft": _layers(values)}, _layers([0.5] * 6), RULES["C14"])
+    assert v.verdict == expected, v.reason
+    assert judge_c14({}, None, RULES["C14"]).verdict == NOT_TESTABLE
+
+
+def _model(folder, kind, task=None):
+    folder.mkdir()
+    (folder / "provenance.json").write_text(json.dumps({"kind": kind, **({"task": task} if task else {})}))
+    return str(folder)
+
+
+def _doc(model: str, key: str, rates: list[float], c6: float, n_sentences: int = 10) -> dict:
+    return {
+        "chapter": "04_token_identity",
+        "params": {"model": model, "corpus": "lee", "seed": 0, "n_sentences": n_sentences},
+        "provenance": {"key": key, "content_key": key},
+        "results": {
+            "claims": {"C6": {"estimate": c6, "ci95": [c6 - 0.01, c6 + 0.01], "verdict": "holds", "parts": []}},
+            "linear_cos_cos_by_layer": rates,
+            "linear_cos_cos_ci95_by_layer": [[r - 0.01, r + 0.01] for r in rates],
+        },
+    }
+
+
+def test_fine_tuning_inputs_from_a_results_table(tmp_path):
+    ft = _model(tmp_path / "ft", "fine-tuned", "sentiment")
+    rnd = _model(tmp_path / "rnd", "random-init")
+    docs = [
+        _doc("all-MiniLM-L6-v2", "ref", [1.0, 1.0, 0.99, 0.95], 0.95),
+        _doc(ft, "ft", [1.0, 1.0, 0.98, 0.85], 0.86),
+        _doc(rnd, "rnd", [1.0, 0.5, 0.2, 0.1], 0.1),
+        _doc(ft, "ft", [0.0, 0.0, 0.0, 0.0], 0.0, n_sentences=3),  # other parameters: not compared
+    ]
+    rows = pd.DataFrame([r for i, d in enumerate(docs) for r in aggregate.rows_of(d, "sweep", f"run{i}")])
+    comparable = across.comparable(rows)
+    assert set(comparable.run) == {"run0", "run1", "run2"}
+    models = across.models_of(comparable)
+    assert list(models.role) == ["pre-trained", "fine-tuned: sentiment", "random init"]
+    inputs = across.fine_tuning_inputs(comparable, models, "lee")
+    assert inputs["last"]["ft"].estimate == pytest.approx(-0.09)
+    assert [d.estimate for d in inputs["layers"]["ft"]] == pytest.approx([0.0, -0.01, -0.10])  # layers 1..3
+    assert inputs["control_last"].estimate == pytest.approx(-0.85)
+    assert judge_c13(inputs["last"], inputs["control_last"], RULES["C13"]).verdict == FAILS
+    assert judge_c14(inputs["layers"], inputs["control_layers"], RULES["C14"]).verdict == HOLDS
+    curves = across.curves(comparable, models)
+    assert set(curves[curves.curve == "identity"].layer) == {0, 1, 2, 3}
+    md = across.claims_markdown(across.claims(comparable, models))
+    assert md.count("| C6 |") == 3 and "nan" not in md.lower()
