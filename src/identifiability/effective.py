@@ -485,6 +485,42 @@ def attention_mass(
     return df[df.present > 0].reset_index(drop=True)
 
 
+def separator_mass(
+    lm: LoadedModel, texts: Sequence[str], dtype: torch.dtype = torch.float32, progress: bool = True
+) -> pd.DataFrame:
+    """On sentence pairs: raw and effective attention mass on the separator(s) between the two segments
+    (``first``: every separator but the last) and on the one that ends the input (``second``), per layer,
+    averaged over heads, queries and the texts that hold two or more separators.
+
+    Returns rows ``layer`` (1..L), ``separator`` ("first" | "second"), ``raw``, ``effective``, ``texts``.
+    """
+    sep = lm.tokenizer.sep_token_id if lm.tokenizer.sep_token_id is not None else lm.tokenizer.eos_token_id
+    L = lm.n_layers
+    sums = {k: torch.zeros(2, L, dtype=torch.float64) for k in ("raw", "effective")}
+    n = 0
+    for _, tr, eff in iter_effective(lm, texts, dtype=dtype, progress=progress, desc="separator mass"):
+        pos = [k for k, t in enumerate(tr.input_ids.tolist()) if t == sep]
+        if len(pos) < 2:
+            continue
+        for name, a in (("raw", tr.attentions), ("effective", eff.effective)):
+            col = a.double().mean(-2).mean(1)  # (L, d_s): mean over heads and queries of each key's weight
+            sums[name][0] += col[:, pos[:-1]].sum(-1)
+            sums[name][1] += col[:, pos[-1]]
+        n += 1
+    rows = [
+        {
+            "layer": layer + 1,
+            "separator": which,
+            "raw": float(sums["raw"][i, layer] / max(n, 1)),
+            "effective": float(sums["effective"][i, layer] / max(n, 1)),
+            "texts": n,
+        }
+        for i, which in enumerate(("first", "second"))
+        for layer in range(L)
+    ]
+    return pd.DataFrame(rows, columns=["layer", "separator", "raw", "effective", "texts"])
+
+
 def null_mass_ratios(
     lm: LoadedModel,
     texts: Sequence[str],

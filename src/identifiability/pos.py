@@ -45,31 +45,42 @@ def word_piece_tags(tokenizer, texts: Sequence[str], max_tokens: int | None = No
     """
     if not getattr(tokenizer, "is_fast", False):
         raise ValueError("POS alignment needs a fast tokenizer (offset mapping); load it with use_fast=True")
+    from .corpora import encode, split_pair
+
     texts = list(texts)
-    enc = tokenizer(
+    enc = encode(
+        tokenizer,
         texts,
         return_offsets_mapping=True,
         return_special_tokens_mask=True,
         truncation=max_tokens is not None,
         max_length=max_tokens,
     )
+    # a sentence pair is tagged segment by segment: its offsets are relative to each segment's text
+    segments = [[x for x in split_pair(t) if x is not None] for t in texts]
+    docs = iter(tagger().pipe([x for segs in segments for x in segs]))
     out = []
-    for text, doc, offsets, special, ids in zip(
-        texts, tagger().pipe(texts), enc["offset_mapping"], enc["special_tokens_mask"], enc["input_ids"]
-    ):
-        by_char = [""] * len(text)
-        for w in doc:
-            for c in range(w.idx, w.idx + len(w.text)):
-                by_char[c] = w.pos_
+    for i, segs in enumerate(segments):
+        by_char = []
+        for text, doc in zip(segs, docs):
+            chars = [""] * len(text)
+            for w in doc:
+                for c in range(w.idx, w.idx + len(w.text)):
+                    chars[c] = w.pos_
+            by_char.append((text, chars))
+        which = enc.sequence_ids(i)
         tags = []
-        for (start, end), sp, tid in zip(offsets, special, ids):
-            if sp:
+        for (start, end), sp, tid, seg in zip(
+            enc["offset_mapping"][i], enc["special_tokens_mask"][i], enc["input_ids"][i], which
+        ):
+            if sp or seg is None:
                 tags.append(tokenizer.convert_ids_to_tokens(tid))
                 continue
+            text, chars = by_char[seg]
             tag = ""
             for c in range(start, min(end, len(text))):
-                if not text[c].isspace() and by_char[c]:
-                    tag = by_char[c]
+                if not text[c].isspace() and chars[c]:
+                    tag = chars[c]
                     break
             tags.append(tag or "X")  # a piece of pure whitespace or one spaCy did not cover
         out.append(tags)

@@ -278,3 +278,18 @@ def test_null_model_columns_and_mass_ratios(tiny_lm, sentences):
     assert ((per_text.raw - 1).abs() < 1e-6).all()  # raw rows sum to one over all categories
     normalised = m.groupby("text")[["effective", "random"]].sum()
     assert ((normalised - 1).abs() < 1e-6).all().all()  # so do the normalised rows
+
+
+def test_separator_mass_splits_the_sep_category(tiny_lm):
+    """On a pair, the masses on the middle and the final separator add up to the [SEP] category's mass."""
+    from identifiability.effective import attention_mass, separator_mass
+
+    text = ["The cat sat on the mat and looked at the birds outside. ||| It was a quiet and sunny morning."]
+    seps = separator_mass(tiny_lm, text, progress=False)
+    mass = attention_mass(tiny_lm, text, progress=False)
+    sep = mass[mass.category == "[SEP]"].groupby("layer")[["raw", "effective"]].mean()
+    both = seps.groupby("layer")[["raw", "effective"]].sum()
+    assert both.raw.tolist() == pytest.approx(sep.raw.tolist(), rel=1e-6)  # float32 attention, summed in two orders
+    assert both.effective.tolist() == pytest.approx(sep.effective.tolist(), rel=1e-6)
+    assert (seps.texts == 1).all() and set(seps.separator) == {"first", "second"}
+    assert separator_mass(tiny_lm, ["A single sentence here."], progress=False).raw.eq(0).all()

@@ -341,3 +341,30 @@ def test_charts_build_on_synthetic_results():
     assert len(pairs) == 50 and (pairs.exact > 0).all() and set(pairs.layer) == {1, 2}
     own = charts["own_share_boxes"].to_dict()
     assert {row["corpus"] for row in own["datasets"][next(iter(own["datasets"]))]} == {"a", "b"}
+
+
+def test_cross_segment_share_is_uniform_under_uniform_mixing():
+    """Equal squared norms everywhere make every contribution 1/d_s: the other segment's share is then
+    exactly its share of the tokens; single sentences are skipped."""
+    from identifiability.hta import HTAResult, cross_segment
+
+    tokens = ["[CLS]", "a", "b", "c", "[SEP]", "d", "e", "[SEP]"]
+    special = [t.startswith("[") for t in tokens]
+    n = len(tokens)
+    pair = HTAResult("a b c ||| d e", tokens, torch.ones(3, n, n), "folded", "exact", None, 0.0, special)
+    single = HTAResult(
+        "a b",
+        ["[CLS]", "a", "b", "[SEP]"],
+        torch.ones(3, 4, 4),
+        "folded",
+        "exact",
+        None,
+        0.0,
+        [True, False, False, True],
+    )
+    out = cross_segment([pair, single])
+    assert list(out.layer) == [1, 2] and (out.pairs == 1).all()
+    # receivers a, b, c see the 3 tokens after the middle [SEP]; d, e see the 5 up to it
+    expected = (3 * 3 / n + 2 * 5 / n) / 5
+    assert out.share.tolist() == pytest.approx([expected] * 2) and out.uniform.tolist() == pytest.approx([expected] * 2)
+    assert cross_segment([single]).empty

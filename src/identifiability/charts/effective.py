@@ -97,6 +97,24 @@ def mass_chart(mass: pd.DataFrame, order: Sequence[str]) -> alt.FacetChart:
     )
 
 
+def separator_chart(seps: pd.DataFrame) -> alt.Chart:
+    """Attention mass on the separator between two segments and on the final one, per layer, raw (solid) and
+    effective (dashed); from :func:`identifiability.effective.separator_mass`."""
+    long = seps.melt(id_vars=["layer", "separator"], value_vars=["raw", "effective"], var_name="attention")
+    return (
+        alt.Chart(long, title="Attention mass on the two separators of a sentence pair")
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("layer:O", title="layer"),
+            y=alt.Y("value:Q", title="mean attention mass on the separator"),
+            color=alt.Color("separator:N", title="separator", sort=["first", "second"]),
+            strokeDash=alt.StrokeDash("attention:N", title="attention", sort=["raw", "effective"]),
+            tooltip=["layer", "separator", "attention", alt.Tooltip("value:Q", format=".3f")],
+        )
+        .properties(width=420, height=220)
+    )
+
+
 def head_viewer(
     examples: Sequence[tuple[list[str], torch.Tensor, torch.Tensor]],
     labels: Sequence[str] | None = None,

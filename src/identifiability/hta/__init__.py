@@ -40,6 +40,7 @@ from .folded import PRIMAL_TOL, fold_spec, folded_flops, peak_bytes
 from .naive import hta_naive, naive_seconds
 from .result import HTAResult, contributions
 from .statistics import (
+    cross_segment,
     distance_profile,
     explorer_rows,
     layer_summary,
@@ -58,6 +59,7 @@ __all__ = [
     "cache_folder",
     "cache_params",
     "contributions",
+    "cross_segment",
     "distance_profile",
     "estimate_error",
     "estimate_pairs",

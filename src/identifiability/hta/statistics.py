@@ -75,6 +75,34 @@ def _hidden_kept(r: HTAResult, skip_special: bool) -> torch.Tensor:
     return torch.ones(r.n_tokens, dtype=torch.bool)
 
 
+def cross_segment(results: Sequence[HTAResult], skip_special: bool = True) -> pd.DataFrame:
+    """On sentence pairs: per layer, the mean share of a hidden token's contributions that comes from the
+    *other* segment (does context cross the boundary?), next to what uniform mixing would give (the other
+    segment's share of the tokens). The first segment ends at the first special token inside the input
+    (BERT's middle [SEP]); inputs without one (single sentences) are skipped.
+
+    Returns rows ``layer`` (1..L), ``share``, ``uniform``, ``pairs``.
+    """
+    import pandas as pd
+
+    rows = []
+    for r in results:
+        inner = [k for k, s in enumerate(r.special) if s and 0 < k < r.n_tokens - 1]
+        if not inner:
+            continue
+        seg = (torch.arange(r.n_tokens) > inner[0]).long()
+        other = (seg[:, None] != seg[None, :]).to(r.c.dtype)  # (d_s, d_s)
+        keep = _hidden_kept(r, skip_special)
+        share = (r.c * other).sum(-1)[:, keep]  # (L+1, kept)
+        uniform = float((other.sum(-1) / r.n_tokens)[keep].mean())
+        for layer in range(1, r.c.shape[0]):
+            rows.append({"layer": layer, "share": float(share[layer].mean()), "uniform": uniform})
+    df = pd.DataFrame(rows, columns=["layer", "share", "uniform"])
+    out = df.groupby("layer").mean().reset_index()
+    out["pairs"] = df.groupby("layer").size().values if len(df) else []
+    return out
+
+
 def distance_profile(results: Sequence[HTAResult], max_offset: int = 10, skip_special: bool = True) -> pd.DataFrame:
     """Contribution by relative position k = j − i of the input token (paper Fig 4).
 
