@@ -71,6 +71,22 @@ def test_sweep_completes_builds_the_table_and_resumes(env):
     assert not again.ran and len(again.skipped) == 8  # a second invocation runs nothing
 
 
+def test_the_across_models_page_shows_both_models_and_their_verdicts(env, tmp_path):
+    import json
+
+    from identifiability.cli import run_notebook
+
+    if not (env["data"] / "results.parquet").is_file():
+        pytest.skip("needs the sweep of test_sweep_completes_builds_the_table_and_resumes")
+    params = {"data_folder": str(env["data"]), "results_dir": str(tmp_path / "results")}
+    nb = run_notebook(paths.source_root() / "notebooks" / "08_across_models.md", tmp_path, params, progress=False)
+    assert read_json(tmp_path / "results" / "08_across_models.json")["results"]["models"] == 2
+    shown = json.dumps(json.loads(nb.read_text())["cells"])
+    for m in env["models"]:
+        key = paths.model_key(m)
+        assert f"| C4 | `{key}` |" in shown and f"| C5 | `{key}` |" in shown  # each model's verdict rows
+
+
 def _partials(root):
     return list(root.rglob(".partial-*")) if root.is_dir() else []
 

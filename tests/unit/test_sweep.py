@@ -140,3 +140,19 @@ def test_table_reads_finished_runs_only_and_spread_over_seeds(data):
     assert c4["mean"] == pytest.approx(0.6) and c4.own_low == pytest.approx(0.5)
     assert c4.verdicts == "holds ×2, fails ×1"
     assert json.loads(json.dumps(table.columns.tolist())) == aggregate.COLUMNS
+
+
+def test_the_command_line_entry_point_gives_one_line(data):
+    """`python -m identifiability.cli` runs cli.py as __main__: errors raised by the package's own cli module
+    must still be caught there (they once came out as a traceback)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "identifiability.cli", "sweep", "--chapters", "04", "-p", "n_exact=3"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 2 and out.stderr.strip().startswith("error: no parameter 'n_exact'")
+    assert len(out.stderr.strip().splitlines()) == 1
