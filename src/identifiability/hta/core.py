@@ -27,7 +27,7 @@ DEFAULT_ROWS = 8192  # tangent rows (directions x positions) per chunk; see the 
 class _Inputs:
     text: str
     tokens: list[str]
-    enc: dict  # input_ids, attention_mask: (1, n) on the model's device
+    enc: dict  # input_ids, attention_mask (and token_type_ids for a pair): (1, n) on the model's device
     x: torch.Tensor  # (n, d) the x module's output, the input of the first layer
     hidden: torch.Tensor  # (L+1, n, d) the model's hidden states (hidden[0] = the encoder's input)
     special: list[bool]
@@ -36,12 +36,16 @@ class _Inputs:
 def _prepare(lm: LoadedModel, item: str | SentenceTrace, max_tokens: int | None = None) -> _Inputs:
     """Tokenise (or take a trace's ids), run the model once, keep x and the hidden states."""
     if isinstance(item, SentenceTrace):
-        ids, text = item.input_ids.reshape(1, -1), item.text
+        ids, text, segments = item.input_ids.reshape(1, -1), item.text, item.token_type_ids
     elif isinstance(item, str):
-        ids, text = tokenize(lm, [item], max_tokens)["input_ids"], item
+        enc = tokenize(lm, [item], max_tokens)
+        ids, text, segments = enc["input_ids"], item, enc.get("token_type_ids")
     else:
         raise TypeError(f"expected a sentence (str) or a SentenceTrace, got {type(item).__name__}")
-    f = forward(lm, {"input_ids": ids, "attention_mask": torch.ones_like(ids)})
+    enc = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    if segments is not None:  # a sentence pair: the second segment's embedding is part of x
+        enc["token_type_ids"] = segments.reshape(1, -1)
+    f = forward(lm, enc)
     hidden = torch.stack([h[0] for h in f.out.hidden_states])
     special_ids = set(lm.tokenizer.all_special_ids)
     return _Inputs(

@@ -79,7 +79,7 @@ def cross_segment(results: Sequence[HTAResult], skip_special: bool = True) -> pd
     """On sentence pairs: per layer, the mean share of a hidden token's contributions that comes from the
     *other* segment (does context cross the boundary?), next to what uniform mixing would give (the other
     segment's share of the tokens). The first segment ends at the first special token inside the input
-    (BERT's middle [SEP]); inputs without one (single sentences) are skipped.
+    (the middle separator); inputs without one (single sentences) are skipped.
 
     Returns rows ``layer`` (1..L), ``share``, ``uniform``, ``pairs``.
     """

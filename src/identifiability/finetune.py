@@ -1,0 +1,509 @@
+"""Fine-tuned models built here, and the random-initialisation control.
+
+    identifiability finetune --task sentiment|lee-pairs [--epochs 2 --seed 0 --base M --out data/models/<name>]
+    identifiability init-random [--like M] [--seed 0] [--out data/models/<name>]
+
+``finetune`` starts from the embedded all-MiniLM-L6-v2 (or a local model folder, ``--base``), puts a
+classification head on its pooled output and trains everything with AdamW on the task's training split
+(:mod:`identifiability.tasks`); it reports held-out accuracy with a bootstrap interval beside the
+majority-class rate. ``init-random`` builds the same architecture with the model class's own initialiser:
+the null model that tells which findings come from training and which from the architecture.
+
+A model folder holds ``model.safetensors``, ``config.json``, the tokenizer files and ``provenance.json``
+(what was trained from what, on which data, with which settings, and how well it does); ``load_model``
+loads its encoder like any other folder. Training writes a checkpoint after every epoch to
+``<out>/checkpoint`` and an interrupted run resumes from it with the same result, bit for bit, as a run
+that was never interrupted: each epoch's data order comes from a generator seeded by seed + epoch, and
+the checkpoint holds the weights, the optimiser's state tensors and the torch RNG state (dropout). Nothing
+is pickled: weights and states are safetensors, everything else JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import sys
+import time
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+from tqdm import tqdm
+
+from .corpora import encode
+from .fingerprint import folder_key
+from .paths import DEFAULT_MODEL, data_root, safe_key
+from .stats import bootstrap_ci
+from .tasks import TASKS, Example, FinetuneError, TaskData, load_task
+
+PROVENANCE = "provenance.json"
+CHECKPOINT = "checkpoint"
+SUBSET_SEED = 0  # the draw of a training subset (``limit``): the same data whatever the training seed
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How a model is fine-tuned. The defaults finish in under 10 minutes per task on 2 CPU cores.
+
+    Attributes:
+        epochs: passes over the training split.
+        seed: the head's initialisation, dropout and (with the epoch) each epoch's data order.
+        batch_size: examples per AdamW step.
+        max_length: tokens per input, special tokens included (a pair loses tokens from its longer side).
+        lr: peak learning rate (linear warm-up over ``warmup`` of the steps, then linear decay to 0).
+        weight_decay: AdamW's decoupled weight decay on matrices (not on biases and LayerNorm gains).
+        limit: train on a fixed random subset of this many examples (None: all of them).
+        held_out_limit: evaluate on the first this many held-out examples (None: all of them).
+    """
+
+    epochs: int = 2
+    seed: int = 0
+    batch_size: int = 32
+    max_length: int = 64
+    lr: float = 5e-5
+    weight_decay: float = 0.01
+    warmup: float = 0.1
+    limit: int | None = None
+    held_out_limit: int | None = None
+
+    def check(self) -> None:
+        for name in ("epochs", "batch_size", "max_length"):
+            if getattr(self, name) < 1:
+                raise FinetuneError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+        if self.max_length < 8:
+            raise FinetuneError(f"--max-length must be at least 8 tokens, got {self.max_length}")
+        for name in ("limit", "held_out_limit"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise FinetuneError(f"{name} must be at least 1 (or None for all), got {getattr(self, name)}")
+
+
+# -- the starting model and the output folder ----------------------------------------------------------
+
+
+def _base(name: str | None) -> tuple[str, Path, str]:
+    """(display name, folder, content key) of the model to start from: the embedded one or a local folder."""
+    from .models import resolve
+
+    display, source, _ = resolve(name)
+    folder = Path(source)
+    if not folder.is_dir():
+        raise FinetuneError(
+            f"start from the embedded model ({DEFAULT_MODEL}) or a local model folder, not {name!r}: "
+            "save a hub model to a folder first (save_pretrained)"
+        )
+    return display, folder, folder_key(folder)
+
+
+def _describe(prov: dict) -> str:
+    ident = prov.get("identity", {})
+    if ident.get("kind") == "fine-tuned":
+        return f"fine-tuned for {ident.get('task')} from {prov.get('base', {}).get('name')}, seed {ident.get('seed')}"
+    if ident.get("kind") == "random-init":
+        return f"random initialisation like {prov.get('like', {}).get('name')}, seed {ident.get('seed')}"
+    return "a model of unknown kind"
+
+
+def _claim_folder(out: Path, identity: dict) -> tuple[str, dict | None]:
+    """What to do with ``out``: ("done", its provenance) when it already holds this very model, ("resume",
+    None) when it holds this run's checkpoint, ("new", None) when it is absent or empty. Anything else in it
+    is another model or other files: a one-line error, and nothing is touched."""
+    identity = json.loads(json.dumps(identity))  # as read back from JSON (tuples become lists)
+    if out.exists() and not out.is_dir():
+        raise FinetuneError(f"{out} is a file, not a folder: pass another --out")
+    prov_file, state_file = out / PROVENANCE, out / CHECKPOINT / "state.json"
+    if prov_file.is_file():
+        prov = json.loads(prov_file.read_text(encoding="utf-8"))
+        if prov.get("identity") == identity:
+            return "done", prov
+        raise FinetuneError(
+            f"{out} already holds another model ({_describe(prov)}): pass another --out, or remove that folder "
+            "to replace it"
+        )
+    if state_file.is_file():
+        meta = json.loads(state_file.read_text(encoding="utf-8"))
+        if meta.get("identity") == identity:
+            return "resume", None
+        raise FinetuneError(
+            f"{out} holds an interrupted run of another fine-tune ({_describe(meta)}): resume it with its own "
+            "settings, pass another --out, or remove that folder"
+        )
+    if out.is_dir() and any(out.iterdir()):
+        raise FinetuneError(
+            f"{out} is not empty and holds no model made by this command (no {PROVENANCE}): pass another --out"
+        )
+    return "new", None
+
+
+def _write_json(path: Path, data: dict) -> None:
+    """Write through a temporary file, so a crash never leaves half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+@contextmanager
+def _quiet_transformers():
+    """Without the load report and progress bars while active: a head missing from the base checkpoint is
+    expected here, and a table of it in every run would hide the training's own output."""
+    from transformers.utils import logging as hf_logging
+
+    level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+# -- checkpoints: safetensors + JSON only ----------------------------------------------------------------
+
+
+def save_checkpoint(
+    folder: Path, model: torch.nn.Module, opt: torch.optim.Optimizer, epochs_done: int, meta: dict
+) -> None:
+    """Weights, the optimiser's state tensors and the torch RNG state after ``epochs_done`` epochs.
+
+    The tensors go to ``epoch<k>.safetensors``, then ``state.json`` names that file (written last, so a
+    crash while saving leaves the previous checkpoint in force), then older epochs' files are removed.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    tensors = {f"model.{k}": v.detach().clone().contiguous() for k, v in model.state_dict().items()}
+    for idx, state in opt.state_dict()["state"].items():
+        for key, value in state.items():
+            if not isinstance(value, torch.Tensor):  # AdamW keeps tensors only; anything else would be lost
+                raise TypeError(f"optimizer state {key!r} is not a tensor; the checkpoint cannot hold it")
+            tensors[f"optim.{idx}.{key}"] = value.detach().clone().contiguous()
+    tensors["rng.torch"] = torch.get_rng_state()  # (n,) uint8: dropout's generator
+    name = f"epoch{epochs_done}.safetensors"
+    tmp = folder / (name + ".tmp")
+    save_file(tensors, str(tmp), metadata={"epochs_done": str(epochs_done)})
+    os.replace(tmp, folder / name)
+    _write_json(folder / "state.json", {**meta, "epochs_done": epochs_done, "tensors": name})
+    for old in folder.glob("epoch*.safetensors"):
+        if old.name != name:
+            old.unlink()
+
+
+def load_checkpoint(folder: Path, model: torch.nn.Module, opt: torch.optim.Optimizer) -> dict:
+    """Restore what :func:`save_checkpoint` wrote into ``model``, ``opt`` and the torch RNG; returns the
+    checkpoint's JSON (``epochs_done``, ``steps``, ...)."""
+    meta = json.loads((folder / "state.json").read_text(encoding="utf-8"))
+    tensors = load_file(str(folder / meta["tensors"]))
+    model.load_state_dict({k[len("model.") :]: v for k, v in tensors.items() if k.startswith("model.")})
+    state: dict[int, dict] = {}
+    for k, v in tensors.items():
+        if k.startswith("optim."):
+            _, idx, key = k.split(".", 2)
+            state.setdefault(int(idx), {})[key] = v
+    opt.load_state_dict({"state": state, "param_groups": opt.state_dict()["param_groups"]})
+    torch.set_rng_state(tensors["rng.torch"])
+    return meta
+
+
+# -- training ------------------------------------------------------------------------------------------
+
+
+def _subset(rows: list[Example], limit: int | None) -> list[Example]:
+    if limit is None or limit >= len(rows):
+        return rows
+    keep = sorted(random.Random(SUBSET_SEED).sample(range(len(rows)), limit))
+    return [rows[i] for i in keep]
+
+
+def _lr_at(step: int, total: int, s: Settings) -> float:
+    """Linear warm-up over the first ``warmup`` of the steps, then linear decay to 0 (a function of the
+    step alone, so a resumed run needs no scheduler state)."""
+    warm = max(1, round(s.warmup * total))
+    if step < warm:
+        return s.lr * (step + 1) / warm
+    return s.lr * max(0.0, (total - step) / max(1, total - warm))
+
+
+def epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
+    """(n,) the permutation of the training examples in ``epoch`` (0-based), from seed + epoch alone."""
+    return torch.randperm(n, generator=torch.Generator().manual_seed(seed + epoch))
+
+
+def _batch(tokenizer, rows: Sequence[Example], max_length: int) -> dict:
+    """Padded model inputs of ``rows`` (pairs get segment ids), each (B, n_pad), and labels (B,)."""
+    enc = encode(
+        tokenizer, [r.text for r in rows], padding=True, truncation=True, max_length=max_length, return_tensors="pt"
+    )
+    enc["labels"] = torch.tensor([r.label for r in rows])
+    return dict(enc)
+
+
+@torch.no_grad()
+def predict(model: torch.nn.Module, tokenizer, rows: Sequence[Example], max_length: int, batch_size: int = 64):
+    """(n,) predicted class of each row, in order (batches sorted by length to keep padding small).
+    Leaves the model in eval mode."""
+    model.eval()
+    order = sorted(range(len(rows)), key=lambda i: len(rows[i].text))
+    out = np.zeros(len(rows), dtype=int)
+    for i in range(0, len(order), batch_size):
+        idx = order[i : i + batch_size]
+        enc = _batch(tokenizer, [rows[j] for j in idx], max_length)
+        enc.pop("labels")
+        out[idx] = model(**enc).logits.argmax(-1).numpy()
+    return out
+
+
+def held_out_report(pred: np.ndarray, rows: Sequence[Example], labels: Sequence[str]) -> dict:
+    """Held-out accuracy with its 95% bootstrap interval (over examples), beside the majority-class rate:
+    the held-out share of its most frequent class, what the best constant answer would score.
+
+    Args:
+        pred: (n,) predicted class of each row.
+    """
+    gold = np.array([r.label for r in rows])
+    correct = (pred == gold).astype(float)
+    majority = int(np.bincount(gold, minlength=len(labels)).argmax())
+    lo, hi = bootstrap_ci(correct, seed=0)
+    return {
+        "accuracy": float(correct.mean()),
+        "ci95": [lo, hi],
+        "majority_class": labels[majority],
+        "majority_rate": float((gold == majority).mean()),
+        "n": len(rows),
+    }
+
+
+def _load_classifier(folder: Path, labels: Sequence[str], seed: int):
+    """The model of ``folder`` with a new classification head on its pooled output, and its tokenizer.
+    Only the head may be missing from the checkpoint: a missing encoder weight would train from noise."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    torch.manual_seed(seed)  # the new head's initial weights
+    try:
+        with _quiet_transformers():
+            model, info = AutoModelForSequenceClassification.from_pretrained(
+                str(folder),
+                num_labels=len(labels),
+                id2label=dict(enumerate(labels)),
+                label2id={name: i for i, name in enumerate(labels)},
+                attn_implementation="eager",
+                use_safetensors=True,
+                trust_remote_code=False,
+                output_loading_info=True,
+            )
+        tokenizer = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
+    except (OSError, ValueError) as e:
+        first = (str(e).splitlines() or [type(e).__name__])[0]
+        raise FinetuneError(f"cannot build a classifier from {folder}: {first}") from None
+    prefix = model.base_model_prefix + "."
+    missing = sorted(k for k in info["missing_keys"] if k.startswith(prefix))
+    if missing:
+        raise FinetuneError(
+            f"{folder} lacks {len(missing)} encoder weights (e.g. {missing[0]}): it is not a complete model"
+        )
+    return model, tokenizer
+
+
+def finetune(
+    task: str,
+    out: str | Path | None = None,
+    base: str | None = None,
+    settings: Settings | None = None,
+    progress: bool = True,
+    on_step: Callable[[int, int], None] | None = None,
+    data: TaskData | None = None,
+) -> dict:
+    """Fine-tune ``base`` (default: the embedded model) on ``task``; returns the provenance it saved.
+
+    Args:
+        out: the model folder (default ``<data folder>/models/<base>-<task>-seed<seed>``). A folder with
+            this run's checkpoint resumes; one that already holds this model is returned as it is; one that
+            holds anything else is refused with a one-line error and left untouched.
+        on_step: called as ``on_step(epoch, step)`` after every optimiser step (0-based epoch, 1-based
+            global step); an exception from it stops the run like an interruption would.
+        data: the task's examples (default: :func:`identifiability.tasks.load_task`); tests pass small ones.
+    """
+    if task not in TASKS:
+        raise FinetuneError(f"unknown task {task!r}: choose one of {', '.join(TASKS)}")
+    settings = settings or Settings()
+    settings.check()
+    display, folder, base_key = _base(base)
+    data = data or load_task(task)
+    train = _subset(data.train, settings.limit)
+    held = data.held_out[: settings.held_out_limit] if settings.held_out_limit else data.held_out
+    sub = TaskData(data.task, data.labels, train, held, data.split)
+    data_hash = sub.data_hash()
+    identity = {
+        "kind": "fine-tuned",
+        "task": task,
+        "base": base_key,
+        "data": data_hash,
+        **{k: v for k, v in asdict(settings).items() if k not in ("limit", "held_out_limit")},
+    }
+    if out is None:
+        extra = f"-{settings.epochs}ep" if settings.epochs != Settings.epochs else ""
+        out = data_root() / "models" / safe_key(f"{display}-{task}-seed{settings.seed}{extra}")
+    out = Path(out)
+    state, prov = _claim_folder(out, identity)
+    if state == "done":
+        return {**prov, "folder": str(out), "already_there": True}  # type: ignore[dict-item]
+
+    model, tokenizer = _load_classifier(folder, data.labels, settings.seed)
+    params = list(model.named_parameters())
+    opt = torch.optim.AdamW(
+        [
+            {"params": [p for _, p in params if p.ndim >= 2], "weight_decay": settings.weight_decay},
+            {"params": [p for _, p in params if p.ndim < 2], "weight_decay": 0.0},
+        ],
+        lr=settings.lr,
+    )
+    per_epoch = -(-len(train) // settings.batch_size)
+    total = per_epoch * settings.epochs
+    meta = {"identity": identity, "base": {"name": display}, "steps": 0, "seconds": 0.0, "losses": []}
+    start = 0
+    if state == "resume":
+        meta = load_checkpoint(out / CHECKPOINT, model, opt)
+        start = meta["epochs_done"]
+        tqdm.write(f"{out}: resuming after epoch {start} of {settings.epochs} (step {meta['steps']})")
+    step, t0 = meta["steps"], time.time() - meta["seconds"]
+    for epoch in range(start, settings.epochs):
+        model.train()
+        order = epoch_order(len(train), settings.seed, epoch).tolist()
+        bar = tqdm(
+            range(per_epoch),
+            desc=f"{task} epoch {epoch + 1}/{settings.epochs}",
+            unit="step",
+            disable=not progress,
+            leave=True,
+        )
+        running = []
+        for b in bar:
+            rows = [train[i] for i in order[b * settings.batch_size : (b + 1) * settings.batch_size]]
+            enc = _batch(tokenizer, rows, settings.max_length)
+            for group in opt.param_groups:
+                group["lr"] = _lr_at(step, total, settings)
+            loss = model(**enc).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            step += 1
+            running.append(loss.item())
+            bar.set_postfix(loss=f"{np.mean(running[-20:]):.3f}")
+            if on_step is not None:
+                on_step(epoch, step)
+        losses = [*meta["losses"], float(np.mean(running))]
+        meta = {**meta, "steps": step, "seconds": time.time() - t0, "losses": losses}
+        save_checkpoint(out / CHECKPOINT, model, opt, epoch + 1, meta)
+
+    report = held_out_report(predict(model, tokenizer, held, settings.max_length), held, data.labels)
+    with _quiet_transformers():
+        model.save_pretrained(str(out), safe_serialization=True)
+    tokenizer.save_pretrained(str(out))
+    import transformers
+
+    prov = {
+        "identity": identity,
+        "kind": "fine-tuned",
+        "task": task,
+        "labels": list(data.labels),
+        "base": {"name": display, "content_key": base_key},
+        "data": {
+            "hash": data_hash,
+            "split": data.split,
+            "train_examples": len(train),
+            "held_out_examples": len(held),
+        },
+        "settings": asdict(settings),
+        "seed": settings.seed,
+        "epochs": settings.epochs,
+        "steps": step,
+        "train_loss_per_epoch": [float(x) for x in meta["losses"]],
+        "held_out": report,
+        "seconds": round(time.time() - t0, 1),
+        "software": {"torch": torch.__version__, "transformers": transformers.__version__},
+    }
+    _write_json(out / PROVENANCE, prov)  # last: its presence says the folder is complete
+    shutil.rmtree(out / CHECKPOINT, ignore_errors=True)
+    return {**prov, "folder": str(out)}
+
+
+def init_random(like: str | None = None, seed: int = 0, out: str | Path | None = None) -> dict:
+    """Save a model of ``like``'s architecture (default: the embedded model's) with fresh weights from the
+    model class's own initialiser under ``torch.manual_seed(seed)``, and its tokenizer; returns the
+    provenance it saved."""
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    from .adapters import adapter_for
+
+    display, folder, like_key = _base(like)
+    config = AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
+    adapter_for(config.model_type)  # a family the book cannot study is refused before anything is written
+    identity = {"kind": "random-init", "like": like_key, "seed": seed, "model_type": config.model_type}
+    out = Path(out) if out is not None else data_root() / "models" / safe_key(f"{display}-random-seed{seed}")
+    state, prov = _claim_folder(out, identity)
+    if state == "done":
+        return {**prov, "folder": str(out), "already_there": True}  # type: ignore[dict-item]
+    torch.manual_seed(seed)
+    model = AutoModel.from_config(config, attn_implementation="eager")
+    tokenizer = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
+    out.mkdir(parents=True, exist_ok=True)
+    with _quiet_transformers():
+        model.save_pretrained(str(out), safe_serialization=True)
+    tokenizer.save_pretrained(str(out))
+    prov = {
+        "identity": identity,
+        "kind": "random-init",
+        "like": {"name": display, "content_key": like_key},
+        "seed": seed,
+        "initialiser": f"{type(model).__name__}.from_config under torch.manual_seed({seed}) (the class's own "
+        "weight initialisation)",
+        "model_type": config.model_type,
+        "software": {"torch": torch.__version__},
+    }
+    _write_json(out / PROVENANCE, prov)
+    return {**prov, "folder": str(out)}
+
+
+# -- command line -------------------------------------------------------------------------------------
+
+
+def add_parsers(sub) -> None:
+    """The ``finetune`` and ``init-random`` subcommands."""
+    f = sub.add_parser("finetune", help="fine-tune the embedded model on a task (resumable; see README)")
+    f.add_argument("--task", required=True, help=f"{' | '.join(TASKS)}")
+    f.add_argument("--epochs", type=int, default=Settings.epochs, help=f"default {Settings.epochs}")
+    f.add_argument("--seed", type=int, default=0, help="default 0")
+    f.add_argument("--base", default=DEFAULT_MODEL, help="model to start from: the embedded one or a local folder")
+    f.add_argument("--out", type=Path, help="model folder (default: data/models/<base>-<task>-seed<seed>)")
+    r = sub.add_parser("init-random", help="the same architecture with freshly initialised weights")
+    r.add_argument("--like", default=DEFAULT_MODEL, help="model whose architecture to copy (default: embedded)")
+    r.add_argument("--seed", type=int, default=0, help="default 0")
+    r.add_argument("--out", type=Path, help="model folder (default: data/models/<like>-random-seed<seed>)")
+
+
+def command(a: argparse.Namespace, user_errors: tuple[type[Exception], ...]) -> int:
+    """Run ``finetune`` or ``init-random`` from parsed arguments; a user error is one line and exit code 2."""
+    try:
+        if a.cmd == "finetune":
+            prov = finetune(a.task, a.out, a.base, Settings(epochs=a.epochs, seed=a.seed))
+            r = prov["held_out"]
+            print(
+                f"{a.task}: held-out accuracy {r['accuracy']:.3f} (95% interval {r['ci95'][0]:.3f} to "
+                f"{r['ci95'][1]:.3f}; majority class {r['majority_rate']:.3f}) on {r['n']} examples, "
+                f"{prov['steps']} steps in {prov['seconds']:.0f} s"
+            )
+        else:
+            prov = init_random(a.like, a.seed, a.out)
+            print(f"random initialisation like {prov['like']['name']}, seed {prov['seed']}")
+        done = "already there, nothing to do" if prov.get("already_there") else "saved"
+        print(f"model {done}: {prov['folder']}")
+    except (FinetuneError, *user_errors) as e:
+        print(f"error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+        return 2
+    return 0
