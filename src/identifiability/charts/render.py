@@ -1,9 +1,13 @@
-"""Altair charts that draw in a static, offline page.
+"""Altair charts that draw offline: in JupyterLab, in a downloaded notebook, and on a static page.
 
-Altair's own renderers load vega from a CDN. The ``offline`` renderer registered here emits a bare
-``<div>`` plus a ``vegaEmbed(...)`` call; the book vendors vega/vega-lite/vega-embed once per page
-(``book/_vendor/vega-bundle.js``, written by :func:`write_vega_bundle`). The same output also carries
-the vega-lite MIME bundle, so live JupyterLab draws the chart natively.
+Altair's own renderers load vega from a CDN. The ``offline`` renderer registered here emits the chart's
+Vega-Lite spec alone, under the MIME type JupyterLab draws with its built-in vega-lite renderer (no
+network, no trust needed). JupyterLab 4 has no renderer for Altair 6's ``vegalite.v6`` type, but draws
+these specs with its vega-lite 5 (the book test compiles every chapter's charts with vega-lite 5.8).
+For the book's pages the build adds :func:`chart_html` beside each spec (``identifiability.book``): a bare
+``<div>`` plus a ``vegaEmbed(...)`` call, with vega/vega-lite/vega-embed vendored once per page that has
+a chart (``book/_vendor/vega-bundle.js``, written by :func:`write_vega_bundle`). A notebook carries each
+chart once; JupyterLab would prefer an HTML copy to the spec and show it without its script.
 """
 
 from __future__ import annotations
@@ -15,20 +19,26 @@ from pathlib import Path
 
 import altair as alt
 
-VEGALITE_MIME = f"application/vnd.vegalite.v{alt.SCHEMA_VERSION.lstrip('v').split('.')[0]}+json"
+VEGALITE_MIME = "application/vnd.vegalite.v5+json"  # what JupyterLab 4 draws (see above)
 MAX_ROWS = 20_000
 
 
 def _render(spec: dict, **_) -> dict:
+    return {VEGALITE_MIME: spec}
+
+
+def chart_html(spec: dict) -> str:
+    """The HTML that draws ``spec`` on a static page that loads the vega bundle."""
     div = f"vis-{uuid.uuid4().hex[:12]}"
-    html = (
+    return (
         f'<div id="{div}" class="vega-chart"></div>\n'
-        "<script>(function(){var spec=" + json.dumps(spec) + ";"
-        f'if(window.vegaEmbed){{vegaEmbed("#{div}",spec,{{actions:false}}).catch(console.error);}}'
+        "<script>(function(){var spec=" + json.dumps(spec).replace("</", "<\\/") + ";"  # a token "</script>" stays text
+        f'if(window.vegaEmbed){{vegaEmbed("#{div}",spec,{{actions:false}})'
+        # the view, for the book's browser test (it compares the data a control leaves in view)
+        f'.then(function(r){{(window.vegaViews=window.vegaViews||{{}})["{div}"]=r.view;}}).catch(console.error);}}'
         f'else{{document.getElementById("{div}").textContent="(chart: vega is not loaded on this page)";}}'
         "})();</script>"
     )
-    return {VEGALITE_MIME: spec, "text/html": html}
 
 
 alt.renderers.register("offline", _render)

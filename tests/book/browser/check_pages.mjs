@@ -1,45 +1,107 @@
 // Load every page of a built book in headless Chromium (Debian's /usr/bin/chromium, driven by
-// playwright-core: no browser download) and report, per page: drawn charts, console errors, requests that
-// left localhost, and whether moving each chart control changes what is drawn.
+// playwright-core: no browser download) and report, per page and width (1280 and 390 px): charts drawn and
+// whether each lies inside its output area, tables that neither fit nor sit in a labelled scroll container,
+// output text that shows a Python repr, NaN or None or an unrounded number, console errors, requests that
+// left localhost, the bytes of the first load (gzip-compressed, as a static host serves text), and whether
+// moving each chart control changes the data the chart's vega view holds.
 // Usage: node check_pages.mjs <base-url> <page> [<page> ...]   -> JSON on stdout
 import { createRequire } from "module";
+import zlib from "zlib";
 const require = createRequire(process.env.NPM_ROOT + "/");
 const { chromium } = require("playwright-core");
 
+const WIDTHS = [1280, 390];
+const TEXT = /(text\/|javascript|json|svg|xml)/;
 const [base, ...pages] = process.argv.slice(2);
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
   args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"],
+         "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"],
 });
-const report = [];
-for (const page of pages) {
-  const ctx = await browser.newContext();
-  const p = await ctx.newPage();
-  const errors = [], external = [];
-  p.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
-  p.on("pageerror", (e) => errors.push(String(e)));
-  await ctx.route("**/*", (route) => {
-    const url = route.request().url();
-    if (url.startsWith(base) || url.startsWith("data:") || url.startsWith("blob:")) return route.continue();
-    external.push(url);
-    return route.abort();
+
+// In the page: what a reader sees. Runs in the browser.
+function inspect() {
+  const box = (e) => e.getBoundingClientRect();
+  const outputArea = (e) => e.closest(".cell_output") || e.closest("article") || document.body;
+  const charts = [...document.querySelectorAll(".vega-chart")].map((e) => {
+    const drawing = e.querySelector("svg, canvas");
+    const area = outputArea(e);
+    const d = drawing ? box(drawing) : null, a = box(area);
+    return {
+      id: e.id, drawn: !!drawing,
+      title: (e.querySelector("svg .role-title-text")?.textContent || e.querySelector("svg .role-axis-title text")?.textContent || "").slice(0, 60), width: Math.round(d?.width ?? 0), area: Math.round(a.width),
+      inside: !!d && d.left >= a.left - 1 && d.right <= a.right + 1,
+      controls: e.querySelectorAll(".vega-bindings input, .vega-bindings select").length,
+    };
   });
-  await p.goto(base + page, { waitUntil: "load" });
-  await p.waitForTimeout(1500);
-  // width: the drawing against the article's text column (a wider chart is cut off or scrolls sideways)
-  const charts = await p.$$eval(".vega-chart", (els) => els.map((e) => ({
-    id: e.id, drawn: !!e.querySelector("svg, canvas"),
-    width: Math.round(e.querySelector("svg, canvas")?.getBoundingClientRect().width ?? 0),
-    column: Math.round((e.closest("article") || document.body).getBoundingClientRect().width),
-    controls: e.querySelectorAll(".vega-bindings input, .vega-bindings select").length })));
-  // Move every control of every chart and check the drawing changes.
-  const interactions = [];
+  const tables = [...document.querySelectorAll("article table")].map((t, i) => {
+    const area = outputArea(t), a = box(area), r = box(t);
+    let scroller = null;
+    for (let p = t.parentElement; p && p !== area.parentElement; p = p.parentElement) {
+      const ox = getComputedStyle(p).overflowX;
+      if (ox === "auto" || ox === "scroll") { scroller = p; break; }
+    }
+    const fits = r.left >= a.left - 1 && r.right <= a.right + 1;
+    const labelled = !!scroller && (scroller.hasAttribute("aria-label") || scroller.hasAttribute("aria-labelledby"))
+      && box(scroller).right <= a.right + 1;
+    const where = t.closest(".cell_output") ? "output" : "text";
+    const head = (t.querySelector("th, td")?.innerText || "").trim().slice(0, 40);
+    return { index: i, where, head, width: Math.round(r.width), area: Math.round(a.width), fits, labelled };
+  });
+  // Text a reader reads in outputs and tables (not code inputs, not chart internals).
+  const lines = [];
+  const take = (el, kind) => {
+    const clone = el.cloneNode(true);
+    clone.querySelectorAll("script, style, .vega-chart, .vega-bindings, svg, mjx-container, .MathJax").forEach((x) => x.remove());
+    for (const line of clone.textContent.split("\n")) if (line.trim()) lines.push({ kind, text: line.trim().slice(0, 200) });
+  };
+  document.querySelectorAll(".cell_output").forEach((e) => take(e, "output"));
+  document.querySelectorAll("article table td").forEach((e) => { if (!e.closest(".cell_output")) take(e, "table"); });
+  const mathOk = !document.querySelector(".math") || !!document.querySelector("mjx-container");
+  return { charts, tables, lines, mathOk };
+}
+
+const REPR = [
+  [/\b(PosixPath|WindowsPath|tensor|array|Series|DataFrame|Timestamp|np\.\w+)\(/, "a Python repr"],
+  [/ object at 0x[0-9a-f]+/, "a Python repr"],
+  [/\bdtype: \w+|^Name: .*, dtype|\bLength: \d+, dtype/, "a pandas repr"],
+  [/\bNaN\b|\bnan\b/, "NaN"],
+  [/\bNone\b/, "None"],
+];
+function rawOutput(lines) {
+  const found = [];
+  for (const { kind, text } of lines) {
+    for (const [re, what] of REPR) if (re.test(text)) { found.push({ kind, what, text }); break; }
+    for (const m of text.matchAll(/(?<![\w.])-?\d+\.\d+(?:e[+-]?\d+)?(?![\w.])/gi)) {
+      const digits = m[0].replace(/^-/, "").replace(/e.*$/i, "").replace(".", "").replace(/^0+/, "");
+      if (digits.length > 6) { found.push({ kind, what: "an unrounded number", text }); break; }
+    }
+  }
+  return found;
+}
+
+// Each control of each chart: move it, and compare the data the vega view holds before and after.
+async function moveControls(p, charts) {
+  // Every named data set's rows, their plain fields only (derived rows also point into the scenegraph), less
+  // the fields named like the chart's controls: a filter on "layer" changes every row's layer, which says
+  // nothing about whether what is drawn changed.
+  const dataOf = (id) => p.evaluate((id) => {
+    const view = (window.vegaViews || {})[id];
+    if (!view) return null;
+    const controls = new Set([...document.querySelectorAll(`#${id} .vega-bind-name`)].map((e) => e.textContent.trim().toLowerCase()));
+    const names = Object.keys(view.getState({ data: () => true, signals: () => false, recurse: true }).data ?? {});
+    const plain = (row) => Object.entries(row).filter(([k, v]) => (v === null || typeof v !== "object") && !controls.has(k.toLowerCase()));
+    const isScene = (rows) => rows.length > 0 && ("dirty" in rows[0] || "mark" in rows[0]);  // drawn items, not data
+    return JSON.stringify(names.sort().filter((n) => !isScene(view.data(n))).map((n) => [n, view.data(n).map(plain)]));
+  }, id);
+  const drawingOf = (id) => p.$eval(`#${id}`, (e) => e.querySelector("svg")?.innerHTML ?? e.querySelector("canvas")?.toDataURL() ?? "");
+  const out = [];
   for (const c of charts.filter((c) => c.controls > 0)) {
     const handles = await p.$$(`#${c.id} .vega-bindings input, #${c.id} .vega-bindings select`);
     for (const h of handles) {
-      const before = await p.$eval(`#${c.id}`, (e) => (e.querySelector("svg") || e.querySelector("canvas"))?.outerHTML?.length + ":" + (e.querySelector("svg")?.innerHTML ?? e.querySelector("canvas")?.toDataURL()));
-      const kind = await h.evaluate((e) => e.tagName === "SELECT" ? "select" : e.type);
+      const name = await h.evaluate((e) => e.closest(".vega-bind")?.querySelector(".vega-bind-name")?.textContent?.trim() || e.name || "");
+      const [data0, draw0] = [await dataOf(c.id), await drawingOf(c.id)];
+      const kind = await h.evaluate((e) => (e.tagName === "SELECT" ? "select" : e.type));
       let moved = true;
       if (kind === "select") {
         const opts = await h.evaluate((e) => Array.from(e.options).map((o) => o.value));
@@ -47,22 +109,60 @@ for (const page of pages) {
         const next = opts.find((o) => o !== cur);
         if (next === undefined) moved = false; else await h.selectOption(next);
       } else if (kind === "range") {
-        await h.evaluate((e) => { const v = Number(e.value) === Number(e.max) ? e.min : e.max;
-          e.value = v; e.dispatchEvent(new Event("input", { bubbles: true })); e.dispatchEvent(new Event("change", { bubbles: true })); });
+        await h.evaluate((e) => { e.value = Number(e.value) === Number(e.max) ? e.min : e.max;
+          e.dispatchEvent(new Event("input", { bubbles: true })); e.dispatchEvent(new Event("change", { bubbles: true })); });
       } else if (kind === "checkbox") {
         await h.click();
       } else if (kind === "radio") {
-        const radios = await p.$$(`#${c.id} .vega-bindings input[type=radio]`);
-        if (radios.length > 1) await radios[radios.length - 1].click(); else moved = false;
+        const checked = await h.evaluate((e) => e.checked);
+        if (checked) moved = false; else await h.click();
       } else moved = false;
-      await p.waitForTimeout(300);
-      const after = await p.$eval(`#${c.id}`, (e) => (e.querySelector("svg") || e.querySelector("canvas"))?.outerHTML?.length + ":" + (e.querySelector("svg")?.innerHTML ?? e.querySelector("canvas")?.toDataURL()));
-      interactions.push({ chart: c.id, control: kind, moved, changed: before !== after });
+      await p.waitForTimeout(250);
+      const [data1, draw1] = [await dataOf(c.id), await drawingOf(c.id)];
+      out.push({ chart: c.id, title: c.title, control: name || kind, kind, moved, view: data0 !== null,
+                 dataChanged: data0 !== data1, drawingChanged: draw0 !== draw1 });
     }
   }
-  const mathOk = await p.evaluate(() => !document.querySelector(".math") || !!document.querySelector("mjx-container"));
-  report.push({ page, charts, errors, external, interactions, mathOk });
-  await ctx.close();
+  return out;
+}
+
+const report = [];
+for (const page of pages) {
+  const entry = { page, errors: [], external: [], bytes: 0, requests: 0, widths: {} };
+  for (const width of WIDTHS) {
+    const ctx = await browser.newContext({ viewport: { width, height: 900 } });
+    const p = await ctx.newPage();
+    const sizes = [];
+    p.on("console", (m) => { if (m.type() === "error") entry.errors.push(`${width}px: ${m.text()}`); });
+    p.on("pageerror", (e) => entry.errors.push(`${width}px: ${e}`));
+    p.on("response", async (res) => {
+      if (width !== WIDTHS[0]) return;
+      try {
+        const body = await res.body();
+        sizes.push(TEXT.test(res.headers()["content-type"] || "") ? zlib.gzipSync(body).length : body.length);
+      } catch { /* no body: a redirect or an aborted request */ }
+    });
+    await ctx.route("**/*", (route) => {
+      const url = route.request().url();
+      if (url.startsWith(base) || url.startsWith("data:") || url.startsWith("blob:")) return route.continue();
+      if (!entry.external.includes(url)) entry.external.push(url);
+      return route.abort();
+    });
+    await p.goto(base + page, { waitUntil: "load" });
+    await p.waitForFunction(() => [...document.querySelectorAll(".vega-chart")].every((e) => e.querySelector("svg, canvas")),
+      null, { timeout: 30000 }).catch(() => {});
+    await p.waitForTimeout(800);  // MathJax typesets, fonts arrive
+    const seen = await p.evaluate(inspect);
+    const result = { charts: seen.charts, tables: seen.tables, raw: rawOutput(seen.lines), mathOk: seen.mathOk };
+    if (width === WIDTHS[0]) {
+      result.interactions = await moveControls(p, seen.charts);
+      entry.bytes = sizes.reduce((a, b) => a + b, 0);
+      entry.requests = sizes.length;
+    }
+    entry.widths[width] = result;
+    await ctx.close();
+  }
+  report.push(entry);
 }
 await browser.close();
 console.log(JSON.stringify(report));

@@ -1,0 +1,248 @@
+"""The book build's own steps (identifiability.book, identifiability.handout) on small made-up inputs: one
+parameters cell with the values used, no stderr, charts stored once, each page's scripts, the generated
+pages, and the student versions of the chapters."""
+
+import json
+import re
+
+import nbformat
+import pytest
+
+from identifiability import book, cli, handout, paths
+
+PARAMS_CELL = """model = "all-MiniLM-L6-v2"  # Hugging Face id or local folder
+n_sentences = 300  # sentences
+lengths = (
+    "8,16"  # a value over two lines
+)
+results_dir = ""  # empty: data/results/<model>/<corpus>
+seed = 0
+"""
+INJECTED = """# Parameters
+model = "/models/tiny"
+n_sentences = 40
+lengths = "8"
+results_dir = "/tmp/somewhere/results"
+extra = 1.5
+"""
+
+
+def _executed() -> dict:
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell(PARAMS_CELL, metadata={"tags": ["parameters"]})
+    injected = nbformat.v4.new_code_cell(INJECTED, metadata={"tags": ["injected-parameters"], "papermill": {}})
+    work = nbformat.v4.new_code_cell(
+        "work()", metadata={"execution": {"iopub.status.idle": "t"}, "papermill": {"duration": 1.0}}
+    )
+    work.outputs = [
+        nbformat.v4.new_output("stream", name="stderr", text="progress 10%|█\r"),
+        nbformat.v4.new_output("stream", name="stdout", text="result 3\n"),
+        nbformat.v4.new_output("display_data", data={"application/vnd.vegalite.v5+json": {"mark": "bar"}}),
+    ]
+    nb.cells = [nbformat.v4.new_markdown_cell("# A chapter"), params, injected, work]
+    nb.metadata["papermill"] = {"input_path": {"cells": []}, "output_path": "/abs/x.ipynb", "duration": 12.5,
+                                "parameters": {"model": "/models/tiny"}}  # fmt: skip
+    return json.loads(nbformat.writes(nb))
+
+
+def test_injected_parameters_are_merged_into_the_parameters_cell():
+    nb = book.clean_notebook(_executed())
+    tags = [c["metadata"].get("tags", []) for c in nb["cells"]]
+    assert ["injected-parameters"] not in tags and sum("parameters" in t for t in tags) == 1
+    src = next(c for c in nb["cells"] if "parameters" in c["metadata"].get("tags", []))["source"]
+    assert 'model = "/models/tiny"  # Hugging Face id or local folder' in src  # the comment stays
+    assert "n_sentences = 40  # sentences" in src and "extra = 1.5" in src
+    assert 'results_dir = ""' in src  # where the build filed its results is not the reader's business
+    ns = {}
+    exec(src, ns)  # still valid Python, with the values used
+    assert ns["n_sentences"] == 40 and ns["model"] == "/models/tiny" and ns["seed"] == 0 and ns["lengths"] == "8"
+
+
+def test_cleaning_drops_stderr_and_papermills_bookkeeping_and_keeps_the_run_time():
+    nb = book.clean_notebook(_executed())
+    work = nb["cells"][-1]
+    assert [o.get("name") for o in work["outputs"]] == ["stdout", None]
+    assert "papermill" not in work["metadata"] and "execution" not in work["metadata"]
+    assert nb["metadata"]["papermill"] == {"parameters": {"model": "/models/tiny"}, "duration": 12.5}
+    assert book.run_seconds(nb) == 12.5
+    assert book.clean_notebook(json.loads(json.dumps(nb))) == nb  # idempotent
+
+
+def test_a_notebook_without_an_injected_cell_is_left_as_it_is():
+    nb = _executed()
+    del nb["cells"][2]
+    before = json.dumps(nb["cells"][1])
+    book.merge_parameters(nb)
+    assert json.dumps(nb["cells"][1]) == before
+
+
+def test_pages_get_the_chart_html_and_downloads_keep_the_spec_alone(tmp_path):
+    notebooks, downloads = tmp_path / "nb", tmp_path / "downloads"
+    notebooks.mkdir()
+    (notebooks / "01_x.ipynb").write_text(json.dumps(book.clean_notebook(_executed())))
+    used = book.parameters_used(notebooks / "01_x.ipynb")  # what the build page lists
+    assert used == {
+        "model": "/models/tiny",
+        "n_sentences": 40,
+        "lengths": "8",
+        "results_dir": "",
+        "seed": 0,
+        "extra": 1.5,
+    }
+    assert book.parameters_used(notebooks / "02_not_run.ipynb") is None
+    book.prepare_pages(notebooks, downloads)
+    page = json.loads((notebooks / "01_x.ipynb").read_text())
+    data = page["cells"][-1]["outputs"][-1]["data"]
+    assert 'class="vega-chart"' in data["text/html"] and '"mark": "bar"' in data["text/html"]
+    download = json.loads((downloads / "01_x.ipynb").read_text())
+    assert "text/html" not in download["cells"][-1]["outputs"][-1]["data"]
+    html = tmp_path / "html"
+    (html / "_sources" / "notebooks").mkdir(parents=True)
+    (html / "_sources" / "notebooks" / "01_x.ipynb").write_text("page version")
+    assert book.write_downloads(downloads, html) == [html / "_sources" / "notebooks" / "01_x.ipynb"]
+    assert json.loads((html / "_sources" / "notebooks" / "01_x.ipynb").read_text()) == download
+
+
+class _Js(str):
+    def __new__(cls, filename, **attributes):
+        obj = super().__new__(cls, filename or "")
+        obj.filename, obj.attributes = filename, attributes
+        return obj
+
+
+def test_each_page_loads_the_vega_bundle_only_with_a_chart_and_no_script_twice():
+    thebe = "const THEBE_JS_URL = 1"
+    base = [_Js("_static/doctools.js"), _Js(None, body="var a = 1"), _Js("", body="var a = 1"), _Js(None, body=thebe),
+            _Js("_static/sphinx-thebe.js", **{"async": "async"}), _Js("", body=thebe)]  # fmt: skip
+
+    class App:
+        def add_js_file(self, name, **kw):
+            context["script_files"].append(_Js(f"_static/{name}", **kw))
+
+    for body, vega in (('<div class="vega-chart">', True), ("<p>prose</p>", False)):
+        context = {"body": body, "script_files": list(base), "css_files": [_Js("_static/sphinx-thebe.css")]}
+        book._page_assets(App(), "page", "page.html", context, doctree=object())
+        names = [(j.filename, j.attributes.get("body")) for j in context["script_files"]]
+        assert names[:2] == [("_static/doctools.js", None), (None, "var a = 1")]
+        assert ("_static/vega-bundle.js", None) in names if vega else len(names) == 2
+        assert not context["css_files"]
+
+
+def test_pruning_keeps_only_the_scripts_some_page_loads(tmp_path):
+    (tmp_path / "_static" / "scripts").mkdir(parents=True)
+    for name in ("vega-bundle.js", "html-manager.js", "require.min.js", "scripts/fontawesome.js", "other.js"):
+        (tmp_path / "_static" / name).write_text("x")
+    fa = '\n  <script defer src="../_static/scripts/fontawesome.js?digest=1"></script>'
+    table = '<div class="pst-scrollable-table-container"><table></table></div>'
+    thebe = '\n    <script type="text/x-thebe-config">\n    {\n requestKernel: true,\n }\n    </script>'
+    (tmp_path / "a.html").write_text(
+        f'<head>{fa}<script src="_static/vega-bundle.js?v=1"></script></head>{table}{thebe}'
+    )
+    deleted = book.prune_static(tmp_path)
+    assert sorted(deleted) == ["html-manager.js", "require.min.js", "scripts/fontawesome.js"]
+    page = (tmp_path / "a.html").read_text()
+    assert "fontawesome" not in page and "thebe" not in page and 'role="region"' in page and "aria-label=" in page
+    assert (tmp_path / "_static" / "vega-bundle.js").exists() and (tmp_path / "_static" / "other.js").exists()
+
+
+@pytest.mark.parametrize(
+    "value,shown",
+    [(None, "—"), ("", "—"), (True, "yes"), (2.954154097014546e-07, "2.95 × 10⁻⁷"), (0.123456789, "0.123"),
+     (4.0, "4"), (float("nan"), "—"), (300, "300"), ([1, 2.5], "1, 2.5"), ("lee", "lee")],
+)  # fmt: skip
+def test_values_are_formatted_for_people(value, shown):
+    assert book.format_value(value) == shown
+
+
+def test_the_build_page_lists_each_chapters_parameters_and_the_model(tmp_path):
+    (tmp_path / "book").mkdir()
+    results = tmp_path / "results"
+    results.mkdir()
+    provenance = {"name": "m", "source": "embedded", "sha256": "53aa51172d142c89" + "0" * 48, "revision": None,
+                  "content_key": "ab" * 32, "model_type": "bert", "rebuild_rel_error": 2.9541540e-07}  # fmt: skip
+    (results / "01_model_and_data.json").write_text(
+        json.dumps({"provenance": provenance, "corpus": {"name": "lee", "sentences": 2676}})
+    )
+    chapters = {"01_model_and_data": {"model": "m", "n_sentences": 40, "thorough": False, "ratio": 0.333333333},
+                "02_nonidentifiability": None}  # fmt: skip
+    text = book.write_run_page(tmp_path, {"model": "m", "corpus": "lee"}, results, chapters).read_text()
+    assert "None" not in text and "0.333333333" not in text and "| `ratio` | `0.333` |" in text
+    assert "| `thorough` | no |" in text and "53aa51172d142c89" in text and "2.95 × 10⁻⁷" in text
+    assert "### The model and the data" in text and "Not run in this build" in text
+    assert "| `model` |" not in text  # shown once, above
+
+
+def test_the_teachers_page_gets_the_measured_run_times(tmp_path):
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "teachers.md").write_text(f"# T\n\n{book.RUN_TIMES_MARKER}\n")
+    (tmp_path / "nb").mkdir()
+    nb = _executed()
+    nb["metadata"]["papermill"]["duration"] = 150.0
+    (tmp_path / "nb" / "01_a.ipynb").write_text(json.dumps(nb))
+    text = book.write_teachers_page(tmp_path, tmp_path / "nb", ["01_a", "02_b"], 2, "cpu").read_text()
+    assert "| {doc}`../notebooks/01_a` | 2.5 min |" in text and "not run in this build" in text
+    assert "2 CPU cores" in text and book.RUN_TIMES_MARKER not in text
+    (tmp_path / "book" / "teachers.md").write_text("# T\n")
+    with pytest.raises(ValueError, match="marker"):
+        book.write_teachers_page(tmp_path, tmp_path / "nb", ["01_a"], 2, "cpu")
+
+
+def test_the_book_loads_the_page_scripts_extension():
+    config = (paths.source_root() / "_config.yml").read_text()
+    assert "extra_extensions: [identifiability.book]" in config and "html_js_files" not in config
+    assert hasattr(book, "setup")
+
+
+EXERCISE = re.compile(r"^\s*(?:\*\*\d+\.|\d+\. \*\*)", re.M)  # "**1. Title.**" or "1. **Title.**"
+
+
+# --- student versions ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source", cli.chapter_sources(), ids=lambda s: s.stem)
+def test_student_versions_drop_the_solutions_and_check_every_exercise(source):
+    import jupytext
+
+    full = jupytext.read(source)
+    solutions = [c for c in full.cells if "solution" in c.metadata.get("tags", [])]
+    student = handout.student_version(full, source.stem)
+    cells = student.cells
+    assert not [c for c in cells if "solution" in c.metadata.get("tags", [])]
+    answers = [i for i, c in enumerate(cells) if "answer" in c.metadata.get("tags", [])]
+    assert len(answers) == len(solutions)
+    for i in answers:
+        check = next(c for c in cells[i + 1 :] if c.cell_type == "code")
+        assert "check" in check.metadata["tags"] and "remove-cell" not in check.metadata["tags"]
+        names = handout.needed_names(check.source)
+        assert names and all(n in cells[i].source for n in names)  # the answer cell names what is checked
+        assert "passed(" in check.source
+    if solutions:  # every exercise of the chapter has a solution, so every exercise gets a check
+        exercises = [e for c in full.cells if c.cell_type == "markdown" for e in EXERCISE.findall(c.source)]
+        assert len(exercises) == len(solutions), (
+            f"{source.stem}: {len(exercises)} exercises, {len(solutions)} solutions"
+        )
+
+
+def test_a_solution_without_a_check_is_refused():
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x = 1", metadata={"tags": ["solution"]}), nbformat.v4.new_code_cell("y")]
+    with pytest.raises(ValueError, match="not followed by a check cell"):
+        handout.student_version(nb, "x")
+
+
+def test_check_helpers_say_what_is_wrong(capsys):
+    with pytest.raises(handout.CheckFailed, match="define h, key_token in your answer cell"):
+        handout.needs({"x": 1}, "h", "key_token")
+    with pytest.raises(handout.CheckFailed, match="rows must sum to 1"):
+        handout.check(False, "rows must sum to 1")
+    handout.check(True, "unused")
+    handout.passed("exercise 1")
+    assert "exercise 1" in capsys.readouterr().out
+
+
+def test_make_handout_writes_one_student_notebook_per_chapter_with_exercises(tmp_path):
+    written = handout.write_handouts(tmp_path, cli.chapter_sources())
+    with_exercises = [s for s in cli.chapter_sources() if re.search(r":tags: \[.*\bsolution\b", s.read_text())]
+    assert [w.stem for w in written] == [s.stem for s in with_exercises] and len(written) >= 6
+    nb = nbformat.read(written[0], as_version=4)
+    assert "Student version" in nb.cells[1].source
