@@ -2,6 +2,7 @@
 #   make book   installs what it needs, executes every chapter, builds the HTML book (_build/html)
 #   make test   installs what it needs, runs the whole test suite (unit, integration, book; what CI runs)
 # For development: make test-fast (unit tier only, no apt or npm), make lint (ruff), make bench.
+# For teaching: make lab (the chapters in JupyterLab), make handout (student versions of the chapters).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -13,9 +14,16 @@ ONLY ?=
 REPO_URL ?=
 BRANCH ?= main
 PYTEST_ARGS ?=
+# make sweep: comma-separated lists; SCHEDULER=tcp://host:8786 uses a running Dask cluster, else a local one
+MODELS ?= $(MODEL)
+CORPORA ?= $(CORPUS)
+SEEDS ?= 0
+CHAPTERS ?=
+SCHEDULER ?=
+WORKERS ?=
 NPM_PACKAGES := mathjax@3.2.2 @jupyter-widgets/html-manager@1.0.15 requirejs@2.3.8 playwright-core@1.65.1
 
-.PHONY: book test test-fast lint venv vendor browser bench clean
+.PHONY: book test test-fast lint venv vendor browser bench clean models sweep compare
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +49,19 @@ book: venv vendor
 		$(foreach p,$(PARAMS),-p $(p)) $(if $(ONLY),--only $(ONLY)) \
 		$(if $(REPO_URL),--repository "$(REPO_URL)") --branch "$(BRANCH)"
 
+.PHONY: lab handout
+
+# The chapters in JupyterLab, with the project's Python as the kernel ("python3" of the venv): jupytext opens
+# the MyST sources (notebooks/*.md) as notebooks (.jupyter/lab/settings/overrides.json); a downloaded chapter
+# (.ipynb) opens as well. Offline; Ctrl-C stops it. Saving a source keeps it MyST text, without outputs.
+lab: venv
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/notebooks \
+		--LabApp.app_settings_dir="$(CURDIR)/.jupyter/lab/settings" $(if $(filter 0,$(shell id -u)),--allow-root)
+
+# Student versions of the chapters (solutions removed, a check cell after each exercise), into _build/handout
+handout: venv
+	$(PY) -m identifiability.handout --out _build/handout
+
 # The browser check needs Debian's chromium; as root it is installed here, elsewhere install it yourself.
 browser:
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
@@ -57,6 +78,31 @@ test-fast: venv
 lint: venv
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/ruff format --check src tests benchmarks
+
+# The models of the comparison across models, into data/models/: the embedded model fine-tuned on each task
+# (under 10 minutes each on 2 cores; an interrupted run resumes, a finished one is skipped) and the
+# random-initialisation control. See "Fine-tuned models" in README.md.
+models: venv
+	$(PY) -m identifiability.cli finetune --task sentiment
+	$(PY) -m identifiability.cli finetune --task lee-pairs
+	$(PY) -m identifiability.cli init-random --seed 0
+
+# The comparison across models: fine-tune (skipped when done), run chapters 3, 4 and 6 on every model on the
+# held-out Lee sentences and pairs through the sweep runner (finished runs are reused), then build the book,
+# whose page "Across models" shows them side by side. COMPARE_PARAMS keep it within 45 minutes on 2 cores.
+COMPARE_MODELS ?= default,data/models/all-MiniLM-L6-v2-sentiment-seed0,data/models/all-MiniLM-L6-v2-lee-pairs-seed0,data/models/all-MiniLM-L6-v2-random-seed0
+COMPARE_PARAMS ?= n_sentences=150 second_corpus= epochs=10 n_exact=8 n_exact_long=1 fig1_repeats=1 fig1_long_repeats=8 viewer_sentences=1
+compare: models vendor
+	$(PY) -m identifiability.cli sweep --models "$(COMPARE_MODELS)" --corpora lee_heldout,lee_pairs --seeds 0 \
+		--chapters 03,04,06 $(foreach p,$(COMPARE_PARAMS),-p $(p)) $(if $(WORKERS),--workers $(WORKERS))
+	$(MAKE) book
+
+# Chapters over models x corpora x seeds on Dask (resumable: finished runs are skipped), then the
+# results table data/results.parquet. See "Sweeps" in README.md.
+sweep: venv
+	$(PY) -m identifiability.cli sweep --models "$(MODELS)" --corpora "$(CORPORA)" --seeds "$(SEEDS)" \
+		$(if $(CHAPTERS),--chapters "$(CHAPTERS)") $(foreach p,$(PARAMS),-p $(p)) \
+		$(if $(SCHEDULER),--scheduler "$(SCHEDULER)") $(if $(WORKERS),--workers $(WORKERS))
 
 bench: venv
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

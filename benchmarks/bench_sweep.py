@@ -35,7 +35,7 @@ PARAMS = {
     "fig1_repeats": 1,
     "fig1_max_length": 64,
     "viewer_sentences": 1,
-    "viewer_max_tokens": 32,
+    "viewer_max_tokens": 40,
 }
 
 
@@ -55,7 +55,8 @@ def main() -> None:
     seeds = list(range(a.seeds))
 
     data = _fresh_data("seq")
-    runs, _ = sweep.plan([paths.DEFAULT_MODEL], ["lee"], seeds, ["01", "03"], PARAMS)
+    runs, problems = sweep.plan([paths.DEFAULT_MODEL], ["lee"], seeds, ["01", "03"], PARAMS)
+    assert not problems, problems
     t0 = time.perf_counter()
     for run in runs:
         sweep.execute(run, str(paths.sweep_root()), str(data))

@@ -172,7 +172,9 @@ def run_notebook(source: Path, out_dir: Path, parameters: dict, progress: bool =
     except papermill.PapermillExecutionError as e:
         last = (str(e.evalue).strip().splitlines() or [""])[-1]
         raise ChapterFailed(f"{source.stem} stopped: {e.ename}: {last} (full traceback in {target})") from None
-    return target
+    from .book import clean_executed
+
+    return clean_executed(target)  # one parameters cell with the values used, no stderr (identifiability.book)
 
 
 def preflight(sources: list[Path], params: dict) -> None:
@@ -324,8 +326,19 @@ def build_book(
             (stage / "notebooks" / f"{source.stem}.md").write_text(
                 f"# {title}\n\nThis chapter was not executed in this build (`--only`).\n", encoding="utf-8"
             )
-    _write_run_page(stage, params, results_dir)
+    from . import book
+
+    ran = {s.stem: book.parameters_used(stage / "notebooks" / f"{s.stem}.ipynb") for s in chapter_sources()}
+    book.write_run_page(stage, params, results_dir, ran)
+    book.write_teachers_page(
+        stage,
+        stage / "notebooks",
+        [s.stem for s in chapter_sources()],
+        os.cpu_count(),
+        str(params.get("device", "cpu")),
+    )
     _write_claims_page(stage, results_dir)
+    book.prepare_pages(stage / "notebooks", root / "downloads")  # charts get the HTML the pages draw them with
     html = root / "html"
     if html.exists():
         shutil.rmtree(html)
@@ -343,29 +356,9 @@ def build_book(
     subprocess.run(cmd, check=True)
     shutil.move(str(root / "jb" / "_build" / "html"), html)
     shutil.rmtree(root / "jb", ignore_errors=True)
+    book.write_downloads(root / "downloads", html)  # the .ipynb each page offers: the executed chapter
+    book.prune_static(html)  # ship only the scripts some page loads
     return html
-
-
-def _write_run_page(stage: Path, params: dict, results_dir: Path) -> None:
-    from .results import read_json
-
-    lines = [
-        "# This build",
-        "",
-        "Which model, text and parameters produced the pages of this copy of the book.",
-        "",
-        "| parameter | value |",
-        "|---|---|",
-    ]
-    lines += [f"| `{k}` | `{v}` |" for k, v in params.items() if k != "results_dir"]
-    provenance = {}
-    for f in sorted(results_dir.glob("*.json")):
-        provenance = read_json(f).get("provenance", {})
-        break
-    if provenance:
-        lines += ["", "## The model", "", "| | |", "|---|---|"]
-        lines += [f"| {k} | `{v}` |" for k, v in provenance.items()]
-    (stage / "book" / "this_build.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def _fmt(x) -> str:
@@ -427,6 +420,58 @@ def _parse_params(pairs: list[str]) -> dict:
     return out
 
 
+def _csv(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _cluster_args(s) -> None:
+    s.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. tcp://host:8786 (default: local)")
+    s.add_argument("--workers", type=int, help="local cluster: single-threaded worker processes (default: cores)")
+
+
+def _sweep_parsers(sub) -> None:
+    s = sub.add_parser("sweep", help="run chapters over models x corpora x seeds on Dask (resumable)")
+    s.add_argument("--models", type=_csv, default=[DEFAULT_MODEL], help="comma-separated ids or folders")
+    s.add_argument("--corpora", type=_csv, default=[paths.DEFAULT_CORPUS], help="comma-separated corpora")
+    s.add_argument("--seeds", type=_csv, default=["0"], help="comma-separated seeds (the chapters' seed)")
+    s.add_argument("--chapters", type=_csv, help="comma-separated stems or numbers, e.g. 03,06 (default: all)")
+    s.add_argument("-p", "--param", action="append", default=[], help="chapter parameter name=value")
+    _cluster_args(s)
+    h = sub.add_parser("hta", help="exact HTA for chapter 6's sentences, spread over a Dask cluster")
+    h.add_argument("--model", default=DEFAULT_MODEL)
+    h.add_argument("--corpus", default=paths.DEFAULT_CORPUS)
+    h.add_argument("--n", type=int, help="sentences (default: chapter 6's n_sentences)")
+    h.add_argument("--seed", type=int, help="sampling seed (default: chapter 6's)")
+    h.add_argument("--max-tokens", type=int, help="longest sentence (default: chapter 6's max_tokens)")
+    h.add_argument("--group", type=int, default=1, help="sentences per task (default 1)")
+    _cluster_args(h)
+
+
+def _sweep_main(a) -> int:
+    from . import sweep
+
+    try:
+        if a.cmd == "hta":
+            out = sweep.hta_job(a.model, a.corpus, a.n, a.seed, a.max_tokens, a.group, a.scheduler, a.workers)
+            print(
+                f"exact HTA: {out['sentences']} sentences, {out['cached_before']} cached before, "
+                f"{out['computed']} computed in {out['seconds']:.0f} s"
+            )
+            return 0
+        try:
+            seeds = [int(x) for x in a.seeds]
+        except ValueError:
+            got = ",".join(a.seeds)
+            raise ParameterError(f"--seeds must be whole numbers, e.g. --seeds 0,1,2; got {got}") from None
+        params = _parse_params(a.param)
+        report = sweep.sweep(a.models, a.corpora, seeds, a.chapters, params, a.scheduler, a.workers)
+    except (sweep.SweepError, *_user_errors()) as e:
+        print(f"error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+        return 2
+    print(report.summary())
+    return 1 if report.failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="identifiability", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -450,6 +495,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             s.add_argument("notebooks", nargs="+", type=Path)
             s.add_argument("--out", type=Path, help="folder for the executed notebooks (default: _build/run)")
+    _sweep_parsers(sub)
+    from . import finetune  # its own subcommands: finetune, init-random
+
+    finetune.add_parsers(sub)
     c = sub.add_parser("compare", help="compare two folders of results files (timings and paths skipped)")
     c.add_argument("old", type=Path)
     c.add_argument("new", type=Path)
@@ -467,6 +516,10 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(result.report())
         return 0 if result.identical else 1
+    if a.cmd in ("sweep", "hta"):
+        return _sweep_main(a)
+    if a.cmd in ("finetune", "init-random"):
+        return finetune.command(a, _user_errors())
     try:
         params = _parse_params(a.param)
         if a.cmd == "book":
@@ -488,4 +541,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m identifiability.cli` runs this file as __main__, a second copy of the module: the modules it
+    # calls raise identifiability.cli's exception classes, which only the package's own main() catches
+    from identifiability.cli import main as package_main
+
+    sys.exit(package_main())

@@ -376,13 +376,15 @@ def claims_spread(table_path: Path, runs: Sequence[Run]) -> str:
         return ""
     s = seed_spread(mine)
     fmt = lambda x: "—" if x != x else f"{x:.3g}"  # noqa: E731 (NaN is the only value not equal to itself)
+    s = s.sort_values(["quantity", "model_key", "corpus"])
+    wm, wc = max(5, *s.model_key.str.len()), max(6, *s.corpus.str.len())
     rows = [
-        f"{r.model_key:<24} {r.corpus:<10} {r.quantity:<5} {r.seeds:>5}  {fmt(r['mean']):>8}  "
+        f"{r.model_key:<{wm}} {r.corpus:<{wc}} {r.quantity:<5} {r.seeds:>5}  {fmt(r['mean']):>8}  "
         f"{fmt(r['min']) + ' to ' + fmt(r['max']):>18}  {fmt(r.own_low) + ' to ' + fmt(r.own_high):>18}  {r.verdicts}"
-        for _, r in s.sort_values(["quantity", "model_key", "corpus"]).iterrows()
+        for _, r in s.iterrows()
     ]
     head = (
-        f"{'model':<24} {'corpus':<10} {'claim':<5} {'seeds':>5}  {'estimate':>8}  {'range over seeds':>18}  "
+        f"{'model':<{wm}} {'corpus':<{wc}} {'claim':<5} {'seeds':>5}  {'estimate':>8}  {'range over seeds':>18}  "
         f"{'own 95% interval':>18}  verdicts"
     )
     return "\n".join([head, *rows])
