@@ -279,9 +279,11 @@ def dashboard(client) -> str | None:
     link = client.dashboard_link
     try:
         with urllib.request.urlopen(link, timeout=2) as r:
-            return link if r.status == 200 else None
+            page = r.read(4096).lower() if r.status == 200 else b""
     except (OSError, ValueError):
         return None
+    # without bokeh the scheduler still answers, with a page that says to install it
+    return link if page and not (b"bokeh" in page and b"install" in page) else None
 
 
 def _close(client, own: bool) -> None:

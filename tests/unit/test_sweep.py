@@ -156,3 +156,31 @@ def test_the_command_line_entry_point_gives_one_line(data):
     )
     assert out.returncode == 2 and out.stderr.strip().startswith("error: no parameter 'n_exact'")
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "page, shown",
+    [(b"<p>Dask needs bokeh>=3.1.0 for the dashboard.</p><p>Install with pip: ...</p>", False), (b"<html>ok", True)],
+)
+def test_the_dashboard_address_is_printed_only_when_a_dashboard_answers(page, shown):
+    import http.server
+    import threading
+    from types import SimpleNamespace
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        link = f"http://127.0.0.1:{server.server_port}/status"
+        assert sweep.dashboard(SimpleNamespace(dashboard_link=link)) == (link if shown else None)
+    finally:
+        server.shutdown()
+    assert sweep.dashboard(SimpleNamespace(dashboard_link="http://127.0.0.1:9/status")) is None  # nothing there
