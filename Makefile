@@ -91,7 +91,9 @@ models: venv
 # held-out Lee sentences and pairs through the sweep runner (finished runs are reused), then build the book,
 # whose page "Across models" shows them side by side. COMPARE_PARAMS keep it within 45 minutes on 2 cores.
 COMPARE_MODELS ?= default,data/models/all-MiniLM-L6-v2-sentiment-seed0,data/models/all-MiniLM-L6-v2-lee-pairs-seed0,data/models/all-MiniLM-L6-v2-random-seed0
-COMPARE_PARAMS ?= n_sentences=150 second_corpus= epochs=10 n_exact=8 n_exact_long=1 fig1_repeats=1 fig1_long_repeats=8 viewer_sentences=1
+# Chapter 6 (HTA, the costliest per sentence) gets fewer sentences of its own (06:name=value applies to it only).
+COMPARE_PARAMS ?= n_sentences=150 second_corpus= epochs=10 n_exact=8 n_exact_long=1 fig1_repeats=1 fig1_long_repeats=8 \
+	viewer_sentences=1 06:n_sentences=40 06:n_exact=4 06:n_explorer=2
 compare: models vendor
 	$(PY) -m identifiability.cli sweep --models "$(COMPARE_MODELS)" --corpora lee_heldout,lee_pairs --seeds 0 \
 		--chapters 03,04,06 $(foreach p,$(COMPARE_PARAMS),-p $(p)) $(if $(WORKERS),--workers $(WORKERS))

@@ -8,6 +8,9 @@
 - A chart is a Vega-Lite spec in the notebook (what Jupyter draws); only the page versions of the
   chapters get the HTML that draws it on a static page (:func:`prepare_pages`), and the download each page
   offers (``_sources/notebooks/<chapter>.ipynb``) is the executed chapter itself (:func:`write_downloads`).
+  Likewise a widget panel (chapter 7) is live in the download; its page shows it as it was when the book was
+  built, in plain HTML (:func:`page_version`), and the page version carries no widget state, so no page
+  loads the 3.5 MB widget manager. HTML tables printed by cells scroll sideways in a labelled box.
 - Each page loads only the scripts it uses: this module is also a Sphinx extension (``_config.yml``,
   ``extra_extensions``) that loads the vega bundle only on pages with a chart, drops the unused thebe
   scripts and any script included twice. After the build, :func:`prune_static` drops the theme's icon
@@ -18,6 +21,7 @@
 from __future__ import annotations
 
 import ast
+import html
 import json
 import re
 import shutil
@@ -127,17 +131,115 @@ def _chart_spec(data: dict) -> dict | None:
     return next((v for k, v in data.items() if k.startswith("application/vnd.vegalite")), None)
 
 
-def page_version(nb: dict) -> dict:
-    """The notebook as its page renders it: each chart (a Vega-Lite spec, which Jupyter draws) gets the HTML
-    that draws it on a static page (:func:`identifiability.charts.render.chart_html`). In place."""
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+TABLE_SCROLL = (
+    '<div class="output-table-scroll" role="region" tabindex="0" '
+    'aria-label="Table; scrolls sideways where it is wider than the page" style="overflow-x:auto;max-width:100%">'
+)
+
+
+def _text(value) -> str:
+    return "".join(value) if isinstance(value, list) else str(value)
+
+
+def _output_html(out: dict) -> str:
+    """One output (of a cell, or captured by an Output widget) as HTML: a chart draws, HTML stays, plain
+    text is preformatted; stderr is left out (as :func:`clean_notebook` leaves it out of cells)."""
     from .charts.render import chart_html
 
+    if out.get("output_type") == "stream":
+        return "" if out.get("name") == "stderr" else f"<pre>{html.escape(_text(out.get('text', '')))}</pre>"
+    if out.get("output_type") == "error":
+        return f"<pre>{html.escape(out.get('ename', ''))}: {html.escape(out.get('evalue', ''))}</pre>"
+    data = out.get("data", {})
+    spec = _chart_spec(data)
+    if spec is not None:
+        return chart_html(spec)
+    if "text/html" in data:
+        return _text(data["text/html"])
+    for mime in ("image/svg+xml", "image/png", "image/jpeg"):
+        if mime in data:
+            body = _text(data[mime])
+            return body if mime == "image/svg+xml" else f'<img src="data:{mime};base64,{body.strip()}" alt="">'
+    if "text/plain" in data:
+        return f"<pre>{html.escape(_text(data['text/plain']))}</pre>"
+    return ""
+
+
+def widget_html(model_id: str, state: dict) -> str | None:
+    """The static HTML of widget ``model_id`` as saved in a notebook's widget ``state`` ({model id: {model_name,
+    state}}): boxes lay out their children, a text box is a disabled ``<input>`` under its label, an HTML
+    widget is its value, an Output widget its captured outputs (charts drawn by
+    :func:`identifiability.charts.render.chart_html`). None when the state does not hold the widget."""
+    model = state.get(model_id)
+    if model is None:
+        return None
+    name, s = model.get("model_name", ""), model.get("state", {})
+    if name in ("VBoxModel", "HBoxModel", "BoxModel", "GridBoxModel"):
+        children = [
+            widget_html(c[len("IPY_MODEL_") :], state) or ""
+            for c in s.get("children", [])
+            if c.startswith("IPY_MODEL_")
+        ]
+        style = "display:flex;flex-direction:column" if name != "HBoxModel" else "display:flex;flex-wrap:wrap;gap:1em"
+        return f'<div class="widget-static" style="{style}">' + "".join(f"<div>{c}</div>" for c in children) + "</div>"
+    if name in ("TextModel", "TextareaModel", "PasswordModel"):
+        field = f"w-{model_id[:12]}"
+        label = s.get("description", "")
+        value = html.escape(str(s.get("value", "")), quote=True)
+        tag = (
+            f'<textarea id="{field}" disabled style="width:100%">{value}</textarea>'
+            if name == "TextareaModel"
+            else f'<input id="{field}" type="text" value="{value}" disabled style="width:100%">'
+        )
+        return f'<label for="{field}">{html.escape(label)}</label> {tag}' if label else tag
+    if name in ("HTMLModel", "HTMLMathModel"):
+        return str(s.get("value", ""))
+    if name == "LabelModel":
+        return f"<span>{html.escape(str(s.get('value', '')))}</span>"
+    if name == "OutputModel":
+        return "".join(_output_html(o) for o in s.get("outputs", []))
+    if "value" in s:  # another control (slider, dropdown, ...): its description and value as text
+        label = s.get("description", "")
+        return f"<span>{html.escape(str(label))} {html.escape(str(s['value']))}</span>"
+    return ""
+
+
+def _scrollable(text: str) -> str:
+    """HTML that holds a table, in a labelled box that scrolls sideways (once)."""
+    if "<table" not in text or text.startswith('<div class="output-table-scroll"'):
+        return text
+    return f"{TABLE_SCROLL}{text}</div>"
+
+
+def page_version(nb: dict) -> dict:
+    """The notebook as its page renders it (in place):
+
+    - each chart (a Vega-Lite spec, which Jupyter draws) gets the HTML that draws it on a static page
+      (:func:`identifiability.charts.render.chart_html`);
+    - each widget output becomes the HTML of the widgets as they were when the notebook ran
+      (:func:`widget_html`), and the notebook's widget state is dropped, so the page does not load the
+      widget manager (a live panel needs a kernel; the download keeps the widgets);
+    - each HTML output that holds a table (a DataFrame) is put in a labelled box that scrolls sideways.
+    """
+    from .charts.render import chart_html
+
+    widgets = nb.get("metadata", {}).get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
     for cell in nb["cells"]:
         for out in cell.get("outputs", []):
             data = out.get("data", {})
+            if WIDGET_VIEW in data:
+                rendered = widget_html(str(data[WIDGET_VIEW].get("model_id", "")), widgets)
+                del data[WIDGET_VIEW]
+                if rendered is not None:
+                    data["text/html"] = rendered
+            if "text/html" in data:
+                data["text/html"] = _scrollable(_text(data["text/html"]))
             spec = _chart_spec(data)
             if spec is not None and "text/html" not in data:
                 data["text/html"] = chart_html(spec)
+    nb.get("metadata", {}).pop("widgets", None)
     return nb
 
 

@@ -257,6 +257,13 @@ def stage_config(stage: Path, repository: str | None, branch: str = "main") -> N
     for f in ("_config.yml", "_toc.yml", "references.bib"):
         if (root / f).exists():
             shutil.copy2(root / f, stage / f)
+    # The README is a page of the book (book/readme in _toc.yml), so the pages can link to its commands.
+    readme = (root / "README.md").read_text(encoding="utf-8").split("\n", 1)[1]
+    (stage / "book" / "readme.md").write_text(
+        "# Set-up and commands (README)\n\nThe repository's `README.md`, as it was when this copy was built.\n"
+        + readme,
+        encoding="utf-8",
+    )
     if repository is None:
         return
     cfg = yaml.safe_load((stage / "_config.yml").read_text(encoding="utf-8"))
@@ -435,7 +442,14 @@ def _sweep_parsers(sub) -> None:
     s.add_argument("--corpora", type=_csv, default=[paths.DEFAULT_CORPUS], help="comma-separated corpora")
     s.add_argument("--seeds", type=_csv, default=["0"], help="comma-separated seeds (the chapters' seed)")
     s.add_argument("--chapters", type=_csv, help="comma-separated stems or numbers, e.g. 03,06 (default: all)")
-    s.add_argument("-p", "--param", action="append", default=[], help="chapter parameter name=value")
+    s.add_argument(
+        "-p",
+        "--param",
+        action="append",
+        default=[],
+        help="chapter parameter name=value (every chapter that declares it), or chapter:name=value (one "
+        "chapter, by stem or number, e.g. 06:n_sentences=50)",
+    )
     _cluster_args(s)
     h = sub.add_parser("hta", help="exact HTA for chapter 6's sentences, spread over a Dask cluster")
     h.add_argument("--model", default=DEFAULT_MODEL)

@@ -1,16 +1,20 @@
 """One sentence, every view: raw attention, effective attention and Hidden Token Attribution.
 
-``sentence_maps`` computes the three maps; ``sentence_panel`` wraps them in an ipywidgets panel for live
-notebooks (type a sentence, press Enter). A static page cannot run Python callbacks, so the book shows the
-Altair chart of a fixed sentence (its layer slider and head dropdown work offline) and explains that the
-panel needs a live kernel.
+``sentence_maps`` computes the three maps and ``maps_chart`` draws them (the chapter's chart and the panel's
+use the same function); ``sentence_panel`` wraps them in an ipywidgets panel for live notebooks (type a
+sentence, press Enter). A static page cannot run Python callbacks: the book's page shows the panel as it was
+when the book was built (``identifiability.book.page_version`` renders the widgets' saved state), with the
+chart's layer slider and head dropdown working offline.
 """
 
 from __future__ import annotations
 
+import html
+
 import torch
 
 from .charts.explore import attention_explorer
+from .charts.render import VEGALITE_MIME
 from .effective import effective_attention
 from .hta import hta
 from .loaded_model import LoadedModel
@@ -37,16 +41,46 @@ def sentence_maps(
     }
 
 
-def sentence_chart(lm: LoadedModel, text: str, **kwargs):
+HTA_TITLE = "HTA contribution c"  # the start of the HTA map's title in sentence_maps
+HTA_AXES = ("input token j", "hidden token i")  # (x, y): row i is hidden token i, column j input token j
+
+
+def maps_chart(tokens: list[str], maps: dict[str, torch.Tensor], title: str, digits: int = 3):
+    """The explorer of :func:`sentence_maps`'s maps under one layer slider and head dropdown: attention maps
+    with query/key axes, the HTA map with hidden-token/input-token axes. ``title``: the sentence (wrapped
+    over lines of the chart's width)."""
+    hta_maps = [k for k in maps if k.startswith(HTA_TITLE)]
+    return attention_explorer(
+        maps,
+        tokens,
+        title=title,
+        digits=digits,
+        axis_titles={k: HTA_AXES for k in hta_maps},
+        value_names={k: "contribution c" for k in hta_maps},
+    )
+
+
+def sentence_chart(lm: LoadedModel, text: str, digits: int = 3, **kwargs):
+    """:func:`maps_chart` of one sentence; ``kwargs`` go to :func:`sentence_maps`."""
     tokens, maps = sentence_maps(lm, text, **kwargs)
-    return attention_explorer(maps, tokens, title=text if len(text) < 90 else text[:87] + "…")
+    return maps_chart(tokens, maps, text, digits=digits)
+
+
+PANEL_DIGITS = 2  # the panel's values in hundredths: its saved chart stays small (~75 kB for 13 tokens)
 
 
 def sentence_panel(lm: LoadedModel, text: str = "The cat sat on the mat because it was warm.", **kwargs):
-    """An ipywidgets panel: a text box (press Enter to analyse) above the three maps of the sentence."""
-    import ipywidgets as w
-    from IPython.display import display
+    """An ipywidgets panel: a text box (press Enter to analyse) above the three maps of the sentence.
 
+    The chart is put into the panel's Output widget as its state (``out.outputs``) rather than displayed
+    inside ``with out:``: Jupyter draws it the same way, and a notebook executor (nbclient, under papermill)
+    then has no captured output to send back to the kernel; that send can leave it waiting forever for
+    the cell's reply (jupyter/nbclient#312). The notebook saves the panel with its widget state; keep the
+    starting sentence short so the saved chart stays small (:data:`PANEL_DIGITS`).
+    """
+    import ipywidgets as w
+
+    kwargs.setdefault("digits", PANEL_DIGITS)
     box = w.Text(value=text, description="sentence", continuous_update=False, layout=w.Layout(width="95%"))
     status = w.HTML()
     out = w.Output()
@@ -56,12 +90,11 @@ def sentence_panel(lm: LoadedModel, text: str = "The cat sat on the mat because 
         try:
             panel.chart = sentence_chart(lm, box.value, **kwargs)
         except ValueError as e:  # e.g. an empty sentence: say so, keep the panel and the last chart
-            status.value = f"<b>{e}</b>"
+            status.value = f"<b>{html.escape(str(e))}</b>"
             return
         status.value = ""
-        with out:  # captured into the widget only inside a kernel
-            out.clear_output(wait=True)
-            display(panel.chart)
+        data = {VEGALITE_MIME: panel.chart.to_dict(), "text/plain": f"<chart of {box.value!r}>"}
+        out.outputs = ({"output_type": "display_data", "data": data, "metadata": {}},)
 
     panel = w.VBox([box, status, out])
     panel.analyse = analyse  # for tests and for a button of the reader's own

@@ -98,6 +98,9 @@ def _base(name: str | None) -> tuple[str, Path, str]:
             f"start from the embedded model ({DEFAULT_MODEL}) or a local model folder, not {name!r}: "
             "save a hub model to a folder first (save_pretrained)"
         )
+    # Everything comes from the folder; saying so keeps transformers from probing the hub (a first fine-tune
+    # in a fresh environment once sat idle for 17 minutes before its first step, cause not confirmed).
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     return display, folder, folder_key(folder)
 
 

@@ -137,6 +137,26 @@ def resolve_chapters(names: Sequence[str] | None) -> list[Path]:
     return out
 
 
+def split_scoped(params: dict, sources: Sequence[Path]) -> tuple[dict, dict[str, dict]]:
+    """Split ``-p`` parameters into those for every chapter (``name``) and those for one chapter
+    (``chapter:name``, the chapter by stem or number, e.g. ``06:n_sentences=50``); returns (shared,
+    {stem: its own}), the latter for every chapter of ``sources``. A chapter's own value wins over a shared
+    one. A chapter that is not part of the sweep raises SweepError."""
+    shared, scoped = {}, {s.stem: {} for s in sources}
+    for key, value in params.items():
+        if ":" not in key:
+            shared[key] = value
+            continue
+        chapter, name = (x.strip() for x in key.split(":", 1))
+        (source,) = resolve_chapters([chapter])
+        if source.stem not in scoped:
+            raise SweepError(
+                f"-p {key}=...: chapter {source.stem} is not in this sweep's chapters ({', '.join(scoped)})"
+            )
+        scoped[source.stem][name] = value
+    return shared, scoped
+
+
 def plan(
     models: Sequence[str], corpora: Sequence[str], seeds: Sequence[int], chapters: Sequence[str] | None, params: dict
 ) -> tuple[list[Run], list[tuple[str, str]]]:
@@ -150,10 +170,13 @@ def plan(
 
     if not models or not corpora or not seeds:
         raise SweepError("give at least one model, one corpus and one seed, e.g. --models default --corpora lee")
-    if "seed" in params:
-        raise SweepError("the seed is a sweep dimension: pass --seeds 0,1,2 instead of -p seed=...")
     sources = resolve_chapters(chapters)
+    params, scoped = split_scoped(params, sources)
+    if "seed" in params or any("seed" in v for v in scoped.values()):
+        raise SweepError("the seed is a sweep dimension: pass --seeds 0,1,2 instead of -p seed=...")
     check_parameters(sources, {"model": models[0], "corpus": corpora[0], **params})
+    for s in sources:
+        coerce_parameters(s, scoped[s.stem], strict=True)  # a chapter's own parameter must be its own
     hashes = {s.stem: source_hash(s) for s in sources}
     runs, problems = [], []
     for model in models:
@@ -170,7 +193,7 @@ def plan(
                 continue
             for seed in seeds:
                 for s in sources:
-                    own = coerce_parameters(s, params, strict=False)
+                    own = {**coerce_parameters(s, params, strict=False), **coerce_parameters(s, scoped[s.stem])}
                     own.pop("results_dir", None)
                     runs.append(
                         Run(model, mkey, ckey, corpus, corpus_identity(corpus), s.stem, int(seed), own, hashes[s.stem])

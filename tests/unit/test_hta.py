@@ -46,6 +46,21 @@ def test_exact_engines_match_naive_reference(tiny_lm):
         assert rel(folded.S[layer], ref.S[layer]) <= 1e-4
 
 
+def test_hidden_graph_gradients_give_exact_hta(tiny_lm):
+    """The public graph for reverse-mode experiments (chapter 6's exercise): the squared norm of the gradient
+    of each output coordinate, summed, is S exactly (what hta_naive does with the private helpers)."""
+    hs, x = attribution.hidden_graph(tiny_lm, SHORT)
+    ref = attribution.hta(tiny_lm, SHORT)
+    n, d = x.shape
+    assert len(hs) == ref.S.shape[0] and torch.equal(hs[0][0], x)
+    i, layer = 1, len(hs) - 1
+    s = torch.zeros(n, dtype=torch.float64)
+    for k in range(d):
+        (g,) = torch.autograd.grad(hs[layer][0, i, k], x, retain_graph=True)
+        s += g.double().pow(2).sum(-1)
+    assert rel(s, ref.S[layer, i].double()) <= 1e-4
+
+
 def test_generic_matches_naive_on_causal_pre_ln(gpt2):
     ref = attribution.hta_naive(gpt2, SHORT)
     got = attribution.hta(gpt2, SHORT)

@@ -71,6 +71,19 @@ def test_a_model_that_cannot_load_is_reported_and_the_others_planned(data, tmp_p
     assert len(problems) == 1 and str(bad) in problems[0][0] and "\n" not in problems[0][1]
 
 
+def test_a_parameter_for_one_chapter_overrides_the_shared_one(data, tmp_path, tiny_lm):
+    folder = tmp_path / "tiny"
+    tiny_lm.model.save_pretrained(folder, safe_serialization=True)
+    tiny_lm.tokenizer.save_pretrained(folder)
+    params = {"n_sentences": "40", "06:n_sentences": "12", "06_context_mixing:n_exact": "2"}
+    runs, problems = sweep.plan([str(folder)], ["lee"], [0], ["03", "04", "06"], params)
+    assert not problems
+    own = {r.chapter: r.params for r in runs}
+    assert own["03_effective_attention"]["n_sentences"] == 40 and own["04_token_identity"]["n_sentences"] == 40
+    assert own["06_context_mixing"]["n_sentences"] == 12 and own["06_context_mixing"]["n_exact"] == 2
+    assert "n_exact" not in own["03_effective_attention"]
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -78,6 +91,9 @@ def test_a_model_that_cannot_load_is_reported_and_the_others_planned(data, tmp_p
         (["--seeds", "0,x"], "--seeds must be whole numbers"),
         (["-p", "seed=3"], "the seed is a sweep dimension"),
         (["-p", "n_sentence=3"], "did you mean 'n_sentences'"),
+        (["-p", "03:n_exact=3"], "n_exact"),  # chapter 6's parameter scoped to chapter 3
+        (["-p", "06:n_sentences=3"], "chapter 06_context_mixing is not in this sweep's chapters"),
+        (["-p", "03:seed=3"], "the seed is a sweep dimension"),
         (["--scheduler", "tcp://127.0.0.1:9"], "cannot reach the Dask scheduler at tcp://127.0.0.1:9"),
     ],
 )

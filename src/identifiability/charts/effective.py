@@ -9,6 +9,8 @@ import altair as alt
 import pandas as pd
 import torch
 
+from .render import label_stride
+
 
 def figure1_chart(fig1: pd.DataFrame, d_v: int) -> alt.FacetChart:
     """Figure 1 (a): Pearson(A, A_eff) against d_s per layer; median over heads and inputs (line), 10-90% and
@@ -119,7 +121,7 @@ def head_viewer(
     examples: Sequence[tuple[list[str], torch.Tensor, torch.Tensor]],
     labels: Sequence[str] | None = None,
     digits: int = 3,
-    size: int = 200,  # three panels a row fit the book's ~750 px text column
+    size: int = 180,  # three panels a row, with the query labels, fit the page's 688 px output column
 ) -> alt.HConcatChart:
     """Raw, effective and null attention side by side, with a sentence dropdown, a layer slider and a head
     dropdown; works in a static page (Altair params, no Python callbacks).
@@ -167,9 +169,14 @@ def head_viewer(
     head = alt.param(name="head", value=0, bind=alt.binding_select(options=list(range(H)), name="head "))
     tok_json = json.dumps(tokens)
 
+    every = json.dumps([label_stride(len(t), size, label_px=9) for t in tokens])  # thinned where they'd overlap
+
     def axis(title: str) -> alt.Axis:
         return alt.Axis(
-            title=title, labelExpr=f"{tok_json}[sentence][datum.value]", labelOverlap=False, labelFontSize=8
+            title=title,
+            labelExpr=f"datum.value % {every}[sentence] == 0 ? {tok_json}[sentence][datum.value] : ''",
+            labelOverlap=False,
+            labelFontSize=8,
         )
 
     base = (
@@ -185,6 +192,7 @@ def head_viewer(
             effective=f"toNumber(datum.ev) / {scale}",
             null=f"(toNumber(datum.rv) - toNumber(datum.ev)) / {scale}",
         )
+        .transform_calculate(query=f"{tok_json}[sentence][datum.q]", key=f"{tok_json}[sentence][datum.k]")
         .mark_rect()
         .properties(width=size, height=size)
     )
@@ -201,8 +209,8 @@ def head_viewer(
             y=alt.Y("q:O", axis=axis("query") if field == "raw" else alt.Axis(title=None, labels=False)),
             color=color,
             tooltip=[
-                alt.Tooltip("q:O", title="query"),
-                alt.Tooltip("k:O", title="key"),
+                alt.Tooltip("query:N"),
+                alt.Tooltip("key:N"),
                 alt.Tooltip("raw:Q", format=".3f"),
                 alt.Tooltip("effective:Q", format=".3f"),
                 alt.Tooltip("null:Q", format=".3f"),

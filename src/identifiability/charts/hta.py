@@ -14,6 +14,7 @@ import altair as alt
 import pandas as pd
 
 from ..hta import HTAResult, estimate_pairs, explorer_rows
+from .render import label_stride
 
 
 def estimator_scatter(
@@ -57,8 +58,10 @@ def own_share_boxes(summaries: Mapping[str, pd.DataFrame]) -> alt.FacetChart:
         ),
     ).properties(width=260, height=260)
     return box.facet(column=alt.Column("corpus:N", title=None)).properties(
-        title="Own-token contribution per layer (box: quartiles, whiskers: 5–95%; "
-        "orange: median of the top contributor)"
+        title=alt.TitleParams(
+            "Own-token contribution per layer",
+            subtitle=["box: quartiles, whiskers: 5–95%, tick: median;", "orange: median of the top contributor"],
+        )
     )
 
 
@@ -93,7 +96,12 @@ def distance_figure(prof: pd.DataFrame, max_offset: int) -> alt.HConcatChart:
         .encode(
             x=alt.X("label:O", sort=order, title="relative position k of the input token"),
             y=alt.Y("layer:O"),
-            color=alt.Color("context_share:Q", title="share of context", scale=alt.Scale(scheme="oranges")),
+            color=alt.Color(
+                "context_share:Q",
+                title="share of context",
+                scale=alt.Scale(scheme="oranges"),
+                legend=alt.Legend(orient="bottom", gradientLength=160),
+            ),
             tooltip=[
                 "layer",
                 "label",
@@ -110,7 +118,7 @@ def distance_figure(prof: pd.DataFrame, max_offset: int) -> alt.HConcatChart:
         .encode(
             x=alt.X("label:O", sort=order, title="relative position k"),
             y=alt.Y("share:Q", title="share of all contribution", scale=alt.Scale(type="sqrt")),
-            color=alt.Color("layer:O", scale=alt.Scale(scheme="viridis")),
+            color=alt.Color("layer:O", scale=alt.Scale(scheme="viridis"), legend=alt.Legend(orient="bottom")),
             tooltip=["layer", "label", alt.Tooltip("share:Q", format=".4f")],
         )
     )
@@ -119,7 +127,7 @@ def distance_figure(prof: pd.DataFrame, max_offset: int) -> alt.HConcatChart:
         lines.properties(
             width=220, height=220, title=["(b) total contribution by neighbour,", "first/middle/last layer"]
         ),
-    )
+    ).resolve_scale(color="independent")
 
 
 def special_context(prof: pd.DataFrame, src: pd.DataFrame) -> alt.VConcatChart:
@@ -132,10 +140,10 @@ def special_context(prof: pd.DataFrame, src: pd.DataFrame) -> alt.VConcatChart:
         .encode(
             x=alt.X("offset:O", title="distance into the sentence (0 = the token itself)"),
             y=alt.Y("c:Q", title="mean contribution", scale=alt.Scale(type="sqrt")),
-            color=alt.Color("layer:O", scale=alt.Scale(scheme="viridis")),
+            color=alt.Color("layer:O", scale=alt.Scale(scheme="viridis"), legend=alt.Legend(orient="right")),
             tooltip=["token", "layer", "offset", alt.Tooltip("c:Q", format=".3f")],
         )
-        .properties(width=250, height=220)
+        .properties(width=230, height=200)
     )
     b = (
         alt.Chart(src.round(5))
@@ -143,14 +151,25 @@ def special_context(prof: pd.DataFrame, src: pd.DataFrame) -> alt.VConcatChart:
         .encode(
             x=alt.X("layer:O"),
             y=alt.Y("share:Q", stack="normalize", title="share of its context"),
-            color=alt.Color("source:N", scale=alt.Scale(scheme="set2")),
+            color=alt.Color(
+                "source:N",
+                title="part of its context",
+                scale=alt.Scale(scheme="set2"),
+                legend=alt.Legend(orient="right"),
+            ),
             tooltip=["token", "layer", "source", alt.Tooltip("share:Q", format=".3f")],
         )
-        .properties(width=200, height=220)
+        .properties(width=230, height=200)
     )
-    return alt.vconcat(
-        a.facet(column=alt.Column("token:N", title=None)), b.facet(column=alt.Column("token:N", title=None))
-    ).properties(title="Context of the first and last special token")
+    # the layer lines and the source bars have different colour scales, each with its own legend
+    return (
+        alt.vconcat(
+            a.facet(column=alt.Column("token:N", title=None)), b.facet(column=alt.Column("token:N", title=None))
+        )
+        .resolve_scale(color="independent")
+        .resolve_legend(color="independent")
+        .properties(title="Context of the first and last special token")
+    )
 
 
 def pos_lines(pos: pd.DataFrame, corpus: str) -> alt.Chart:
@@ -205,11 +224,17 @@ def contribution_explorer(
             j="datum.j1 - 1", input=f"{token_lists}[datum.s][datum.j1 - 1]", hidden=f"{token_lists}[datum.s][datum.i]"
         )
     )
+    width = max(300, min(560, 22 * max_n))
+    every = json.dumps([label_stride(r.n_tokens, width) for r in results])  # labels thinned where they'd overlap
     heat = base.mark_rect().encode(
         x=alt.X(
             "j:O",
             title="input token j",
-            axis=alt.Axis(labelExpr=f"{token_lists}[sentence][datum.value]", labelAngle=-60, labelOverlap=False),
+            axis=alt.Axis(
+                labelExpr=f"datum.value % {every}[sentence] == 0 ? {token_lists}[sentence][datum.value] : ''",
+                labelAngle=-60,
+                labelOverlap=False,
+            ),
         ),
         y=alt.Y("l:O", title="layer"),
         color=alt.Color("w:Q", title="contribution c", scale=alt.Scale(scheme="oranges", domain=[0, 1])),
@@ -225,14 +250,15 @@ def contribution_explorer(
         .mark_rect(fill=None, stroke="black", strokeWidth=1.5)
         .encode(x="j:O", y="l:O")
     )
-    width = max(300, min(760, 22 * max_n))
     return (
         (heat + own)
         .add_params(sent, tok)
         .properties(
             width=width,
             height=28 * L,
-            title="Contribution of every input token (columns) to the chosen hidden token, per layer "
-            "(black box: its own input token)",
+            title=alt.TitleParams(
+                "Contribution of every input token (columns) to the chosen hidden token, per layer",
+                subtitle="black box: its own input token",
+            ),
         )
     )

@@ -12,6 +12,7 @@ import pandas as pd
 from altair.expr.core import Expression
 
 from ..identity import CANDIDATES, LOOKUPS, LOSSES, MAPPINGS
+from .render import varies
 
 
 def _dropdown(name: str, options: list, value: str | None = None) -> alt.Parameter:
@@ -23,10 +24,23 @@ def _dropdown(name: str, options: list, value: str | None = None) -> alt.Paramet
     )
 
 
+def _choice(
+    df: pd.DataFrame, name: str, options: list, value: str | None, measures: list[str]
+) -> tuple[list[alt.Parameter], Expression]:
+    """A dropdown over column ``name`` and the filter it sets; no dropdown (the filter fixed at ``value``)
+    where every option shows the same ``measures``, e.g. two training losses that give the same rates."""
+    value = options[0] if value is None or value not in options else value
+    if len(options) > 1 and varies(df[df[name].isin(options)], name, measures):
+        p = _dropdown(name, options, value)
+        return [p], alt.datum[name] == p
+    return [], alt.datum[name] == value
+
+
 def _probe_choice(
-    df: pd.DataFrame, naive: bool, default: str | None = None
+    df: pd.DataFrame, naive: bool, measures: list[str], default: str | None = None
 ) -> tuple[pd.DataFrame, list[alt.Parameter], Expression]:
     """Dropdowns for mapping, training loss and lookup, and the filter they set; returns (df, params, filter).
+    A dropdown whose options all show the same ``measures`` is left out (:func:`_choice`).
 
     With ``naive`` the identity map is a mapping choice too; it has no training loss, so its rows are
     repeated under every loss and it stays visible whichever loss is picked.
@@ -34,11 +48,12 @@ def _probe_choice(
     if naive:
         plain = df[df.mapping == "naive"]
         df = pd.concat([df[df.mapping != "naive"]] + [plain.assign(loss=k) for k in LOSSES], ignore_index=True)
-    mapping = _dropdown("mapping", [m for m in MAPPINGS if m in set(df.mapping) and (naive or m != "naive")], default)
-    loss = _dropdown("loss", list(LOSSES), "cos")
-    lookup = _dropdown("lookup", list(LOOKUPS), "cos")
-    sel = (alt.datum.mapping == mapping) & (alt.datum.loss == loss) & (alt.datum.lookup == lookup)
-    return df, [mapping, loss, lookup], sel
+    mappings = [m for m in MAPPINGS if m in set(df.mapping) and (naive or m != "naive")]
+    params, sel = _choice(df, "mapping", mappings, default, measures)
+    for name, options in (("loss", list(LOSSES)), ("lookup", list(LOOKUPS))):
+        more, cond = _choice(df, name, [o for o in options if o in set(df[name])], "cos", measures)
+        params, sel = params + more, sel & cond
+    return df, params, sel
 
 
 def rate_chart(
@@ -117,7 +132,7 @@ def overlay_chart(rates: pd.DataFrame, title: str) -> alt.Chart:
     the naive map included as a mapping choice."""
     df = rates[["series", "mapping", "loss", "lookup", "layer", "rate", "chance"]].copy()
     df["rate"] = df["rate"].round(4)
-    df, params, sel = _probe_choice(df, naive=True, default="linear")
+    df, params, sel = _probe_choice(df, naive=True, measures=["rate", "chance"], default="linear")
     base = alt.Chart(df).transform_filter(sel).encode(x=alt.X("layer:O", title="layer l"))
     lines = base.mark_line(point=True).encode(
         y=alt.Y("rate:Q", title="identified tokens (test)", scale=alt.Scale(domain=[0, 1])),
@@ -132,7 +147,7 @@ def generalisation_chart(gen: pd.DataFrame, title: str) -> alt.Chart:
     """Heatmap: rows the layer a probe was trained on, columns the layer it is tested on."""
     df = gen[["mapping", "loss", "lookup", "layer", "test_layer", "rate"]].copy()
     df["rate"] = df["rate"].round(3)
-    df, params, sel = _probe_choice(df, naive=False)
+    df, params, sel = _probe_choice(df, naive=False, measures=["rate"])
     base = (
         alt.Chart(df)
         .transform_filter(sel)
@@ -153,7 +168,7 @@ def neighbour_chart(nb: pd.DataFrame, title: str) -> alt.Chart:
     """Share of tokens whose nearest same-sentence input embedding is x_{i+k}, per layer, one line per k."""
     df = nb[nb.offset != 0][["mapping", "loss", "lookup", "layer", "offset", "share", "chance"]].copy()
     df["share"] = df["share"].round(4)
-    df, params, sel = _probe_choice(df, naive=True, default="linear")
+    df, params, sel = _probe_choice(df, naive=True, measures=["share", "chance"], default="linear")
     return (
         alt.Chart(df)
         .transform_filter(sel)
@@ -203,13 +218,9 @@ def ablation_chart(df: pd.DataFrame, title: str) -> alt.Chart:
     df["rate"] = df["rate"].round(4)
     fixed = df[df.loss == "none"]
     df = pd.concat([df[df.loss != "none"]] + [fixed.assign(loss=k) for k in LOSSES], ignore_index=True)
-    loss = _dropdown("loss", list(LOSSES), "cos")
-    lookup = _dropdown("lookup", list(LOOKUPS), "cos")
-    base = (
-        alt.Chart(df)
-        .transform_filter((alt.datum.loss == loss) & (alt.datum.lookup == lookup))
-        .encode(x=alt.X("layer:O", title="layer l"))
-    )
+    params, sel = _choice(df, "loss", [k for k in LOSSES if k in set(df.loss)], "cos", ["rate", "chance"])
+    more, cond = _choice(df, "lookup", [k for k in LOOKUPS if k in set(df.lookup)], "cos", ["rate", "chance"])
+    base = alt.Chart(df).transform_filter(sel & cond).encode(x=alt.X("layer:O", title="layer l"))
     lines = base.mark_line(point=True).encode(
         y=alt.Y("rate:Q", title="identified tokens (test)", scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("ablation:N", title=None, legend=alt.Legend(orient="bottom", columns=2, labelLimit=320)),
@@ -220,7 +231,7 @@ def ablation_chart(df: pd.DataFrame, title: str) -> alt.Chart:
         .mark_line(color="crimson", strokeDash=[2, 2])
         .encode(y="chance:Q")
     )
-    return alt.layer(lines, chance).add_params(loss, lookup).properties(title=title, width=460, height=280)
+    return alt.layer(lines, chance).add_params(*params, *more).properties(title=title, width=460, height=280)
 
 
 def norm_chart(summary: pd.DataFrame, hist: pd.DataFrame, title: str) -> alt.HConcatChart:
@@ -233,7 +244,7 @@ def norm_chart(summary: pd.DataFrame, hist: pd.DataFrame, title: str) -> alt.HCo
         y="q25:Q", y2="q75:Q", tooltip=["layer", "q05", "q25", "median", "q75", "q95"]
     )
     med = base.mark_tick(color="black", size=18, thickness=2).encode(y="median:Q")
-    left = alt.layer(whisk, box, med).properties(title=title, width=300, height=260)
+    left = alt.layer(whisk, box, med).properties(title=title, width=250, height=260)
     h = hist.round(4)
     layer = alt.param(
         name="norm_layer",
@@ -251,7 +262,7 @@ def norm_chart(summary: pd.DataFrame, hist: pd.DataFrame, title: str) -> alt.HCo
             tooltip=[alt.Tooltip("lo:Q", format=".2f"), alt.Tooltip("share:Q", format=".3f")],
         )
         .add_params(layer)
-        .properties(title="Distribution at one layer", width=300, height=260)
+        .properties(title="Distribution at one layer", width=250, height=260)
     )
     return alt.hconcat(left, right)
 

@@ -8,56 +8,88 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .render import token_axis
+from .render import token_axis, token_tooltip
 
 DIMENSIONS = {"rank_T": "rank(T)", "dim_LN_T": "dim LN(T)", "dim_LN_T1": "dim LN([T,1])"}
 
 
-def dimensions_chart(
-    dims: pd.DataFrame, d_v: int, n_layers: int, n_heads: int, layer: int, head: int
-) -> alt.LayerChart:
-    """rank(T), dim LN(T), dim LN([T,1]) against d_s for one head at a time (layer slider 1..L, head dropdown),
-    with the rank-nullity bounds as lines. ``dims``: rows of :func:`identifiability.nullspace.null_space_table`."""
-    compact = dims[["d_s", "layer", "head", *DIMENSIONS]].drop_duplicates()  # folded in the browser
-    label = " : ".join(f"datum.key == '{k}' ? '{v}'" for k, v in DIMENSIONS.items()) + " : ''"
+def dimensions_chart(dims: pd.DataFrame, d_v: int) -> alt.LayerChart:
+    """rank(T), dim LN(T) and dim LN([T,1]) against d_s over every (text, head) measured: a point at the
+    median, a bar from the smallest to the largest value, and the rank-nullity bound of each quantity as a
+    dashed line in its colour. No head controls: generically every head has the same dimensions (the
+    tooltip says in how many of the heads the bound holds exactly). ``dims``: rows of
+    :func:`identifiability.nullspace.null_space_table`. The y axis is a square-root scale, so the region
+    around the threshold d_v stays visible next to long texts."""
+    long = dims.melt(id_vars=["d_s"], value_vars=list(DIMENSIONS), var_name="key", value_name="dimension")
+    long["bound"] = np.select(
+        [long.key == "rank_T", long.key == "dim_LN_T"],
+        [np.minimum(long.d_s, d_v), np.maximum(0, long.d_s - d_v)],
+        np.maximum(0, long.d_s - d_v - 1),
+    )
+    long["at_bound"] = long.dimension == long.bound
+    agg = (
+        long.groupby(["d_s", "key"])
+        .agg(
+            low=("dimension", "min"),
+            median=("dimension", "median"),
+            high=("dimension", "max"),
+            n=("dimension", "size"),
+            at_bound=("at_bound", "sum"),
+        )
+        .reset_index()
+    )
+    agg["quantity"] = agg.key.map(DIMENSIONS)
+    agg["bound holds"] = agg.at_bound.astype(int).astype(str) + " of " + agg.n.astype(str)
     grid = np.unique(np.concatenate([[1, d_v, d_v + 1], dims.d_s.unique(), [dims.d_s.max()]]))
     bounds = pd.concat(
         [
-            pd.DataFrame({"d_s": grid, "dimension": np.maximum(0, grid - d_v), "bound": "d_s - d_v"}),
-            pd.DataFrame({"d_s": grid, "dimension": np.maximum(0, grid - d_v - 1), "bound": "d_s - d_v - 1"}),
-            pd.DataFrame({"d_s": grid, "dimension": np.minimum(grid, d_v), "bound": "min(d_s, d_v)"}),
+            pd.DataFrame({"d_s": grid, "dimension": np.minimum(grid, d_v), "quantity": DIMENSIONS["rank_T"]}),
+            pd.DataFrame({"d_s": grid, "dimension": np.maximum(0, grid - d_v), "quantity": DIMENSIONS["dim_LN_T"]}),
+            pd.DataFrame(
+                {"d_s": grid, "dimension": np.maximum(0, grid - d_v - 1), "quantity": DIMENSIONS["dim_LN_T1"]}
+            ),
         ]
     )
-    layer_p = alt.param(name="layer", value=layer, bind=alt.binding_range(min=1, max=n_layers, step=1, name="layer "))
-    head_p = alt.param(name="head", value=head, bind=alt.binding_select(options=list(range(n_heads)), name="head "))
+    bounds["bound"] = bounds.quantity.map(
+        {v: b for v, b in zip(DIMENSIONS.values(), ("min(d_s, d_v)", "d_s − d_v", "d_s − d_v − 1"), strict=True)}
+    )
     xs = alt.X("d_s:Q", scale=alt.Scale(type="log", base=2), title="sequence length d_s (tokens)")
+    color = alt.Color(
+        "quantity:N",
+        title="measured (points) and its bound (dashed)",
+        sort=list(DIMENSIONS.values()),
+        legend=alt.Legend(orient="bottom", labelLimit=200, titleLimit=400),
+    )
+    y = alt.Y("dimension:Q", title="dimension", scale=alt.Scale(type="sqrt"))
     lines = (
         alt.Chart(bounds)
-        .mark_line(strokeDash=[4, 3], opacity=0.6)
-        .encode(
-            x=xs,
-            y="dimension:Q",
-            color=alt.Color("bound:N", scale=alt.Scale(range=["#999", "#c44", "#48c"]), title="bound"),
-        )
+        .mark_line(strokeDash=[4, 3], opacity=0.7)
+        .encode(x=xs, y=y, color=color, tooltip=["quantity:N", "bound:N", "d_s:Q", "dimension:Q"])
+    )
+    bars = (
+        alt.Chart(agg)
+        .mark_rule()
+        .encode(x=xs, y=alt.Y("low:Q", scale=alt.Scale(type="sqrt")), y2="high:Q", color=color)
     )
     pts = (
-        alt.Chart(compact)
-        .transform_filter((alt.datum.layer == layer_p) & (alt.datum.head == head_p))
-        .transform_fold(list(DIMENSIONS), as_=["key", "dimension"])
-        .transform_calculate(quantity=label)
-        .mark_point(filled=True, size=45)
+        alt.Chart(agg)
+        .mark_point(filled=True, size=40)
         .encode(
             x=xs,
-            y=alt.Y("dimension:Q", title="dimension"),
-            color=alt.Color("quantity:N", title="measured"),
-            tooltip=["d_s:Q", "quantity:N", "dimension:Q"],
+            y=alt.Y("median:Q", title="dimension", scale=alt.Scale(type="sqrt")),
+            color=color,
+            tooltip=[
+                "quantity:N",
+                "d_s:Q",
+                alt.Tooltip("median:Q", title="median over heads"),
+                alt.Tooltip("low:Q", title="smallest"),
+                alt.Tooltip("high:Q", title="largest"),
+                alt.Tooltip("bound holds:N", title="equal to the bound in"),
+            ],
         )
-        .add_params(layer_p, head_p)
     )
-    return (
-        alt.layer(lines, pts)
-        .resolve_scale(color="independent")
-        .properties(width=460, height=320, title="Null-space dimensions per head (relative rank tolerance, float64)")
+    return alt.layer(lines, bars, pts).properties(
+        width=480, height=320, title="Null-space dimensions of every head (relative rank tolerance, float64)"
     )
 
 
@@ -92,22 +124,26 @@ def alternative_viewer(
         value=names[min(1, len(names) - 1)],
         bind=alt.binding_select(options=names, name="alternative "),
     )
-    size = max(200, min(260, 5 * n))  # two panels a row fit the page's text column
+    size = 220  # two panels a row, with their token labels and legends, fit the 688 px output column
     big = float(max((m - a).abs().max() for m in alternatives.values()))
 
-    def heat(title, cond, color):
+    def heat(title, cond, color, y_labels=True):
         return (
             alt.Chart(rows, title=title)
             .transform_filter(cond)
             .transform_flatten(["w"])
             .transform_window(k1="row_number()", groupby=["which", "q"])
             .transform_calculate(k="datum.k1 - 1")
+            .transform_calculate(query=token_tooltip(tokens, "q"), key=token_tooltip(tokens, "k"))
             .mark_rect()
             .encode(
-                x=alt.X("k:O", axis=token_axis(tokens, "key")),
-                y=alt.Y("q:O", axis=token_axis(tokens, "query")),
+                x=alt.X("k:O", axis=token_axis(tokens, "key", size)),
+                # the right panel of a row has the same queries as the left one
+                y=alt.Y(
+                    "q:O", axis=token_axis(tokens, "query", size) if y_labels else alt.Axis(title=None, labels=False)
+                ),
                 color=color,
-                tooltip=["q:O", "k:O", "w:Q"],
+                tooltip=["query:N", "key:N", alt.Tooltip("w:Q", title="weight")],
             )
             .properties(width=size, height=size)
         )
@@ -115,7 +151,7 @@ def alternative_viewer(
     weight = alt.Color("w:Q", scale=alt.Scale(scheme="blues", domain=[0, 1], type="sqrt"), title="weight")
     diff = alt.Color("w:Q", scale=alt.Scale(scheme="redblue", domain=[-big, big], reverse=True), title="A' − A")
     left = heat("A (real)", alt.datum.which == "A", weight)
-    right = heat("A' (alternative)", alt.datum.which == pick, weight).add_params(pick)
+    right = heat("A' (alternative)", alt.datum.which == pick, weight, y_labels=False).add_params(pick)
     delta = heat("A' − A", alt.datum.which == "diff:" + pick, diff)
     bars = (
         alt.Chart(row_err, title="output change per token")

@@ -18,6 +18,7 @@ import warnings
 from pathlib import Path
 
 import altair as alt
+import pandas as pd
 
 VEGALITE_MIME = "application/vnd.vegalite.v5+json"  # what JupyterLab 4 draws (see above)
 MAX_ROWS = 20_000
@@ -28,14 +29,22 @@ def _render(spec: dict, **_) -> dict:
 
 
 def chart_html(spec: dict) -> str:
-    """The HTML that draws ``spec`` on a static page that loads the vega bundle."""
+    """The HTML that draws ``spec`` on a static page that loads the vega bundle.
+
+    A chart wider than its output area (a phone, or a narrow window) is scaled down to the area's width with
+    its proportions kept, rather than cut off; charts are designed to fit the 688 px output column of a
+    desktop page unscaled. Only pages do this: JupyterLab draws the spec itself, at its own size.
+    """
     div = f"vis-{uuid.uuid4().hex[:12]}"
     return (
-        f'<div id="{div}" class="vega-chart"></div>\n'
+        f'<div id="{div}" class="vega-chart" style="max-width:100%"></div>\n'
         "<script>(function(){var spec=" + json.dumps(spec).replace("</", "<\\/") + ";"  # a token "</script>" stays text
-        f'if(window.vegaEmbed){{vegaEmbed("#{div}",spec,{{actions:false}})'
+        f'if(window.vegaEmbed){{vegaEmbed("#{div}",spec,{{actions:false,renderer:"svg"}})'
+        ".then(function(r){"
+        f'var e=document.getElementById("{div}"),d=e.querySelector("svg,canvas");'
+        'e.style.display="block";if(d){d.style.maxWidth="100%";d.style.height="auto";}'
         # the view, for the book's browser test (it compares the data a control leaves in view)
-        f'.then(function(r){{(window.vegaViews=window.vegaViews||{{}})["{div}"]=r.view;}}).catch(console.error);}}'
+        f'(window.vegaViews=window.vegaViews||{{}})["{div}"]=r.view;}}).catch(console.error);}}'
         f'else{{document.getElementById("{div}").textContent="(chart: vega is not loaded on this page)";}}'
         "})();</script>"
     )
@@ -64,10 +73,37 @@ def write_vega_bundle(path: str | Path) -> Path:
     return path
 
 
-def token_axis(tokens: list[str], title: str) -> alt.Axis:
-    """An axis over integer positions that shows each position's token (labels live in the spec once)."""
+def token_axis(tokens: list[str], title: str, pixels: int | None = None) -> alt.Axis:
+    """An axis over integer positions that shows each position's token (labels live in the spec once).
+
+    ``pixels``: the axis length; when the tokens would be closer than a label's height (11 px), only every
+    k-th is labelled (positions 0, k, 2k, ...) so the labels stay readable; the rest show on hover
+    (:func:`token_tooltip`).
+    """
     labels = json.dumps([f"{i} {t}" for i, t in enumerate(tokens)])
-    return alt.Axis(title=title, labelExpr=f"{labels}[datum.value]", labelOverlap=False)
+    every = label_stride(len(tokens), pixels)
+    expr = f"{labels}[datum.value]" if every == 1 else f"datum.value % {every} == 0 ? {labels}[datum.value] : ''"
+    return alt.Axis(title=title, labelExpr=expr, labelOverlap=False)
+
+
+def label_stride(n: int, pixels: int | None, label_px: int = 11) -> int:
+    """Label every k-th of ``n`` positions on an axis ``pixels`` long, so labels are ``label_px`` apart."""
+    if not pixels or n * label_px <= pixels:
+        return 1
+    return -(-n * label_px // pixels)
+
+
+def token_tooltip(tokens: list[str], field: str) -> str:
+    """A Vega expression for ``alt.Chart.transform_calculate``: the token at integer position ``field``."""
+    return f"{json.dumps([f'{i} {t}' for i, t in enumerate(tokens)])}[datum.{field}]"
+
+
+def varies(df: pd.DataFrame, column: str, measures: list[str]) -> bool:
+    """Whether the rows of ``df`` show different ``measures`` for different values of ``column`` (the
+    other columns matched): a control over ``column`` is offered only where moving it changes the chart."""
+    keys = [c for c in df.columns if c not in measures and c != column]
+    groups = [g.drop(columns=column).sort_values(keys).reset_index(drop=True)[measures] for _, g in df.groupby(column)]
+    return any(g.shape != groups[0].shape or not g.equals(groups[0]) for g in groups[1:])
 
 
 def spec_bytes(chart: alt.TopLevelMixin) -> int:

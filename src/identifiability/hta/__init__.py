@@ -37,7 +37,7 @@ from .api import CACHE_VERSION, available_method, cache_folder, cache_params, ht
 from .core import DEFAULT_ROWS
 from .estimator import estimate_error, estimate_pairs
 from .folded import PRIMAL_TOL, fold_spec, folded_flops, peak_bytes
-from .naive import hta_naive, naive_seconds
+from .naive import hidden_graph, hta_naive, naive_seconds
 from .result import HTAResult, contributions
 from .statistics import (
     cross_segment,
@@ -65,6 +65,7 @@ __all__ = [
     "estimate_pairs",
     "explorer_rows",
     "fold_spec",
+    "hidden_graph",
     "folded_flops",
     "hta",
     "hta_corpus",

@@ -61,6 +61,13 @@ def _graph_from_x(lm: LoadedModel, inp: _Inputs) -> tuple[tuple[torch.Tensor, ..
     return hs, x
 
 
+def hidden_graph(lm: LoadedModel, text_or_trace: str | SentenceTrace) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+    """For experiments of one's own in reverse mode: the hidden states of one sentence (L+1 tensors of shape
+    (1, d_s, d)) as an autograd graph from a leaf x of shape (d_s, d), the input embeddings that HTA
+    differentiates with respect to. ``torch.autograd.grad(f(hs), x)`` gives the gradient of any f."""
+    return _graph_from_x(lm, _prepare(lm, text_or_trace))
+
+
 def naive_seconds(lm: LoadedModel, text_or_trace: str | SentenceTrace, per_layer: int = 24, seed: int = 0) -> float:
     """Extrapolated wall time of :func:`hta_naive` from ``per_layer`` timed backward passes per layer.
 

@@ -1,7 +1,8 @@
 // Load every page of a built book in headless Chromium (Debian's /usr/bin/chromium, driven by
 // playwright-core: no browser download) and report, per page and width (1280 and 390 px): charts drawn and
 // whether each lies inside its output area, tables that neither fit nor sit in a labelled scroll container,
-// output text that shows a Python repr, NaN or None or an unrounded number, console errors, requests that
+// output text that shows a Python repr, NaN or None or an unrounded number, printed lines wider than
+// their box, console errors, requests that
 // left localhost, the bytes of the first load (gzip-compressed, as a static host serves text), and whether
 // moving each chart control changes the data the chart's vega view holds.
 // Usage: node check_pages.mjs <base-url> <page> [<page> ...]   -> JSON on stdout
@@ -58,7 +59,10 @@ function inspect() {
   document.querySelectorAll(".cell_output").forEach((e) => take(e, "output"));
   document.querySelectorAll("article table td").forEach((e) => { if (!e.closest(".cell_output")) take(e, "table"); });
   const mathOk = !document.querySelector(".math") || !!document.querySelector("mjx-container");
-  return { charts, tables, lines, mathOk };
+  // Printed output whose lines run past its box: the reader must scroll sideways to read the end of a line.
+  const cut = [...document.querySelectorAll(".cell_output pre")].filter((e) => e.scrollWidth > e.clientWidth + 1)
+    .map((e) => ({ width: e.scrollWidth, box: e.clientWidth, text: e.textContent.split("\n").sort((a, b) => b.length - a.length)[0].slice(0, 120) }));
+  return { charts, tables, lines, mathOk, cut };
 }
 
 const REPR = [
@@ -153,7 +157,7 @@ for (const page of pages) {
       null, { timeout: 30000 }).catch(() => {});
     await p.waitForTimeout(800);  // MathJax typesets, fonts arrive
     const seen = await p.evaluate(inspect);
-    const result = { charts: seen.charts, tables: seen.tables, raw: rawOutput(seen.lines), mathOk: seen.mathOk };
+    const result = { charts: seen.charts, tables: seen.tables, raw: rawOutput(seen.lines), mathOk: seen.mathOk, cut: seen.cut };
     if (width === WIDTHS[0]) {
       result.interactions = await moveControls(p, seen.charts);
       entry.bytes = sizes.reduce((a, b) => a + b, 0);
