@@ -259,6 +259,7 @@ def stage_config(stage: Path, repository: str | None, branch: str = "main") -> N
             shutil.copy2(root / f, stage / f)
     # The README is a page of the book (book/readme in _toc.yml), so the pages can link to its commands.
     readme = (root / "README.md").read_text(encoding="utf-8").split("\n", 1)[1]
+    (stage / "book").mkdir(parents=True, exist_ok=True)
     (stage / "book" / "readme.md").write_text(
         "# Set-up and commands (README)\n\nThe repository's `README.md`, as it was when this copy was built.\n"
         + readme,
