@@ -9,7 +9,7 @@ import altair as alt
 import pandas as pd
 import torch
 
-from .render import label_stride
+from .render import sentence_label_expr
 
 
 def figure1_chart(fig1: pd.DataFrame, d_v: int) -> alt.FacetChart:
@@ -169,14 +169,9 @@ def head_viewer(
     head = alt.param(name="head", value=0, bind=alt.binding_select(options=list(range(H)), name="head "))
     tok_json = json.dumps(tokens)
 
-    every = json.dumps([label_stride(len(t), size, label_px=9) for t in tokens])  # thinned where they'd overlap
-
     def axis(title: str) -> alt.Axis:
         return alt.Axis(
-            title=title,
-            labelExpr=f"datum.value % {every}[sentence] == 0 ? {tok_json}[sentence][datum.value] : ''",
-            labelOverlap=False,
-            labelFontSize=8,
+            title=title, labelExpr=sentence_label_expr(tokens, size, label_px=9), labelOverlap=False, labelFontSize=8
         )
 
     base = (

@@ -14,7 +14,7 @@ import altair as alt
 import pandas as pd
 
 from ..hta import HTAResult, estimate_pairs, explorer_rows
-from .render import label_stride
+from .render import sentence_label_expr
 
 
 def estimator_scatter(
@@ -225,13 +225,12 @@ def contribution_explorer(
         )
     )
     width = max(300, min(560, 22 * max_n))
-    every = json.dumps([label_stride(r.n_tokens, width) for r in results])  # labels thinned where they'd overlap
     heat = base.mark_rect().encode(
         x=alt.X(
             "j:O",
             title="input token j",
             axis=alt.Axis(
-                labelExpr=f"datum.value % {every}[sentence] == 0 ? {token_lists}[sentence][datum.value] : ''",
+                labelExpr=sentence_label_expr([list(r.tokens) for r in results], width),
                 labelAngle=-60,
                 labelOverlap=False,
             ),

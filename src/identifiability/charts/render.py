@@ -86,6 +86,14 @@ def token_axis(tokens: list[str], title: str, pixels: int | None = None) -> alt.
     return alt.Axis(title=title, labelExpr=expr, labelOverlap=False)
 
 
+def sentence_label_expr(token_lists: list[list[str]], pixels: int, label_px: int = 11, param: str = "sentence") -> str:
+    """A ``labelExpr`` for an axis over token positions of the sentence a chart parameter ``param`` picks:
+    that sentence's token at every k-th position (:func:`label_stride` of its length), '' elsewhere."""
+    every = json.dumps([label_stride(len(t), pixels, label_px) for t in token_lists])
+    labels = json.dumps(token_lists)
+    return f"datum.value % {every}[{param}] == 0 ? {labels}[{param}][datum.value] : ''"
+
+
 def label_stride(n: int, pixels: int | None, label_px: int = 11) -> int:
     """Label every k-th of ``n`` positions on an axis ``pixels`` long, so labels are ``label_px`` apart."""
     if not pixels or n * label_px <= pixels:
