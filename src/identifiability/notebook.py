@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import platform
 import random
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -114,10 +115,14 @@ class Chapter:
                     else ")"
                 ),
             ),
-            *[("parameters" if i == 0 else "", ", ".join(params[i : i + 4])) for i in range(0, len(params), 4)],
+            ("parameters", ", ".join(params)),
             ("software", f"torch {torch.__version__}, python {platform.python_version()}"),
         ]
-        return "\n".join(f"{k:>10}  {v}" for k, v in rows)
+        # 72 columns: what a page's output box shows at 1280 px; a wrapped row keeps its indent
+        return "\n".join(
+            textwrap.fill(v, 72, initial_indent=f"{k:>10}  ", subsequent_indent=" " * 12, break_on_hyphens=False)
+            for k, v in rows
+        )
 
 
 def setup(

@@ -303,18 +303,14 @@ def test_outputs_and_tables_are_formatted_for_people(browser):
     assert not out, f"raw output (page, what, line): {out}"
 
 
-# Known reader defects of issue #16 (open): these checks run and must keep failing until fixed (strict), so a
-# fix cannot go unnoticed and a regression cannot hide behind them.
-KNOWN_16 = "issue #16, open: "
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason=KNOWN_16 + "printed lines (parameter echo, summaries, dict prints) wider than their box in ch2-6",
-)
-def test_printed_output_fits_its_box_at_1280_px(browser):
-    cut = [(r["page"], c["width"], c["box"], c["text"][:60]) for r in browser for c in r["widths"]["1280"]["cut"]]
-    assert not cut, f"printed lines wider than their box (page, line px, box px, longest line): {cut}"
+def test_printed_output_fits_its_box_at_1280_and_390_px(browser):
+    cut = [
+        (r["page"], width, c["width"], c["box"], c["text"][:60])
+        for r in browser
+        for width, w in r["widths"].items()
+        for c in w["cut"]
+    ]
+    assert not cut, f"printed lines wider than their box (page, viewport px, line px, box px, longest line): {cut}"
 
 
 def test_chart_controls_can_be_moved_and_their_views_read(browser):
@@ -324,11 +320,6 @@ def test_chart_controls_can_be_moved_and_their_views_read(browser):
     assert all(i["view"] for i in controls), "a chart's vega view is not reachable (window.vegaViews)"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=KNOWN_16 + "ch4 neighbour and two-corpora charts: the loss menu changes other mappings' lines, not the "
-    "default view's (the charts' own check, charts.render.varies, looks at all the data)",
-)
 def test_every_chart_control_changes_the_data_in_view(browser):
     controls = [(r["page"], i) for r in browser for i in r["widths"]["1280"].get("interactions", [])]
     dead = [(p, i["title"] or i["chart"], i["control"]) for p, i in controls if i["moved"] and not i["dataChanged"]]

@@ -14,7 +14,7 @@ import vl_convert as vlc
 from identifiability.charts import effective as eff_charts
 from identifiability.charts import identity as id_charts
 from identifiability.charts import nullspace as ns_charts
-from identifiability.charts.render import label_stride, token_axis, varies
+from identifiability.charts.render import label_stride, token_axis
 
 OUTPUT_AREA = 688  # px: the output column of a chapter page at 1280 px (the browser test checks the pages)
 N = 64
@@ -84,25 +84,55 @@ def test_dimensions_chart_has_no_head_controls_and_fits():
     assert width_of(svg_of(chart)) <= OUTPUT_AREA
 
 
-def test_varies_tells_a_live_control_from_a_dead_one():
-    df = pd.DataFrame({"loss": ["cos", "l2"] * 2, "layer": [1, 1, 2, 2], "rate": [0.5, 0.5, 0.7, 0.7]})
-    assert not varies(df, "loss", ["rate"])
-    df.loc[3, "rate"] = 0.6
-    assert varies(df, "loss", ["rate"])
+def _views_by_option(chart, measure: str) -> dict[str, list]:
+    """What each option of the chart's one dropdown shows: its rows' ``measure`` values, as the chart's own
+    filter selects them (the dropdown's field equal to the option)."""
+    spec = chart.to_dict()
+    (param,) = [p for p in spec["params"] if "bind" in p]
+    rows = next(iter(spec["datasets"].values()))
+    return {
+        o: sorted((r["layer"], r.get("offset", 0), r[measure]) for r in rows if r[param["name"]] == o)
+        for o in param["bind"]["options"]
+    }
 
 
-def test_identity_charts_drop_a_loss_menu_that_changes_nothing():
-    layers = np.arange(3)
+def test_identity_charts_offer_one_probe_menu_whose_every_option_changes_the_view():
+    """Separate loss and lookup menus were dead in some views of the others (the loss changed the MLP's
+    rates, not the linear map's): one menu over the probes, identical probes merged into one option."""
+    layers, lift = np.arange(3), {"naive": 0, "linear": 0.3, "mlp": 0.6}
     rows = [
-        {"mapping": m, "loss": lo, "lookup": lk, "layer": int(la), "offset": k, "share": 0.1 * k + 0.01 * la
-         + (0.05 if lk == "l2" else 0), "chance": 0.1}
-        for m in ("naive", "linear") for lo in ("cos", "l2") for lk in ("cos", "l2") for la in layers
+        {"mapping": m, "loss": "none" if m == "naive" else lo, "lookup": lk, "layer": int(la), "offset": k,
+         "share": 0.1 * k + 0.01 * la + (0.05 if lk == "l2" else 0) + lift[m], "chance": 0.1}
+        for m in ("naive", "linear", "mlp") for lo in ("cos", "l2") for lk in ("cos", "l2") for la in layers
         for k in (-1, 1)
     ]  # fmt: skip
-    same = pd.DataFrame(rows)
-    names = [p["name"] for p in id_charts.neighbour_chart(same, "t").to_dict()["params"]]
-    assert "loss" not in names and "lookup" in names
-    differ = same.copy()
-    differ.loc[(differ.mapping == "linear") & (differ.loss == "l2"), "share"] += 0.2
-    names = [p["name"] for p in id_charts.neighbour_chart(differ, "t").to_dict()["params"]]
-    assert {"loss", "lookup", "mapping"} <= set(names)
+    same = pd.DataFrame(rows).drop_duplicates()
+    same.loc[(same.mapping == "mlp") & (same.loss == "l2"), "share"] += 0.2  # the loss matters for the MLP only
+    chart = id_charts.neighbour_chart(same, "t")
+    views = _views_by_option(chart, "share")
+    assert [p["name"] for p in chart.to_dict()["params"]] == ["probe"]
+    assert set(views) == {
+        "identity map, cos lookup", "identity map, l2 lookup",
+        "linear map, l2/cos loss, cos lookup", "linear map, l2/cos loss, l2 lookup",
+        "mlp map, l2 loss, cos lookup", "mlp map, cos loss, cos lookup",
+        "mlp map, l2 loss, l2 lookup", "mlp map, cos loss, l2 lookup",
+    }  # fmt: skip
+    assert chart.to_dict()["params"][0]["value"] == "linear map, l2/cos loss, cos lookup"
+    shown = list(views.values())
+    assert all(v for v in shown) and all(a != b for i, a in enumerate(shown) for b in shown[i + 1 :])
+    # merged options that are no product of values are each named
+    odd = same[same.mapping != "mlp"].copy()
+    odd.loc[odd.mapping == "linear", "share"] = odd.loc[odd.mapping == "linear", "share"] - 0.3
+    options = set(_views_by_option(id_charts.neighbour_chart(odd, "t"), "share"))
+    assert "identity map, cos lookup = linear map, l2 loss, cos lookup = linear map, cos loss, cos lookup" in options
+
+
+def test_a_probe_menu_with_one_option_left_is_no_menu():
+    rows = [
+        {"mapping": "linear", "loss": lo, "lookup": lk, "layer": la, "rate": 0.5 + 0.1 * la, "chance": 0.1,
+         "series": "a"}
+        for lo in ("cos", "l2") for lk in ("cos", "l2") for la in range(3)
+    ]  # fmt: skip
+    spec = id_charts.overlay_chart(pd.DataFrame(rows), "t").to_dict()
+    assert "bind" not in str(spec)
+    assert {r["probe"] for r in next(iter(spec["datasets"].values()))} == {"linear map, l2/cos loss, l2/cos lookup"}

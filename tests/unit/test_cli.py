@@ -88,6 +88,24 @@ def test_two_models_results_do_not_collide(tmp_path, tiny_lm, monkeypatch):
     assert notebook.load_results(dirs[1].parent, "01_model_and_data")["results"]["corpus_sentences"] == 1
 
 
+def test_the_chapter_header_fits_a_pages_output_box(tmp_path, tiny_lm, monkeypatch):
+    """What every chapter prints first (Chapter.describe) stays within 72 columns, the width of a page's output
+    box at 1280 px, and a wrapped row keeps the column of its values."""
+    from identifiability import notebook
+
+    monkeypatch.setenv("IDENTIFIABILITY_DATA", str(tmp_path / "data"))
+    path = tmp_path / "model"
+    tiny_lm.model.save_pretrained(path, safe_serialization=True)
+    tiny_lm.tokenizer.save_pretrained(path)
+    lengths = "8,16,24,dv-1,dv,dv+1,dv+2,dv+4,48,64,96,128,256,512"
+    ch = notebook.setup("02_nonidentifiability", model=str(path), corpus="polarity", lengths=lengths, steps=30)
+    lines = ch.describe().splitlines()
+    assert all(len(line) <= 72 for line in lines if " " in line.strip()), lines
+    assert all(line[:12].strip() == "" or line[10:12] == "  " for line in lines), lines
+    text = " ".join(line[12:] for line in lines)
+    assert f"lengths={lengths!r}" in text and "steps=30" in text
+
+
 def test_launch_buttons_only_with_a_public_repository(tmp_path):
     import yaml
 

@@ -1,10 +1,12 @@
 """Charts of the token-identity (04) and angle-vs-magnitude (05) chapters.
 
-Layer on the x axis; dropdowns choose the mapping, its training loss and the lookup. Data frames in (as
-computed by :mod:`identifiability.identity`), Altair charts out.
+Layer on the x axis; a dropdown chooses the probe (mapping, its training loss and the lookup). Data frames
+in (as computed by :mod:`identifiability.identity`), Altair charts out.
 """
 
 from __future__ import annotations
+
+import itertools
 
 import altair as alt
 import numpy as np
@@ -12,7 +14,6 @@ import pandas as pd
 from altair.expr.core import Expression
 
 from ..identity import CANDIDATES, LOOKUPS, LOSSES, MAPPINGS
-from .render import varies
 
 
 def _dropdown(name: str, options: list, value: str | None = None) -> alt.Parameter:
@@ -24,36 +25,74 @@ def _dropdown(name: str, options: list, value: str | None = None) -> alt.Paramet
     )
 
 
-def _choice(
-    df: pd.DataFrame, name: str, options: list, value: str | None, measures: list[str]
-) -> tuple[list[alt.Parameter], Expression]:
-    """A dropdown over column ``name`` and the filter it sets; no dropdown (the filter fixed at ``value``)
-    where every option shows the same ``measures``, e.g. two training losses that give the same rates."""
-    value = options[0] if value is None or value not in options else value
-    if len(options) > 1 and varies(df[df[name].isin(options)], name, measures):
-        p = _dropdown(name, options, value)
-        return [p], alt.datum[name] == p
-    return [], alt.datum[name] == value
+def _label_probe(mapping: str, loss: str, lookup: str) -> str:
+    if mapping == "naive":
+        return f"identity map, {lookup} lookup"
+    return f"{mapping} map, {loss} loss, {lookup} lookup"
+
+
+def _label_training(loss: str, lookup: str) -> str:
+    return f"{loss} loss, {lookup} lookup"
+
+
+def _merged_label(combos: list[tuple], label) -> str:
+    """One option's name for the choices that all show the same data: "linear map, l2/cos loss, cos lookup"
+    where they differ in one field, each choice named where they are no such product."""
+    values = [list(dict.fromkeys(c[i] for c in combos)) for i in range(len(combos[0]))]
+    if len(combos) == int(np.prod([len(v) for v in values])):
+        return label(*("/".join(map(str, v)) for v in values))
+    return " = ".join(label(*c) for c in combos)
+
+
+def _combined_choice(
+    df: pd.DataFrame, fields: list[str], order: list[list], measures: list[str], label, default: tuple, name: str
+) -> tuple[pd.DataFrame, list[alt.Parameter], Expression]:
+    """One dropdown ``name`` over the combinations of ``fields`` (each in the given ``order``), where two
+    combinations that show the same ``measures`` (every other column matched) are one option, named by
+    :func:`_merged_label`: every option changes what the chart shows, in every view. No dropdown where only
+    one option is left. Returns the rows of one combination per option with a column ``name`` (the option),
+    the parameters and the filter they set; the option holding ``default`` is selected first."""
+    keys = [c for c in df.columns if c not in measures and c not in fields]
+    groups: list[tuple[pd.DataFrame, pd.DataFrame, list[tuple]]] = []  # (comparable view, rows, combinations)
+    for combo in itertools.product(*order):
+        rows = df.loc[np.logical_and.reduce([df[f] == v for f, v in zip(fields, combo)])]
+        if rows.empty:
+            continue
+        view = rows[keys + measures].sort_values(keys).reset_index(drop=True)
+        same = next((g for g in groups if g[0].equals(view)), None)
+        if same is None:
+            groups.append((view, rows, [combo]))
+        else:
+            same[2].append(combo)
+    options = [_merged_label(g[2], label) for g in groups]
+    out = pd.concat([g[1].assign(**{name: o}) for g, o in zip(groups, options)], ignore_index=True)
+    value = next((o for g, o in zip(groups, options) if default in g[2]), options[0])
+    if len(options) == 1:
+        return out, [], alt.datum[name] == value
+    p = _dropdown(name, options, value)
+    return out, [p], alt.datum[name] == p
 
 
 def _probe_choice(
     df: pd.DataFrame, naive: bool, measures: list[str], default: str | None = None
 ) -> tuple[pd.DataFrame, list[alt.Parameter], Expression]:
-    """Dropdowns for mapping, training loss and lookup, and the filter they set; returns (df, params, filter).
-    A dropdown whose options all show the same ``measures`` is left out (:func:`_choice`).
-
-    With ``naive`` the identity map is a mapping choice too; it has no training loss, so its rows are
-    repeated under every loss and it stays visible whichever loss is picked.
-    """
-    if naive:
-        plain = df[df.mapping == "naive"]
-        df = pd.concat([df[df.mapping != "naive"]] + [plain.assign(loss=k) for k in LOSSES], ignore_index=True)
-    mappings = [m for m in MAPPINGS if m in set(df.mapping) and (naive or m != "naive")]
-    params, sel = _choice(df, "mapping", mappings, default, measures)
-    for name, options in (("loss", list(LOSSES)), ("lookup", list(LOOKUPS))):
-        more, cond = _choice(df, name, [o for o in options if o in set(df[name])], "cos", measures)
-        params, sel = params + more, sel & cond
-    return df, params, sel
+    """One dropdown over the probes, mapping × training loss × lookup (:func:`_combined_choice`); returns
+    (df with a column ``probe``, params, filter). With ``naive`` the identity map (no training loss) is a
+    probe too. Separate menus would each have to be live in every view of the others, which they are not:
+    e.g. the training loss changes the MLP's rates and not the linear map's."""
+    if not naive:
+        df = df[df.mapping != "naive"]
+    mappings = [m for m in MAPPINGS if m in set(df.mapping)]
+    default = default if default in mappings else mappings[0]
+    return _combined_choice(
+        df,
+        ["mapping", "loss", "lookup"],
+        [mappings, ["none", *LOSSES], list(LOOKUPS)],
+        measures,
+        _label_probe,
+        (default, "none" if default == "naive" else "cos", "cos"),
+        "probe",
+    )
 
 
 def rate_chart(
@@ -128,8 +167,8 @@ def rate_chart(
 
 
 def overlay_chart(rates: pd.DataFrame, title: str) -> alt.Chart:
-    """Test-split rates per layer with one line per ``series`` (e.g. corpus); dropdowns as in rate_chart,
-    the naive map included as a mapping choice."""
+    """Test-split rates per layer with one line per ``series`` (e.g. corpus); one dropdown chooses the probe
+    (:func:`_probe_choice`), the naive map included."""
     df = rates[["series", "mapping", "loss", "lookup", "layer", "rate", "chance"]].copy()
     df["rate"] = df["rate"].round(4)
     df, params, sel = _probe_choice(df, naive=True, measures=["rate", "chance"], default="linear")
@@ -137,7 +176,7 @@ def overlay_chart(rates: pd.DataFrame, title: str) -> alt.Chart:
     lines = base.mark_line(point=True).encode(
         y=alt.Y("rate:Q", title="identified tokens (test)", scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("series:N", title=None),
-        tooltip=["series", "mapping", "loss", "lookup", "layer", alt.Tooltip("rate:Q", format=".3f")],
+        tooltip=["series", "probe", "layer", alt.Tooltip("rate:Q", format=".3f")],
     )
     chance = base.mark_line(strokeDash=[2, 2]).encode(y="chance:Q", color=alt.Color("series:N"), opacity=alt.value(0.5))
     return alt.layer(lines, chance).add_params(*params).properties(title=title, width=460, height=280)
@@ -155,7 +194,7 @@ def generalisation_chart(gen: pd.DataFrame, title: str) -> alt.Chart:
     )
     rect = base.mark_rect().encode(
         color=alt.Color("rate:Q", scale=alt.Scale(domain=[0, 1], scheme="viridis"), title="identified"),
-        tooltip=["layer", "test_layer", alt.Tooltip("rate:Q", format=".3f")],
+        tooltip=["probe", "layer", "test_layer", alt.Tooltip("rate:Q", format=".3f")],
     )
     text = base.mark_text(fontSize=10).encode(
         text=alt.Text("rate:Q", format=".2f"),
@@ -184,7 +223,13 @@ def neighbour_chart(nb: pd.DataFrame, title: str) -> alt.Chart:
                     range=["#fcae91", "#fb6a4a", "#cb181d", "#08519c", "#3182bd", "#9ecae1"],
                 ),
             ),
-            tooltip=["offset", "layer", alt.Tooltip("share:Q", format=".3f"), alt.Tooltip("chance:Q", format=".3f")],
+            tooltip=[
+                "probe",
+                "offset",
+                "layer",
+                alt.Tooltip("share:Q", format=".3f"),
+                alt.Tooltip("chance:Q", format=".3f"),
+            ],
         )
         .add_params(*params)
         .properties(title=title, width=460, height=260)
@@ -211,27 +256,35 @@ def combo_chart(rates: pd.DataFrame, title: str) -> alt.Chart:
 
 
 def ablation_chart(df: pd.DataFrame, title: str) -> alt.Chart:
-    """Test rate per layer, one line per ablation; dropdowns pick the training loss and the lookup.
+    """Test rate per layer, one line per ablation; one dropdown picks the training loss and
+    the lookup (:func:`_combined_choice`).
 
     ``df`` columns: ablation, loss ("none" for maps without training), lookup, layer, rate, chance."""
     df = df[["ablation", "loss", "lookup", "layer", "rate", "chance"]].copy()
     df["rate"] = df["rate"].round(4)
     fixed = df[df.loss == "none"]
     df = pd.concat([df[df.loss != "none"]] + [fixed.assign(loss=k) for k in LOSSES], ignore_index=True)
-    params, sel = _choice(df, "loss", [k for k in LOSSES if k in set(df.loss)], "cos", ["rate", "chance"])
-    more, cond = _choice(df, "lookup", [k for k in LOOKUPS if k in set(df.lookup)], "cos", ["rate", "chance"])
-    base = alt.Chart(df).transform_filter(sel & cond).encode(x=alt.X("layer:O", title="layer l"))
+    df, params, sel = _combined_choice(
+        df,
+        ["loss", "lookup"],
+        [list(LOSSES), list(LOOKUPS)],
+        ["rate", "chance"],
+        _label_training,
+        ("cos", "cos"),
+        "probe",
+    )
+    base = alt.Chart(df).transform_filter(sel).encode(x=alt.X("layer:O", title="layer l"))
     lines = base.mark_line(point=True).encode(
         y=alt.Y("rate:Q", title="identified tokens (test)", scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("ablation:N", title=None, legend=alt.Legend(orient="bottom", columns=2, labelLimit=320)),
-        tooltip=["ablation", "loss", "lookup", "layer", alt.Tooltip("rate:Q", format=".3f")],
+        tooltip=["ablation", "probe", "layer", alt.Tooltip("rate:Q", format=".3f")],
     )
     chance = (
         base.transform_filter(alt.datum.ablation == df.ablation.iloc[0])
         .mark_line(color="crimson", strokeDash=[2, 2])
         .encode(y="chance:Q")
     )
-    return alt.layer(lines, chance).add_params(*params, *more).properties(title=title, width=460, height=280)
+    return alt.layer(lines, chance).add_params(*params).properties(title=title, width=460, height=280)
 
 
 def norm_chart(summary: pd.DataFrame, hist: pd.DataFrame, title: str) -> alt.HConcatChart:

@@ -18,7 +18,6 @@ import warnings
 from pathlib import Path
 
 import altair as alt
-import pandas as pd
 
 VEGALITE_MIME = "application/vnd.vegalite.v5+json"  # what JupyterLab 4 draws (see above)
 MAX_ROWS = 20_000
@@ -104,14 +103,6 @@ def label_stride(n: int, pixels: int | None, label_px: int = 11) -> int:
 def token_tooltip(tokens: list[str], field: str) -> str:
     """A Vega expression for ``alt.Chart.transform_calculate``: the token at integer position ``field``."""
     return f"{json.dumps([f'{i} {t}' for i, t in enumerate(tokens)])}[datum.{field}]"
-
-
-def varies(df: pd.DataFrame, column: str, measures: list[str]) -> bool:
-    """Whether the rows of ``df`` show different ``measures`` for different values of ``column`` (the
-    other columns matched): a control over ``column`` is offered only where moving it changes the chart."""
-    keys = [c for c in df.columns if c not in measures and c != column]
-    groups = [g.drop(columns=column).sort_values(keys).reset_index(drop=True)[measures] for _, g in df.groupby(column)]
-    return any(g.shape != groups[0].shape or not g.equals(groups[0]) for g in groups[1:])
 
 
 def spec_bytes(chart: alt.TopLevelMixin) -> int:
