@@ -2,6 +2,7 @@
 all-MiniLM-L6-v2, loaded once per session."""
 
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -27,6 +28,27 @@ def tiny_lm():
     from identifiability.models import random_model
 
     return random_model("bert", seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_folder(tmp_path_factory):
+    """``tiny_model_folder(seed=0, name="tiny-bert")``: the folder of a tiny random BERT saved as a reader's
+    model is (safetensors weights, config, tokenizer), made once per (seed, name) in the session. Tests only
+    read it; a folder's results are filed under its name plus its content key."""
+    from identifiability.models import random_model
+
+    made: dict[tuple[int, str], Path] = {}
+
+    def make(seed: int = 0, name: str = "tiny-bert") -> Path:
+        if (seed, name) not in made:
+            folder = tmp_path_factory.mktemp("models") / name
+            lm = random_model("bert", seed=seed)
+            lm.model.save_pretrained(folder, safe_serialization=True)
+            lm.tokenizer.save_pretrained(folder)
+            made[seed, name] = folder
+        return made[seed, name]
+
+    return make
 
 
 @pytest.fixture(scope="session", params=ARCHITECTURES)

@@ -405,9 +405,6 @@ def finetune(
         save_checkpoint(out / CHECKPOINT, model, opt, epoch + 1, meta)
 
     report = held_out_report(predict(model, tokenizer, held, settings.max_length), held, data.labels)
-    with _quiet_transformers():
-        model.save_pretrained(str(out), safe_serialization=True)
-    tokenizer.save_pretrained(str(out))
     import transformers
 
     prov = {
@@ -431,9 +428,19 @@ def finetune(
         "seconds": round(time.time() - t0, 1),
         "software": {"torch": torch.__version__, "transformers": transformers.__version__},
     }
-    _write_json(out / PROVENANCE, prov)  # last: its presence says the folder is complete
+    _save_folder(out, model, tokenizer, prov)
     shutil.rmtree(out / CHECKPOINT, ignore_errors=True)
     return {**prov, "folder": str(out)}
+
+
+def _save_folder(out: Path, model, tokenizer, provenance: dict) -> None:
+    """A model folder the chapters load: safetensors weights, config, tokenizer, then ``provenance.json``,
+    last: its presence says the folder is complete."""
+    out.mkdir(parents=True, exist_ok=True)
+    with _quiet_transformers():
+        model.save_pretrained(str(out), safe_serialization=True)
+    tokenizer.save_pretrained(str(out))
+    _write_json(out / PROVENANCE, provenance)
 
 
 def init_random(like: str | None = None, seed: int = 0, out: str | Path | None = None) -> dict:
@@ -455,10 +462,6 @@ def init_random(like: str | None = None, seed: int = 0, out: str | Path | None =
     torch.manual_seed(seed)
     model = AutoModel.from_config(config, attn_implementation="eager")
     tokenizer = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
-    out.mkdir(parents=True, exist_ok=True)
-    with _quiet_transformers():
-        model.save_pretrained(str(out), safe_serialization=True)
-    tokenizer.save_pretrained(str(out))
     prov = {
         "identity": identity,
         "kind": "random-init",
@@ -469,7 +472,7 @@ def init_random(like: str | None = None, seed: int = 0, out: str | Path | None =
         "model_type": config.model_type,
         "software": {"torch": torch.__version__},
     }
-    _write_json(out / PROVENANCE, prov)
+    _save_folder(out, model, tokenizer, prov)
     return {**prov, "folder": str(out)}
 
 

@@ -120,7 +120,14 @@ class Chapter:
         ]
         # 72 columns: what a page's output box shows at 1280 px; a wrapped row keeps its indent
         return "\n".join(
-            textwrap.fill(v, 72, initial_indent=f"{k:>10}  ", subsequent_indent=" " * 12, break_on_hyphens=False)
+            textwrap.fill(
+                v,
+                72,
+                initial_indent=f"{k:>10}  ",
+                subsequent_indent=" " * 12,
+                break_long_words=False,  # a path or a list value stays whole (the page wraps it if it must)
+                break_on_hyphens=False,
+            )
             for k, v in rows
         )
 

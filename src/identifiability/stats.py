@@ -24,7 +24,8 @@ def bootstrap_ci(
     Args:
         values: (n,) one value per unit; NaNs are dropped.
     Returns:
-        (low, high); both equal the statistic when fewer than two units remain (nothing to resample).
+        (low, high); NaN when fewer than two units remain: one unit has no spread to resample, and a zero-width
+        interval would pass for certainty (a verdict on it is inconclusive, :mod:`identifiability.verdicts`).
     """
     from scipy.stats import bootstrap
 
@@ -32,7 +33,9 @@ def bootstrap_ci(
     v = v[np.isfinite(v)]
     if v.size == 0:
         return (math.nan, math.nan)
-    if v.size < 2 or np.all(v == v[0]):
+    if v.size < 2:
+        return (math.nan, math.nan)
+    if np.all(v == v[0]):  # every resample is the same: the interval is the statistic
         s = float(statistic(v))
         return (s, s)
     res = bootstrap(
@@ -55,13 +58,14 @@ def grouped_ci(
     n_resamples: int = RESAMPLES,
 ) -> tuple[float, float, float]:
     """(estimate, low, high) of ``statistic`` over all values pooled, with an interval that resamples whole
-    groups (a sentence with all of its heads): values of one sentence are not independent."""
+    groups (a sentence with all of its heads): values of one sentence are not independent. With one group the
+    bounds are NaN (see :func:`bootstrap_ci`)."""
     groups = [np.asarray(g, dtype=float) for g in groups if len(g)]
     if not groups:
         return (math.nan, math.nan, math.nan)
     est = float(statistic(np.concatenate(groups)))
     if len(groups) < 2:
-        return (est, est, est)
+        return (est, math.nan, math.nan)
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, len(groups), size=(n_resamples, len(groups)))
     stats = np.array([statistic(np.concatenate([groups[k] for k in row])) for row in picks])

@@ -178,17 +178,6 @@ def test_charts_compile_with_the_vega_lite_of_jupyterlab(html):
                     vlc.vegalite_to_vega(spec, vl_version="5.8")
 
 
-@pytest.fixture(scope="module")
-def tiny_model_folder(tmp_path_factory):
-    from identifiability.models import random_model
-
-    folder = tmp_path_factory.mktemp("tiny") / "tiny-bert"
-    lm = random_model("bert", seed=3)
-    lm.model.save_pretrained(folder, safe_serialization=True)
-    lm.tokenizer.save_pretrained(folder)
-    return folder
-
-
 def test_a_downloaded_chapter_reruns_with_the_model_its_reader_sets(html, tiny_model_folder, tmp_path, monkeypatch):
     """What chapter 1 tells a student: download the chapter, change `model` in its parameters cell, run it."""
     import re
@@ -200,14 +189,15 @@ def test_a_downloaded_chapter_reruns_with_the_model_its_reader_sets(html, tiny_m
 
     nb = nbformat.reads((html / "_sources/notebooks/01_model_and_data.ipynb").read_text(), as_version=4)
     params = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
-    params.source, n = re.subn(r"^model = .*$", f"model = {str(tiny_model_folder)!r}", params.source, flags=re.M)
+    folder = tiny_model_folder(3)
+    params.source, n = re.subn(r"^model = .*$", f"model = {str(folder)!r}", params.source, flags=re.M)
     assert n == 1
     monkeypatch.setenv(paths.DATA_ENV, str(tmp_path / "data"))
     NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     found = list((tmp_path / "data" / "results").glob("*/*/01_model_and_data.json"))
     assert len(found) == 1 and found[0].parent.parent.name.startswith("tiny-bert-"), found
     out = read_json(found[0])
-    assert out["params"]["model"] == str(tiny_model_folder) and out["provenance"]["name"] != "all-MiniLM-L6-v2"
+    assert out["params"]["model"] == str(folder) and out["provenance"]["name"] != "all-MiniLM-L6-v2"
     printed = "".join(
         o.get("text", "") for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "stream"
     )

@@ -8,6 +8,7 @@ import os
 import signal
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -28,17 +29,9 @@ PARAMS = {
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
+def env(tmp_path_factory, tiny_model_folder):
     base = tmp_path_factory.mktemp("sweep")
-    models = []
-    for seed in (3, 4):
-        from identifiability.models import random_model
-
-        lm = random_model("bert", seed=seed)
-        folder = base / f"tiny{seed}"
-        lm.model.save_pretrained(folder, safe_serialization=True)
-        lm.tokenizer.save_pretrained(folder)
-        models.append(str(folder))
+    models = [str(tiny_model_folder(seed, f"tiny{seed}")) for seed in (3, 4)]
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(paths.DATA_ENV, str(base / "data"))
         client = sweep.connect(workers=2)
@@ -53,7 +46,7 @@ def env(tmp_path_factory):
 def test_sweep_completes_builds_the_table_and_resumes(env):
     bad = env["base"] / "no-weights"
     bad.mkdir()
-    (bad / "config.json").write_text((env["base"] / "tiny3" / "config.json").read_text())
+    (bad / "config.json").write_text((Path(env["models"][0]) / "config.json").read_text())
     models = [*env["models"], str(bad)]
     report = sweep.sweep(models, ["lee"], [0, 1], ["01", "03"], PARAMS, client=env["client"], progress=False)
     assert len(report.ran) == 8 and not report.skipped

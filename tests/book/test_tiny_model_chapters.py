@@ -7,7 +7,6 @@ import pytest
 
 from identifiability import paths
 from identifiability.cli import run_notebook
-from identifiability.models import random_model
 from identifiability.results import load_claims, read_json
 from identifiability.verdicts import VERDICTS
 
@@ -15,12 +14,8 @@ pytestmark = [pytest.mark.notebooks]
 
 
 @pytest.fixture(scope="module")
-def tiny_folder(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("tiny") / "tiny-bert"
-    lm = random_model("bert", seed=3)
-    lm.model.save_pretrained(folder, safe_serialization=True)
-    lm.tokenizer.save_pretrained(folder)
-    return folder
+def tiny_folder(tiny_model_folder):
+    return tiny_model_folder(3)
 
 
 @pytest.mark.parametrize("chapter", ["02_nonidentifiability", "03_effective_attention", "06_context_mixing"])

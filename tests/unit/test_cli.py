@@ -69,17 +69,13 @@ def test_each_model_gets_its_own_build_folder():
     assert paths.build_dir("bert-base-uncased", "lee") != paths.build_dir("bert-base-uncased", "polarity")
 
 
-def test_two_models_results_do_not_collide(tmp_path, tiny_lm, monkeypatch):
+def test_two_models_results_do_not_collide(tmp_path, tiny_model_folder, monkeypatch):
     from identifiability import notebook
-    from identifiability.models import random_model
 
     monkeypatch.setenv("IDENTIFIABILITY_DATA", str(tmp_path / "data"))
     dirs = []
     for seed in (0, 1):
-        lm = tiny_lm if seed == 0 else random_model("bert", seed=1)
-        path = tmp_path / f"model{seed}"
-        lm.model.save_pretrained(path, safe_serialization=True)
-        lm.tokenizer.save_pretrained(path)
+        path = tiny_model_folder(seed, f"model{seed}")
         ch = notebook.setup("01_model_and_data", model=str(path), corpus="polarity")
         ch.record(corpus_sentences=seed)
         dirs.append(ch.save())
@@ -88,15 +84,13 @@ def test_two_models_results_do_not_collide(tmp_path, tiny_lm, monkeypatch):
     assert notebook.load_results(dirs[1].parent, "01_model_and_data")["results"]["corpus_sentences"] == 1
 
 
-def test_the_chapter_header_fits_a_pages_output_box(tmp_path, tiny_lm, monkeypatch):
+def test_the_chapter_header_fits_a_pages_output_box(tmp_path, tiny_model_folder, monkeypatch):
     """What every chapter prints first (Chapter.describe) stays within 72 columns, the width of a page's output
     box at 1280 px, and a wrapped row keeps the column of its values."""
     from identifiability import notebook
 
     monkeypatch.setenv("IDENTIFIABILITY_DATA", str(tmp_path / "data"))
-    path = tmp_path / "model"
-    tiny_lm.model.save_pretrained(path, safe_serialization=True)
-    tiny_lm.tokenizer.save_pretrained(path)
+    path = tiny_model_folder()
     lengths = "8,16,24,dv-1,dv,dv+1,dv+2,dv+4,48,64,96,128,256,512"
     ch = notebook.setup("02_nonidentifiability", model=str(path), corpus="polarity", lengths=lengths, steps=30)
     lines = ch.describe().splitlines()

@@ -37,12 +37,8 @@ def data_folder(tmp_path, monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("base") / "tiny"
-    lm = random_model("bert", seed=0)
-    lm.model.save_pretrained(folder, safe_serialization=True)
-    lm.tokenizer.save_pretrained(folder)
-    return folder
+def base(tiny_model_folder) -> Path:
+    return tiny_model_folder(0, "tiny")
 
 
 @pytest.fixture(scope="module")

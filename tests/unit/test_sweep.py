@@ -48,6 +48,29 @@ def test_run_key_is_the_content_not_the_name():
         assert _run(**change).key != r.key, change
 
 
+def test_the_longest_runs_start_first(tmp_path):
+    """Hints first (chapter 6 before the others); then what finished runs of the chapter on the corpus took."""
+    runs = [
+        _run(chapter="03_effective_attention"),
+        _run(chapter="06_context_mixing"),
+        _run(chapter="04_token_identity"),
+        _run(chapter="03_effective_attention", corpus="lee_pairs", corpus_key="lee_pairs"),
+        _run(chapter="06_context_mixing", corpus="lee_pairs", corpus_key="lee_pairs"),
+    ]
+    label = [(r.chapter[:2], r.corpus) for r in sweep.longest_first(runs, tmp_path / "none")]
+    assert label == [("06", "lee"), ("06", "lee_pairs"), ("03", "lee"), ("04", "lee"), ("03", "lee_pairs")]
+    for i, (chapter, corpus, seconds) in enumerate(
+        [
+            ("06_context_mixing", "lee", 170.0),
+            ("06_context_mixing", "lee_pairs", 320.0),
+            ("04_token_identity", "lee", 900.0),
+        ]
+    ):
+        write_json(tmp_path / f"r{i}" / sweep.RUN_FILE, {"chapter": chapter, "corpus": corpus, "seconds": seconds})
+    label = [(r.chapter[:2], r.corpus) for r in sweep.longest_first(runs, tmp_path)]
+    assert label == [("04", "lee"), ("06", "lee_pairs"), ("06", "lee"), ("03", "lee"), ("03", "lee_pairs")]
+
+
 def test_chapters_by_stem_or_number_and_unknown_ones_named():
     assert [s.stem for s in sweep.resolve_chapters(["03", "06_context_mixing"])] == [
         "03_effective_attention",
@@ -58,10 +81,8 @@ def test_chapters_by_stem_or_number_and_unknown_ones_named():
         sweep.resolve_chapters(["03_effective_atention"])
 
 
-def test_a_model_that_cannot_load_is_reported_and_the_others_planned(data, tmp_path, tiny_lm):
-    good = tmp_path / "tiny"
-    tiny_lm.model.save_pretrained(good, safe_serialization=True)
-    tiny_lm.tokenizer.save_pretrained(good)
+def test_a_model_that_cannot_load_is_reported_and_the_others_planned(data, tmp_path, tiny_model_folder):
+    good = tiny_model_folder(0, "tiny")
     bad = tmp_path / "no-weights"
     bad.mkdir()
     (bad / "config.json").write_text((good / "config.json").read_text())
@@ -71,10 +92,8 @@ def test_a_model_that_cannot_load_is_reported_and_the_others_planned(data, tmp_p
     assert len(problems) == 1 and str(bad) in problems[0][0] and "\n" not in problems[0][1]
 
 
-def test_a_parameter_for_one_chapter_overrides_the_shared_one(data, tmp_path, tiny_lm):
-    folder = tmp_path / "tiny"
-    tiny_lm.model.save_pretrained(folder, safe_serialization=True)
-    tiny_lm.tokenizer.save_pretrained(folder)
+def test_a_parameter_for_one_chapter_overrides_the_shared_one(data, tmp_path, tiny_model_folder):
+    folder = tiny_model_folder(0, "tiny")
     params = {"n_sentences": "40", "06:n_sentences": "12", "06_context_mixing:n_exact": "2"}
     runs, problems = sweep.plan([str(folder)], ["lee"], [0], ["03", "04", "06"], params)
     assert not problems

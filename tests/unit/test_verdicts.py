@@ -29,7 +29,8 @@ def test_bootstrap_is_seeded_and_covers_the_mean():
     v = rng.normal(1.0, 1.0, 200)
     a, b = stats.bootstrap_ci(v, seed=3), stats.bootstrap_ci(v, seed=3)
     assert a == b and a[0] < v.mean() < a[1] and 0.2 < a[1] - a[0] < 0.4
-    assert stats.bootstrap_ci([2.0]) == (2.0, 2.0)
+    assert np.isnan(stats.bootstrap_ci([2.0])).all()  # one unit: nothing to resample, no interval
+    assert stats.bootstrap_ci([2.0, 2.0, 2.0]) == (2.0, 2.0)  # every resample the same
     est, lo, hi = stats.paired_ci(v + 1.0, v)
     assert est == pytest.approx(1.0) and lo == pytest.approx(1.0) and hi == pytest.approx(1.0)
 
@@ -200,7 +201,30 @@ def test_grouped_interval_resamples_whole_groups():
     est, lo, hi = stats.grouped_ci(groups, np.mean, seed=0)
     pooled = stats.bootstrap_ci(np.concatenate(groups), np.mean, seed=0)
     assert lo < est < hi and (hi - lo) > 3 * (pooled[1] - pooled[0])  # 1000 values are really 20 units
-    assert stats.grouped_ci([np.array([1.0, 2.0])]) == (1.5, 1.5, 1.5)
+    est, lo, hi = stats.grouped_ci([np.array([1.0, 2.0])])  # one sentence: an estimate, no interval
+    assert est == 1.5 and np.isnan(lo) and np.isnan(hi)
+
+
+def test_a_measurement_of_one_sentence_gets_no_verdict_but_inconclusive():
+    """A bootstrap over one unit has zero width; judged as an interval it would pass for certainty (C10 on
+    sentence pairs held with "0.824 to 0.824" from the one pair short enough for exact HTA)."""
+    from identifiability.charts.verdicts import verdict_chart
+
+    est, lo, hi = stats.grouped_ci([np.array([1.0, 1.0, 0.0, 1.0])], np.mean)
+    one = Interval(est, lo, hi, n=1)
+    assert not one.has_interval and iv(0.7, 0.65, 0.75).has_interval
+    verdicts = [
+        vd.judge_c6(one, 0.001, R),
+        vd.judge_c7(one, 0.05, R),
+        vd.judge_c10(Interval(0.7, lo, hi, n=1), 0.05, R),  # inside C10's band, as a point
+        vd.judge_c13({"m": one}, None, R),
+    ]
+    for v in verdicts:
+        assert v.verdict == INCONCLUSIVE, (v.claim, v.verdict)
+        text = vd.render(v)
+        assert "no interval" in text and "nan" not in text.lower(), text
+    spec = verdict_chart([v.to_json() for v in verdicts]).to_dict()
+    assert "NaN" not in str(spec) and "nan" not in str(spec)
 
 
 def test_c12_branches():

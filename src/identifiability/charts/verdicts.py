@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import altair as alt
@@ -23,6 +24,8 @@ def _rows(v: dict) -> list[dict]:
         ci = p.get("ci95")
         if p.get("estimate") is None or ci is None:
             continue
+        if not all(isinstance(b, (int, float)) and math.isfinite(b) for b in ci):  # no interval: the point alone
+            ci = (p["estimate"], p["estimate"])
         out.append(
             {
                 "quantity": p["claim"],

@@ -31,6 +31,11 @@ class Interval:
     def exact(cls, value: float) -> Interval:
         return cls(value, value, value, 0)
 
+    @property
+    def has_interval(self) -> bool:
+        """False where the bounds are missing (NaN): too few units were measured to resample."""
+        return math.isfinite(self.low) and math.isfinite(self.high)
+
     def side(self, threshold: float) -> str:
         """'above', 'below' or 'contains' for ``threshold``."""
         if self.low > threshold:
@@ -67,7 +72,10 @@ class Verdict:
 
 def _interval_verdict(x: Interval, threshold: float, holds_if: str) -> tuple[str, str]:
     """HOLDS when the interval lies on the ``holds_if`` side ('above'/'below') of ``threshold``, FAILS on the
-    other side, INCONCLUSIVE when it contains it (with the number of units that would settle it)."""
+    other side, INCONCLUSIVE when it contains it (with the number of units that would settle it) or when there
+    is no interval."""
+    if not x.has_interval:
+        return INCONCLUSIVE, f"no interval: {x.n or 'fewer than two'} unit(s) measured, too few to resample"
     side = x.side(threshold)
     if side == holds_if:
         return HOLDS, f"the interval lies {side} {threshold:g}"
@@ -148,7 +156,9 @@ def _num(x: float | None) -> str:
 def render(v: Verdict, claim_text: str = "") -> str:
     """The sentence a page shows for a verdict (Markdown): claim, verdict, estimate with interval, baseline, reason."""
     est = _num(v.estimate)
-    if v.ci95 is not None and v.ci95[0] != v.ci95[1]:
+    if v.ci95 is not None and v.estimate is not None and not all(math.isfinite(b) for b in v.ci95):
+        est += " (no interval)"
+    elif v.ci95 is not None and v.ci95[0] != v.ci95[1]:
         est += f" (95% interval {_num(v.ci95[0])} to {_num(v.ci95[1])})"
     base = (
         f"; baseline {_num(v.baseline)} ({v.baseline_note})"

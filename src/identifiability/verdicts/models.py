@@ -28,7 +28,9 @@ def judge_c13(diffs: dict[str, Interval], control: Interval | None, rule: str) -
         return _none("C13", rule, "no fine-tuned model has results with the reference's parameters (make compare)")
     parts = []
     for name, d in diffs.items():
-        if -C13_BAND <= d.low and d.high <= C13_BAND:
+        if not d.has_interval:
+            v, why = INCONCLUSIVE, "no interval: a run has too few units to resample"
+        elif -C13_BAND <= d.low and d.high <= C13_BAND:
             v, why = HOLDS, f"the interval lies inside ±{C13_BAND:g}"
         elif d.low > C13_BAND or d.high < -C13_BAND:
             v, why = FAILS, f"the interval lies outside ±{C13_BAND:g}"
@@ -60,7 +62,9 @@ def _c14_model(name: str, layers: list[Interval], rule: str) -> Verdict:
     gap_est = abs(last.estimate) - abs(first.estimate)
     half = math.hypot((last.high - last.low) / 2, (first.high - first.low) / 2)
     gap = Interval(gap_est, gap_est - half, gap_est + half, min(last.n, first.n))
-    if gap.low > 0:
+    if not gap.has_interval:
+        v1, why1 = INCONCLUSIVE, "no interval of |d_L| - |d_1|: a run has too few units to resample"
+    elif gap.low > 0:
         v1, why1 = HOLDS, "the interval of |d_L| - |d_1| lies above 0"
     elif gap.high < 0:
         v1, why1 = FAILS, "the interval of |d_L| - |d_1| lies below 0"
