@@ -152,15 +152,29 @@ def _fmt(x) -> str:
     return "—" if x is None or x != x else f"{x:.3g}"
 
 
-def claims_markdown(df: pd.DataFrame) -> str:
-    """:func:`claims` as a Markdown table: one row per claim, model and corpus."""
-    lines = [
-        "| claim | model | role | corpus | estimate (95% interval) | baseline | verdict |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for r in df.itertuples():
-        est = _fmt(r.value) + (f" ({_fmt(r.low)} to {_fmt(r.high)})" if r.low == r.low and r.low != r.high else "")
-        lines.append(
-            f"| {r.quantity} | `{r.model_key}` | {r.role} | {r.corpus} | {est} | {_fmt(r.baseline)} | **{r.verdict}** |"
-        )
+def labels(models: pd.DataFrame) -> dict[str, str]:
+    """A short name per model for column heads: its role where no other model has it, else its key."""
+    counts = models.role.value_counts()
+    return {k: r if counts[r] == 1 and r != "other" else k for k, r in zip(models.model_key, models.role)}
+
+
+def claims_markdown(df: pd.DataFrame, models: pd.DataFrame) -> str:
+    """:func:`claims` as a Markdown table: one row per claim and corpus, one column per model (named by
+    :func:`labels`, in the order of ``models``), each cell the verdict, the estimate with its interval and
+    the baseline; "—" where a model has no run."""
+    names = labels(models)
+    head = ["claim", "corpus", *names.values()]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    cells = {(r.quantity, r.corpus, r.model_key): r for r in df.itertuples()}
+    for quantity, corpus in dict.fromkeys(zip(df.quantity, df.corpus)):
+        row = [quantity, corpus]
+        for key in names:
+            r = cells.get((quantity, corpus, key))
+            if r is None:
+                row.append("—")
+                continue
+            est = _fmt(r.value) + (f" ({_fmt(r.low)} to {_fmt(r.high)})" if pd.notna(r.low) and r.low != r.high else "")
+            base = f"; baseline {_fmt(r.baseline)}" if pd.notna(r.baseline) else ""
+            row.append(f"**{r.verdict}** {est}{base}")
+        lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)

@@ -75,9 +75,11 @@ def test_the_across_models_page_shows_both_models_and_their_verdicts(env, tmp_pa
     nb = run_notebook(paths.source_root() / "notebooks" / "08_across_models.md", tmp_path, params, progress=False)
     assert read_json(tmp_path / "results" / "08_across_models.json")["results"]["models"] == 2
     shown = json.dumps(json.loads(nb.read_text())["cells"])
-    for m in env["models"]:
-        key = paths.model_key(m)
-        assert f"| C4 | `{key}` |" in shown and f"| C5 | `{key}` |" in shown  # each model's verdict rows
+    keys = [paths.model_key(m) for m in env["models"]]  # two "other" models: named by their keys
+    assert f"| claim | corpus | {keys[0]} | {keys[1]} |" in shown  # a column per model
+    for claim in ("C4", "C5"):
+        row = next(line for line in shown.split("\\n") if line.startswith(f"| {claim} | lee |"))
+        assert row.count("**") == 4, row  # both models' verdicts
 
 
 def _partials(root):

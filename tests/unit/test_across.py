@@ -102,5 +102,10 @@ def test_fine_tuning_inputs_from_a_results_table(tmp_path):
     assert judge_c14(inputs["layers"], inputs["control_layers"], RULES["C14"]).verdict == HOLDS
     curves = across.curves(comparable, models)
     assert set(curves[curves.curve == "identity"].layer) == {0, 1, 2, 3}
-    md = across.claims_markdown(across.claims(comparable, models))
-    assert md.count("| C6 |") == 3 and "nan" not in md.lower()
+    md = across.claims_markdown(across.claims(comparable, models), models)
+    head, _, c6 = md.splitlines()
+    assert head == "| claim | corpus | pre-trained | fine-tuned: sentiment | random init |"  # a column per model
+    assert c6.startswith("| C6 | lee | **holds** 0.95 (0.94 to 0.96) |") and c6.count("**holds**") == 3
+    assert "nan" not in md.lower()
+    two = pd.concat([models, models.assign(model_key="other-key", role="fine-tuned: sentiment")])
+    assert list(across.labels(two).values()) == ["pre-trained", "ft", "random init", "other-key"]
