@@ -213,6 +213,11 @@ COST_HINT = {"06_context_mixing": 250.0}
 DEFAULT_COST = 60.0
 
 
+def _slots(client) -> int:
+    """Worker threads the cluster has now (a cluster that grows gets more runs at once)."""
+    return max(1, sum(client.nthreads().values()))
+
+
 def longest_first(runs: Sequence[Run], root: Path) -> list[Run]:
     """``runs`` in the order to start them: the longest expected first, so that no long run is left to run
     alone at the end while the other workers idle (a ch6 run on pairs started last kept one worker busy for
@@ -375,22 +380,24 @@ def sweep(
             link = dashboard(client)
             if link and progress:
                 print(f"Dask dashboard: {link}")
-            ordered = longest_first(todo, root)
-            futures = {
-                client.submit(
-                    execute,
-                    run,
-                    str(root),
-                    str(paths.data_root()),
-                    key=f"{run.chapter}-{run.model_key}-{run.corpus_key.split(':')[0]}-s{run.seed}-{run.key[:8]}",
-                    retries=1,
-                    pure=False,
-                    priority=len(ordered) - i,  # Dask starts higher priorities first
-                ): run
-                for i, run in enumerate(ordered)
-            }
-            bar = tqdm(total=len(futures), desc="sweep", unit="run", disable=not progress)
-            for fut in as_completed(futures):
+            # Runs are handed out one per free worker thread, longest first: submitted all at once, Dask
+            # spreads independent tasks over the workers' own queues at once, and a worker that drew the
+            # short runs idles at the end while another still holds long ones.
+            waiting = list(reversed(longest_first(todo, root)))
+            running = as_completed()
+            futures = {}
+
+            def submit_more() -> None:
+                while waiting and running.count() < _slots(client):  # not yet returned: running or done
+                    run = waiting.pop()
+                    key = f"{run.chapter}-{run.model_key}-{run.corpus_key.split(':')[0]}-s{run.seed}-{run.key[:8]}"
+                    fut = client.submit(execute, run, str(root), str(paths.data_root()), key=key, retries=1, pure=False)
+                    futures[fut] = run
+                    running.add(fut)
+
+            bar = tqdm(total=len(todo), desc="sweep", unit="run", disable=not progress)
+            submit_more()
+            for fut in running:
                 run = futures[fut]
                 if fut.status == "finished":
                     report.ran.append(run)
@@ -399,6 +406,7 @@ def sweep(
                     report.failed.append((run, (str(err).splitlines() or [type(err).__name__])[0]))
                     bar.write(f"failed: {run.label()}: {report.failed[-1][1]}")
                 bar.update()
+                submit_more()
             bar.close()
         finally:
             _close(client, own)

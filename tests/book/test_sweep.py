@@ -86,6 +86,39 @@ def _partials(root):
     return list(root.rglob(".partial-*")) if root.is_dir() else []
 
 
+def test_runs_are_handed_out_one_per_free_worker_longest_first(env, monkeypatch):
+    """A worker never holds a queue of runs (submitted all at once, Dask spread 24 runs over the two workers'
+    queues, and a long run left last kept one worker busy for minutes while the other idled), and the runs
+    expected to be longest start first."""
+    from datetime import datetime
+
+    monkeypatch.setattr(sweep, "COST_HINT", {"01_model_and_data": 1000.0})  # chapter 1 "longest" here
+    client, held, stop = env["client"], [], threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            held.append(sum(len(keys) for keys in client.processing().values()))
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        report = sweep.sweep(env["models"][:1], ["lee"], [5, 6], ["01", "03"], PARAMS, client=client, progress=False)
+    finally:
+        stop.set()
+        watcher.join()
+    assert len(report.ran) == 4 and not report.failed
+    assert max(held) <= sum(client.nthreads().values()) == 2, max(held)
+    start = {}
+    for run in report.ran:
+        m = read_json(run.folder(env["data"] / "sweeps") / sweep.RUN_FILE)
+        start[run.chapter[:2], run.seed] = (
+            datetime.strptime(m["finished"], "%Y-%m-%dT%H:%M:%SZ").timestamp() - m["seconds"]
+        )
+    # both chapter-1 runs started before either chapter-3 run (1 s: the manifest's clock resolution)
+    assert max(start["01", 5], start["01", 6]) <= min(start["03", 5], start["03", 6]) + 1, start
+
+
 def test_a_killed_worker_is_retried_and_leaves_nothing_partial(env):
     client, root = env["client"], env["data"] / "sweeps"
     killed = {}
