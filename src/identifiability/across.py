@@ -69,9 +69,10 @@ def models_of(rows: pd.DataFrame, reference: str = paths.DEFAULT_MODEL) -> pd.Da
 
 
 def curves(rows: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
-    """Long table of the per-layer curves: model, role, corpus, curve, label, layer, value."""
+    """Long table of the per-layer curves: model (its name in :func:`labels`), role, corpus, curve, label,
+    layer, value."""
     out = []
-    roles = dict(zip(models.model_key, models.role))
+    roles, names = dict(zip(models.model_key, models.role)), labels(models)
     for curve, chapter, quantity, first, label in CURVES:
         for corpus in sorted(rows.corpus.unique()):
             q = quantity.format(corpus=corpus)
@@ -79,7 +80,7 @@ def curves(rows: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
             for r in sel.itertuples():
                 out.append(
                     {
-                        "model": r.model_key,
+                        "model": names.get(r.model_key, r.model_key),
                         "role": roles.get(r.model_key, "other"),
                         "corpus": corpus,
                         "curve": curve,

@@ -109,3 +109,18 @@ def test_fine_tuning_inputs_from_a_results_table(tmp_path):
     assert "nan" not in md.lower()
     two = pd.concat([models, models.assign(model_key="other-key", role="fine-tuned: sentiment")])
     assert list(across.labels(two).values()) == ["pre-trained", "ft", "random init", "other-key"]
+
+
+def test_the_curves_open_on_the_corpus_most_models_have():
+    """The page's first view must show the comparison: the book's own corpus has the reference model only."""
+    from identifiability.charts.across import curves_chart
+
+    rows = [
+        {"model": m, "role": r, "corpus": c, "curve": "identity", "label": "rate", "layer": la, "value": 0.5}
+        for m, r, corpora in (("pre-trained", "pre-trained", ("lee", "lee_heldout")),
+                              ("ft", "fine-tuned: x", ("lee_heldout",)))
+        for c in corpora
+        for la in range(3)
+    ]  # fmt: skip
+    params = {p["name"]: p for p in curves_chart(pd.DataFrame(rows), "t").to_dict()["params"]}
+    assert params["corpus"]["value"] == "lee_heldout" and params["corpus"]["bind"]["options"] == ["lee", "lee_heldout"]

@@ -15,26 +15,35 @@ VERDICT_COLOURS = {
 
 
 def curves_chart(df: pd.DataFrame, title: str) -> alt.Chart:
-    """Overlaid per-layer curves (``across.curves``): a menu picks the quantity and one the corpus; colour
-    is the model, the line style its role (pre-trained solid, fine-tuned dashed, random init dotted)."""
+    """Overlaid per-layer curves (``across.curves``): a menu picks the quantity and one the corpus (first: the
+    corpus most models have curves on, so the comparison shows); colour is the model, the line style its role
+    (pre-trained solid, fine-tuned dashed, random init dotted), in one legend."""
     labels = list(dict.fromkeys(df.label))
     corpora = sorted(df.corpus.unique())
+    most = df.groupby("corpus").model.nunique().reindex(corpora)
     quantity = alt.param(name="quantity", value=labels[0], bind=alt.binding_select(options=labels, name="quantity "))
-    corpus = alt.param(name="corpus", value=corpora[0], bind=alt.binding_select(options=corpora, name="corpus "))
-    dash = alt.Scale(
-        domain=sorted(df.role.unique()),
-        range=[
-            [1, 0] if r == "pre-trained" else [2, 2] if r == "random init" else [6, 3] for r in sorted(df.role.unique())
-        ],
+    corpus = alt.param(
+        name="corpus", value=str(most.idxmax()), bind=alt.binding_select(options=corpora, name="corpus ")
     )
+    # One legend: colour and line style both keyed by the model (a model's dash is its role's), so each entry
+    # shows the line as drawn.
+    roles = df.drop_duplicates("model").set_index("model").role
+    models = sorted(roles.index)
+    dashes = {"pre-trained": [1, 0], "random init": [2, 2]}
+    legend = alt.Legend(orient="bottom", columns=1, labelLimit=400, symbolType="stroke", symbolSize=400)
     return (
         alt.Chart(df, title=title)
         .mark_line(point=True)
         .encode(
             x=alt.X("layer:O", title="layer (0 = input embedding x)"),
             y=alt.Y("value:Q", title="value of the chosen quantity", scale=alt.Scale(zero=False)),
-            color=alt.Color("model:N", title="model", legend=alt.Legend(orient="bottom", columns=1, labelLimit=400)),
-            strokeDash=alt.StrokeDash("role:N", title="role", scale=dash, legend=alt.Legend(orient="bottom")),
+            color=alt.Color("model:N", title="model", scale=alt.Scale(domain=models), legend=legend),
+            strokeDash=alt.StrokeDash(
+                "model:N",
+                title="model",
+                scale=alt.Scale(domain=models, range=[dashes.get(roles[m], [6, 3]) for m in models]),
+                legend=legend,
+            ),
             tooltip=["model", "role", "corpus", "label", "layer", alt.Tooltip("value:Q", format=".3f")],
         )
         .add_params(quantity, corpus)
