@@ -97,8 +97,8 @@ def _views_by_option(chart, measure: str) -> dict[str, list]:
 
 
 def test_identity_charts_offer_one_probe_menu_whose_every_option_changes_the_view():
-    """Separate loss and lookup menus were dead in some views of the others (the loss changed the MLP's
-    rates, not the linear map's): one menu over the probes, identical probes merged into one option."""
+    """Separate loss and lookup menus were dead in some views of the others (with the identity map chosen,
+    the loss menu changed nothing): one menu over the probes, identical probes merged into one option."""
     layers, lift = np.arange(3), {"naive": 0, "linear": 0.3, "mlp": 0.6}
     rows = [
         {"mapping": m, "loss": "none" if m == "naive" else lo, "lookup": lk, "layer": int(la), "offset": k,

@@ -79,7 +79,7 @@ def _probe_choice(
     """One dropdown over the probes, mapping × training loss × lookup (:func:`_combined_choice`); returns
     (df with a column ``probe``, params, filter). With ``naive`` the identity map (no training loss) is a
     probe too. Separate menus would each have to be live in every view of the others, which they are not:
-    e.g. the training loss changes the MLP's rates and not the linear map's."""
+    with the identity map chosen (it has no training loss), the loss menu changes nothing."""
     if not naive:
         df = df[df.mapping != "naive"]
     mappings = [m for m in MAPPINGS if m in set(df.mapping)]
