@@ -74,11 +74,17 @@ def test_the_across_models_page_shows_both_models_and_their_verdicts(env, tmp_pa
     params = {"data_folder": str(env["data"]), "results_dir": str(tmp_path / "results")}
     nb = run_notebook(paths.source_root() / "notebooks" / "08_across_models.md", tmp_path, params, progress=False)
     assert read_json(tmp_path / "results" / "08_across_models.json")["results"]["models"] == 2
-    shown = json.dumps(json.loads(nb.read_text())["cells"])
+    markdown = "\n".join(
+        "".join(o["data"]["text/markdown"])
+        for c in json.loads(nb.read_text())["cells"]
+        for o in c.get("outputs", [])
+        if "text/markdown" in o.get("data", {})
+    ).splitlines()
     keys = [paths.model_key(m) for m in env["models"]]  # two "other" models: named by their keys
-    assert f"| claim | corpus | {keys[0]} | {keys[1]} |" in shown  # a column per model
+    head = next(line for line in markdown if line.startswith("| claim | corpus |"))
+    assert sorted(head.strip("| ").split(" | ")[2:]) == sorted(keys), head  # a column per model
     for claim in ("C4", "C5"):
-        row = next(line for line in shown.split("\\n") if line.startswith(f"| {claim} | lee |"))
+        row = next(line for line in markdown if line.startswith(f"| {claim} | lee |"))
         assert row.count("**") == 4, row  # both models' verdicts
 
 
@@ -86,14 +92,16 @@ def _partials(root):
     return list(root.rglob(".partial-*")) if root.is_dir() else []
 
 
-def test_runs_are_handed_out_one_per_free_worker_longest_first(env, monkeypatch):
+def test_runs_are_handed_out_one_per_free_worker_longest_first(env):
     """A worker never holds a queue of runs (submitted all at once, Dask spread 24 runs over the two workers'
     queues, and a long run left last kept one worker busy for minutes while the other idled), and the runs
-    expected to be longest start first."""
+    expected to be longest (here: from the finished runs of the first test) start first."""
     from datetime import datetime
 
-    monkeypatch.setattr(sweep, "COST_HINT", {"01_model_and_data": 1000.0})  # chapter 1 "longest" here
-    client, held, stop = env["client"], [], threading.Event()
+    client, root, held, stop = env["client"], env["data"] / "sweeps", [], threading.Event()
+    args = (env["models"][:1], ["lee"], [7, 8], ["01", "03"], PARAMS)  # seeds no other test runs
+    expected = sweep.longest_first(sweep.plan(*args)[0], root)
+    assert expected[0].chapter == expected[1].chapter != expected[2].chapter == expected[3].chapter
 
     def watch():
         while not stop.is_set():
@@ -103,20 +111,18 @@ def test_runs_are_handed_out_one_per_free_worker_longest_first(env, monkeypatch)
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     try:
-        report = sweep.sweep(env["models"][:1], ["lee"], [5, 6], ["01", "03"], PARAMS, client=client, progress=False)
+        report = sweep.sweep(*args, client=client, progress=False)
     finally:
         stop.set()
         watcher.join()
     assert len(report.ran) == 4 and not report.failed
     assert max(held) <= sum(client.nthreads().values()) == 2, max(held)
     start = {}
-    for run in report.ran:
-        m = read_json(run.folder(env["data"] / "sweeps") / sweep.RUN_FILE)
-        start[run.chapter[:2], run.seed] = (
-            datetime.strptime(m["finished"], "%Y-%m-%dT%H:%M:%SZ").timestamp() - m["seconds"]
-        )
-    # both chapter-1 runs started before either chapter-3 run (1 s: the manifest's clock resolution)
-    assert max(start["01", 5], start["01", 6]) <= min(start["03", 5], start["03", 6]) + 1, start
+    for run in expected:
+        m = read_json(run.folder(root) / sweep.RUN_FILE)
+        start[run.key] = datetime.strptime(m["finished"], "%Y-%m-%dT%H:%M:%SZ").timestamp() - m["seconds"]
+    # both runs of the longer chapter started before either run of the other (1 s: the manifest's clock)
+    assert max(start[r.key] for r in expected[:2]) <= min(start[r.key] for r in expected[2:]) + 1, start
 
 
 def test_a_killed_worker_is_retried_and_leaves_nothing_partial(env):
