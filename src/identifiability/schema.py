@@ -1,5 +1,8 @@
 """What each chapter's results file holds: every key a chapter records, with the kind of its value.
 
+A chapter whose sections are studies (:mod:`identifiability.studies`) has its keys derived from the recorded
+fields of its study result types (``STUDY_MODULES`` names the module; its ``RESULTS`` tuple lists the types),
+plus ``COMMON``. The others are still declared by hand in ``RESULTS``.
 ``Chapter.save`` checks the results against this before writing, so a misspelt or undeclared key stops the
 chapter with a one-line error instead of producing a file that readers, tests and the claims page cannot
 find their fields in. A value may always be None (NaN and infinity are written as null). Bump
@@ -7,6 +10,10 @@ find their fields in. A value may always be None (NaN and infinity are written a
 """
 
 from __future__ import annotations
+
+import importlib
+
+from .studies import schema_of
 
 SCHEMA_VERSION = 1
 KINDS = {"number": (int, float), "bool": (bool,), "str": (str,), "list": (list,), "dict": (dict,), "any": (object,)}
@@ -270,19 +277,33 @@ RESULTS: dict[str, dict[str, str]] = {
 }
 
 
+# Keys every chapter may record outside its studies: verdicts (Chapter.verdict), run time and page weight.
+COMMON = {"claims": "dict", "runtime_s": "number", "page_bytes": "dict"}
+# chapter -> module of identifiability.studies whose RESULTS tuple lists the chapter's result types
+STUDY_MODULES: dict[str, str] = {}
+
+
+def declared(chapter: str) -> dict[str, str]:
+    """Every key ``chapter`` may record, with its kind."""
+    if chapter in STUDY_MODULES:
+        module = importlib.import_module(f"identifiability.studies.{STUDY_MODULES[chapter]}")
+        return {**COMMON, **schema_of(*module.RESULTS)}
+    if chapter in RESULTS:
+        return RESULTS[chapter]
+    raise SchemaError(f"no results schema for chapter {chapter!r}: add its studies to identifiability.schema")
+
+
 class SchemaError(ValueError):
     """Results that do not match the chapter's declared keys; the message names the key."""
 
 
 def check(chapter: str, results: dict) -> None:
     """Raise SchemaError if ``results`` holds a key ``chapter`` does not declare, or a value of another kind."""
-    declared = RESULTS.get(chapter)
-    if declared is None:
-        raise SchemaError(f"no results schema for chapter {chapter!r}: add it to identifiability.schema.RESULTS")
+    keys = declared(chapter)
     for key, value in results.items():
-        if key not in declared:
-            raise SchemaError(f"{chapter} records {key!r}, which identifiability.schema.RESULTS does not declare")
-        kind = declared[key]
+        if key not in keys:
+            raise SchemaError(f"{chapter} records {key!r}, which no study result type of the chapter declares")
+        kind = keys[key]
         ok = value is None or (isinstance(value, KINDS[kind]) and not (kind == "number" and isinstance(value, bool)))
         if not ok:
             raise SchemaError(f"{chapter}: {key!r} should be {kind}, got {type(value).__name__}")
