@@ -62,6 +62,25 @@ def head_transforms(tr: SentenceTrace, w_o: torch.Tensor) -> torch.Tensor:
     return tr.values.to(w_o.dtype) @ w_o
 
 
+def head(tr: SentenceTrace, w_o: torch.Tensor, layer: int, h: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """One head's attention A and T = V_h W_O^h, for ``layer`` in the book's numbering 1..L.
+
+    The one place where the layer number meets the 0-based index of the per-layer tensors.
+
+    Args:
+        tr: a sentence trace.
+        w_o: (L, H, d_v, d) from :func:`out_proj_weights`.
+        layer: 1..L (0 is the embeddings, which have no attention).
+        h: head index 0..H-1.
+    Returns:
+        A: (d_s, d_s) attention probabilities; T: (d_s, d) in ``w_o``'s dtype.
+    """
+    n_layers = tr.attentions.shape[0]
+    if not 1 <= layer <= n_layers:
+        raise ValueError(f"layer must be between 1 and {n_layers} (the book numbers layers 1..L), got {layer}")
+    return tr.attentions[layer - 1, h], tr.values[layer - 1, h].to(w_o.dtype) @ w_o[layer - 1, h]
+
+
 def out_proj_weights(lm: LoadedModel) -> torch.Tensor:
     """Per-head output projection blocks W_O^h, shape (L, H, d_v, d), on the CPU."""
     return lm.adapter.out_proj_weights(lm.model, lm.n_layers, lm.n_heads).cpu()

@@ -293,3 +293,15 @@ def test_separator_mass_splits_the_sep_category(tiny_lm):
     assert both.effective.tolist() == pytest.approx(sep.effective.tolist(), rel=1e-6)
     assert (seps.texts == 1).all() and set(seps.separator) == {"first", "second"}
     assert separator_mass(tiny_lm, ["A single sentence here."], progress=False).raw.eq(0).all()
+
+
+def test_head_accessor_numbers_layers_from_one(tiny_lm):
+    from identifiability.trace import head, head_transforms, out_proj_weights, trace_batch
+
+    tr = trace_batch(tiny_lm, ["a short sentence for one head"])[0]
+    w_o = out_proj_weights(tiny_lm)
+    A, T = head(tr, w_o, 1, 0)
+    assert torch.equal(A, tr.attentions[0, 0])
+    assert torch.allclose(T, head_transforms(tr, w_o)[0, 0])
+    with pytest.raises(ValueError, match="layers 1..L"):
+        head(tr, w_o, 0, 0)
