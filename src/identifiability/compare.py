@@ -1,9 +1,13 @@
 """Compare two folders of chapter results files: what changed, apart from timings and paths.
 
     identifiability compare data/baseline/all-MiniLM-L6-v2/lee data/results/all-MiniLM-L6-v2/lee
+    identifiability compare data/baseline data/results     (every model and corpus below them)
 
-Used to show that a refactoring changed no number, and by readers to compare two runs. Every JSON value is
-flattened to a path (``03_effective_attention.json: results.pearson_median_longest``); numbers are equal
+Used to show that a refactoring changed no number, and by readers to compare two runs. Results files
+(``*.json``) are found in the folders and every folder below them, and matched by their path relative to
+each folder (``all-MiniLM-L6-v2/lee/03_effective_attention.json``); the report says how many values each
+file had in common. Every JSON value is flattened to a path
+(``03_effective_attention.json: results.pearson_median_longest``); numbers are equal
 when they agree to ``rtol`` (relative; default 1e-6) or ``atol`` (absolute; default 0, so that a tolerance
 of 1e-10 and one of 1e-13 count as different); timings, page weights and file paths are skipped. A
 field named ``layer`` (or ``*_layer``) whose new value is the old one plus 1 is reported apart, as the move
@@ -30,8 +34,12 @@ class Comparison:
     renumbered: list[tuple[str, object, object]] = field(default_factory=list)
     only_old: list[str] = field(default_factory=list)
     only_new: list[str] = field(default_factory=list)
-    compared: int = 0
+    by_file: dict[str, int] = field(default_factory=dict)  # results file in both folders -> values compared
     max_rel_diff: float = 0.0
+
+    @property
+    def compared(self) -> int:
+        return sum(self.by_file.values())
 
     @property
     def identical(self) -> bool:
@@ -39,8 +47,10 @@ class Comparison:
 
     def report(self, limit: int = 60) -> str:
         lines = [
-            f"{self.compared} values compared; largest relative difference among equal numbers {self.max_rel_diff:.1e}"
+            f"{self.compared} values compared in {len(self.by_file)} results files; largest relative difference "
+            f"among equal numbers {self.max_rel_diff:.1e}"
         ]
+        lines += [f"  {name}: {n} values" for name, n in self.by_file.items()]
         for title, rows in (("changed", self.changed), ("layer numbering (0-based -> 1..L)", self.renumbered)):
             if rows:
                 lines.append(f"{title}: {len(rows)}")
@@ -51,6 +61,8 @@ class Comparison:
             if rows:
                 lines.append(f"{title}: {len(rows)}")
                 lines += [f"  {p}" for p in rows[:limit]]
+                if len(rows) > limit:
+                    lines.append(f"  ... and {len(rows) - limit} more")
         lines.append(
             "identical (apart from skipped timings and paths)"
             if self.identical and not self.renumbered
@@ -93,17 +105,40 @@ def _is_layer(path: str) -> bool:
     return last == "layer" or last.endswith("_layer")
 
 
+def results_files(folder: Path) -> dict[str, Path]:
+    """{path relative to ``folder``, with ``/``: file} of every ``*.json`` in ``folder`` and below it, less
+    anything under a name starting with a dot (a sweep's unfinished runs, ``.partial-*``)."""
+    return {
+        p.relative_to(folder).as_posix(): p
+        for p in sorted(folder.rglob("*.json"))
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+    }
+
+
 def compare_folders(old: str | Path, new: str | Path, rtol: float = 1e-6, atol: float = 0.0) -> Comparison:
-    """Compare every ``*.json`` results file present in ``old`` or ``new``."""
+    """Compare the results files of ``old`` and ``new`` (and of the folders below them), matched by their
+    relative paths. A file in one folder only is reported by its name. Raises FileNotFoundError (one line)
+    when either folder is missing or holds no results file: there would be nothing to compare."""
     old, new = Path(old), Path(new)
-    if not old.is_dir() or not new.is_dir():
-        missing = old if not old.is_dir() else new
-        raise FileNotFoundError(f"{missing} is not a folder of results files (data/results/<model>/<corpus>)")
+    files = {}
+    for folder in (old, new):
+        if not folder.is_dir():
+            raise FileNotFoundError(f"{folder} is not a folder (give data/results or data/results/<model>/<corpus>)")
+        files[folder] = results_files(folder)
+        if not files[folder]:
+            raise FileNotFoundError(f"{folder} holds no results file (*.json), in it or below it")
     cmp = Comparison()
-    names = sorted({p.name for p in old.glob("*.json")} | {p.name for p in new.glob("*.json")})
-    for name in names:
-        a = flatten(json.loads((old / name).read_text())) if (old / name).is_file() else {}
-        b = flatten(json.loads((new / name).read_text())) if (new / name).is_file() else {}
+    a_files, b_files = files[old], files[new]
+    for name in sorted(set(a_files) | set(b_files)):
+        if name not in b_files:
+            cmp.only_old.append(name)
+            continue
+        if name not in a_files:
+            cmp.only_new.append(name)
+            continue
+        a = flatten(json.loads(a_files[name].read_text()))
+        b = flatten(json.loads(b_files[name].read_text()))
+        cmp.by_file[name] = 0
         for path in sorted(set(a) | set(b)):
             full = f"{name}: {path}"
             if SKIPPED.search(path):
@@ -114,7 +149,7 @@ def compare_folders(old: str | Path, new: str | Path, rtol: float = 1e-6, atol: 
             if path not in a:
                 cmp.only_new.append(full)
                 continue
-            cmp.compared += 1
+            cmp.by_file[name] += 1
             same, rel = _equal(a[path], b[path], rtol, atol)
             if same:
                 cmp.max_rel_diff = max(cmp.max_rel_diff, rel)

@@ -41,3 +41,44 @@ def test_a_changed_number_and_a_missing_field_are_reported(tmp_path, capsys):
     assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 1
     assert "DIFFERENT" in capsys.readouterr().out
     assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "nowhere")]) == 2
+
+
+def test_results_files_below_the_folders_are_matched_by_their_relative_path(tmp_path, capsys):
+    """``compare data/baseline data/results``: the chapters' files lie two folders down (<model>/<corpus>)."""
+    lee, polarity = "all-MiniLM-L6-v2/lee", "all-MiniLM-L6-v2/polarity"
+    for side in ("a", "b"):
+        _write(tmp_path / side / lee, "03.json", {"results": {"x": 1.0, "runtime_s": 3, "by_layer": [0.5, 0.25]}})
+        # the same file name under another corpus is another file: its change must not hide behind lee's
+        _write(tmp_path / side / polarity, "03.json", {"results": {"x": 2.0 if side == "a" else 2.5}})
+    _write(tmp_path / "b" / lee, "04.json", {"results": {"rate": 0.9}})
+    # a sweep's unfinished run is not a results file
+    _write(tmp_path / "b" / ".partial-run-1234", "03.json", {"results": {"x": 9.0}})
+    c = compare_folders(tmp_path / "a", tmp_path / "b")
+    assert c.by_file == {f"{lee}/03.json": 3, f"{polarity}/03.json": 1}  # runtime_s is skipped, not compared
+    assert c.compared == 4
+    assert c.changed == [(f"{polarity}/03.json: results.x", 2.0, 2.5)]
+    assert c.only_new == [f"{lee}/04.json"] and c.only_old == []  # a missing file is one line, not its fields
+    assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 1
+    out = capsys.readouterr().out
+    assert f"  {lee}/03.json: 3 values" in out and f"  {polarity}/03.json: 1 values" in out
+    assert out.splitlines()[0].startswith("4 values compared in 2 results files")
+    assert out.rstrip().endswith("DIFFERENT")
+
+
+def test_identical_trees_compare_every_file(tmp_path):
+    for side in ("a", "b"):
+        for corpus in ("lee", "polarity"):
+            _write(tmp_path / side / "m" / corpus, "02.json", {"results": {"n": 5, "ok": True}, "seconds": 1})
+    c = compare_folders(tmp_path / "a", tmp_path / "b")
+    assert c.identical and c.by_file == {"m/lee/02.json": 2, "m/polarity/02.json": 2}
+
+
+def test_a_side_without_results_files_is_an_error_not_an_identical_comparison(tmp_path, capsys):
+    _write(tmp_path / "a" / "m" / "lee", "03.json", {"results": {"x": 1.0}})
+    (tmp_path / "empty" / "m" / "lee").mkdir(parents=True)
+    (tmp_path / "empty" / "m" / "lee" / "03.ipynb").write_text("{}")  # not a results file
+    for old, new in (("a", "empty"), ("empty", "a")):
+        assert cli.main(["compare", str(tmp_path / old), str(tmp_path / new)]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and len(err.strip().splitlines()) == 1
+        assert "empty" in err and "no results file" in err
