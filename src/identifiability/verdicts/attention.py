@@ -11,9 +11,9 @@ from .core import (
     PARTLY,
     Interval,
     Verdict,
-    _combine,
-    _interval_verdict,
-    _part,
+    combine_parts,
+    interval_verdict,
+    part_verdict,
 )
 
 # --------------------------------------------------------------------------------------------------
@@ -167,13 +167,15 @@ def judge_c4(
 ) -> Verdict:
     """C4: raw and effective attention diverge beyond d_v, and more than a random subspace of the same rank does."""
     if not identical_below_dv:
-        p1 = _part("C4", "decorrelation", median_longest, FAILS, "A_eff differs from A for some d_s <= d_v", rule)
+        p1 = part_verdict(
+            "C4", "decorrelation", median_longest, FAILS, "A_eff differs from A for some d_s <= d_v", rule
+        )
     else:
-        v, why = _interval_verdict(median_longest, C4_PEARSON, "below")
-        p1 = _part("C4", "decorrelation", median_longest, v, why, rule, C4_PEARSON)
-    v, why = _interval_verdict(paired_vs_random, 0.0, "below")
-    p2 = _part("C4", "beyond dimension counting", paired_vs_random, v, why, rule, 0.0)
-    return _combine(
+        v, why = interval_verdict(median_longest, C4_PEARSON, "below")
+        p1 = part_verdict("C4", "decorrelation", median_longest, v, why, rule, C4_PEARSON)
+    v, why = interval_verdict(paired_vs_random, 0.0, "below")
+    p2 = part_verdict("C4", "beyond dimension counting", paired_vs_random, v, why, rule, 0.0)
+    return combine_parts(
         "C4",
         [p1, p2],
         rule,
@@ -210,20 +212,20 @@ def judge_c5(
             rule,
             "this tokenizer adds no [SEP]-like separator token to a sentence",
         )
-    v1, why1 = _interval_verdict(sep_ratio, C5_RATIO, "below")
+    v1, why1 = interval_verdict(sep_ratio, C5_RATIO, "below")
     v2, why2 = (
-        _interval_verdict(sep_vs_random, 0.0, "below")
+        interval_verdict(sep_vs_random, 0.0, "below")
         if sep_vs_random is not None
         else (INCONCLUSIVE, "no random-subspace baseline was measured")
     )
     parts = [
-        _part("C5", "[SEP] mostly null", sep_ratio, v1, why1, rule, C5_RATIO),
-        _part("C5", "beyond a random subspace", sep_vs_random, v2, why2, rule, 0.0),
+        part_verdict("C5", "[SEP] mostly null", sep_ratio, v1, why1, rule, C5_RATIO),
+        part_verdict("C5", "beyond a random subspace", sep_vs_random, v2, why2, rule, 0.0),
     ]
-    combined = _combine("C5", parts, rule, sep_ratio, random_ratio, note)
+    combined = combine_parts("C5", parts, rule, sep_ratio, random_ratio, note)
     if combined.verdict in (FAILS, INCONCLUSIVE) and peak_ratio is not None and peak_vs_random is not None:
-        pv, pwhy = _interval_verdict(peak_ratio, C5_RATIO, "below")
-        pr, prwhy = _interval_verdict(peak_vs_random, 0.0, "below")
+        pv, pwhy = interval_verdict(peak_ratio, C5_RATIO, "below")
+        pr, prwhy = interval_verdict(peak_vs_random, 0.0, "below")
         if pv == HOLDS and pr == HOLDS:
             pwhy = f"{pwhy}, and below the random subspace's"
             return Verdict(

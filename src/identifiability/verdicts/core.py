@@ -70,7 +70,7 @@ class Verdict:
         return d
 
 
-def _interval_verdict(x: Interval, threshold: float, holds_if: str) -> tuple[str, str]:
+def interval_verdict(x: Interval, threshold: float, holds_if: str) -> tuple[str, str]:
     """HOLDS when the interval lies on the ``holds_if`` side ('above'/'below') of ``threshold``, FAILS on the
     other side, INCONCLUSIVE when it contains it (with the number of units that would settle it) or when there
     is no interval."""
@@ -91,9 +91,10 @@ def _interval_verdict(x: Interval, threshold: float, holds_if: str) -> tuple[str
     return INCONCLUSIVE, f"the interval contains {threshold:g}{hint}"
 
 
-def _part(
+def part_verdict(
     claim: str, name: str, x: Interval | None, verdict: str, reason: str, rule: str, threshold: float | None = None
 ) -> Verdict:
+    """One part of a compound claim's verdict (``<claim>.<name>``), for :func:`combine_parts`."""
     return Verdict(
         f"{claim}.{name}",
         verdict,
@@ -107,7 +108,7 @@ def _part(
     )
 
 
-def _combine(
+def combine_parts(
     claim: str,
     parts: list[Verdict],
     rule: str,

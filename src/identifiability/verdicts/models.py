@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from .core import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, PARTLY, Interval, Verdict, _combine
+from .core import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, PARTLY, Interval, Verdict, combine_parts
 
 C13_BAND = 0.05  # "close": within 5 points of identifiability rate
 
@@ -102,7 +102,7 @@ def judge_c14(per_model: dict[str, list[Interval]], control: list[Interval] | No
         if control is not None
         else "no random-initialisation control has results with these parameters"
     )
-    combined = _combine("C14", parts, rule, None, base, note, first_is_core=False)
+    combined = combine_parts("C14", parts, rule, None, base, note, first_is_core=False)
     first = parts[0]
     return Verdict(
         "C14",

@@ -10,9 +10,9 @@ from .core import (
     PARTLY,
     Interval,
     Verdict,
-    _combine,
-    _interval_verdict,
-    _part,
+    combine_parts,
+    interval_verdict,
+    part_verdict,
 )
 
 # --------------------------------------------------------------------------------------------------
@@ -41,13 +41,13 @@ def judge_c6(last_rate: Interval, shuffled_rate: float, rule: str) -> Verdict:
     if last_rate.low >= C6_PARTLY and last_rate.high < C6_HOLDS:
         return Verdict(verdict=PARTLY, reason=f"the interval lies in [{C6_PARTLY:g}, {C6_HOLDS:g})", **base)
     edge = C6_HOLDS if last_rate.low < C6_HOLDS <= last_rate.high else C6_PARTLY
-    _, why = _interval_verdict(last_rate, edge, "above")
+    _, why = interval_verdict(last_rate, edge, "above")
     return Verdict(verdict=INCONCLUSIVE, reason=why, **base)
 
 
 def judge_c7(last_minus_first: Interval, chance: float, rule: str) -> Verdict:
     """C7: without a learned map identifiability decays from the first encoder layer to the last."""
-    v, why = _interval_verdict(last_minus_first, 0.0, "below")
+    v, why = interval_verdict(last_minus_first, 0.0, "below")
     return Verdict(
         "C7",
         v,
@@ -75,15 +75,17 @@ def judge_c8(
     rule: str,
 ) -> Verdict:
     """C8: identity lives in the angle, not the magnitude."""
-    va, whya = _interval_verdict(unit_minus_raw, -C8_ANGLE_SLACK, "above")
-    vn, whyn = _interval_verdict(norm_only_minus_chance, C8_NORM_CHANCE, "below")
+    va, whya = interval_verdict(unit_minus_raw, -C8_ANGLE_SLACK, "above")
+    vn, whyn = interval_verdict(norm_only_minus_chance, C8_NORM_CHANCE, "below")
     angle = HOLDS if (va, vn) == (HOLDS, HOLDS) else FAILS if FAILS in (va, vn) else INCONCLUSIVE
     parts = [
-        _part("C8", "angle", unit_minus_raw, angle, f"direction only: {whya}; norm only: {whyn}", rule, -C8_ANGLE_SLACK)
+        part_verdict(
+            "C8", "angle", unit_minus_raw, angle, f"direction only: {whya}; norm only: {whyn}", rule, -C8_ANGLE_SLACK
+        )
     ]
     if norm_spread < C8_MIN_SPREAD or norm_adds is None:
         parts.append(
-            _part(
+            part_verdict(
                 "C8",
                 "magnitude",
                 None,
@@ -104,7 +106,7 @@ def judge_c8(
                 parts[0].reason + "; magnitude: not testable",
                 tuple(parts),
             )
-        return _combine(
+        return combine_parts(
             "C8",
             parts[:1],
             rule,
@@ -113,9 +115,9 @@ def judge_c8(
             C8_BASELINE_NOTE,
         )
     # the claim is that the norm adds little: holds when the norm's contribution stays below the slack
-    vm, whym = _interval_verdict(norm_adds, C8_ANGLE_SLACK, "below")
-    parts.append(_part("C8", "magnitude", norm_adds, vm, whym, rule, C8_ANGLE_SLACK))
-    return _combine(
+    vm, whym = interval_verdict(norm_adds, C8_ANGLE_SLACK, "below")
+    parts.append(part_verdict("C8", "magnitude", norm_adds, vm, whym, rule, C8_ANGLE_SLACK))
+    return combine_parts(
         "C8",
         parts,
         rule,
@@ -132,7 +134,7 @@ def judge_c8(
 
 def judge_c9(step_diffs: list[Interval], last_minus_first: Interval, uniform: float, rule: str) -> Verdict:
     """C9: the own token's share falls monotonically with depth. ``step_diffs``: layer l+1 minus layer l."""
-    steps = [_interval_verdict(s, 0.0, "below")[0] for s in step_diffs]
+    steps = [interval_verdict(s, 0.0, "below")[0] for s in step_diffs]
     mono = FAILS if FAILS in steps else INCONCLUSIVE if INCONCLUSIVE in steps else HOLDS
     rising = [i + 2 for i, v in enumerate(steps) if v == FAILS]
     unclear = [i + 2 for i, v in enumerate(steps) if v == INCONCLUSIVE]
@@ -143,11 +145,11 @@ def judge_c9(step_diffs: list[Interval], last_minus_first: Interval, uniform: fl
         if rising
         else f"steps to layer(s) {unclear} are within noise"
     )
-    p1 = _part("C9", "monotone", None, mono, why, rule)
-    v2, why2 = _interval_verdict(last_minus_first, 0.0, "below")
-    p2 = _part("C9", "decreasing", last_minus_first, v2, why2, rule, 0.0)
+    p1 = part_verdict("C9", "monotone", None, mono, why, rule)
+    v2, why2 = interval_verdict(last_minus_first, 0.0, "below")
+    p2 = part_verdict("C9", "decreasing", last_minus_first, v2, why2, rule, 0.0)
     # the paper's core statement is the decrease; monotonicity is the stronger part
-    return _combine("C9", [p2, p1], rule, last_minus_first, uniform, "uniform mixing, 1/d_s")
+    return combine_parts("C9", [p2, p1], rule, last_minus_first, uniform, "uniform mixing, 1/d_s")
 
 
 C10_LOW, C10_HIGH = 0.55, 0.85  # own token on top at the last layer: the paper's ~70%, 15 points of tolerance
@@ -170,7 +172,7 @@ def judge_c10(top_is_self_last: Interval, chance: float, rule: str) -> Verdict:
     if x.high < C10_LOW or x.low > C10_HIGH:
         return Verdict(verdict=FAILS, reason=f"the interval lies outside [{C10_LOW:g}, {C10_HIGH:g}]", **base)
     edge = C10_LOW if x.low < C10_LOW else C10_HIGH
-    _, why = _interval_verdict(x, edge, "above" if edge == C10_LOW else "below")
+    _, why = interval_verdict(x, edge, "above" if edge == C10_LOW else "below")
     return Verdict(verdict=INCONCLUSIVE, reason=why, **base)
 
 
@@ -178,9 +180,9 @@ def judge_c11(
     near_minus_far: list[Interval], far_last_minus_first: Interval, position_only: float, rule: str
 ) -> Verdict:
     """C11: context is mostly local, and long-range contributions grow in later layers."""
-    local = [_interval_verdict(x, 0.0, "above")[0] for x in near_minus_far]
+    local = [interval_verdict(x, 0.0, "above")[0] for x in near_minus_far]
     lv = FAILS if FAILS in local else INCONCLUSIVE if INCONCLUSIVE in local else HOLDS
-    p1 = _part(
+    p1 = part_verdict(
         "C11",
         "local",
         None,
@@ -194,9 +196,9 @@ def judge_c11(
         ),
         rule,
     )
-    v2, why2 = _interval_verdict(far_last_minus_first, 0.0, "above")
-    p2 = _part("C11", "long range grows", far_last_minus_first, v2, why2, rule, 0.0)
-    return _combine(
+    v2, why2 = interval_verdict(far_last_minus_first, 0.0, "above")
+    p2 = part_verdict("C11", "long range grows", far_last_minus_first, v2, why2, rule, 0.0)
+    return combine_parts(
         "C11",
         [p1, p2],
         rule,
@@ -219,7 +221,7 @@ def judge_c12(
     parts = []
     if special_minus_words is None:
         parts.append(
-            _part(
+            part_verdict(
                 "C12",
                 "special tokens gather context",
                 None,
@@ -229,11 +231,11 @@ def judge_c12(
             )
         )
     else:
-        v, why = _interval_verdict(special_minus_words, 0.0, "below")
-        parts.append(_part("C12", "special tokens gather context", special_minus_words, v, why, rule, 0.0))
+        v, why = interval_verdict(special_minus_words, 0.0, "below")
+        parts.append(part_verdict("C12", "special tokens gather context", special_minus_words, v, why, rule, 0.0))
     if content_minus_function is None:
         parts.append(
-            _part(
+            part_verdict(
                 "C12",
                 "content words keep more",
                 None,
@@ -243,15 +245,15 @@ def judge_c12(
             )
         )
     else:
-        v, why = _interval_verdict(content_minus_function, 0.0, "above")
-        parts.append(_part("C12", "content words keep more", content_minus_function, v, why, rule, 0.0))
+        v, why = interval_verdict(content_minus_function, 0.0, "above")
+        parts.append(part_verdict("C12", "content words keep more", content_minus_function, v, why, rule, 0.0))
     testable = [p for p in parts if p.verdict != NOT_TESTABLE]
     note = "uniform mixing, 1/d_s"
     if not testable:
         return Verdict(
             "C12", NOT_TESTABLE, None, None, uniform, note, rule, "; ".join(p.reason for p in parts), tuple(parts)
         )
-    combined = _combine(
+    combined = combine_parts(
         "C12", testable, rule, special_minus_words or content_minus_function, uniform, note, first_is_core=False
     )
     reason = "; ".join(f"{p.claim.split('.', 1)[1]}: {p.verdict} ({p.reason})" for p in parts)
