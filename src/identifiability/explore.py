@@ -1,10 +1,10 @@
 """One sentence, every view: raw attention, effective attention and Hidden Token Attribution.
 
-``sentence_maps`` computes the three maps and ``maps_chart`` draws them (the chapter's chart and the panel's
-use the same function); ``sentence_panel`` wraps them in an ipywidgets panel for live notebooks (type a
-sentence, press Enter). A static page cannot run Python callbacks: the book's page shows the panel as it was
-when the book was built (``identifiability.book.page_version`` renders the widgets' saved state), with the
-chart's layer slider and head dropdown working offline.
+``studies.explore.sentence_views`` computes the three maps and ``maps_chart`` draws them (the chapter's
+chart and the panel's use the same function); ``sentence_panel`` wraps them in an ipywidgets panel for live
+notebooks (type a sentence, press Enter). A static page cannot run Python callbacks: the book's page shows
+the panel as it was when the book was built (``identifiability.book.page_version`` renders the widgets'
+saved state), with the chart's layer slider and head dropdown working offline.
 """
 
 from __future__ import annotations
@@ -15,38 +15,14 @@ import torch
 
 from .charts.explore import attention_explorer
 from .charts.render import VEGALITE_MIME
-from .effective import effective_attention
-from .hta import hta
 from .loaded_model import LoadedModel
-from .trace import out_proj_weights, trace_batch
+from .studies.explore import HTA_TITLE, sentence_views
 
-
-def sentence_maps(
-    lm: LoadedModel, text: str, hta_mode: str = "estimate", probes: int = 16, max_tokens: int = 64
-) -> tuple[list[str], dict[str, torch.Tensor]]:
-    """Tokens and {title: map} for one sentence.
-
-    Maps: raw and effective attention (L, H, d_s, d_s), and the HTA contributions c of layers 1..L
-    (L, d_s, d_s), where row i is hidden token i and column j input token j.
-    """
-    if not text.strip():
-        raise ValueError("type a sentence first")
-    tr = trace_batch(lm, [text], max_tokens=max_tokens)[0]
-    eff = effective_attention([tr], out_proj_weights(lm))[0]
-    c = hta(lm, tr, mode=hta_mode, probes=probes).c[1:].float()
-    return tr.tokens, {
-        "raw attention A": tr.attentions,
-        "effective attention": eff.effective,
-        f"HTA contribution c ({hta_mode})": c,
-    }
-
-
-HTA_TITLE = "HTA contribution c"  # the start of the HTA map's title in sentence_maps
 HTA_AXES = ("input token j", "hidden token i")  # (x, y): row i is hidden token i, column j input token j
 
 
 def maps_chart(tokens: list[str], maps: dict[str, torch.Tensor], title: str, digits: int = 3):
-    """The explorer of :func:`sentence_maps`'s maps under one layer slider and head dropdown: attention maps
+    """The explorer of a ``SentenceViews``' maps under one layer slider and head dropdown: attention maps
     with query/key axes, the HTA map with hidden-token/input-token axes. ``title``: the sentence (wrapped
     over lines of the chart's width)."""
     hta_maps = [k for k in maps if k.startswith(HTA_TITLE)]
@@ -61,9 +37,9 @@ def maps_chart(tokens: list[str], maps: dict[str, torch.Tensor], title: str, dig
 
 
 def sentence_chart(lm: LoadedModel, text: str, digits: int = 3, **kwargs):
-    """:func:`maps_chart` of one sentence; ``kwargs`` go to :func:`sentence_maps`."""
-    tokens, maps = sentence_maps(lm, text, **kwargs)
-    return maps_chart(tokens, maps, text, digits=digits)
+    """:func:`maps_chart` of one sentence; ``kwargs`` go to :func:`~identifiability.studies.explore.sentence_views`."""
+    views = sentence_views(lm, text, **kwargs)
+    return maps_chart(views.tokens, views.maps, text, digits=digits)
 
 
 PANEL_DIGITS = 2  # the panel's values in hundredths: its saved chart stays small (~75 kB for 13 tokens)

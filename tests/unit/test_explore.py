@@ -3,18 +3,27 @@
 import torch
 
 from identifiability import explore
+from identifiability.studies.explore import sentence_views
 
 
 def test_maps_have_the_documented_shapes_and_properties(tiny_any):
     text = "The cat sat on the mat because it was warm and the dog was not there at all today."
-    tokens, maps = explore.sentence_maps(tiny_any, text, hta_mode="exact")
-    L, H, S = tiny_any.n_layers, tiny_any.n_heads, len(tokens)
-    raw, eff, c = maps.values()
+    views = sentence_views(tiny_any, text, hta_mode="exact")
+    L, H, S = tiny_any.n_layers, tiny_any.n_heads, len(views.tokens)
+    raw, eff, c = views.maps.values()
     assert raw.shape == eff.shape == (L, H, S, S) and c.shape == (L, S, S)
     torch.testing.assert_close(c.sum(-1), torch.ones(L, S), atol=1e-5, rtol=0)
     assert (c >= 0).all()
     # tiny heads have d_v = 16 < S, so effective attention differs from raw attention
     assert (raw - eff).abs().max() > 1e-4
+    assert views.hta_rows_sum_to_one < 1e-5 and views.max_abs_raw_attention_A <= 1
+    assert set(views.record()) == {
+        "tokens",
+        "max_abs_raw_attention_A",
+        "max_abs_effective_attention",
+        "max_abs_HTA_contribution_c",
+        "hta_rows_sum_to_one",
+    }
 
 
 def test_panel_recomputes_when_the_reader_types(tiny_lm):
