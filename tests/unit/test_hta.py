@@ -116,9 +116,16 @@ def test_every_architecture(tiny_any):
     assert len(attribution.distance_profile(res, 3)) == L * 9
     assert len(attribution.locality(res)) == L
     prof, src = attribution.special_profile(res)
-    assert prof.empty == (not any(res[0].special))  # a tokenizer without special tokens gives empty frames
+    assert prof.empty == src.empty == (not any(res[0].special))  # no special tokens: empty frames
     if not src.empty:
-        assert src.groupby(["target", "layer"])["share"].sum().to_numpy() == pytest.approx(1.0)
+        # "words" is what is left after the target itself and the other special tokens: the word tokens'
+        # contributions, since a hidden token's contributions sum to one
+        words = src[src.source == "words"].set_index(["target", "layer"])["share"]
+        for target, pos in (("first", 0), ("last", -1)):
+            kept = [r for r in res if r.special[pos]]
+            for layer in range(1, L + 1):
+                direct = [float(r.c[layer, pos][~torch.tensor(r.special)].sum()) for r in kept]
+                assert words[target, layer] == pytest.approx(sum(direct) / len(direct), abs=1e-6)
     spec = hta_charts.contribution_explorer(res).to_dict()
     assert sum(len(r.tokens) for r in res) * L == len(
         attribution.explorer_rows(res)
