@@ -250,7 +250,7 @@ def test_long_texts_and_length_grid(tiny_lm):
     assert len(texts) == 5 and all(20 <= n <= 40 for n in lengths)
     # Too few corpus sentences that long: topped up with concatenations.
     texts = eff_attn.long_texts(corpus, tiny_lm.tokenizer, 3, 300, 320, seed=0)
-    assert all(250 <= len(tiny_lm.tokenizer(t)["input_ids"]) <= 320 for t in texts)
+    assert len(texts) == 3 and all(250 <= len(tiny_lm.tokenizer(t)["input_ids"]) <= 320 for t in texts)
     grid = eff_attn.length_grid(32, 384, 12)
     assert grid[0] == 4 and grid[-1] == 384 and {31, 32, 33, 34} <= set(grid)
 
