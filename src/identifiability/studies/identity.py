@@ -1,0 +1,465 @@
+"""Token identity across layers (chapter 4): one study per section of the chapter.
+
+Token i is *identified* at layer l when the nearest input embedding x_j (among its sentence's, or among all
+test tokens') to g^l(e_i^l) is its own x_i; g^l is the identity map (``naive``), an affine map (``linear``)
+or an MLP, trained with an L2 or cosine loss (:mod:`identifiability.identity`). The sections build on each
+other: :func:`hidden_sample` (hidden states and the split by sentence) -> :func:`trained_probes` ->
+:func:`identification` (rates per layer) and :func:`identity_claims` (the evidence of C6 and C7) ->
+:func:`generalisation` -> :func:`neighbours`; :func:`second_corpus` repeats the experiment on other text.
+
+Shapes: L layers (L+1 hidden states, 0 = x), n tokens of a split, d model width. Intervals resample test
+*sentences* (a sentence's tokens are not independent).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .. import identity as ident
+from ..loaded_model import LoadedModel
+from ..stats import grouped_ci
+from ..verdicts import Interval
+from . import Study, data
+
+# The paper's last-layer rate: linear map, cosine loss and lookup, layer 12 of BERT-base (MRPC sentences)
+PAPER_LAST_LAYER = 0.93
+# The identity map counts as keeping a layer's tokens while it identifies at least this share
+NAIVE_KEEPS = 0.99
+
+
+def _rate(df: pd.DataFrame, mapping: str, loss: str | None, lookup: str, layer: int) -> float:
+    """One rate of a rates table (:func:`identifiability.identity.evaluate`); the identity map has no loss."""
+    q = df[(df.mapping == mapping) & (df.lookup == lookup) & (df.layer == layer)]
+    q = q if mapping == "naive" else q[q.loss == loss]
+    return float(q.rate.iloc[0])
+
+
+# --------------------------------------------------------------------------------------------------
+# Hidden states, once
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SampleResult(Study):
+    """The sample's hidden states and its split by sentence (train 70 %, val 15 %, test 15 %)."""
+
+    n_sentences_used: int
+    n_tokens_all: int  # special tokens included
+    split_sizes: dict  # split -> {"sentences": ..., "tokens": ...} (tokens: special tokens left out)
+    n_layers: int
+    d_model: int
+    causal: bool
+    split_sentence_overlap: int  # sentences in both train and test: 0 by construction
+    hs: ident.HiddenStates = data()
+    splits: dict[str, ident.SplitData] = data()
+    key: dict = data()  # what the probes trained on this sample are cached under
+
+
+def hidden_sample(
+    lm: LoadedModel, texts: Sequence[str], corpus: str, *, max_tokens: int, seed: int, include_special: bool
+) -> SampleResult:
+    """Hidden states e_i^l of every token of ``texts`` (cached on disk, shared with chapter 5) and the split by
+    sentence with ``seed``; special tokens are left out of the splits unless ``include_special``."""
+    hs = ident.hidden_states(lm, texts, corpus, max_tokens)
+    splits = ident.make_splits(hs, seed=seed, include_special=include_special)
+    sizes = {k: {"sentences": int(v.sentence.unique().numel()), "tokens": v.n} for k, v in splits.items()}
+    overlap = set(splits["train"].sentence.tolist()) & set(splits["test"].sentence.tolist())
+    return SampleResult(
+        n_sentences_used=hs.n_sentences,
+        n_tokens_all=hs.n_tokens,
+        split_sizes=sizes,
+        n_layers=lm.n_layers,
+        d_model=lm.d_model,
+        causal=bool(lm.adapter.causal),
+        split_sentence_overlap=len(overlap),
+        hs=hs,
+        splits=splits,
+        key=ident.data_key(lm, corpus, hs, seed, include_special),
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Training the probes
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProbesResult(Study):
+    """Every probe: per mapping (naive, linear, mlp), one per layer and training loss."""
+
+    training: dict  # column -> list, one entry per trained probe (:func:`identifiability.identity.training_summary`)
+    train_seconds: float
+    probes: dict[str, ident.TrainedProbes] = data()
+    overview: pd.DataFrame = data()  # per mapping and loss: epochs run, best epochs, best val loss at 0 and L
+
+
+def trained_probes(
+    sample: SampleResult, *, epochs: int, batch_size: int, mlp_hidden: int, patience: int, seed: int
+) -> ProbesResult:
+    """Train (or read from the cache, keyed by the sample) 2 x 2 x (L+1) probes side by side, with early stopping
+    on the validation split."""
+    t0 = time.time()
+    probes = ident.train_all(
+        sample.splits,
+        epochs=epochs,
+        batch_size=batch_size,
+        mlp_hidden=mlp_hidden,
+        patience=patience,
+        seed=seed,
+        cache_key=sample.key,
+    )
+    seconds = time.time() - t0
+    summary = ident.training_summary(probes)
+    overview = (
+        summary.groupby(["mapping", "loss"])
+        .agg(
+            probes=("layer", "size"),
+            epochs_run=("epochs run", "median"),
+            best_epoch_min=("best epoch", "min"),
+            best_epoch_max=("best epoch", "max"),
+            val_loss_first=("best val loss", "first"),
+            val_loss_last=("best val loss", "last"),
+        )
+        .round(3)
+    )
+    return ProbesResult(
+        training=summary.round(4).to_dict(orient="list"),
+        train_seconds=round(seconds, 1),
+        probes=probes,
+        overview=overview,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Identifiability per layer
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IdentificationResult(Study):
+    """Identification rates of every probe per layer (test and training sentences, both candidate sets)."""
+
+    rates_sentence: dict  # mapping -> loss -> lookup -> rate per layer (test, same-sentence candidates)
+    rates_all: dict  # the same with every test token as a candidate
+    rates_train: dict  # the same on the training sentences (paper Figure 7)
+    chance_sentence: float  # mean over test tokens of 1/d_s
+    chance_all: float
+    linear_cos_cos_last: float
+    mlp_cos_cos_last: float
+    naive_cos_last: float
+    naive_l2_last: float
+    naive_layer0: list  # the identity map at layer 0: [sentence l2, sentence cos, all l2, all cos]; 1 by definition
+    linear_cos_cos_last_all: float
+    paper_last_layer: float
+    eval_seconds: float
+    max_train_test_gap: float
+    mean_train_test_gap: float
+    best_last: dict  # the best last-layer probe (same-sentence candidates): mapping, loss, lookup, rate
+    naive_cos_first_layer_below_99: int | None  # first layer where the identity map falls below NAIVE_KEEPS
+    rates: pd.DataFrame = data()  # one row per probe x lookup x candidate set x split
+    neighbour_table: pd.DataFrame = data()  # test split: share of tokens whose nearest candidate is x_{i+k}
+    last_layer: pd.DataFrame = data()  # test rates at the last layer: (mapping, loss) x (candidates, lookup)
+    test_tokens: int = data()
+    n_layers: int = data()
+
+
+def identification(sample: SampleResult, probes: ProbesResult) -> IdentificationResult:
+    """Rates of every probe on the test split (both candidate sets) and on the training split."""
+    t0 = time.time()
+    rates, neighbour_table = ident.evaluate_all(probes.probes, sample.splits)
+    L = sample.n_layers
+    test = rates[rates.split == "test"]
+    sent, allc = test[test.candidates == "sentence"], test[test.candidates == "all"]
+    keys = ["mapping", "loss", "lookup"]
+    last = test[test.layer == L].copy()
+    last["loss"] = last["loss"].where(last.mapping != "naive", "—")
+    table = last.pivot_table(index=["mapping", "loss"], columns=["candidates", "lookup"], values="rate").reindex(
+        columns=pd.MultiIndex.from_product([["sentence", "all"], list(ident.LOOKUPS)])
+    )
+    index = ["mapping", "loss", "lookup", "layer"]
+    train = rates[(rates.split == "train") & (rates.mapping != "naive")]
+    gap = train.set_index(index).rate - sent[sent.mapping != "naive"].set_index(index).rate
+    best = last[last.candidates == "sentence"].sort_values("rate").iloc[-1]
+    first_drop = next((layer for layer in range(L + 1) if _rate(sent, "naive", None, "cos", layer) < NAIVE_KEEPS), None)
+    return IdentificationResult(
+        rates_sentence=ident.nested(sent, keys, "rate"),
+        rates_all=ident.nested(allc, keys, "rate"),
+        rates_train=ident.nested(rates[rates.split == "train"], keys, "rate"),
+        chance_sentence=float(sent.chance.iloc[0]),
+        chance_all=float(allc.chance.iloc[0]),
+        linear_cos_cos_last=_rate(sent, "linear", "cos", "cos", L),
+        mlp_cos_cos_last=_rate(sent, "mlp", "cos", "cos", L),
+        naive_cos_last=_rate(sent, "naive", None, "cos", L),
+        naive_l2_last=_rate(sent, "naive", None, "l2", L),
+        naive_layer0=[_rate(df, "naive", None, lk, 0) for df in (sent, allc) for lk in ident.LOOKUPS],
+        linear_cos_cos_last_all=_rate(allc, "linear", "cos", "cos", L),
+        paper_last_layer=PAPER_LAST_LAYER,
+        eval_seconds=round(time.time() - t0, 1),
+        max_train_test_gap=float(gap.max()),
+        mean_train_test_gap=float(gap.mean()),
+        best_last=dict(mapping=best.mapping, loss=best.loss, lookup=best.lookup, rate=float(best.rate)),
+        naive_cos_first_layer_below_99=first_drop,
+        rates=rates,
+        neighbour_table=neighbour_table,
+        last_layer=table,
+        test_tokens=sample.splits["test"].n,
+        n_layers=L,
+    )
+
+
+@dataclass(frozen=True)
+class ClaimsResult(Study):
+    """The evidence of C6 (a linear probe identifies the last layer's tokens) and C7 (the identity map loses
+    them with depth), and the linear cosine probe's rate per layer with its interval."""
+
+    c6_seed_rates: list  # the last-layer linear cosine probe's test rate, one per training seed
+    c6_shuffled_rate: float  # the same probe trained on shuffled targets: C6's null model
+    linear_cos_cos_by_layer: list  # per layer 0..L: the linear cosine probe's test rate (training seed ``seed``)
+    linear_cos_cos_ci95_by_layer: list  # per layer: [low, high] over test sentences
+    c6_unseen_types_rate: float  # C6's estimate on test tokens whose word type no training sentence holds
+    c6_unseen_types_ci95: list
+    c6_unseen_tokens: int
+    last_rate: Interval = data()  # C6: mean over test tokens of the share of seeds that identify it
+    naive_drop: Interval = data()  # C7: identity map, cosine lookup, layer L minus layer 1, per test token
+    unseen: Interval = data()  # the C6 estimate on unseen word types
+
+
+def identity_claims(
+    sample: SampleResult,
+    probes: ProbesResult,
+    *,
+    epochs: int,
+    batch_size: int,
+    patience: int,
+    seed: int,
+    more_seeds: Sequence[int] = (1, 2),
+) -> ClaimsResult:
+    """C6's and C7's intervals (over test sentences, ``seed`` for the bootstrap) and the per-layer curve.
+
+    C6 averages the last-layer linear cosine probe over training seeds ``seed`` and ``seed`` + each of
+    ``more_seeds`` (so the interval holds the seed-to-seed spread); its null model is the same probe trained on
+    the training targets in shuffled order. C7 is per test token: identified by the identity map (cosine
+    lookup) at layer L, minus at layer 1."""
+    splits, test, L = sample.splits, sample.splits["test"], sample.n_layers
+    linear = probes.probes["linear"]
+    config = ident.probe_config("linear", epochs=epochs, batch_size=batch_size, patience=patience, seed=seed)
+    groups, seed_rates = ident.seeded_correct(splits, linear, L, "cos", "cos", config, more_seeds)
+    perm = torch.randperm(splits["train"].n, generator=torch.Generator().manual_seed(seed))
+    shuffled = ident.train_probes(
+        splits["train"], splits["val"], [L], ["cos"], config, targets=splits["train"].targets[perm], progress=False
+    )
+    shuffled_rate = float(np.concatenate(ident.correct_by_sentence(shuffled, test, L, "cos", "cos")).mean())
+    naive_first = ident.correct_by_sentence(probes.probes["naive"], test, 1, "cos", "cos")
+    naive_last = ident.correct_by_sentence(probes.probes["naive"], test, L, "cos", "cos")
+    drop = grouped_ci([b - a for a, b in zip(naive_first, naive_last)], np.mean, seed=seed)
+    by_layer = [
+        grouped_ci(ident.correct_by_sentence(linear, test, layer, "cos", "cos"), np.mean, seed=seed)
+        for layer in range(L + 1)
+    ]
+    # the probe cannot have learnt a word that no training sentence holds
+    unseen = ~torch.isin(test.token_id, splits["train"].token_id)
+    masks = [unseen[test.sentence == s].numpy() for s in torch.unique(test.sentence)]
+    unseen_groups = [g[m] for g, m in zip(groups, masks) if m.any()]
+    unseen_rate = grouped_ci(unseen_groups, np.mean, seed=seed) if unseen_groups else (float("nan"),) * 3
+    return ClaimsResult(
+        c6_seed_rates=seed_rates,
+        c6_shuffled_rate=shuffled_rate,
+        linear_cos_cos_by_layer=[b[0] for b in by_layer],
+        linear_cos_cos_ci95_by_layer=[list(b[1:]) for b in by_layer],
+        c6_unseen_types_rate=unseen_rate[0],
+        c6_unseen_types_ci95=list(unseen_rate[1:]),
+        c6_unseen_tokens=int(unseen.sum()),
+        last_rate=Interval(*grouped_ci(groups, np.mean, seed=seed), n=len(groups)),
+        naive_drop=Interval(*drop, n=len(naive_last)),
+        unseen=Interval(*unseen_rate, n=len(unseen_groups)),
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Generalisation across layers
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GeneralisationResult(Study):
+    """Probes trained on layer l applied to layer m (test sentences, same-sentence candidates); the
+    ``gen_linear_cos_*`` summaries are of the linear probe with cosine loss and lookup."""
+
+    generalisation: dict  # mapping -> loss -> lookup -> trained layer -> rate per tested layer
+    gen_linear_cos_diag_mean: float  # trained and tested on the same layer
+    gen_linear_cos_offdiag_mean: float
+    gen_linear_cos_last_on_first: float  # the layer-L probe applied to x
+    gen_linear_cos_first_on_last: float  # the layer-0 probe applied to e^L
+    gen_linear_cos_neighbour_mean: float  # tested on the layer just above or below
+    table: pd.DataFrame = data()  # mapping, loss, layer, test_layer, lookup, rate, chance
+    matrix: np.ndarray = data()  # (L+1, L+1) the linear cosine probe's rates: [trained on, tested on]
+
+
+def generalisation(sample: SampleResult, probes: ProbesResult) -> GeneralisationResult:
+    """Every trained probe applied to every layer of the test split."""
+    kinds = ("linear", "mlp")
+    gen = pd.concat([ident.generalisation(probes.probes[k], sample.splits["test"]) for k in kinds], ignore_index=True)
+    g = gen[(gen.mapping == "linear") & (gen.loss == "cos") & (gen.lookup == "cos")]
+    m = g.pivot(index="layer", columns="test_layer", values="rate").to_numpy()
+    off = m[~np.eye(len(m), dtype=bool)]
+    adjacent = [m[i, i + 1] for i in range(len(m) - 1)] + [m[i + 1, i] for i in range(len(m) - 1)]
+    return GeneralisationResult(
+        generalisation={
+            k: ident.nested(gen[gen.mapping == k], ["loss", "lookup", "layer"], "rate", order="test_layer")
+            for k in kinds
+        },
+        gen_linear_cos_diag_mean=float(np.diag(m).mean()),
+        gen_linear_cos_offdiag_mean=float(off.mean()),
+        gen_linear_cos_last_on_first=float(m[-1, 0]),
+        gen_linear_cos_first_on_last=float(m[0, -1]),
+        gen_linear_cos_neighbour_mean=float(np.mean(adjacent)),
+        table=gen,
+        matrix=m,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Where the misses land
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NeighbourResult(Study):
+    """Where the nearest candidate lands: x_{i+k} instead of x_i (test sentences)."""
+
+    neighbours: dict  # mapping -> loss -> lookup -> k -> share of tokens per layer (k = 0: the rate)
+    neighbour_chance: dict  # k -> chance that a uniform same-sentence guess is x_{i+k}
+    linear_cos_last_miss: float  # share of test tokens the linear cosine probe misses at layer L
+    linear_cos_last_miss_within_3: float  # share of test tokens whose miss lands at 0 < |k| <= 3
+    naive_cos_last_neighbour_shares: dict  # k -> share, the identity map (cosine lookup) at layer L
+    linear_cos_last_misses_by_offset: dict  # k -> share of the misses landing on x_{i+k}
+    uniform_misses_by_offset: dict  # k -> the same if misses were spread uniformly over the other tokens
+    linear_cos_last_miss_same_word: float  # share of misses that retrieve the same word at another position
+    position_only_adjacent: float  # share of the position-only lookup's wrong guesses that land at |k| = 1
+    table: pd.DataFrame = data()  # the neighbour table of :func:`identification`
+
+    @property
+    def adjacent(self) -> float:
+        """Share of the linear cosine probe's last-layer misses that land on x_{i-1} or x_{i+1}."""
+        return self.linear_cos_last_misses_by_offset[-1] + self.linear_cos_last_misses_by_offset[1]
+
+    @property
+    def adjacent_uniform(self) -> float:
+        return self.uniform_misses_by_offset[-1] + self.uniform_misses_by_offset[1]
+
+
+def neighbours(sample: SampleResult, probes: ProbesResult, rates: IdentificationResult) -> NeighbourResult:
+    """Where the misses land, against two baselines: misses spread uniformly over the sentence's other tokens,
+    and a lookup that knows only each token's position (the mean input embedding of its position)."""
+    L, test, nb = sample.n_layers, sample.splits["test"], rates.neighbour_table
+    lin = nb[(nb.mapping == "linear") & (nb.loss == "cos") & (nb.lookup == "cos")]
+    at_last = lin[lin.layer == L].set_index("offset")
+    miss_last = 1 - float(at_last.loc[0, "share"])
+    near = float(at_last.loc[[k for k in at_last.index if k != 0], "share"].sum())
+    naive_nb = nb[(nb.mapping == "naive") & (nb.lookup == "cos") & (nb.layer == L)].set_index("offset")
+    layout = ident.SentenceLayout(test.sentence, test.position)
+    others = [k for k in ident.NEIGHBOUR_OFFSETS if k]
+    uniform_miss = ident.offset_chance(layout, test.position, others, among_others=True)
+    rows = ident.predict(probes.probes["linear"], test, layer=L, loss="cos", lookup="cos")
+    missed = test.key[rows] != test.key
+    same_word = float((missed & (test.token_id[rows] == test.token_id)).sum()) / max(1, int(missed.sum()))
+    pos_rows = ident.position_only_rows(sample.splits["train"], test, "cos")
+    pos_off = (test.position[pos_rows] - test.position)[pos_rows != torch.arange(test.n)]
+    return NeighbourResult(
+        neighbours=ident.nested(nb, ["mapping", "loss", "lookup", "offset"], "share"),
+        neighbour_chance=nb.groupby("offset").chance.first().to_dict(),
+        linear_cos_last_miss=miss_last,
+        linear_cos_last_miss_within_3=near,
+        naive_cos_last_neighbour_shares={int(k): float(v) for k, v in naive_nb.share.items()},
+        linear_cos_last_misses_by_offset={k: float(at_last.loc[k, "share"]) / max(miss_last, 1e-12) for k in others},
+        uniform_misses_by_offset=uniform_miss,
+        linear_cos_last_miss_same_word=same_word,
+        position_only_adjacent=float((pos_off.abs() == 1).double().mean()) if pos_off.numel() else 0.0,
+        table=nb,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# A second corpus
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SecondCorpusResult(Study):
+    """The experiment repeated on a second corpus: probes trained on it, and the first corpus's probes
+    applied to it unchanged (test sentences, same-sentence candidates)."""
+
+    second_corpus_name: str
+    second_sentences: int
+    second_test_tokens: int
+    second_rates: dict  # mapping -> loss -> lookup -> rate per layer, probes trained on the second corpus
+    second_transfer_rates: dict  # the same with the first corpus's probes
+    second_chance: float
+    second_linear_cos_cos_last: float
+    second_transfer_linear_cos_cos_last: float
+    overlay: pd.DataFrame = data()  # test rates of both corpora and of the transfer, one ``series`` each
+
+
+def second_corpus(
+    lm: LoadedModel,
+    texts: Sequence[str],
+    corpus: str,
+    probes: ProbesResult,
+    first: IdentificationResult,
+    first_corpus: str,
+    *,
+    max_tokens: int,
+    seed: int,
+    include_special: bool,
+    epochs: int,
+    batch_size: int,
+    mlp_hidden: int,
+    patience: int,
+) -> SecondCorpusResult:
+    """New probes trained on ``texts`` of ``corpus`` (same split rule and training), and ``probes`` (trained
+    on ``first_corpus``, whose rates are ``first``) applied to them."""
+    sample = hidden_sample(lm, texts, corpus, max_tokens=max_tokens, seed=seed, include_special=include_special)
+    own = trained_probes(
+        sample, epochs=epochs, batch_size=batch_size, mlp_hidden=mlp_hidden, patience=patience, seed=seed
+    ).probes
+    rates, _ = ident.evaluate_all(own, sample.splits, test_candidates=("sentence",), with_train=False)
+    transfer, _ = ident.evaluate_all(probes.probes, sample.splits, test_candidates=("sentence",), with_train=False)
+    first_rates = first.rates[(first.rates.split == "test") & (first.rates.candidates == "sentence")]
+    overlay = pd.concat(
+        [
+            first_rates.assign(series=first_corpus),
+            rates.assign(series=corpus),
+            transfer[transfer.mapping != "naive"].assign(series=f"{corpus}, probes trained on {first_corpus}"),
+        ],
+        ignore_index=True,
+    )
+    test = rates[rates.split == "test"]
+    L = sample.n_layers
+    return SecondCorpusResult(
+        second_corpus_name=corpus,
+        second_sentences=sample.n_sentences_used,
+        second_test_tokens=sample.splits["test"].n,
+        second_rates=ident.nested(test, ["mapping", "loss", "lookup"], "rate"),
+        second_transfer_rates=ident.nested(transfer, ["mapping", "loss", "lookup"], "rate"),
+        second_chance=float(test.chance.iloc[0]),
+        second_linear_cos_cos_last=_rate(test, "linear", "cos", "cos", L),
+        second_transfer_linear_cos_cos_last=_rate(transfer, "linear", "cos", "cos", L),
+        overlay=overlay,
+    )
+
+
+RESULTS = (
+    SampleResult,
+    ProbesResult,
+    IdentificationResult,
+    ClaimsResult,
+    GeneralisationResult,
+    NeighbourResult,
+    SecondCorpusResult,
+)
