@@ -176,37 +176,6 @@ RESULTS: dict[str, dict[str, str]] = {
         "unit_minus_original_max_abs": "number",
         "unit_minus_original_min": "number",
     },
-    "06_context_mixing": {
-        "causal": "bool",
-        "claims": "dict",
-        "corpus_mode": "str",
-        "corpus_seconds": "number",
-        "corpus_sentences": "dict",
-        "corpus_tokens": "dict",
-        "cross_segment": "dict",
-        "estimate_seconds_per_sentence": "number",
-        "estimator_effect_on_own_median": "number",
-        "estimator_effect_on_top_is_self_pct": "number",
-        "estimator_error": "dict",
-        "estimator_error_by_length": "dict",
-        "estimator_probes": "number",
-        "estimator_probes_for_1pct": "number",
-        "exact_seconds_per_sentence": "number",
-        "exact_sentences": "number",
-        "exact_tokens_mean": "number",
-        "layer_summary": "dict",
-        "locality": "dict",
-        "lost_top_last_pct": "dict",
-        "lost_top_max_pct": "dict",
-        "method": "str",
-        "own_median_first": "number",
-        "own_median_last": "number",
-        "own_monotone": "dict",
-        "pos_own_median_last": "dict",
-        "special_sources": "dict",
-        "top_is_self_pct": "dict",
-        "top_median_last": "number",
-    },
     "07_explore": {
         "hta_rows_sum_to_one": "number",
         "max_abs_HTA_contribution_c": "number",
@@ -221,7 +190,7 @@ RESULTS: dict[str, dict[str, str]] = {
 # Keys every chapter may record outside its studies: verdicts (Chapter.verdict), run time and page weight.
 COMMON = {"claims": "dict", "runtime_s": "number", "page_bytes": "dict"}
 # chapter -> module of identifiability.studies whose RESULTS tuple lists the chapter's result types
-STUDY_MODULES: dict[str, str] = {"04_token_identity": "identity"}
+STUDY_MODULES: dict[str, str] = {"04_token_identity": "identity", "06_context_mixing": "context_mixing"}
 
 
 def declared(chapter: str) -> dict[str, str]:
