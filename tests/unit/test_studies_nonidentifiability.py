@@ -1,0 +1,218 @@
+"""Chapter 2's studies on tiny random models: every recorded quantity is checked against the theory it
+measures (rank-nullity with equality for generic heads, outputs kept by every alternative, uniqueness at
+d_s = d_v + 1 and alternatives from d_v + 2, the exact realisability test accepting A and rejecting the
+paper's alternatives), so a wrong computation fails. The chapter builds no bootstrap interval: its
+quantities are exact ranks and constructions, and its verdicts take counts and shares."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from identifiability import nullspace as ns
+from identifiability import schema
+from identifiability.charts import nullspace as charts
+from identifiability.corpora import Corpus
+from identifiability.models import random_model
+from identifiability.studies import nonidentifiability as study
+from identifiability.studies import recorded_fields
+from identifiability.trace import head, out_proj_weights, trace_batch
+
+MAX = 128  # the tiny models' positions
+
+
+@pytest.fixture(scope="module")
+def corpus(sentences):
+    return Corpus("test", sentences * 8)
+
+
+@pytest.fixture(scope="module")
+def text(tiny_lm, corpus):
+    """A text of exactly n tokens."""
+    return lambda n: ns.text_of_length(corpus, n, tiny_lm.tokenizer)
+
+
+@pytest.fixture(scope="module")
+def survey(tiny_lm, text):
+    d_v = tiny_lm.d_v
+    return study.null_space_survey(tiny_lm, [text(n) for n in (8, d_v, d_v + 1, d_v + 2, d_v + 9)], MAX)
+
+
+@pytest.fixture(scope="module")
+def alt(tiny_lm, text):
+    return study.alternatives(tiny_lm, text(tiny_lm.d_v + 8), 2, 1, seed=3, max_tokens=MAX)
+
+
+def _trace(lm, text):
+    with ns.float64(lm):
+        return trace_batch(lm, [text], max_tokens=MAX)[0]
+
+
+def test_every_recorded_key_is_the_chapters_schema():
+    keys = {f.name for cls in study.RESULTS for f in recorded_fields(cls)}
+    assert schema.declared("02_nonidentifiability").keys() == keys | schema.COMMON.keys()
+
+
+# ------------------------------------------------------------------------------------ 1. the null space
+
+
+def test_null_space_survey_meets_rank_nullity_with_equality(tiny_lm, survey):
+    d_v, heads = tiny_lm.d_v, tiny_lm.n_layers * tiny_lm.n_heads
+    assert survey.survey_texts == 5 and survey.survey_heads == 5 * heads == len(survey.table)
+    assert (survey.survey_min_ds, survey.survey_max_ds) == (8, d_v + 9)
+    assert survey.rank_nullity_violations == 0
+    # generic random heads: every bound holds with equality, at every length (0 below d_v + 2)
+    assert survey.share_rank_T_full == survey.share_LN_T_at_bound == survey.share_LN_T1_at_bound == 1.0
+    assert survey.min_dim_LN_T1_by_ds == {n: max(0, n - d_v - 1) for n in (8, d_v, d_v + 1, d_v + 2, d_v + 9)}
+    assert survey.alternatives_at_dv2
+    # the tolerance sits in the gap: rounding noise below it, the smallest real singular value far above
+    assert survey.gap_T_dropped_max < survey.rtol < 1e-10 < survey.gap_T_kept_min
+    assert survey.rtol == MAX * torch.finfo(torch.float64).eps  # max(d_s, d + 1) at the longest input
+    assert (survey.d_v, survey.d_q, survey.causal) == (d_v, d_v, False)
+
+
+def test_without_long_texts_nothing_falls_below_the_tolerance(tiny_lm, text):
+    r = study.null_space_survey(tiny_lm, [text(8), text(tiny_lm.d_v)], MAX)
+    assert r.gap_T_dropped_max != r.gap_T_dropped_max  # NaN: no structural zero to measure
+    assert not r.alternatives_at_dv2  # no text of d_v + 2 tokens: C2 cannot count heads there
+    assert set(r.min_dim_LN_T1_by_ds.values()) == {0}
+    assert "nothing fell below the tolerance" in charts.survey_text(r)
+
+
+# ------------------------------------------------------------------- 2. alternatives with the same output
+
+
+def test_alternatives_keep_the_output_and_move_the_rows(tiny_lm, alt):
+    a, t = alt.A, alt.T
+    d_s = alt.example_ds
+    assert (d_s, alt.example_layer, alt.example_head) == (tiny_lm.d_v + 8, 2, 1)
+    assert alt.example_dim_LN_T1 == d_s - tiny_lm.d_v - 1
+    tr = _trace(tiny_lm, alt.text)  # the head the study used is the one asked for, numbered 1..L
+    torch.testing.assert_close(a, tr.attentions[1, 1])
+    for name, b in charts.viewer_alternatives(alt).items():
+        assert ns.rel_output_error(a, b, t) < 1e-10, name  # recomputed, not read from the study
+        assert float((b.sum(1) - 1).abs().max()) < 1e-12 and float(b.min()) >= 0, name
+    assert alt.construct_verified and alt.lp_verified
+    assert alt.construct["tv_mean"] == pytest.approx(float(ns.tv_rows(a, alt.paper).mean()))
+    # the LP also starts from the keys max-entropy gains on: it moves every row at least as far
+    assert (ns.tv_rows(a, alt.largest_tv) >= ns.tv_rows(a, alt.max_entropy) - 1e-6).all()
+    assert alt.lp["tv_mean"] > alt.construct["tv_mean"] > 0
+
+
+def test_a_head_outside_the_model_is_refused_with_the_parameters_to_pass(tiny_lm, text):
+    with pytest.raises(ValueError, match=r"layer must be 1\.\.2 and head 0\.\.3, got 3/0; pass e\.g\. -p layer=1"):
+        study.alternatives(tiny_lm, text(20), 3, 0, max_tokens=MAX)
+    with pytest.raises(ValueError, match="got 1/4"):
+        study.threshold(tiny_lm, text(20), 1, 4, max_tokens=MAX)
+
+
+def test_head_distances_cover_every_head(tiny_lm, alt):
+    r = study.head_distances(tiny_lm, alt.text, max_tokens=MAX)
+    L, H = tiny_lm.n_layers, tiny_lm.n_heads
+    assert len(r.table) == L * H and r.d_s == alt.example_ds
+    assert [row["layer"] for row in r.per_layer] == list(range(1, L + 1))
+    assert r.survey_lp_tv_mean == pytest.approx(r.table.lp_tv_mean.mean())
+    assert r.per_layer[0]["lp_tv_max"] == pytest.approx(r.table[r.table.layer == 1].lp_tv_max.max())
+    assert max(r.survey_lp_error_max, r.survey_me_error_max) < 1e-10
+    assert r.survey_lp_ge_me and r.survey_me_rank_max <= tiny_lm.d_v
+    # C3's inputs: the real A passes the exact test, the paper's alternatives all fail it
+    assert r.real_passes is True
+    assert r.paper_failing_share == 1.0 and r.survey_paper_realisable_share == 0.0
+    # the study's head is the same computation as the one-head study's
+    one = r.table[(r.table.layer == 2) & (r.table["head"] == 1)].iloc[0]
+    assert one.me_tv_mean == pytest.approx(float(ns.tv_rows(alt.A, alt.max_entropy).mean()), rel=1e-6)
+
+
+def test_on_a_causal_model_the_exact_test_does_not_apply(text):
+    lm = random_model("gpt2", seed=0)
+    r = study.head_distances(lm, text(lm.d_v + 4), max_tokens=MAX)
+    assert lm.adapter.causal and r.real_passes is None and r.survey_me_rank_max is None
+    assert r.paper_failing_share == 0.0  # nothing was testable, so nothing failed
+    assert r.survey_lp_error_max < 1e-10  # alternatives are still built, per row on the visible keys
+    alt = study.alternatives(lm, text(lm.d_v + 4), 1, 0, max_tokens=MAX)
+    assert alt.construct_verified and alt.lp_verified
+    assert float(alt.largest_tv.triu(1).abs().max()) == 0  # no weight on a key a row cannot see
+    tests = study.exact_tests(lm, alt)
+    assert set(tests.realisable.values()) == {None} and tests.spectra == {}
+    assert charts.exact_tests_text(tests, r) == ""
+
+
+# --------------------------------------------------------------------------------- 3. the threshold
+
+
+def test_exact_threshold_examples():
+    r = study.exact_threshold()
+    assert r.exact_generic_unique and r.exact_generic_free == 0
+    # the rank-deficient T leaves one free parameter per row of the 3 x 3 A': d_s * dim LN([T, 1])
+    assert r.exact_deficient_dim_LN_T1 == 1 and r.exact_deficient_free == 3 * r.exact_deficient_dim_LN_T1
+    assert r.examples["generic"]["solution"] == r.examples["A"]
+
+
+def test_unique_at_dv_plus_1_and_not_at_dv_plus_2(tiny_lm, text):
+    d_v = tiny_lm.d_v
+    at = study.threshold(tiny_lm, text(d_v + 1), 1, 2, max_tokens=MAX)
+    assert at.threshold_ds == d_v + 1 and at.threshold_heads == tiny_lm.n_layers * tiny_lm.n_heads
+    assert at.threshold_unique_heads == at.threshold_heads and at.unique_share == 1.0
+    assert max(at.threshold_lp_tv_max, at.threshold_me_tv_max) < 1e-8
+    assert at.threshold_sigma_min > 1e-10 and at.threshold_ones_min > 1e-10  # far from degenerate
+    past = study.threshold(tiny_lm, text(d_v + 2), 1, 2, max_tokens=MAX)
+    assert past.threshold_unique_heads == 0 and past.unique_share == 0.0
+    assert past.threshold_lp_tv_max > 1e-6  # one token more and the LP moves a row
+
+
+# ------------------------------------------------------------------------------- 4. realisability
+
+
+def test_exact_tests_accept_A_and_reject_the_papers_alternatives(tiny_lm, alt):
+    r = study.exact_tests(tiny_lm, alt)
+    d_q = tiny_lm.d_v
+    assert r.realisable == {
+        "A (real)": True,
+        "A + Ã (paper, full step)": False,
+        "A + ½Ã": False,
+        "A + 10⁻⁴Ã": False,
+        "largest TV (LP)": False,
+        "max-entropy alternative": True,
+    }
+    assert r.realisable_rank["A (real)"] <= d_q and r.realisable_rank["max-entropy alternative"] <= d_q
+    # a generic perturbation of log A fills every direction a centred log can have: rank d_s - 1
+    assert r.realisable_rank["A + ½Ã"] == r.realisable_rank["A + 10⁻⁴Ã"] == alt.example_ds - 1
+    assert set(r.spectra) == set(r.realisable) and all(float(s[0]) == 1.0 for s in r.spectra.values())
+
+
+def test_realisable_search_by_length(tiny_lm, text):
+    d_v = tiny_lm.d_v
+    texts = [text(n) for n in (d_v + 1, d_v + 2, d_v + 6)]
+    r = study.realisable_search(tiny_lm, texts, [(1, 3)], steps=2, jacobian_max_length=d_v + 2, max_tokens=MAX)
+    assert [row["d_s"] for row in r.search] == [d_v + 1, d_v + 2, d_v + 6] and r.beyond_runs == 2
+    assert r.realisable_exists_all_beyond and r.realisable_none_at_threshold
+    # the count d_q(d_s - d_q - 1), measured through the Jacobian, is 0 at d_q + 1 and d_q at d_q + 2
+    assert r.jacobian_lengths == [d_v + 1, d_v + 2] and r.dimension_count_confirmed
+    assert [row["local_dim"] for row in r.search[:2]] == [0, d_v]
+    assert r.naive_count_wrong_at_threshold  # d_q(d_s - d_q) would say d_q at d_q + 1
+    assert r.search_error_max <= ns.SEARCH_TOL and r.search_rank_max <= d_v
+    a = [head(_trace(tiny_lm, t), out_proj_weights(tiny_lm).double(), 1, 3)[0] for t in texts[1:]]
+    assert r.A_min_prob == pytest.approx(min(float(x.min()) for x in a))
+    assert not r.per_layer and list(r.by_length.d_s) == [d_v + 1, d_v + 2, d_v + 6]
+
+
+def test_a_search_below_the_threshold_finds_nothing_to_judge(tiny_lm, text):
+    r = study.realisable_search(tiny_lm, [text(tiny_lm.d_v + 1)], [(2, 0), (1, 0)], steps=1, max_tokens=MAX)
+    assert r.beyond_runs == 0 and not r.realisable_exists_all_beyond  # C3's third input: nothing found
+    assert r.search_error_max is None and r.search_min_prob is None and r.A_min_prob is None
+    assert r.realisable_none_at_threshold and r.per_layer and not r.jacobian_lengths
+    assert not r.dimension_count_confirmed  # nothing measured confirms nothing
+
+
+def test_summary_ends_with_the_verdict_sentences(tiny_lm, survey, alt, text):
+    heads = study.head_distances(tiny_lm, alt.text, max_tokens=MAX)
+    thr = study.threshold(tiny_lm, text(tiny_lm.d_v + 1), 2, 1, max_tokens=MAX)
+    search = study.realisable_search(tiny_lm, [text(tiny_lm.d_v + 3)], [(2, 1)], steps=1, max_tokens=MAX)
+    claims = ["**C1 — partly holds.** one", "**C2 — holds.** two"]
+    text_ = charts.summary_text(
+        survey, alt, heads, study.exact_threshold(), thr, study.exact_tests(tiny_lm, alt), search, claims, "m"
+    )
+    assert text_.endswith("\n\n".join(claims)) and "*Model m, 5 texts;" in text_
+    assert f"in {thr.threshold_unique_heads} of {thr.threshold_heads} real heads" in text_
+    # a finding is stated from the numbers: the tiny head's alternatives keep weights near A's
+    assert ("far more extreme" in text_) == (search.search_min_prob < 1e-3 * search.A_min_prob)
