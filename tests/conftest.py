@@ -76,57 +76,21 @@ def sentences():
     ]
 
 
-# Small parameters for the one real execution of each chapter in the tests. The notebook tests assert on
-# the results each chapter writes, and the book test renders the same executed notebooks.
-QUICK_PARAMS = {
-    "01_model_and_data": {"n_sentences": 40},
-    "02_nonidentifiability": {
-        "n_sentences": 3,
-        "lengths": "8,dv,dv+1,dv+2,48",
-        "example_length": "dv+8",
-        "search_lengths": "dv+1,dv+2,dv+8",
-        "search_steps": 4,
-        "jacobian_max_length": "dv+2",
-        "lp_rounds": 1,
-    },
-    "04_token_identity": {"n_sentences": 60, "second_n_sentences": 40, "epochs": 3},
-    "05_angle_magnitude": {"n_sentences": 60, "epochs": 3},
-    "06_context_mixing": {
-        "n_exact_long": 1,
-        "exact_long_max_tokens": 14,
-        "n_sentences": 6,
-        "n_second": 3,
-        "n_exact": 2,
-        "exact_max_tokens": 10,
-        "max_tokens": 24,
-        "n_explorer": 2,
-        "use_cache": False,
-    },
-    "03_effective_attention": {
-        "n_sentences": 12,
-        "fig1_n_lengths": 6,
-        "fig1_repeats": 1,
-        "fig1_max_length": 96,
-        "viewer_sentences": 2,
-        "viewer_max_tokens": 40,
-    },
-}
-
-
 @pytest.fixture(scope="session")
 def chapter_run(tmp_path_factory):
-    """chapter_run(stem) executes notebooks/<stem>.md once per session and returns its results dict."""
+    """chapter_run(stem) executes the chapter once per session, with its quick parameters from the chapter
+    contract, and returns its results dict."""
 
     from identifiability import paths
-    from identifiability.cli import run_notebook
-    from identifiability.results import read_json
+    from identifiability.chapters import CHAPTERS, run_notebook
+    from identifiability.fileio import read_json
 
     out = tmp_path_factory.mktemp("chapters")
     done: dict[str, dict] = {}
 
     def run(stem: str) -> dict:
         if stem not in done:
-            params = {"results_dir": str(out / "results"), **QUICK_PARAMS.get(stem, {})}
+            params = {"results_dir": str(out / "results"), **CHAPTERS[stem].quick}
             if stem == "08_across_models":  # its table: the chapters run so far, filed as a data folder files them
                 import shutil
 
@@ -135,7 +99,7 @@ def chapter_run(tmp_path_factory):
                 for f in (out / "results").glob("0*.json"):
                     shutil.copy2(f, filed / f.name)
                 params["data_folder"] = str(out / "data")
-            run_notebook(paths.source_root() / "notebooks" / f"{stem}.md", out / "notebooks", params, progress=False)
+            run_notebook(CHAPTERS[stem].source, out / "notebooks", params, progress=False)
             done[stem] = read_json(out / "results" / f"{stem}.json")
         return done[stem]
 
@@ -143,10 +107,10 @@ def chapter_run(tmp_path_factory):
     return run
 
 
-QUICK_PARAMS["07_explore"] = {}
-
-
 @pytest.fixture(scope="session")
 def quick_params():
-    """The small parameters of each chapter's one real execution in the tests."""
-    return QUICK_PARAMS
+    """{stem: the small parameters of the chapter's one real execution in the tests} (the chapter contract's
+    ``quick``)."""
+    from identifiability.chapters import CHAPTERS
+
+    return {stem: spec.quick for stem, spec in CHAPTERS.items()}

@@ -23,9 +23,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from .errors import UserError
 
-class UnsupportedArchitecture(ValueError):
-    pass
+
+class UnsupportedArchitecture(UserError, ValueError):
+    """A model family the registry has no row for; the message names the supported ones."""
 
 
 @dataclass(frozen=True)

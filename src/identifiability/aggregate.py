@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import paths
-from .results import atomic_write, params_key, read_json
+from . import keys, paths
+from .fileio import atomic_write, read_json
+from .results import params_key
 
 CHAPTER_FILE = re.compile(r"^\d\d_[a-z_]+\.json$")
 COLUMNS = [
@@ -109,7 +110,7 @@ def rows_of(doc: dict, source: str, run: str) -> list[dict]:
         "source": source,
         "run": run,
         "model": str(p.get("model") or paths.DEFAULT_MODEL),
-        "model_key": prov.get("key") or paths.model_key(p.get("model")),
+        "model_key": prov.get("key") or keys.model_key(p.get("model")),
         "content_key": prov.get("content_key", ""),
         "corpus": str(p.get("corpus", "")),
         "seed": int(p.get("seed", 0)),

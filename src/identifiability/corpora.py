@@ -26,6 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .errors import UserError
+
 EMBEDDED = {
     "lee": ("lee_background.cor", "articles"),
     "lee_test": ("lee.cor", "articles"),
@@ -40,8 +42,8 @@ HELD_OUT_EVERY = 3
 PAIR_SEED = 0  # the negatives' draw; fixed so that ``lee_pairs`` is one set of pairs for every model
 
 
-class CorpusError(ValueError):
-    pass
+class CorpusError(UserError, ValueError):
+    """A corpus that cannot be read or sampled as asked; the message says what to pass instead."""
 
 
 @dataclass

@@ -20,12 +20,10 @@ is pickled: weights and states are safetensors, everything else JSON.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
 import shutil
-import sys
 import time
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
@@ -38,7 +36,9 @@ from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
 from .corpora import encode
+from .fileio import read_json, write_json
 from .fingerprint import folder_key
+from .keys import resolve
 from .paths import DEFAULT_MODEL, data_root, safe_key
 from .stats import bootstrap_ci
 from .tasks import TASKS, Example, FinetuneError, TaskData, load_task
@@ -89,8 +89,6 @@ class Settings:
 
 def _base(name: str | None) -> tuple[str, Path, str]:
     """(display name, folder, content key) of the model to start from: the embedded one or a local folder."""
-    from .models import resolve
-
     display, source, _ = resolve(name)
     folder = Path(source)
     if not folder.is_dir():
@@ -122,7 +120,7 @@ def _claim_folder(out: Path, identity: dict) -> tuple[str, dict | None]:
         raise FinetuneError(f"{out} is a file, not a folder: pass another --out")
     prov_file, state_file = out / PROVENANCE, out / CHECKPOINT / "state.json"
     if prov_file.is_file():
-        prov = json.loads(prov_file.read_text(encoding="utf-8"))
+        prov = read_json(prov_file)
         if prov.get("identity") == identity:
             return "done", prov
         raise FinetuneError(
@@ -130,7 +128,7 @@ def _claim_folder(out: Path, identity: dict) -> tuple[str, dict | None]:
             "to replace it"
         )
     if state_file.is_file():
-        meta = json.loads(state_file.read_text(encoding="utf-8"))
+        meta = read_json(state_file)
         if meta.get("identity") == identity:
             return "resume", None
         raise FinetuneError(
@@ -142,13 +140,6 @@ def _claim_folder(out: Path, identity: dict) -> tuple[str, dict | None]:
             f"{out} is not empty and holds no model made by this command (no {PROVENANCE}): pass another --out"
         )
     return "new", None
-
-
-def _write_json(path: Path, data: dict) -> None:
-    """Write through a temporary file, so a crash never leaves half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
 
 
 @contextmanager
@@ -191,7 +182,7 @@ def save_checkpoint(
     tmp = folder / (name + ".tmp")
     save_file(tensors, str(tmp), metadata={"epochs_done": str(epochs_done)})
     os.replace(tmp, folder / name)
-    _write_json(folder / "state.json", {**meta, "epochs_done": epochs_done, "tensors": name})
+    write_json(folder / "state.json", {**meta, "epochs_done": epochs_done, "tensors": name})
     for old in folder.glob("epoch*.safetensors"):
         if old.name != name:
             old.unlink()
@@ -200,7 +191,7 @@ def save_checkpoint(
 def load_checkpoint(folder: Path, model: torch.nn.Module, opt: torch.optim.Optimizer) -> dict:
     """Restore what :func:`save_checkpoint` wrote into ``model``, ``opt`` and the torch RNG; returns the
     checkpoint's JSON (``epochs_done``, ``steps``, ...)."""
-    meta = json.loads((folder / "state.json").read_text(encoding="utf-8"))
+    meta = read_json(folder / "state.json")
     tensors = load_file(str(folder / meta["tensors"]))
     model.load_state_dict({k[len("model.") :]: v for k, v in tensors.items() if k.startswith("model.")})
     state: dict[int, dict] = {}
@@ -440,7 +431,7 @@ def _save_folder(out: Path, model, tokenizer, provenance: dict) -> None:
     with _quiet_transformers():
         model.save_pretrained(str(out), safe_serialization=True)
     tokenizer.save_pretrained(str(out))
-    _write_json(out / PROVENANCE, provenance)
+    write_json(out / PROVENANCE, provenance)
 
 
 def init_random(like: str | None = None, seed: int = 0, out: str | Path | None = None) -> dict:
@@ -474,42 +465,3 @@ def init_random(like: str | None = None, seed: int = 0, out: str | Path | None =
     }
     _save_folder(out, model, tokenizer, prov)
     return {**prov, "folder": str(out)}
-
-
-# -- command line -------------------------------------------------------------------------------------
-
-
-def add_parsers(sub) -> None:
-    """The ``finetune`` and ``init-random`` subcommands."""
-    f = sub.add_parser("finetune", help="fine-tune the embedded model on a task (resumable; see README)")
-    f.add_argument("--task", required=True, help=f"{' | '.join(TASKS)}")
-    f.add_argument("--epochs", type=int, default=Settings.epochs, help=f"default {Settings.epochs}")
-    f.add_argument("--seed", type=int, default=0, help="default 0")
-    f.add_argument("--base", default=DEFAULT_MODEL, help="model to start from: the embedded one or a local folder")
-    f.add_argument("--out", type=Path, help="model folder (default: data/models/<base>-<task>-seed<seed>)")
-    r = sub.add_parser("init-random", help="the same architecture with freshly initialised weights")
-    r.add_argument("--like", default=DEFAULT_MODEL, help="model whose architecture to copy (default: embedded)")
-    r.add_argument("--seed", type=int, default=0, help="default 0")
-    r.add_argument("--out", type=Path, help="model folder (default: data/models/<like>-random-seed<seed>)")
-
-
-def command(a: argparse.Namespace, user_errors: tuple[type[Exception], ...]) -> int:
-    """Run ``finetune`` or ``init-random`` from parsed arguments; a user error is one line and exit code 2."""
-    try:
-        if a.cmd == "finetune":
-            prov = finetune(a.task, a.out, a.base, Settings(epochs=a.epochs, seed=a.seed))
-            r = prov["held_out"]
-            print(
-                f"{a.task}: held-out accuracy {r['accuracy']:.3f} (95% interval {r['ci95'][0]:.3f} to "
-                f"{r['ci95'][1]:.3f}; majority class {r['majority_rate']:.3f}) on {r['n']} examples, "
-                f"{prov['steps']} steps in {prov['seconds']:.0f} s"
-            )
-        else:
-            prov = init_random(a.like, a.seed, a.out)
-            print(f"random initialisation like {prov['like']['name']}, seed {prov['seed']}")
-        done = "already there, nothing to do" if prov.get("already_there") else "saved"
-        print(f"model {done}: {prov['folder']}")
-    except (FinetuneError, *user_errors) as e:
-        print(f"error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
-        return 2
-    return 0

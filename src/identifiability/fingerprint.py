@@ -16,6 +16,10 @@ import os
 import struct
 from pathlib import Path
 
+from .errors import UserError
+from .fileio import read_json, write_json
+from .paths import cache_root
+
 CONFIG = "config.json"
 SINGLE_WEIGHTS = "model.safetensors"
 WEIGHTS_INDEX = "model.safetensors.index.json"
@@ -34,7 +38,7 @@ TOKENIZER_FILES = (
 _VOCABULARY = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model")
 
 
-class ModelNotAvailable(OSError):
+class ModelNotAvailable(UserError, OSError):
     """A model that cannot be loaded; the message is one line that says what to do."""
 
 
@@ -120,22 +124,16 @@ def check_folder(folder: Path) -> list[Path]:
     ]
 
 
-def _hash_cache_path() -> Path:
-    from .paths import cache_root
-
-    return cache_root() / "file_hashes.json"
-
-
 def file_sha256(path: Path) -> str:
     """SHA-256 of a file, remembered by (absolute path, size, mtime) in the data folder's cache."""
     path = Path(path).resolve()
     st = path.stat()
     stamp = f"{path}|{st.st_size}|{st.st_mtime_ns}"
-    store = _hash_cache_path()
+    store = cache_root() / "file_hashes.json"
     known = {}
     if store.is_file():
         try:
-            known = json.loads(store.read_text(encoding="utf-8"))
+            known = read_json(store)
         except ValueError:
             known = {}  # a damaged cache is recomputed, never trusted
     if stamp in known:
@@ -146,8 +144,6 @@ def file_sha256(path: Path) -> str:
             h.update(chunk)
     known[stamp] = h.hexdigest()
     try:
-        from .results import write_json
-
         write_json(store, known)
     except OSError:
         pass  # a read-only data folder only costs a re-hash next time

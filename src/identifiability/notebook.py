@@ -16,14 +16,15 @@ from pathlib import Path
 
 import torch
 
-from . import paths, schema
+from . import keys, schema
 from .charts.render import enable_offline
 from .corpora import Corpus, drop_unusable, load_corpus, sample_sentences
+from .fileio import jsonable, read_json, write_json
 from .loaded_model import LoadedModel
 from .models import load_model
 from .paths import DEFAULT_MODEL
-from .results import jsonable, load_claims, read_json, write_json
 from .verdicts import Verdict, render
+from .verdicts.claims import load_claims
 
 
 @dataclass
@@ -158,7 +159,7 @@ def setup(
         "device": device,
         **extra,
     }
-    out = Path(results_dir) if results_dir else paths.results_dir(model, corpus)
+    out = Path(results_dir) if results_dir else keys.results_dir(model, corpus)
     return Chapter(chapter, lm, corp, params, out, dropped_lines=dropped)
 
 

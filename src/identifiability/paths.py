@@ -7,7 +7,10 @@ One rule for every entry point (``run``, ``book``, later ``sweep``):
 - results and caches go under the data folder: ``$IDENTIFIABILITY_DATA`` if set, else ``data/`` of the
   checkout the command runs in, else ``./data`` of the working directory (an installed package never
   writes into its own source tree);
-- a model's results are filed under its key (:func:`model_key`), a corpus's under :func:`corpus_key`.
+- a model's results are filed under its key and a corpus's under its own (:mod:`identifiability.keys`,
+  which also names each model's results and book folders).
+
+Imports nothing of the package.
 """
 
 from __future__ import annotations
@@ -64,6 +67,11 @@ def cache_root() -> Path:
     return data_root() / "cache"
 
 
+def build_root() -> Path:
+    """Where books and executed notebooks go: ``_build`` of the checkout."""
+    return source_root() / "_build"
+
+
 def sweep_root() -> Path:
     """Where ``identifiability sweep`` files its runs: ``<model>/<corpus>/<chapter>/seed<s>-<run key>/``."""
     return data_root() / "sweeps"
@@ -85,40 +93,5 @@ def safe_key(name: str) -> str:
 
 
 def is_default_model(name: str | None) -> bool:
+    """Whether ``name`` means the embedded default model (None or one of :data:`DEFAULT_ALIASES`)."""
     return name is None or name in DEFAULT_ALIASES
-
-
-def model_key(name: str | None) -> str:
-    """The folder name a model's results are filed under.
-
-    The embedded default is ``all-MiniLM-L6-v2``; a hub id its id; a local folder its folder name plus the
-    first 10 hex digits of its content key, so two folders of the same name never share results, and a
-    folder re-saved with new weights gets a new one (:mod:`identifiability.fingerprint`).
-    """
-    if is_default_model(name):
-        return DEFAULT_MODEL
-    path = Path(name).expanduser()
-    if path.is_dir():
-        from .fingerprint import folder_key
-
-        return safe_key(f"{path.resolve().name}-{folder_key(path)[:10]}")
-    return safe_key(name)
-
-
-def corpus_key(name: str) -> str:
-    """The folder name a corpus's results are filed under (a text file: its stem)."""
-    path = Path(name).expanduser()
-    return safe_key(path.stem if path.is_file() else name.replace("/", "_"))
-
-
-def results_dir(model: str | None, corpus: str) -> Path:
-    """Where the chapters write their results for this model and corpus."""
-    return results_root() / model_key(model) / corpus_key(corpus)
-
-
-def build_dir(model: str | None, corpus: str) -> Path:
-    """Where a book goes: ``_build`` of the checkout for the defaults, else its own folder below it."""
-    base = source_root() / "_build"
-    if is_default_model(model) and corpus == DEFAULT_CORPUS:
-        return base
-    return base / model_key(model) / corpus_key(corpus)

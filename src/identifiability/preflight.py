@@ -1,6 +1,9 @@
 """Checks that run before any chapter executes, from the model's config and the corpus only (seconds, no
 weights): the model's files, its architecture, and every chapter parameter against the model and the text.
 A bad input stops here with one line that names the fix; nothing that earlier runs computed is touched.
+
+This module holds the machinery (rules, sentence-length windows, :func:`check`); which rules each chapter
+has is part of its contract (:data:`identifiability.chapters.CHAPTERS`).
 """
 
 from __future__ import annotations
@@ -12,9 +15,12 @@ from pathlib import Path
 
 from .adapters import adapter_for
 from .corpora import Corpus, drop_unusable, load_corpus, token_lengths
+from .errors import UserError
+from .fingerprint import ModelNotAvailable
+from .keys import resolve
 
 
-class PreflightError(ValueError):
+class PreflightError(UserError, ValueError):
     """A parameter or input that cannot work; the message is one line that says what to pass instead."""
 
 
@@ -32,8 +38,6 @@ class ModelInfo:
 def model_info(model: str | None) -> ModelInfo:
     """Config and tokenizer of ``model`` (a local folder is checked file by file first); no weights are read."""
     from transformers import AutoConfig, AutoTokenizer
-
-    from .models import ModelNotAvailable, resolve
 
     _, source, _ = resolve(model)
     try:
@@ -61,7 +65,9 @@ def middle_layer(n_layers: int) -> int:
 Rule = Callable[[dict, ModelInfo], "str | None"]
 
 
-def _at_least(name: str, minimum: Callable[[dict, ModelInfo], int], why: str) -> Rule:
+def at_least(name: str, minimum: Callable[[dict, ModelInfo], int], why: str) -> Rule:
+    """A rule: parameter ``name`` is at least ``minimum(parameters, model)`` (``why`` says what needs it)."""
+
     def rule(p: dict, m: ModelInfo) -> str | None:
         need = minimum(p, m)
         if name in p and int(p[name]) < need:
@@ -71,7 +77,8 @@ def _at_least(name: str, minimum: Callable[[dict, ModelInfo], int], why: str) ->
     return rule
 
 
-def _layer_head(p: dict, m: ModelInfo) -> str | None:
+def layer_head(p: dict, m: ModelInfo) -> str | None:
+    """A rule: ``layer`` (1..L, 0 the middle one) and ``head`` are a layer and a head of the model."""
     layer, head = int(p.get("layer", 0)), int(p.get("head", 0))
     if not 0 <= layer <= m.n_layers:
         return (
@@ -83,83 +90,48 @@ def _layer_head(p: dict, m: ModelInfo) -> str | None:
     return None
 
 
-def _window(lo: str | Callable[[dict, ModelInfo], int], hi: str) -> Callable[[dict, ModelInfo], tuple[int, int, str]]:
+# A window sees the chapter's parameters and the model; it returns (min, max tokens, the parameters that set it).
+Window = Callable[[dict, ModelInfo], tuple[int, int, str]]
+
+
+def window(lo: str | Callable[[dict, ModelInfo], int], hi: str) -> Window:
     """A sentence-length window of a chapter: (min, max, the parameters that set it). ``lo`` names a
     parameter, or computes a fixed minimum from the model."""
 
-    def window(p: dict, m: ModelInfo) -> tuple[int, int, str]:
+    def bounds(p: dict, m: ModelInfo) -> tuple[int, int, str]:
         low = int(p[lo]) if isinstance(lo, str) else lo(p, m)
         names = f"-p {lo}=… / -p {hi}=…" if isinstance(lo, str) else f"-p {hi}=…"
         return low, min(int(p[hi]), m.max_positions), names
 
-    return window
+    return bounds
 
 
 @dataclass(frozen=True)
 class ChapterRules:
+    """What one chapter's parameters must satisfy: rules, and sentence-length windows the corpus must have
+    sentences in."""
+
     rules: tuple[Rule, ...] = ()
-    windows: tuple[Callable[[dict, ModelInfo], tuple[int, int, str]], ...] = ()
+    windows: tuple[Window, ...] = ()
 
 
-CHAPTERS: dict[str, ChapterRules] = {
-    "01_model_and_data": ChapterRules(
-        (_at_least("max_tokens", lambda p, m: int(p.get("example_min_tokens", 8)), "its example sentence's minimum"),),
-        (_window("example_min_tokens", "example_max_tokens"),),
-    ),
-    "02_nonidentifiability": ChapterRules(
-        (_at_least("max_tokens", lambda p, m: m.d_v + 2, "inputs just past the threshold d_v + 1"), _layer_head),
-    ),
-    "03_effective_attention": ChapterRules(
-        (
-            _at_least("max_tokens", lambda p, m: m.d_v + 2, "sentences longer than d_v"),
-            _at_least("viewer_max_tokens", lambda p, m: m.d_v + 8, "viewer sentences a few tokens past d_v"),
-            _at_least("fig1_max_length", lambda p, m: m.d_v + 2, "lengths on both sides of d_v"),
-        ),
-        (_window(lambda p, m: m.d_v + 1, "max_tokens"),),
-    ),
-    "04_token_identity": ChapterRules(
-        (
-            _at_least("max_tokens", lambda p, m: int(p.get("min_tokens", 3)), "at least min_tokens"),
-            _at_least("min_tokens", lambda p, m: 3, "a token besides the special ones"),
-        ),
-        (_window("min_tokens", "max_tokens"),),
-    ),
-    "05_angle_magnitude": ChapterRules(
-        (
-            _at_least("max_tokens", lambda p, m: int(p.get("min_tokens", 3)), "at least min_tokens"),
-            _at_least("min_tokens", lambda p, m: 3, "a token besides the special ones"),
-        ),
-        (_window("min_tokens", "max_tokens"),),
-    ),
-    "06_context_mixing": ChapterRules(
-        (
-            _at_least("max_tokens", lambda p, m: 3, "a token besides the special ones"),
-            _at_least("exact_max_tokens", lambda p, m: 3, "a token besides the special ones"),
-        ),
-        (_window(lambda p, m: 3, "max_tokens"), _window(lambda p, m: 3, "exact_max_tokens")),
-    ),
-    "07_explore": ChapterRules((_at_least("max_tokens", lambda p, m: 3, "a token besides the special ones"),)),
-}
-
-
-def check(chapters: dict[str, dict], model: str | None, corpus: str) -> None:
-    """Check each chapter's parameters (``{chapter stem: its parameters with defaults filled in}``) against the
-    model's config and the corpus. Raises PreflightError, ModelNotAvailable, UnsupportedArchitecture or
-    CorpusError with one line."""
+def check(chapters: dict[str, tuple[ChapterRules, dict]], model: str | None, corpus: str) -> None:
+    """Check each chapter's parameters against the model's config and the corpus: ``{chapter stem: (its rules,
+    its parameters with defaults filled in)}``. Raises PreflightError, ModelNotAvailable,
+    UnsupportedArchitecture or CorpusError with one line."""
     info = model_info(model)
     text: Corpus | None = None
     lengths: list[int] = []
-    for stem, params in chapters.items():
-        rules = CHAPTERS.get(stem, ChapterRules())
+    for stem, (rules, params) in chapters.items():
         for rule in rules.rules:
             err = rule(params, info)
             if err:
                 raise PreflightError(f"{stem}: {err}")
-        for window in rules.windows:
+        for bounds in rules.windows:
             if text is None:
                 text, _ = drop_unusable(load_corpus(corpus), info.tokenizer)
                 lengths = token_lengths(text.sentences, info.tokenizer)
-            lo, hi, names = window(params, info)
+            lo, hi, names = bounds(params, info)
             if not any(lo <= n <= hi for n in lengths):
                 raise PreflightError(
                     f"{stem}: no sentence of corpus {Path(corpus).name!r} has {lo} to {hi} tokens "

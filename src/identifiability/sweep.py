@@ -24,7 +24,6 @@ very per-sentence cache entries chapter 6 reads (:func:`identifiability.hta.cach
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import os
@@ -36,16 +35,24 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import paths
-from .results import read_json, write_json
+from . import keys, paths
+from .chapters import (
+    CHAPTERS,
+    ChapterFailed,
+    check_parameters,
+    coerce_parameters,
+    declared_parameters,
+    find,
+    preflight,
+    run_notebook,
+)
+from .errors import UserError, one_line
+from .fileio import read_json, write_json
 
-# The explorer has no claims and no quantities to compare, and the comparison across models reads the other
-# runs rather than a model: a sweep runs them only when asked.
-DEFAULT_SKIP = ("07_explore", "08_across_models")
 RUN_FILE = "run.json"
 
 
-class SweepError(ValueError):
+class SweepError(UserError, ValueError):
     """A sweep that cannot start; the message is one line that says what to do."""
 
 
@@ -54,7 +61,7 @@ class Run:
     """One task of a sweep: a chapter executed on one model, corpus and seed with fixed parameters."""
 
     model: str  # as the user wrote it
-    model_key: str  # the folder name results are filed under (:func:`paths.model_key`)
+    model_key: str  # the folder name results are filed under (:func:`identifiability.keys.model_key`)
     content_key: str  # SHA-256 of the weights, config and tokenizer files
     corpus: str
     corpus_key: str  # name, plus a text file's SHA-256
@@ -72,10 +79,10 @@ class Run:
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()
 
     def folder(self, root: Path) -> Path:
-        return root / self.model_key / paths.corpus_key(self.corpus) / self.chapter / f"seed{self.seed}-{self.key[:12]}"
+        return root / self.model_key / keys.corpus_key(self.corpus) / self.chapter / f"seed{self.seed}-{self.key[:12]}"
 
     def label(self) -> str:
-        return f"{self.chapter} on {self.model_key}/{paths.corpus_key(self.corpus)} seed {self.seed}"
+        return f"{self.chapter} on {self.model_key}/{keys.corpus_key(self.corpus)} seed {self.seed}"
 
 
 @dataclass
@@ -110,32 +117,12 @@ def source_hash(chapter_source: Path) -> str:
     return h.hexdigest()
 
 
-def corpus_identity(corpus: str) -> str:
-    """A corpus's name, plus the SHA-256 of a text file's content (an edited file makes new runs)."""
-    path = Path(corpus).expanduser()
-    if path.is_file():
-        return f"{paths.corpus_key(corpus)}:{hashlib.sha256(path.read_bytes()).hexdigest()[:16]}"
-    return corpus
-
-
 def resolve_chapters(names: Sequence[str] | None) -> list[Path]:
-    """Chapter sources for ``names`` (stems, or their two-digit prefixes); default: every chapter of the
-    book except the explorer. An unknown name raises SweepError naming the closest chapter."""
-    from .cli import chapter_sources
-
-    sources = chapter_sources()
-    if not names:
-        return [s for s in sources if s.stem not in DEFAULT_SKIP]
-    by_stem = {s.stem: s for s in sources}
-    out = []
-    for name in names:
-        hits = [s for s in sources if s.stem == name or s.stem.split("_", 1)[0] == name]
-        if len(hits) != 1:
-            close = difflib.get_close_matches(name, list(by_stem), n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            raise SweepError(f"no chapter {name!r}; {hint}chapters: {', '.join(by_stem)} (or their numbers, e.g. 03)")
-        out.append(hits[0])
-    return out
+    """Chapter sources for ``names`` (stems, or their two-digit prefixes); default: every chapter the contract
+    marks as swept (:data:`identifiability.chapters.CHAPTERS`). An unknown name raises ParameterError naming
+    the closest chapter."""
+    chosen = find(names) if names else [c for c in CHAPTERS.values() if c.swept]
+    return [c.source for c in chosen]
 
 
 def split_scoped(params: dict, sources: Sequence[Path]) -> tuple[dict, dict[str, dict]]:
@@ -166,9 +153,6 @@ def plan(
     Parameters are checked for every chapter first (a bad ``-p`` stops the whole sweep); a model that cannot
     be fingerprinted, or fails the pre-flight checks on a corpus, is reported and left out, the rest goes on.
     """
-    from .cli import _user_errors, check_parameters, coerce_parameters, preflight
-    from .models import content_key_of
-
     if not models or not corpora or not seeds:
         raise SweepError("give at least one model, one corpus and one seed, e.g. --models default --corpora lee")
     sources = resolve_chapters(chapters)
@@ -182,35 +166,27 @@ def plan(
     runs, problems = [], []
     for model in models:
         try:
-            ckey, mkey = content_key_of(model), paths.model_key(model)
-        except _user_errors() as e:
-            problems.append((f"model {model}", str(e).splitlines()[0]))
+            ckey, mkey = keys.content_key_of(model), keys.model_key(model)
+        except UserError as e:
+            problems.append((f"model {model}", one_line(e)))
             continue
         for corpus in corpora:
             try:
                 preflight(sources, {"model": model, "corpus": corpus, **params})
-            except _user_errors() as e:
-                problems.append((f"{model} on {corpus}", str(e).splitlines()[0]))
+            except UserError as e:
+                problems.append((f"{model} on {corpus}", one_line(e)))
                 continue
+            corpus_id = keys.corpus_identity(corpus)
             for seed in seeds:
                 for s in sources:
                     own = {**coerce_parameters(s, params, strict=False), **coerce_parameters(s, scoped[s.stem])}
                     own.pop("results_dir", None)
-                    runs.append(
-                        Run(model, mkey, ckey, corpus, corpus_identity(corpus), s.stem, int(seed), own, hashes[s.stem])
-                    )
+                    runs.append(Run(model, mkey, ckey, corpus, corpus_id, s.stem, int(seed), own, hashes[s.stem]))
     return runs, problems
 
 
 def is_finished(run: Run, root: Path) -> bool:
     return (run.folder(root) / RUN_FILE).is_file()
-
-
-# Seconds a run takes on a single-threaded worker, only to choose the order in which runs start (measured with
-# make compare's parameters: chapter 6 150-320 s, chapters 3 and 4 40-55 s). A chapter's finished runs on
-# the same corpus (any model) replace the hint.
-COST_HINT = {"06_context_mixing": 250.0}
-DEFAULT_COST = 60.0
 
 
 def _slots(client) -> int:
@@ -222,15 +198,15 @@ def longest_first(runs: Sequence[Run], root: Path) -> list[Run]:
     """``runs`` in the order to start them: the longest expected first, so that no long run is left to run
     alone at the end while the other workers idle (a ch6 run on pairs started last kept one worker busy for
     4.5 min of a 25 min sweep). Expected: the median seconds of the chapter's finished runs on the corpus
-    under ``root``, else :data:`COST_HINT`."""
+    under ``root``, else the chapter's ``expected_seconds`` in the contract."""
     seen: dict[tuple[str, str], list[float]] = {}
     for f in root.rglob(RUN_FILE) if root.is_dir() else []:
         m = read_json(f)
-        seen.setdefault((m["chapter"], paths.corpus_key(m["corpus"])), []).append(float(m["seconds"]))
+        seen.setdefault((m["chapter"], keys.corpus_key(m["corpus"])), []).append(float(m["seconds"]))
 
     def expected(r: Run) -> float:
-        past = seen.get((r.chapter, paths.corpus_key(r.corpus)))
-        return statistics.median(past) if past else COST_HINT.get(r.chapter, DEFAULT_COST)
+        past = seen.get((r.chapter, keys.corpus_key(r.corpus)))
+        return statistics.median(past) if past else CHAPTERS[r.chapter].expected_seconds
 
     return sorted(runs, key=expected, reverse=True)  # stable: ties keep the plan's order
 
@@ -243,8 +219,6 @@ def execute(run: Run, root: str, data_root: str) -> dict:
     failed attempt leaves its executed notebook as ``<chapter>.failed.ipynb`` in the run's folder, the
     place its error message names.
     """
-    from .cli import ChapterFailed, run_notebook
-
     os.environ[paths.DATA_ENV] = data_root  # the kernel files its caches where the client looks
     final = run.folder(Path(root))
     if (final / RUN_FILE).is_file():  # finished by an earlier attempt that was reported lost
@@ -258,9 +232,8 @@ def execute(run: Run, root: str, data_root: str) -> dict:
     try:
         params = {**run.params, "model": run.model, "corpus": run.corpus, "seed": run.seed}
         params["results_dir"] = str(partial)
-        source = paths.source_root() / "notebooks" / f"{run.chapter}.md"
         try:
-            run_notebook(source, partial, params, progress=False, strict=False)
+            run_notebook(CHAPTERS[run.chapter].source, partial, params, progress=False, strict=False)
         except ChapterFailed as e:
             kept = final / f"{run.chapter}.failed.ipynb"
             if (partial / f"{run.chapter}.ipynb").is_file():
@@ -403,7 +376,7 @@ def sweep(
                     report.ran.append(run)
                 else:
                     err = fut.exception()
-                    report.failed.append((run, (str(err).splitlines() or [type(err).__name__])[0]))
+                    report.failed.append((run, one_line(err)))
                     bar.write(f"failed: {run.label()}: {report.failed[-1][1]}")
                 bar.update()
                 submit_more()
@@ -504,12 +477,10 @@ def hta_job(
     from distributed import as_completed
     from tqdm import tqdm
 
-    from .cli import declared_parameters
     from .hta import cache_folder, cache_params
-    from .models import content_key_of
-    from .results import params_key
+    from .results import cache_file
 
-    defaults = declared_parameters(paths.source_root() / "notebooks" / "06_context_mixing.md")
+    defaults = declared_parameters(CHAPTERS["06_context_mixing"].source)
     n = n or defaults["n_sentences"]
     seed = defaults["seed"] if seed is None else seed
     max_tokens = max_tokens or defaults["max_tokens"]
@@ -517,8 +488,8 @@ def hta_job(
         raise SweepError(f"--group must be at least 1, got {group}")
     texts = job_sentences(model, corpus, n, seed, max_tokens)
     # what is cached already, by the keys hta_corpus uses
-    ckey, where = content_key_of(model), paths.cache_root() / cache_folder(paths.model_key(model))
-    todo = [t for t in texts if not (where / f"{params_key(cache_params(ckey, t))}.safetensors").is_file()]
+    ckey, folder = keys.content_key_of(model), cache_folder(keys.model_key(model))
+    todo = [t for t in texts if not cache_file(folder, cache_params(ckey, t)).is_file()]
     groups = [todo[i : i + group] for i in range(0, len(todo), group)]
     t0 = time.time()
     done = 0

@@ -22,13 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .corpora import HELD_OUT_EVERY, join_pair, lee_pair_examples
+from .errors import UserError
 
 TASKS = ("sentiment", "lee-pairs")
 SENTIMENT_FILE = "rotten_tomatoes_corpus.csv.bz2"
 SENTIMENT_HELD_OUT_EVERY = 5  # film i (name order) is held out when i % 5 == 4
 
 
-class FinetuneError(ValueError):
+class FinetuneError(UserError, ValueError):
     """A fine-tuning request that cannot run as asked; the message is one line that says what to do."""
 
 

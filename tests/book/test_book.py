@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from identifiability import cli, paths
+from identifiability import build, chapters, paths
 
 pytestmark = [pytest.mark.book, pytest.mark.real]
 
@@ -26,10 +26,10 @@ REPOSITORY = "https://github.com/example/identifiability-book"  # launch buttons
 
 @pytest.fixture(scope="module")
 def html(chapter_run, tmp_path_factory):
-    for source in cli.chapter_sources():
+    for source in chapters.chapter_sources():
         chapter_run(source.stem)
     out = tmp_path_factory.mktemp("book")
-    return cli.build_book(
+    return build.build_book(
         None,
         "lee",
         {},
@@ -41,7 +41,7 @@ def html(chapter_run, tmp_path_factory):
 
 
 def test_book_has_every_page(html):
-    for source in cli.chapter_sources():
+    for source in chapters.chapter_sources():
         page = html / "notebooks" / f"{source.stem}.html"
         assert page.is_file(), page
         assert "vega-chart" in page.read_text(), f"{page.name} has no chart"
@@ -62,7 +62,7 @@ def test_book_has_every_page(html):
 
 
 def test_chapters_offer_a_download_and_a_binder_launch(html):
-    for source in cli.chapter_sources():
+    for source in chapters.chapter_sources():
         page = (html / "notebooks" / f"{source.stem}.html").read_text()
         assert f"_sources/notebooks/{source.stem}.ipynb" in page, f"{source.stem}: no .ipynb download"
         binder = f"https://mybinder.org/v2/gh/example/identifiability-book/main?urlpath=lab/tree/notebooks/{source.stem}.ipynb"
@@ -78,7 +78,7 @@ def test_math_printed_by_cells_is_typeset(html):
     from bs4 import BeautifulSoup
 
     raw = re.compile(r"\$[^$\s][^$]{0,80}\$")
-    for source in cli.chapter_sources():
+    for source in chapters.chapter_sources():
         soup = BeautifulSoup((html / "notebooks" / f"{source.stem}.html").read_text(), "html.parser")
         for tag in soup(["pre", "code", "script", "style"]):
             tag.decompose()
@@ -90,7 +90,7 @@ def test_claims_page_lists_every_claim_with_a_verdict(html):
     import html as html_lib
     import re
 
-    from identifiability.results import load_claims
+    from identifiability.verdicts.claims import load_claims
 
     page = (html / "book/claims.html").read_text()
     text = html_lib.unescape(re.sub(r"<[^>]+>", " ", page))
@@ -114,7 +114,7 @@ def test_pages_load_no_script_from_elsewhere(html):
 
 def _pages(html) -> list[str]:
     return [f"book/{p.stem}.html" for p in sorted((html / "book").glob("*.html"))] + [
-        f"notebooks/{s.stem}.html" for s in cli.chapter_sources()
+        f"notebooks/{s.stem}.html" for s in chapters.chapter_sources()
     ]
 
 
@@ -122,8 +122,8 @@ def test_build_page_lists_every_chapters_parameters_for_people(html):
     import re
 
     text = re.sub(r"<[^>]+>", " ", (html / "book/this_build.html").read_text())
-    for source in cli.chapter_sources():
-        for name in cli.declared_parameters(source):
+    for source in chapters.chapter_sources():
+        for name in chapters.declared_parameters(source):
             if name not in ("model", "corpus", "results_dir"):
                 assert name in text, f"this build: {source.stem}'s parameter {name} is not listed"
     assert not re.search(r"\bNone\b", text) and "revision" in text
@@ -135,7 +135,7 @@ def test_teachers_page_gives_each_chapters_measured_run_time(html):
 
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", (html / "book/teachers.html").read_text()))
     assert "chapter run times" not in text, "the run-time table was not written"
-    for source in cli.chapter_sources():
+    for source in chapters.chapter_sources():
         nb = json.loads((html / "_sources" / "notebooks" / f"{source.stem}.ipynb").read_text())
         seconds = nb["metadata"]["papermill"]["duration"]
         shown = f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
@@ -144,7 +144,7 @@ def test_teachers_page_gives_each_chapters_measured_run_time(html):
 
 
 def test_downloads_have_one_parameters_cell_no_stderr_and_each_chart_once(html):
-    for source in cli.chapter_sources():
+    for source in chapters.chapter_sources():
         f = html / "_sources" / "notebooks" / f"{source.stem}.ipynb"
         nb = json.loads(f.read_text())
         tags = [c["metadata"].get("tags", []) for c in nb["cells"]]
@@ -169,7 +169,7 @@ def test_charts_compile_with_the_vega_lite_of_jupyterlab(html):
     of every chapter must compile with the oldest vega-lite 5 vl-convert ships."""
     import vl_convert as vlc
 
-    for source in cli.chapter_sources():
+    for source in chapters.chapter_sources():
         nb = json.loads((html / "_sources" / "notebooks" / f"{source.stem}.ipynb").read_text())
         for c in nb["cells"]:
             for o in c.get("outputs", []):
@@ -185,7 +185,7 @@ def test_a_downloaded_chapter_reruns_with_the_model_its_reader_sets(html, tiny_m
     import nbformat
     from nbclient import NotebookClient
 
-    from identifiability.results import read_json
+    from identifiability.fileio import read_json
 
     nb = nbformat.reads((html / "_sources/notebooks/01_model_and_data.ipynb").read_text(), as_version=4)
     params = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))

@@ -5,7 +5,8 @@ import re
 
 import pytest
 
-from identifiability import cli, handout, paths
+from identifiability import handout, paths
+from identifiability.chapters import chapter_sources
 
 pytestmark = [pytest.mark.notebooks, pytest.mark.real]
 
@@ -35,7 +36,7 @@ def test_a_wrong_answer_fails_its_check_with_a_message(tmp_path, quick_params, m
 def test_every_check_passed_on_the_solutions_in_the_executed_chapters(chapter_run):
     import json
 
-    for source in cli.chapter_sources():
+    for source in chapter_sources():
         chapter_run(source.stem)
         nb = json.loads((chapter_run.dir / "notebooks" / f"{source.stem}.ipynb").read_text())
         checks = [c for c in nb["cells"] if "check" in c["metadata"].get("tags", [])]

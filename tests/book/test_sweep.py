@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from identifiability import aggregate, paths, sweep
+from identifiability import aggregate, keys, paths, sweep
+from identifiability.fileio import read_json
 from identifiability.models import load_model
-from identifiability.results import read_json
 
 # Chapters 1 and 3 with small parameters: about 10-20 s per run on a tiny model.
 PARAMS = {
@@ -52,7 +52,7 @@ def test_sweep_completes_builds_the_table_and_resumes(env):
     assert len(report.ran) == 8 and not report.skipped
     assert len(report.failed) == 1 and str(bad) in report.failed[0][0]  # the others finished
     table = aggregate.read_table(report.table)
-    assert set(table.model_key) == {paths.model_key(m) for m in env["models"]}
+    assert set(table.model_key) == {keys.model_key(m) for m in env["models"]}
     assert set(table.seed) == {0, 1} and set(table.chapter) == {"01_model_and_data", "03_effective_attention"}
     c4 = table[(table.kind == "claim") & (table.quantity == "C4")]
     assert len(c4) == 4 and c4.verdict.notna().all() and (c4.low <= c4.value).all()
@@ -67,7 +67,7 @@ def test_sweep_completes_builds_the_table_and_resumes(env):
 def test_the_across_models_page_shows_both_models_and_their_verdicts(env, tmp_path):
     import json
 
-    from identifiability.cli import run_notebook
+    from identifiability.chapters import run_notebook
 
     if not (env["data"] / "results.parquet").is_file():
         pytest.skip("needs the sweep of test_sweep_completes_builds_the_table_and_resumes")
@@ -80,9 +80,9 @@ def test_the_across_models_page_shows_both_models_and_their_verdicts(env, tmp_pa
         for o in c.get("outputs", [])
         if "text/markdown" in o.get("data", {})
     ).splitlines()
-    keys = [paths.model_key(m) for m in env["models"]]  # two "other" models: named by their keys
+    named = [keys.model_key(m) for m in env["models"]]  # two "other" models: named by their keys
     head = next(line for line in markdown if line.startswith("| claim | corpus |"))
-    assert sorted(head.strip("| ").split(" | ")[2:]) == sorted(keys), head  # a column per model
+    assert sorted(head.strip("| ").split(" | ")[2:]) == sorted(named), head  # a column per model
     for claim in ("C4", "C5"):
         row = next(line for line in markdown if line.startswith(f"| {claim} | lee |"))
         assert row.count("**") == 4, row  # both models' verdicts

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from identifiability import across, aggregate
-from identifiability.results import load_claims
 from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, PARTLY, Interval, judge_c13, judge_c14
+from identifiability.verdicts.claims import load_claims
 from identifiability.verdicts.models import difference
 
 RULES = {c["id"]: c["rule"] for c in load_claims()}

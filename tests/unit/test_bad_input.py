@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from identifiability import cli, paths
+from identifiability import cli, keys, paths
+from identifiability.fileio import write_json
 from identifiability.fingerprint import ModelNotAvailable
 from identifiability.models import load_model, random_model
-from identifiability.results import write_json
 
 NB = paths.source_root() / "notebooks"
 
@@ -56,8 +56,8 @@ def test_two_sharded_models_of_one_name_never_share_caches_or_results(tiny_model
     a, b, whole = tiny_models
     la, lb, lw = load_model(str(a)), load_model(str(b)), load_model(str(whole))
     assert la.content_key != lb.content_key and la.key != lb.key
-    assert la.key.startswith("tiny-") and paths.model_key(str(a)) == la.key
-    assert paths.results_dir(str(a), "lee") != paths.results_dir(str(b), "lee")
+    assert la.key.startswith("tiny-") and keys.model_key(str(a)) == la.key
+    assert keys.results_dir(str(a), "lee") != keys.results_dir(str(b), "lee")
     # same weights saved whole or sharded: the same tensors, but not the same files, hence another key
     assert lw.content_key not in (la.content_key, lb.content_key)
     texts = ["The cat sat on the mat.", "A new blaze near Goulburn has forced the closure of the highway."]
@@ -69,9 +69,9 @@ def test_two_sharded_models_of_one_name_never_share_caches_or_results(tiny_model
 
 def test_a_folder_saved_again_with_new_weights_gets_a_new_key(tmp_path):
     folder = _save(random_model("bert", seed=0), tmp_path / "m")
-    first = paths.model_key(str(folder))
+    first = keys.model_key(str(folder))
     _save(random_model("bert", seed=2), folder)
-    assert paths.model_key(str(folder)) != first
+    assert keys.model_key(str(folder)) != first
 
 
 # --------------------------------------------------------------------------------------------------

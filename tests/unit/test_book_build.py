@@ -1,4 +1,4 @@
-"""The book build's own steps (identifiability.book, identifiability.handout) on small made-up inputs: one
+"""The book build's own steps (identifiability.executed, .book, .pages, .handout) on small made-up inputs: one
 parameters cell with the values used, no stderr, charts stored once, each page's scripts, the generated
 pages, and the student versions of the chapters."""
 
@@ -8,7 +8,8 @@ import re
 import nbformat
 import pytest
 
-from identifiability import book, cli, handout, paths
+from identifiability import book, executed, handout, pages, paths
+from identifiability.chapters import chapter_sources
 
 PARAMS_CELL = """model = "all-MiniLM-L6-v2"  # Hugging Face id or local folder
 n_sentences = 300  # sentences
@@ -46,7 +47,7 @@ def _executed() -> dict:
 
 
 def test_injected_parameters_are_merged_into_the_parameters_cell():
-    nb = book.clean_notebook(_executed())
+    nb = executed.clean_notebook(_executed())
     tags = [c["metadata"].get("tags", []) for c in nb["cells"]]
     assert ["injected-parameters"] not in tags and sum("parameters" in t for t in tags) == 1
     src = next(c for c in nb["cells"] if "parameters" in c["metadata"].get("tags", []))["source"]
@@ -59,28 +60,28 @@ def test_injected_parameters_are_merged_into_the_parameters_cell():
 
 
 def test_cleaning_drops_stderr_and_papermills_bookkeeping_and_keeps_the_run_time():
-    nb = book.clean_notebook(_executed())
+    nb = executed.clean_notebook(_executed())
     work = nb["cells"][-1]
     assert [o.get("name") for o in work["outputs"]] == ["stdout", None]
     assert "papermill" not in work["metadata"] and "execution" not in work["metadata"]
     assert nb["metadata"]["papermill"] == {"parameters": {"model": "/models/tiny"}, "duration": 12.5}
-    assert book.run_seconds(nb) == 12.5
-    assert book.clean_notebook(json.loads(json.dumps(nb))) == nb  # idempotent
+    assert executed.run_seconds(nb) == 12.5
+    assert executed.clean_notebook(json.loads(json.dumps(nb))) == nb  # idempotent
 
 
 def test_a_notebook_without_an_injected_cell_is_left_as_it_is():
     nb = _executed()
     del nb["cells"][2]
     before = json.dumps(nb["cells"][1])
-    book.merge_parameters(nb)
+    executed.merge_parameters(nb)
     assert json.dumps(nb["cells"][1]) == before
 
 
 def test_pages_get_the_chart_html_and_downloads_keep_the_spec_alone(tmp_path):
     notebooks, downloads = tmp_path / "nb", tmp_path / "downloads"
     notebooks.mkdir()
-    (notebooks / "01_x.ipynb").write_text(json.dumps(book.clean_notebook(_executed())))
-    used = book.parameters_used(notebooks / "01_x.ipynb")  # what the build page lists
+    (notebooks / "01_x.ipynb").write_text(json.dumps(executed.clean_notebook(_executed())))
+    used = executed.parameters_used(notebooks / "01_x.ipynb")  # what the build page lists
     assert used == {
         "model": "/models/tiny",
         "n_sentences": 40,
@@ -89,7 +90,7 @@ def test_pages_get_the_chart_html_and_downloads_keep_the_spec_alone(tmp_path):
         "seed": 0,
         "extra": 1.5,
     }
-    assert book.parameters_used(notebooks / "02_not_run.ipynb") is None
+    assert executed.parameters_used(notebooks / "02_not_run.ipynb") is None
     book.prepare_pages(notebooks, downloads)
     page = json.loads((notebooks / "01_x.ipynb").read_text())
     data = page["cells"][-1]["outputs"][-1]["data"]
@@ -121,7 +122,7 @@ def test_each_page_loads_the_vega_bundle_only_with_a_chart_and_no_script_twice()
 
     for body, vega in (('<div class="vega-chart">', True), ("<p>prose</p>", False)):
         context = {"body": body, "script_files": list(base), "css_files": [_Js("_static/sphinx-thebe.css")]}
-        book._page_assets(App(), "page", "page.html", context, doctree=object())
+        book.page_assets(App(), "page", "page.html", context, doctree=object())
         names = [(j.filename, j.attributes.get("body")) for j in context["script_files"]]
         assert names[:2] == [("_static/doctools.js", None), (None, "var a = 1")]
         assert ("_static/vega-bundle.js", None) in names if vega else len(names) == 2
@@ -151,7 +152,7 @@ def test_pruning_keeps_only_the_scripts_some_page_loads(tmp_path):
      (4.0, "4"), (float("nan"), "—"), (300, "300"), ([1, 2.5], "1, 2.5"), ("lee", "lee")],
 )  # fmt: skip
 def test_values_are_formatted_for_people(value, shown):
-    assert book.format_value(value) == shown
+    assert pages.format_value(value) == shown
 
 
 def test_the_build_page_lists_each_chapters_parameters_and_the_model(tmp_path):
@@ -165,7 +166,7 @@ def test_the_build_page_lists_each_chapters_parameters_and_the_model(tmp_path):
     )
     chapters = {"01_model_and_data": {"model": "m", "n_sentences": 40, "thorough": False, "ratio": 0.333333333},
                 "02_nonidentifiability": None}  # fmt: skip
-    text = book.write_run_page(tmp_path, {"model": "m", "corpus": "lee"}, results, chapters).read_text()
+    text = pages.write_run_page(tmp_path, {"model": "m", "corpus": "lee"}, results, chapters).read_text()
     assert "None" not in text and "0.333333333" not in text and "| `ratio` | `0.333` |" in text
     assert "| `thorough` | no |" in text and "53aa51172d142c89" in text and "2.95 × 10⁻⁷" in text
     assert "### The model and the data" in text and "Not run in this build" in text
@@ -174,17 +175,17 @@ def test_the_build_page_lists_each_chapters_parameters_and_the_model(tmp_path):
 
 def test_the_teachers_page_gets_the_measured_run_times(tmp_path):
     (tmp_path / "book").mkdir()
-    (tmp_path / "book" / "teachers.md").write_text(f"# T\n\n{book.RUN_TIMES_MARKER}\n")
+    (tmp_path / "book" / "teachers.md").write_text(f"# T\n\n{pages.RUN_TIMES_MARKER}\n")
     (tmp_path / "nb").mkdir()
     nb = _executed()
     nb["metadata"]["papermill"]["duration"] = 150.0
     (tmp_path / "nb" / "01_a.ipynb").write_text(json.dumps(nb))
-    text = book.write_teachers_page(tmp_path, tmp_path / "nb", ["01_a", "02_b"], 2, "cpu").read_text()
+    text = pages.write_teachers_page(tmp_path, tmp_path / "nb", ["01_a", "02_b"], 2, "cpu").read_text()
     assert "| {doc}`../notebooks/01_a` | 2.5 min |" in text and "not run in this build" in text
-    assert "2 CPU cores" in text and book.RUN_TIMES_MARKER not in text
+    assert "2 CPU cores" in text and pages.RUN_TIMES_MARKER not in text
     (tmp_path / "book" / "teachers.md").write_text("# T\n")
     with pytest.raises(ValueError, match="marker"):
-        book.write_teachers_page(tmp_path, tmp_path / "nb", ["01_a"], 2, "cpu")
+        pages.write_teachers_page(tmp_path, tmp_path / "nb", ["01_a"], 2, "cpu")
 
 
 def test_the_book_loads_the_page_scripts_extension():
@@ -199,7 +200,7 @@ EXERCISE = re.compile(r"^\s*(?:\*\*\d+\.|\d+\. \*\*)", re.M)  # "**1. Title.**" 
 # --- student versions ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("source", cli.chapter_sources(), ids=lambda s: s.stem)
+@pytest.mark.parametrize("source", chapter_sources(), ids=lambda s: s.stem)
 def test_student_versions_drop_the_solutions_and_check_every_exercise(source):
     import jupytext
 
@@ -241,8 +242,8 @@ def test_check_helpers_say_what_is_wrong(capsys):
 
 
 def test_make_handout_writes_one_student_notebook_per_chapter_with_exercises(tmp_path):
-    written = handout.write_handouts(tmp_path, cli.chapter_sources())
-    with_exercises = [s for s in cli.chapter_sources() if re.search(r":tags: \[.*\bsolution\b", s.read_text())]
+    written = handout.write_handouts(tmp_path, chapter_sources())
+    with_exercises = [s for s in chapter_sources() if re.search(r":tags: \[.*\bsolution\b", s.read_text())]
     assert [w.stem for w in written] == [s.stem for s in with_exercises] and len(written) >= 6
     nb = nbformat.read(written[0], as_version=4)
     assert "Student version" in nb.cells[1].source

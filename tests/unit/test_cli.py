@@ -1,25 +1,27 @@
-"""Parameters reach the notebooks with the right types, or the user is told what to type."""
+"""Parameters reach the notebooks with the right types, or the user is told what to type; the chapter
+contract agrees with the book's table of contents."""
 
 import pytest
+import yaml
 
-from identifiability import cli, paths
+from identifiability import build, chapters, cli, keys, paths
 
 NB = paths.source_root() / "notebooks" / "01_model_and_data.md"
 
 
 def test_declared_parameters_read_from_the_parameters_cell():
-    p = cli.declared_parameters(NB)
+    p = chapters.declared_parameters(NB)
     assert p["n_sentences"] == 300 and p["corpus"] == "lee" and p["seed"] == 0
 
 
 def test_values_are_converted_to_the_declared_type():
-    p = cli.coerce_parameters(NB, {"n_sentences": "25", "seed": 3.0, "not_declared_here": 1}, strict=False)
+    p = chapters.coerce_parameters(NB, {"n_sentences": "25", "seed": 3.0, "not_declared_here": 1}, strict=False)
     assert p == {"n_sentences": 25, "seed": 3}
 
 
 def test_an_unknown_parameter_names_the_closest_declared_one():
-    with pytest.raises(cli.ParameterError, match="no parameter 'n_sentence' .*did you mean 'n_sentences'"):
-        cli.coerce_parameters(NB, {"n_sentence": "25"})
+    with pytest.raises(chapters.ParameterError, match="no parameter 'n_sentence' .*did you mean 'n_sentences'"):
+        chapters.coerce_parameters(NB, {"n_sentence": "25"})
 
 
 def test_a_parameter_no_chapter_declares_stops_the_book_before_anything_runs(capsys, tmp_path):
@@ -28,13 +30,13 @@ def test_a_parameter_no_chapter_declares_stops_the_book_before_anything_runs(cap
     assert cli.main(["run", str(NB), "-p", "lyer=3", "--out", str(tmp_path)]) == 2
     assert "no parameter 'lyer'" in capsys.readouterr().err and not list(tmp_path.iterdir())
     # declared by one chapter of the book only: fine for the book (the others leave it out)
-    cli.check_parameters(cli.chapter_sources(), {"layer": "3"})
+    chapters.check_parameters(chapters.chapter_sources(), {"layer": "3"})
 
 
 @pytest.mark.parametrize("name,value", [("n_sentences", "many"), ("seed", 1.5), ("max_tokens", "12x")])
 def test_wrong_type_is_a_one_line_error(name, value):
-    with pytest.raises(cli.ParameterError, match=f"parameter '{name}' .* must be int") as e:
-        cli.coerce_parameters(NB, {name: value})
+    with pytest.raises(chapters.ParameterError, match=f"parameter '{name}' .* must be int") as e:
+        chapters.coerce_parameters(NB, {name: value})
     assert "\n" not in str(e.value)
 
 
@@ -44,16 +46,16 @@ def test_command_line_reports_bad_parameter_and_exits_2(capsys):
 
 
 def test_malformed_parameter_pair():
-    with pytest.raises(cli.ParameterError, match="name=value"):
-        cli._parse_params(["n_sentences"])
+    with pytest.raises(chapters.ParameterError, match="name=value"):
+        cli.parse_params(["n_sentences"])
 
 
 def test_every_chapter_in_the_toc_has_a_source_and_declares_the_common_parameters():
-    sources = cli.chapter_sources()
+    sources = chapters.chapter_sources()
     assert [s.stem for s in sources][:1] == ["01_model_and_data"]
     assert len(sources) == 8 and all(s.is_file() for s in sources)
     for s in sources:
-        declared = cli.declared_parameters(s)
+        declared = chapters.declared_parameters(s)
         # chapter 8 reads the results table, not sentences: it has no sample size or length limit
         common = ("model", "corpus", "seed", "device", "results_dir")
         per_model = ("n_sentences", "max_tokens") if s.stem != "08_across_models" else ()
@@ -61,12 +63,21 @@ def test_every_chapter_in_the_toc_has_a_source_and_declares_the_common_parameter
             assert name in declared, f"{s.name} lacks parameter {name}"
 
 
-def test_each_model_gets_its_own_build_folder():
-    from identifiability import paths
+def test_the_contract_lists_the_chapters_of_the_table_of_contents_in_its_order():
+    toc = yaml.safe_load((paths.source_root() / "_toc.yml").read_text())
+    files = [ch.get("file", "") for part in toc.get("parts", [toc]) for ch in part.get("chapters", [])]
+    assert [f.removeprefix("notebooks/") for f in files if f.startswith("notebooks/")] == list(chapters.CHAPTERS)
 
-    assert paths.build_dir(None, "lee") == paths.source_root() / "_build"
-    assert paths.build_dir("bert-base-uncased", "lee") != paths.build_dir("roberta-base", "lee")
-    assert paths.build_dir("bert-base-uncased", "lee") != paths.build_dir("bert-base-uncased", "polarity")
+
+def test_each_chapters_quick_parameters_are_declared_by_it_with_their_types():
+    for spec in chapters.CHAPTERS.values():
+        assert chapters.coerce_parameters(spec.source, spec.quick) == spec.quick, spec.stem  # strict: names its own
+
+
+def test_each_model_gets_its_own_build_folder():
+    assert keys.build_dir(None, "lee") == paths.source_root() / "_build"
+    assert keys.build_dir("bert-base-uncased", "lee") != keys.build_dir("roberta-base", "lee")
+    assert keys.build_dir("bert-base-uncased", "lee") != keys.build_dir("bert-base-uncased", "polarity")
 
 
 def test_two_models_results_do_not_collide(tmp_path, tiny_model_folder, monkeypatch):
@@ -101,31 +112,27 @@ def test_the_chapter_header_fits_a_pages_output_box(tmp_path, tiny_model_folder,
 
 
 def test_launch_buttons_only_with_a_public_repository(tmp_path):
-    import yaml
-
-    cli.stage_config(tmp_path, None)
+    build.stage_config(tmp_path, None)
     plain = yaml.safe_load((tmp_path / "_config.yml").read_text())
     assert "binderhub_url" not in plain.get("launch_buttons", {}) and "repository" not in plain
-    url = cli.repository_url("https://github.com/someone/identifiability-book.git")
+    url = build.repository_url("https://github.com/someone/identifiability-book.git")
     assert url == "https://github.com/someone/identifiability-book"
-    cli.stage_config(tmp_path, url, "dev")
+    build.stage_config(tmp_path, url, "dev")
     cfg = yaml.safe_load((tmp_path / "_config.yml").read_text())
     assert cfg["repository"] == {"url": url, "branch": "dev", "path_to_book": ""}
-    assert cfg["launch_buttons"]["binderhub_url"] == cli.BINDERHUB
+    assert cfg["launch_buttons"]["binderhub_url"] == build.BINDERHUB
     assert cfg["sphinx"]["config"]["mathjax_path"] == plain["sphinx"]["config"]["mathjax_path"]  # the rest kept
 
 
 @pytest.mark.parametrize("bad", ["git@github.com:someone/book.git", "/srv/git/book", "https://example.org/a/b"])
 def test_a_repository_binder_cannot_build_is_a_clear_error(bad, capsys):
-    with pytest.raises(cli.ParameterError, match="https://github.com/<owner>/<repo>"):
-        cli.repository_url(bad)
+    with pytest.raises(chapters.ParameterError, match="https://github.com/<owner>/<repo>"):
+        build.repository_url(bad)
     assert cli.main(["book", "--repository", bad, "--only", "01_model_and_data"]) == 2
     assert "Binder" in capsys.readouterr().err
 
 
 def test_binder_environment_makes_the_notebooks_the_buttons_open():
-    from identifiability import paths
-
     post = (paths.source_root() / ".binder" / "postBuild").read_text()
     assert "--no-deps -r requirements.txt" in post and "jupytext --to ipynb notebooks/*.md" in post
     assert "download.pytorch.org/whl/cpu" in post  # PyPI's torch is the multi-GB CUDA build
@@ -141,5 +148,31 @@ def test_a_comment_with_an_equals_sign_does_not_hide_a_parameter(tmp_path):
         "n_sentences = 40  # sentences (n = 40 takes a minute)\nexact_all: bool = False\n"
         "model = None\n```\n"
     )
-    assert cli.declared_parameters(src) == {"n_sentences": 40, "exact_all": False, "model": None}
-    assert cli.coerce_parameters(src, {"n_sentences": "7"}) == {"n_sentences": 7}
+    assert chapters.declared_parameters(src) == {"n_sentences": 40, "exact_all": False, "model": None}
+    assert chapters.coerce_parameters(src, {"n_sentences": "7"}) == {"n_sentences": 7}
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        "chapters.ParameterError",
+        "preflight.PreflightError",
+        "fingerprint.ModelNotAvailable",
+        "adapters.UnsupportedArchitecture",
+        "corpora.CorpusError",
+        "sweep.SweepError",
+        "tasks.FinetuneError",
+    ],
+)
+def test_every_user_error_is_one_line_and_exit_code_2(error, monkeypatch, capsys):
+    import importlib
+
+    module, name = error.split(".")
+    kind = getattr(importlib.import_module(f"identifiability.{module}"), name)
+
+    def fail(a):
+        raise kind("what to pass instead\nand a second line nobody needs")
+
+    monkeypatch.setitem(cli.COMMANDS, "compare", fail)
+    assert cli.main(["compare", "old", "new"]) == 2
+    assert capsys.readouterr().err == "error: what to pass instead\n"

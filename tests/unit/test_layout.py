@@ -1,4 +1,5 @@
-"""The package's house rules, checked on its source: computation, charts and the registry stay apart."""
+"""The package's house rules, checked on its source: computation, charts and the registry stay apart; no
+import circle, even through an import inside a function; no private name used outside its module."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from pathlib import Path
 import identifiability
 
 SRC = Path(identifiability.__file__).parent
+TESTS = Path(__file__).resolve().parents[1]
+# Modules that import nothing of the package, so that every other module may import them.
+LEAVES = ("identifiability.errors", "identifiability.fileio", "identifiability.paths")
 FAMILIES = re.compile(r"\b(bert|roberta|electra|distilbert|albert|gpt-?2|xlm-roberta|camembert)\b", re.IGNORECASE)
 
 
@@ -31,6 +35,33 @@ def _imports(path: Path) -> set[str]:
     return names
 
 
+def _target(node: ast.ImportFrom, importer: str, is_package: bool) -> str:
+    """The module an ``import from`` names, relative imports resolved against ``importer``."""
+    if not node.level:
+        return node.module or ""
+    base = importer.split(".")[: len(importer.split(".")) - node.level + (1 if is_package else 0)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _graph(mods: dict[str, Path]) -> dict[str, set[str]]:
+    """Which of ``mods`` each module imports: anywhere in it, at module level or inside a function (a lazy
+    import still makes a circle), and with a module the packages above it that Python runs first."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name, path in mods.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                target = _target(node, name, path.name == "__init__.py")
+                found = {f"{target}.{a.name}" if f"{target}.{a.name}" in mods else target for a in node.names}
+            elif isinstance(node, ast.Import):
+                found = {a.name for a in node.names}
+            else:
+                continue
+            for t in found & set(mods):
+                parents = [".".join(t.split(".")[:k]) for k in range(2, t.count(".") + 1)]
+                graph[name] |= {t, *(p for p in parents if not name.startswith(p + "."))}
+    return graph
+
+
 def test_only_the_charts_package_imports_altair():
     offenders = [
         n
@@ -50,24 +81,89 @@ def test_no_module_is_a_grab_bag():
     assert max(sizes.values()) <= 600, max(sizes.items(), key=lambda kv: kv[1])
 
 
-def test_no_import_cycle_at_module_level():
-    mods = _modules()
-    graph: dict[str, set[str]] = defaultdict(set)
-    for name, path in mods.items():
-        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
-        for node in ast.parse(path.read_text()).body:  # top level only: imports inside functions are lazy
-            if isinstance(node, ast.ImportFrom) and node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                target = ".".join(base + ([node.module] if node.module else []))
-                graph[name] |= {t for t in (target, *(f"{target}.{a.name}" for a in node.names)) if t in mods}
+def _cycle(graph: dict[str, set[str]]) -> str | None:
+    """One import circle of ``graph`` as "a -> b -> a", or None."""
     done: set[str] = set()
 
-    def visit(node: str, path: tuple[str, ...]) -> None:
-        assert node not in path, " -> ".join((*path[path.index(node) :], node))
-        if node not in done:
-            for nxt in graph[node] - {node}:
-                visit(nxt, (*path, node))
-            done.add(node)
+    def visit(node: str, path: tuple[str, ...]) -> str | None:
+        if node in path:
+            return " -> ".join((*path[path.index(node) :], node))
+        if node in done:
+            return None
+        for nxt in sorted(graph[node] - {node}):
+            found = visit(nxt, (*path, node))
+            if found:
+                return found
+        done.add(node)
+        return None
 
-    for m in mods:
-        visit(m, ())
+    return next((c for m in sorted(graph) if (c := visit(m, ()))), None)
+
+
+def test_no_import_cycle_counting_imports_inside_functions():
+    assert _cycle(_graph(_modules())) is None
+
+
+def test_the_cycle_check_sees_an_import_inside_a_function(tmp_path):
+    """The check above can fail: two modules that import each other, one of them only inside a function."""
+    (tmp_path / "a.py").write_text("from . import b\n")
+    (tmp_path / "b.py").write_text("def f():\n    from .a import g\n")
+    graph = _graph({"identifiability.a": tmp_path / "a.py", "identifiability.b": tmp_path / "b.py"})
+    assert graph == {"identifiability.a": {"identifiability.b"}, "identifiability.b": {"identifiability.a"}}
+    assert _cycle(graph) == "identifiability.a -> identifiability.b -> identifiability.a"
+
+
+def test_the_leaf_modules_import_nothing_of_the_package():
+    graph = _graph(_modules())
+    assert {m: graph[m] for m in LEAVES if graph[m]} == {}
+
+
+# Private names still reached across modules in code this issue does not own: hta/ (its engines share
+# _Directions, _Inputs, _prepare, _auto_chunk, _folded_S, _generic_S) and effective.py (its test reaches
+# _length_groups). Each entry must still be reached: remove it when its name is made public.
+NOT_YET_PUBLIC = {
+    ("identifiability.hta.core", "_Directions"),
+    ("identifiability.hta.core", "_Inputs"),
+    ("identifiability.hta.core", "_auto_chunk"),
+    ("identifiability.hta.core", "_prepare"),
+    ("identifiability.hta.folded", "_folded_S"),
+    ("identifiability.hta.generic", "_generic_S"),
+    ("identifiability.effective", "_length_groups"),
+}
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _private_reaches() -> set[tuple[str, str, str]]:
+    """(file, module, name) for every private name of a package module that another file imports
+    (``from m import _name``) or reads off an imported module (``m._name``), in src/ and tests/."""
+    mods = _modules()
+    files = {**mods, **{str(p.relative_to(TESTS.parent)): p for p in sorted(TESTS.rglob("*.py"))}}
+    found = set()
+    for name, path in files.items():
+        tree = ast.parse(path.read_text())
+        bound: dict[str, str] = {}  # local name -> the package module it is bound to
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                target = _target(node, name, path.name == "__init__.py") if name in mods else node.module or ""
+                for a in node.names:
+                    if target in mods and _private(a.name):
+                        found.add((name, target, a.name))
+                    if f"{target}.{a.name}" in mods:
+                        bound[a.asname or a.name] = f"{target}.{a.name}"
+            elif isinstance(node, ast.Import):
+                bound |= {a.asname: a.name for a in node.names if a.asname and a.name in mods}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and _private(node.attr):
+                if node.value.id in bound:
+                    found.add((name, bound[node.value.id], node.attr))
+    return found
+
+
+def test_no_private_name_is_used_across_modules():
+    reaches = _private_reaches()
+    offenders = sorted(r for r in reaches if r[1:] not in NOT_YET_PUBLIC)
+    assert offenders == [], "make these names public in their package"
+    assert NOT_YET_PUBLIC <= {r[1:] for r in reaches}, "made public: remove it from NOT_YET_PUBLIC"

@@ -7,7 +7,8 @@ import ast
 import jupytext
 import pytest
 
-from identifiability import cli, schema
+from identifiability import schema
+from identifiability.chapters import chapter_sources
 
 
 def _recorded_keys(source) -> set[str]:
@@ -23,7 +24,7 @@ def _recorded_keys(source) -> set[str]:
     return keys
 
 
-@pytest.mark.parametrize("source", cli.chapter_sources(), ids=lambda s: s.stem)
+@pytest.mark.parametrize("source", chapter_sources(), ids=lambda s: s.stem)
 def test_every_key_a_chapter_records_is_declared(source):
     missing = _recorded_keys(source) - set(schema.declared(source.stem))
     assert not missing, f"{source.stem} records undeclared keys {sorted(missing)}"

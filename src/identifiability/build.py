@@ -1,0 +1,199 @@
+"""The book build: stage the sources, vendor the page scripts, execute the chapters, write the generated
+pages, and run Jupyter Book.
+
+The book for the embedded default model goes to ``_build/html``; any other model or corpus goes to
+``_build/<model>/<corpus>/html`` (:func:`identifiability.keys.build_dir`) so runs never overwrite each other.
+With a public GitHub or GitLab repository, each chapter page gets a Binder launch button (plain links).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from . import book, keys, pages, paths
+from .chapters import CHAPTERS, ParameterError, chapter_sources, check_parameters, find, preflight, run_notebook
+from .executed import parameters_used
+
+
+def vendor(static: Path) -> None:
+    """Put every script the pages load into ``static`` (no CDN at read time)."""
+    from .charts.render import write_vega_bundle
+
+    static.mkdir(parents=True, exist_ok=True)
+    write_vega_bundle(static / "vega-bundle.js")
+    npm = paths.source_root() / ".cache" / "npm" / "node_modules"
+    mathjax = npm / "mathjax" / "es5"
+    copies = {
+        # MathJax: the combined TeX->HTML component plus what it loads on demand (fonts, extensions,
+        # menu); the speech engine (sre, 4 MB) is left out.
+        "mathjax/tex-chtml.js": mathjax / "tex-chtml.js",
+        "mathjax/output": mathjax / "output",
+        "mathjax/input/tex/extensions": mathjax / "input" / "tex" / "extensions",
+        "mathjax/ui": mathjax / "ui",
+        "mathjax/a11y": mathjax / "a11y",
+        "require.min.js": npm / "requirejs" / "require.js",
+        "html-manager.js": npm / "@jupyter-widgets" / "html-manager" / "dist" / "embed-amd.js",
+    }
+    missing = [str(p) for p in copies.values() if not p.exists()]
+    if missing:
+        raise SystemExit(f"vendored scripts missing ({', '.join(missing)}): run `make vendor` (npm install) first")
+    for name, src in copies.items():
+        dst = static / name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if dst.exists():
+            shutil.rmtree(dst) if dst.is_dir() else dst.unlink()
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, dst)
+
+
+BINDERHUB = "https://mybinder.org"
+_HOSTED = re.compile(r"^https://(github\.com|gitlab\.com)/[\w.-]+/[\w.-]+?(\.git)?/?$")
+
+
+def repository_url(url: str | None) -> str | None:
+    """The public repository the launch buttons point at: ``url`` if given, else this checkout's ``origin``
+    remote when that is a GitHub or GitLab https address; None (no launch buttons) otherwise."""
+    if url is None:
+        try:
+            url = subprocess.run(
+                ["git", "remote", "get-url", "origin"],
+                cwd=paths.source_root(),
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return None
+        if not _HOSTED.match(url):
+            return None
+    if not _HOSTED.match(url):
+        raise ParameterError(
+            f"repository {url!r} must be a https://github.com/<owner>/<repo> or "
+            "https://gitlab.com/<owner>/<repo> address (Binder builds it from there)"
+        )
+    return url.removesuffix("/").removesuffix(".git")
+
+
+def stage_config(stage: Path, repository: str | None, branch: str = "main") -> None:
+    """Copy the book's configuration into ``stage``; with a public repository, add its Binder launch
+    buttons (plain links: the offline build and offline reading never touch them).
+
+    Binder opens ``notebooks/<chapter>.ipynb``, which ``.binder/postBuild`` makes from the MyST sources.
+    No Colab button: Colab opens only ``.ipynb`` files stored on GitHub and has none of the book's packages.
+    """
+    import yaml
+
+    root = paths.source_root()
+    for f in ("_config.yml", "_toc.yml", "references.bib"):
+        if (root / f).exists():
+            shutil.copy2(root / f, stage / f)
+    # The README is a page of the book (book/readme in _toc.yml), so the pages can link to its commands.
+    readme = (root / "README.md").read_text(encoding="utf-8").split("\n", 1)[1]
+    (stage / "book").mkdir(parents=True, exist_ok=True)
+    (stage / "book" / "readme.md").write_text(
+        "# Set-up and commands (README)\n\nThe repository's `README.md`, as it was when this copy was built.\n"
+        + readme,
+        encoding="utf-8",
+    )
+    if repository is None:
+        return
+    cfg = yaml.safe_load((stage / "_config.yml").read_text(encoding="utf-8"))
+    cfg["repository"] = {"url": repository, "branch": branch, "path_to_book": ""}
+    cfg.setdefault("html", {})["use_repository_button"] = True
+    cfg["launch_buttons"] = {
+        **cfg.get("launch_buttons", {}),
+        "binderhub_url": BINDERHUB,
+        "notebook_interface": "jupyterlab",
+    }
+    (stage / "_config.yml").write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True), encoding="utf-8")
+
+
+def build_book(
+    model: str | None,
+    corpus: str,
+    parameters: dict,
+    only: list[str] | None = None,
+    out: Path | None = None,
+    executed: Path | None = None,
+    results_dir: Path | None = None,
+    repository: str | None = None,
+    branch: str = "main",
+) -> Path:
+    """Execute the chapters and build the HTML book; returns the html folder.
+
+    ``executed``: a folder of already executed ``<chapter>.ipynb`` files to render instead of running the
+    chapters again (the tests execute each chapter once and reuse it here), with their ``results_dir``.
+    ``repository``/``branch``: the public repository for the Binder launch buttons (see
+    :func:`repository_url`; default: this checkout's GitHub/GitLab ``origin``, else no buttons).
+    """
+    from tqdm import tqdm
+
+    repository = repository_url(repository)  # a bad address fails here, before anything is removed or run
+    src_root = paths.source_root()
+    chosen = {c.stem for c in find(only)} if only else set(CHAPTERS)
+    sources = [s for s in chapter_sources() if s.stem in chosen]
+    results_dir = Path(results_dir or keys.results_dir(model, corpus)).resolve()
+    # Relative to the checkout where it lies inside it (the notebooks run there), so no machine's absolute
+    # path is printed on the pages.
+    shown = results_dir.relative_to(src_root) if results_dir.is_relative_to(src_root) else results_dir
+    params = {"model": model or paths.DEFAULT_MODEL, "corpus": corpus, "results_dir": str(shown), **parameters}
+    check_parameters(sources, params)  # fail early on a bad parameter, before an hour of compute
+    if executed is None:
+        preflight(sources, params)
+    root = out or keys.build_dir(model, corpus)
+    stage = root / "stage"
+    if stage.exists():
+        shutil.rmtree(stage)  # from clean: Sphinx keeps stale static files otherwise
+    shutil.copytree(src_root / "book", stage / "book")
+    stage_config(stage, repository, branch)
+    vendor(stage / "book" / "_vendor")
+    for source in tqdm(sources, desc="chapters", unit="notebook"):
+        t0 = time.time()
+        if executed is not None:
+            (stage / "notebooks").mkdir(parents=True, exist_ok=True)
+            shutil.copy2(executed / f"{source.stem}.ipynb", stage / "notebooks" / f"{source.stem}.ipynb")
+            continue
+        run_notebook(source, stage / "notebooks", params, strict=False)
+        tqdm.write(f"  {source.stem}: {time.time() - t0:.0f} s")
+    for source in chapter_sources():  # --only: the other chapters get a stub so every link still resolves
+        if source not in sources:
+            title = source.stem.split("_", 1)[-1].replace("_", " ").capitalize()
+            (stage / "notebooks" / f"{source.stem}.md").write_text(
+                f"# {title}\n\nThis chapter was not executed in this build (`--only`).\n", encoding="utf-8"
+            )
+    ran = {s.stem: parameters_used(stage / "notebooks" / f"{s.stem}.ipynb") for s in chapter_sources()}
+    pages.write_run_page(stage, params, results_dir, ran)
+    pages.write_teachers_page(
+        stage,
+        stage / "notebooks",
+        [s.stem for s in chapter_sources()],
+        os.cpu_count(),
+        str(params.get("device", "cpu")),
+    )
+    pages.write_claims_page(stage, results_dir)
+    book.prepare_pages(stage / "notebooks", root / "downloads")  # charts get the HTML the pages draw them with
+    html = root / "html"
+    if html.exists():
+        shutil.rmtree(html)
+    # Warnings are errors (-W): a broken reference or missing figure fails the build.
+    cmd = [
+        str(Path(sys.executable).parent / "jupyter-book"),
+        "build",
+        str(stage),
+        "--path-output",
+        str(root / "jb"),
+        "-W",
+        "-n",
+        "--keep-going",
+    ]
+    subprocess.run(cmd, check=True)
+    shutil.move(str(root / "jb" / "_build" / "html"), html)
+    shutil.rmtree(root / "jb", ignore_errors=True)
+    book.write_downloads(root / "downloads", html)  # the .ipynb each page offers: the executed chapter
+    book.prune_static(html)  # ship only the scripts some page loads
+    return html

@@ -1,0 +1,315 @@
+"""The chapter contract: the book's chapters, and for each what it declares and how it runs.
+
+Every chapter is one entry of :data:`CHAPTERS`, in the book's order (``_toc.yml`` lists the same):
+
+- its source, ``notebooks/<stem>.md`` (jupytext MyST);
+- its parameters, declared with their defaults in the source's cell tagged ``parameters``
+  (:func:`declared_parameters`, read by :func:`identifiability.executed.cell_parameters`, the one reader of
+  that cell); a given value is converted to its default's type or refused with one line
+  (:class:`Parameter`, :func:`coerce_parameters`);
+- the checks its parameters must pass against the model's config and the text before anything runs
+  (``checks``, applied by :func:`identifiability.preflight.check`);
+- how it runs: :func:`run_notebook` executes the source with papermill and cleans the executed notebook;
+- for the sweep, its expected run time (which runs start first) and whether a sweep runs it by default;
+- for the tests, the small parameters of its one real execution (``quick``).
+
+The functions take a source path rather than a stem, so that ``identifiability run`` runs any notebook; a
+source that is not a chapter of the book has no checks.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import paths
+from .errors import UserError
+from .executed import PARAMETERS, cell_parameters, clean_executed
+from .preflight import ChapterRules, at_least, check, layer_head, window
+
+
+class ParameterError(UserError, ValueError):
+    """A chapter parameter or chapter name that is not declared, or a value of the wrong type."""
+
+
+class ChapterFailed(RuntimeError):
+    """A chapter stopped with an error; the message is its last line and where the full traceback is."""
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """A parameter a chapter declares, with its default (from the parameters cell). A given value is
+    converted to the default's type (:meth:`coerce`); per-parameter types, ranges and allowed values belong
+    here as they are added."""
+
+    name: str
+    default: object
+
+    def coerce(self, value, chapter: str):
+        """``value`` as the default's type; ParameterError with one line (and an example) otherwise. A default
+        of None takes any value."""
+        default = self.default
+        if default is None or isinstance(value, type(default)) and not isinstance(value, bool) or value is None:
+            return value
+        kind = type(default)
+        try:
+            if kind is bool:
+                if isinstance(value, bool):
+                    return value
+                if str(value).lower() in ("1", "true", "yes"):
+                    return True
+                if str(value).lower() in ("0", "false", "no"):
+                    return False
+                raise ValueError
+            if kind is int and isinstance(value, float) and not value.is_integer():
+                raise ValueError
+            return kind(value)
+        except (TypeError, ValueError):
+            raise ParameterError(
+                f"parameter {self.name!r} of {chapter} must be {kind.__name__} (default {default!r}), got "
+                f"{value!r}; e.g. -p {self.name}={default}"
+            ) from None
+
+
+@dataclass(frozen=True)
+class ChapterSpec:
+    """One chapter's entry in the contract (see the module docstring)."""
+
+    stem: str
+    checks: ChapterRules = ChapterRules()
+    # Seconds a run takes on a single-threaded worker, only to choose the order in which a sweep starts its
+    # runs (measured with make compare's parameters: chapter 6 150-320 s, chapters 3 and 4 40-55 s); a
+    # chapter's finished runs on the same corpus replace it.
+    expected_seconds: float = 60.0
+    swept: bool = True  # False: a sweep runs it only when asked by name
+    # The small parameters of its one real execution in the tests: the notebook tests assert on the results it
+    # writes, and the book test renders the same executed notebook.
+    quick: dict = field(default_factory=dict)
+    study: str | None = None  # its module of identifiability.studies (still named by schema.STUDY_MODULES)
+
+    @property
+    def source(self) -> Path:
+        return paths.source_root() / "notebooks" / f"{self.stem}.md"
+
+
+_SPECIAL_TOKEN = "a token besides the special ones"
+
+CHAPTERS: dict[str, ChapterSpec] = {
+    c.stem: c
+    for c in (
+        ChapterSpec(
+            "01_model_and_data",
+            ChapterRules(
+                (
+                    at_least(
+                        "max_tokens", lambda p, m: int(p.get("example_min_tokens", 8)), "its example sentence's minimum"
+                    ),
+                ),
+                (window("example_min_tokens", "example_max_tokens"),),
+            ),
+            quick={"n_sentences": 40},
+        ),
+        ChapterSpec(
+            "02_nonidentifiability",
+            ChapterRules(
+                (at_least("max_tokens", lambda p, m: m.d_v + 2, "inputs just past the threshold d_v + 1"), layer_head),
+            ),
+            quick={
+                "n_sentences": 3,
+                "lengths": "8,dv,dv+1,dv+2,48",
+                "example_length": "dv+8",
+                "search_lengths": "dv+1,dv+2,dv+8",
+                "search_steps": 4,
+                "jacobian_max_length": "dv+2",
+                "lp_rounds": 1,
+            },
+        ),
+        ChapterSpec(
+            "03_effective_attention",
+            ChapterRules(
+                (
+                    at_least("max_tokens", lambda p, m: m.d_v + 2, "sentences longer than d_v"),
+                    at_least("viewer_max_tokens", lambda p, m: m.d_v + 8, "viewer sentences a few tokens past d_v"),
+                    at_least("fig1_max_length", lambda p, m: m.d_v + 2, "lengths on both sides of d_v"),
+                ),
+                (window(lambda p, m: m.d_v + 1, "max_tokens"),),
+            ),
+            quick={
+                "n_sentences": 12,
+                "fig1_n_lengths": 6,
+                "fig1_repeats": 1,
+                "fig1_max_length": 96,
+                "viewer_sentences": 2,
+                "viewer_max_tokens": 40,
+            },
+        ),
+        ChapterSpec(
+            "04_token_identity",
+            ChapterRules(
+                (
+                    at_least("max_tokens", lambda p, m: int(p.get("min_tokens", 3)), "at least min_tokens"),
+                    at_least("min_tokens", lambda p, m: 3, _SPECIAL_TOKEN),
+                ),
+                (window("min_tokens", "max_tokens"),),
+            ),
+            quick={"n_sentences": 60, "second_n_sentences": 40, "epochs": 3},
+        ),
+        ChapterSpec(
+            "05_angle_magnitude",
+            ChapterRules(
+                (
+                    at_least("max_tokens", lambda p, m: int(p.get("min_tokens", 3)), "at least min_tokens"),
+                    at_least("min_tokens", lambda p, m: 3, _SPECIAL_TOKEN),
+                ),
+                (window("min_tokens", "max_tokens"),),
+            ),
+            quick={"n_sentences": 60, "epochs": 3},
+        ),
+        ChapterSpec(
+            "06_context_mixing",
+            ChapterRules(
+                (
+                    at_least("max_tokens", lambda p, m: 3, _SPECIAL_TOKEN),
+                    at_least("exact_max_tokens", lambda p, m: 3, _SPECIAL_TOKEN),
+                ),
+                (window(lambda p, m: 3, "max_tokens"), window(lambda p, m: 3, "exact_max_tokens")),
+            ),
+            expected_seconds=250.0,
+            quick={
+                "n_exact_long": 1,
+                "exact_long_max_tokens": 14,
+                "n_sentences": 6,
+                "n_second": 3,
+                "n_exact": 2,
+                "exact_max_tokens": 10,
+                "max_tokens": 24,
+                "n_explorer": 2,
+                "use_cache": False,
+            },
+        ),
+        # The explorer has no claims and no quantities to compare, and the comparison across models reads the
+        # other runs rather than a model: a sweep runs them only when asked.
+        ChapterSpec("07_explore", ChapterRules((at_least("max_tokens", lambda p, m: 3, _SPECIAL_TOKEN),)), swept=False),
+        ChapterSpec("08_across_models", swept=False),
+    )
+}
+
+
+def chapter_sources() -> list[Path]:
+    """The chapters' sources, in the book's order."""
+    return [c.source for c in CHAPTERS.values()]
+
+
+def spec_of(source: Path) -> ChapterSpec:
+    """The contract entry of ``source`` (a notebook that is not a chapter of the book gets an empty one)."""
+    return CHAPTERS.get(Path(source).stem, ChapterSpec(Path(source).stem))
+
+
+def find(names: Iterable[str]) -> list[ChapterSpec]:
+    """The chapters ``names`` name, by stem or by number (``03``); ParameterError naming the closest chapter
+    for a name that is neither."""
+    out = []
+    for name in names:
+        hits = [c for c in CHAPTERS.values() if name in (c.stem, c.stem.split("_", 1)[0])]
+        if len(hits) != 1:
+            close = difflib.get_close_matches(name, list(CHAPTERS), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ParameterError(
+                f"no chapter {name!r}; {hint}chapters: {', '.join(CHAPTERS)} (or their numbers, e.g. 03)"
+            )
+        out.append(hits[0])
+    return out
+
+
+def declared_parameters(source: Path) -> dict:
+    """{name: default} of the notebook's cell tagged ``parameters``."""
+    import jupytext
+
+    cells = [c for c in jupytext.read(source).cells if PARAMETERS in c.metadata.get("tags", [])]
+    if not cells:
+        raise ParameterError(f"{source.name} has no cell tagged 'parameters'; add one (see notebooks/01_*.md)")
+    return cell_parameters(cells[0].source)
+
+
+def parameters(source: Path) -> dict[str, Parameter]:
+    """Each parameter ``source`` declares, as a :class:`Parameter`."""
+    return {name: Parameter(name, default) for name, default in declared_parameters(source).items()}
+
+
+def _unknown(name: str, declared: Iterable[str], where: str) -> ParameterError:
+    close = difflib.get_close_matches(name, list(declared), n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return ParameterError(f"no parameter {name!r} in {where}; {hint}declared: {', '.join(sorted(declared))}")
+
+
+def coerce_parameters(source: Path, given: dict, strict: bool = True) -> dict:
+    """The parameters ``source`` declares, converted to the type of each default.
+
+    Raises ParameterError with a one-line message for a value of the wrong type and, with ``strict``, for a
+    name the chapter does not declare (naming the closest declared one). Without ``strict`` such names are
+    left out: they belong to other chapters (papermill would insert a stray cell for them).
+    """
+    declared = parameters(source)
+    out = {}
+    for name, value in given.items():
+        if name not in declared:
+            if strict:
+                raise _unknown(name, declared, source.stem)
+            continue
+        out[name] = declared[name].coerce(value, source.stem)
+    return out
+
+
+def check_parameters(sources: Sequence[Path], given: dict) -> None:
+    """Every name in ``given`` is declared by at least one of ``sources``, and every value has its type."""
+    declared: set[str] = set()
+    for source in sources:
+        declared |= set(declared_parameters(source))
+    for name in given:
+        if name not in declared:
+            raise _unknown(name, declared, "any chapter of this build")
+    for source in sources:
+        coerce_parameters(source, given, strict=False)
+
+
+def preflight(sources: Sequence[Path], params: dict) -> None:
+    """Check every chapter's parameters (with its defaults) against the model's config and the corpus before
+    anything runs (:func:`identifiability.preflight.check`, with each chapter's ``checks``)."""
+    chapters = {
+        s.stem: (spec_of(s).checks, {**declared_parameters(s), **coerce_parameters(s, params, strict=False)})
+        for s in sources
+    }
+    check(chapters, params.get("model"), params.get("corpus", paths.DEFAULT_CORPUS))
+
+
+def run_notebook(source: Path, out_dir: Path, parameters: dict, progress: bool = True, strict: bool = True) -> Path:
+    """Execute one jupytext notebook with papermill; returns the executed .ipynb path, cleaned
+    (:func:`identifiability.executed.clean_executed`: one parameters cell with the values used, no stderr).
+
+    The kernel runs in the checkout and inherits this process's data folder (``IDENTIFIABILITY_DATA``), so a
+    chapter files its results where this command looks for them.
+    """
+    import jupytext
+    import papermill
+
+    params = coerce_parameters(source, parameters, strict)
+    os.environ.setdefault(paths.DATA_ENV, str(paths.data_root()))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / f"{source.stem}.ipynb"
+    nb = jupytext.read(source)
+    try:
+        papermill.execute_notebook(
+            nb,
+            str(target),
+            parameters=params,
+            kernel_name="python3",
+            progress_bar=progress,
+            cwd=str(paths.source_root()),
+        )
+    except papermill.PapermillExecutionError as e:
+        last = (str(e.evalue).strip().splitlines() or [""])[-1]
+        raise ChapterFailed(f"{source.stem} stopped: {e.ename}: {last} (full traceback in {target})") from None
+    return clean_executed(target)

@@ -1,0 +1,17 @@
+"""The base class of every error a user can fix by changing what they passed (a parameter, a model, a corpus,
+a command-line option): the command line prints its message, one line that says what to do, and exits 2.
+
+Each module raises its own subclass (``ParameterError``, ``PreflightError``, ``ModelNotAvailable``, ...);
+whoever reports errors to a user catches :class:`UserError`. Imports nothing of the package.
+"""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """An input that cannot work; the message is one line that says what to pass instead."""
+
+
+def one_line(error: BaseException) -> str:
+    """The first line of an error's message (its type's name when it has none)."""
+    return (str(error).splitlines() or [type(error).__name__])[0]

@@ -1,0 +1,211 @@
+"""The pages the build writes: this build's model, text and parameters (``book/this_build.md``), the
+chapters' measured run times (``book/teachers.md``) and the paper-vs-replication table (``book/claims.md``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import paths
+from .executed import BUILD_LOCATION, read_notebook, run_seconds
+from .fileio import read_json
+from .verdicts.claims import claims_table
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def format_value(value) -> str:
+    """A parameter or provenance value for people: "—" for none, yes/no, floats to 3 significant digits
+    (powers of ten written out), text without quotes."""
+    if value is None or value == "":
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        if value != value:  # NaN
+            return "—"
+        text = f"{value:.3g}"
+        if "e" in text:
+            mantissa, exponent = text.split("e")
+            return f"{mantissa} × 10{str(int(exponent)).translate(_SUPERSCRIPT)}"
+        return text
+    if isinstance(value, (list, tuple)):
+        return ", ".join(format_value(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {format_value(v)}" for k, v in value.items())
+    return str(value)
+
+
+def _cell(value, code: bool = False) -> str:
+    """A Markdown table cell: code font for names and numbers a reader may type, escaped pipes."""
+    text = format_value(value).replace("|", "\\|").replace("\n", " ")
+    plain = not code or isinstance(value, bool) or text == "—" or "`" in text or " " in text
+    return text if plain else f"`{text}`"
+
+
+def _provenance_rows(provenance: dict, corpus: dict | None) -> list[str]:
+    p = provenance
+    rows = [
+        ("model", f"{_cell(p.get('name'), code=True)} ({_cell(p.get('source'))})"),
+        ("architecture family", _cell(p.get("model_type"))),
+        ("weights, SHA-256", f"`{p['sha256'][:16]}…`" if p.get("sha256") else "—"),
+        (
+            "content key",
+            f"`{p['content_key'][:16]}…` (SHA-256 of the weights, config and tokenizer files)"
+            if p.get("content_key")
+            else "—",
+        ),
+        ("revision", _cell(p.get("revision")) if p.get("revision") else "— (not downloaded from the Hugging Face Hub)"),
+    ]
+    if p.get("rebuild_rel_error") is not None:
+        rows.append(
+            (
+                "rebuild check",
+                f"largest relative error {format_value(float(p['rebuild_rel_error']))} "
+                "(attention outputs recomputed from the extracted pieces; refused above 10⁻⁵)",
+            )
+        )
+    if corpus:
+        dropped = corpus.get("dropped_lines") or 0
+        rows.append(
+            (
+                "text",
+                f"{_cell(corpus.get('name'), code=True)}, {corpus.get('sentences')} sentences"
+                + (f" ({dropped} lines left out: only special or unknown tokens)" if dropped else ""),
+            )
+        )
+    return [f"| {k} | {v} |" for k, v in rows]
+
+
+def write_run_page(stage: Path, params: dict, results_dir: Path, chapters: dict[str, dict | None]) -> Path:
+    """``book/this_build.md``: the model (with its weight hash), the text, and every chapter's parameters.
+
+    ``chapters``: {stem: the parameters its parameters cell ran with
+    (:func:`identifiability.executed.parameters_used`), or None for a chapter this build did not run
+    (``--only``)}.
+    """
+    runs = {f.stem: read_json(f) for f in sorted(Path(results_dir).glob("*.json")) if f.stem in chapters}
+    first = next((r for r in runs.values() if r.get("provenance")), {})
+    lines = [
+        "# This build",
+        "",
+        "Which model, text and parameters produced the pages of this copy of the book. The full hashes are in "
+        "each chapter's results file (`data/results/<model>/<corpus>/<chapter>.json`, under `provenance`).",
+        "",
+    ]
+    if first:
+        lines += ["## The model and the text", "", "| | |", "|---|---|"]
+        lines += _provenance_rows(first["provenance"], first.get("corpus"))
+    else:
+        lines += [f"Model {_cell(params.get('model'), code=True)}, text {_cell(params.get('corpus'), code=True)}."]
+    lines += [
+        "",
+        "## The chapters' parameters",
+        "",
+        "Each chapter's parameters cell as it ran in this build: its own defaults, with the values given to "
+        "`make book` (`MODEL`, `CORPUS`, `PARAMS`) in their place. Every chapter ran on the model and text "
+        "above; rerunning with other values is described in {doc}`rerun`.",
+        "",
+    ]
+    for stem, values in chapters.items():
+        lines += [f"### {chapter_title(stem)}", ""]  # plain text: a role in a heading shows raw in the contents
+        if values is None:
+            lines += ["Not run in this build (`--only`).", ""]
+            continue
+        lines += ["| parameter | value |", "|---|---|"]
+        lines += [
+            f"| `{name}` | {_cell(value, code=True)} |"
+            for name, value in values.items()
+            if name not in ("model", "corpus", *BUILD_LOCATION)
+        ]
+        lines.append("")
+    path = stage / "book" / "this_build.md"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+def chapter_title(stem: str) -> str:
+    """The first heading of a chapter's source (``notebooks/<stem>.md``)."""
+    source = paths.source_root() / "notebooks" / f"{stem}.md"
+    for line in source.read_text(encoding="utf-8").splitlines() if source.exists() else []:
+        if line.startswith("# "):
+            return line[2:].strip()
+    return stem.split("_", 1)[-1].replace("_", " ").capitalize()
+
+
+RUN_TIMES_MARKER = "<!-- chapter run times: written by the build -->"
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
+
+
+def write_teachers_page(stage: Path, notebooks: Path, stems: list[str], cores: int | None, device: str) -> Path:
+    """Fill the run-time table of ``book/teachers.md`` from the executed chapters (papermill's measured
+    duration of each), for the machine that built this copy."""
+    rows, total = ["| chapter | run time in this build |", "|---|---|"], 0.0
+    for stem in stems:
+        f = Path(notebooks) / f"{stem}.ipynb"
+        seconds = run_seconds(read_notebook(f)) if f.exists() else None
+        total += seconds or 0.0
+        rows.append(f"| {{doc}}`../notebooks/{stem}` | {_minutes(seconds) if seconds else 'not run in this build'} |")
+    rows.append(f"| all chapters | {_minutes(total)} |")
+    where = f"{cores} CPU cores" if device == "cpu" else f"device `{device}`"
+    table = "\n".join(
+        [f"Measured while building this copy of the book, on {where}, with the parameters on {{doc}}`this_build`:", ""]
+        + rows
+    )
+    path = stage / "book" / "teachers.md"
+    text = path.read_text(encoding="utf-8")
+    if RUN_TIMES_MARKER not in text:
+        raise ValueError(f"{path.name} has lost its marker line {RUN_TIMES_MARKER!r}")
+    path.write_text(text.replace(RUN_TIMES_MARKER, table), encoding="utf-8")
+    return path
+
+
+def _fmt(x) -> str:
+    if x is None:
+        return "—"
+    return f"{x:.3g}" if isinstance(x, float) else str(x)
+
+
+def write_claims_page(stage: Path, results_dir: Path) -> None:
+    """``book/claims.md``: the paper-vs-replication table, from data/claims.csv and the verdict each chapter
+    recorded in ``results_dir``."""
+    esc = lambda t: str(t).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+    lines = [
+        "# Paper vs replication",
+        "",
+        "Each claim of the paper, and each objection of the review: the paper's value, this build's estimate with "
+        "its 95% interval, the null baseline (what chance or dimension counting alone would give), and the "
+        "verdict that the claim's rule (listed below, fixed before the numbers) computes from them. Generated "
+        "from `data/claims.csv` and the chapters' results files; each id links to its chapter, and the reason for "
+        "each verdict is below the table.",
+        "",
+        "| | claim (where; the paper's value) | this build (95% interval) | baseline | verdict |",
+        "|---|---|---|---|---|",
+    ]
+    table = claims_table(results_dir)
+    for r in table:
+        est = _fmt(r.get("estimate"))
+        ci = r.get("ci95")
+        if ci and ci[0] != ci[1]:
+            est += f" ({_fmt(ci[0])} to {_fmt(ci[1])})"
+        lines.append(
+            f"| {{doc}}`{r['id']} <../notebooks/{r['chapter']}>` | {esc(r['claim'])} ({esc(r['source'])}, "
+            f"{esc(r['where'])}; *{esc(r['paper_value'])}*) | {est} | {_fmt(r.get('baseline'))} | **{r['verdict']}** |"
+        )
+    lines += ["", "## Why each verdict", ""]
+    for r in table:
+        base = f" Baseline: {r['baseline_note']}." if r.get("baseline_note") else ""
+        lines.append(f"**{r['id']} — {r['verdict']}.** {esc(r.get('reason', 'the chapter has not run'))}.{base}\n")
+    lines += [
+        "## The rules",
+        "",
+        "Each verdict follows a rule fixed from the paper's (or the review's) statement before the numbers were "
+        "looked at; the rules are committed in `data/claims.csv` apart from, and before, the code that applies them "
+        "(`identifiability.verdicts`).",
+        "",
+    ]
+    lines += [f"**{r['id']}.** {r['rule']}\n" for r in table]
+    (stage / "book" / "claims.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
