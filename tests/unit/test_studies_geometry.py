@@ -1,0 +1,204 @@
+"""The angle-versus-magnitude studies (chapter 5) on tiny random models: what each records, the intervals C8
+is judged on, and the geometry every result must obey whatever the weights (e^0 = x, a cosine ignores lengths,
+the own x_i closest in angle is the identity map's cosine rate)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from identifiability import identity as ident
+from identifiability.charts import identity as charts
+from identifiability.corpora import load_corpus, sample_sentences
+from identifiability.stats import grouped_ci
+from identifiability.studies import geometry
+from identifiability.verdicts import INCONCLUSIVE, judge_c8
+
+FAST = dict(epochs=3, batch_size=256, mlp_hidden=16, patience=2)
+
+
+@pytest.fixture(scope="module")
+def data_folder(tmp_path_factory):
+    """Caches (hidden states, probes) go to a folder of this module's own."""
+    with pytest.MonkeyPatch.context() as mp:
+        folder = tmp_path_factory.mktemp("data")
+        mp.setenv("IDENTIFIABILITY_DATA", str(folder))
+        yield folder
+
+
+@pytest.fixture(scope="module")
+def texts(tiny_lm):
+    # 24 sentences: 4 test sentences, enough for intervals that resample sentences
+    return sample_sentences(load_corpus("lee"), 24, seed=0, tokenizer=tiny_lm.tokenizer, min_tokens=6, max_tokens=40)
+
+
+@pytest.fixture(scope="module")
+def sample(tiny_lm, texts, data_folder):
+    return geometry.probe_sample(tiny_lm, texts, "lee", 40, seed=0, **FAST)
+
+
+@pytest.fixture(scope="module")
+def cos_l2(sample):
+    return geometry.cosine_vs_l2(sample)
+
+
+@pytest.fixture(scope="module")
+def abl(sample):
+    return geometry.ablations(sample, rescale_max=4.0)
+
+
+@pytest.fixture(scope="module")
+def na(sample):
+    return geometry.norms_and_angles(sample, hist_bins=10)
+
+
+@pytest.fixture(scope="module")
+def c8(sample, abl):
+    return geometry.c8_evidence(sample, abl)
+
+
+def test_probe_sample_records_the_sample_and_reads_its_probes_back_from_the_cache(tiny_lm, texts, sample):
+    assert sample.record() == {
+        "n_sentences_used": len(texts),
+        "test_tokens": sample.splits["test"].n,
+        "n_layers": tiny_lm.n_layers,
+        "probes_from_cache": False,
+    }
+    assert set(sample.probes) == {"naive", "linear"}
+    assert torch.equal(sample.hs.hidden[0], sample.hs.x)  # e^0 = x
+    test_sentences = set(sample.splits["test"].sentence.tolist())
+    assert not test_sentences & set(sample.splits["train"].sentence.tolist())
+    again = geometry.probe_sample(tiny_lm, texts, "lee", 40, seed=0, **FAST)
+    assert again.probes_from_cache
+    first, second = sample.probes["linear"].probe.state_dict(), again.probes["linear"].probe.state_dict()
+    assert all(torch.equal(first[k], second[k]) for k in first)
+
+
+def test_cosine_vs_l2_rates_and_their_summaries(sample, cos_l2):
+    L = sample.n_layers
+    for k in ("linear_cos_cos", "linear_l2_l2", "naive_cos", "naive_l2"):
+        assert len(getattr(cos_l2, k)) == L + 1
+    # e^0 = x: the nearest input embedding of x_i among its sentence's x_j is x_i itself, with either distance
+    assert cos_l2.naive_cos[0] == 1.0 and cos_l2.naive_l2[0] == 1.0
+    # chance is the mean over test tokens of 1/d_s (d_s: the sentence's tokens in the split)
+    test = sample.splits["test"]
+    d_s = torch.bincount(test.sentence)[test.sentence].double()
+    assert cos_l2.chance == pytest.approx(float((1 / d_s).mean()))
+    # the rate at layer L is the share of tokens that ident.predict takes for themselves
+    rows = ident.predict(sample.probes["linear"], test, L, "cos", "cos")
+    assert cos_l2.linear_cos_cos[-1] == pytest.approx(float((test.key[rows] == test.key).double().mean()))
+    cos, l2 = np.array(cos_l2.linear_cos_cos), np.array(cos_l2.linear_l2_l2)
+    assert cos_l2.cos_beats_l2_layers_linear == int((cos > l2).sum()) <= cos_l2.cos_at_least_l2_layers_linear
+    assert cos_l2.cos_minus_l2_linear_mean == pytest.approx(float((cos - l2).mean()))
+    assert cos_l2.rates["linear"]["cos"]["cos"] == [round(v, 4) for v in cos_l2.linear_cos_cos]
+    assert len(cos_l2.table) == (L + 1) * 2 * 2 + (L + 1) * 2  # linear: layer x loss x lookup; identity: x lookup
+
+
+def test_ablations_keep_the_original_rows_and_a_cosine_ignores_lengths(sample, cos_l2, abl):
+    L = sample.n_layers
+    assert len(abl.ablation_labels) == 6 and set(abl.ablations) == set(abl.ablation_labels)
+    # the original rows are the probes of cosine_vs_l2, evaluated on the same test tokens
+    assert abl.last_layer.loc["cos / cos", "original (linear)"] == pytest.approx(cos_l2.linear_cos_cos[-1])
+    assert abl.unit_minus_original_last == pytest.approx(abl.unit_linear_cos_cos[-1] - cos_l2.linear_cos_cos[-1])
+    # the identity map with cosine lookup cannot change under a positive rescaling of e_i^l
+    assert abl.rescaled_naive_cos == cos_l2.naive_cos and abl.rescale_naive_cos_max_change == 0
+    # the best magnitude-only MLP per layer is the largest of its four loss x lookup curves
+    curves = [geometry.ablation_curve(abl.table, "magnitude only", "mlp", lo, lk) for lo, lk in geometry.COMBOS]
+    assert abl.norm_only_best == np.max(curves, axis=0).tolist()
+    assert abl.norm_only_best_max == max(abl.norm_only_best)
+    assert abl.norm_only_best[abl.norm_only_best_max_layer] == abl.norm_only_best_max
+    best = abl.best_norm_probe(L)
+    assert geometry.ablation_curve(abl.table, "magnitude only", "mlp", *best)[L] == abl.norm_only_best[L]
+
+
+def test_rescaling_by_one_changes_nothing(sample, cos_l2):
+    """Factors drawn from [1/1, 1] are all 1: every rescaled rate is the original one (the unit and norm probes
+    come back from the cache)."""
+    same = geometry.ablations(sample, rescale_max=1.0)
+    assert same.rescaled_linear_cos_cos == cos_l2.linear_cos_cos
+    assert same.rescaled_naive_l2 == cos_l2.naive_l2
+    assert same.rescale_drop_linear_l2_last == 0 and same.rescale_drop_naive_l2_mean == 0
+
+
+def test_norms_and_angles_per_layer(sample, cos_l2, na):
+    L = sample.n_layers
+    test = sample.splits["test"]
+    assert len(na.norm_median) == len(na.angle_median) == L + 1
+    norms = test.raw.norm(dim=-1).double().numpy()  # (L+1, n)
+    assert na.norm_median == pytest.approx(np.median(norms, axis=1), abs=1e-4)
+    assert na.norm_spread_last == pytest.approx(np.quantile(norms[-1], 0.95) / np.quantile(norms[-1], 0.05))
+    # e^0 = x: no angle at the input, and the own x_i is the closest direction
+    assert na.angle_median[0] < 0.1 and na.closest_share[0] == 1.0
+    # the own x_i is the angularly closest exactly when the identity map's cosine lookup identifies the token
+    assert na.closest_share == pytest.approx(cos_l2.naive_cos, abs=1e-4)
+    assert all(0 <= a <= 180 for a in na.angle_median + na.angle_other_mean)
+    assert 0 <= na.angle_increasing_layers <= L
+    shares = na.histograms.groupby("layer").share.sum()
+    assert np.allclose(shares, 1.0) and na.histograms.layer.nunique() == L + 1
+
+
+def test_c8_intervals_resample_sentences_and_contain_their_estimates(sample, abl, c8):
+    L = sample.n_layers
+    test = sample.splits["test"]
+    n_sentences = test.sentence.unique().numel()
+    assert set(c8.correct) == {"raw", "unit", "norm", "unit+norm"}
+    for per_sentence in c8.correct.values():
+        assert len(per_sentence) == n_sentences and sum(len(o) for o in per_sentence) == test.n
+        values = np.concatenate(per_sentence) * 3  # the share of three seeds that identify a token
+        assert np.allclose(values, np.round(values)) and values.min() >= 0 and values.max() <= 3
+    for iv in (c8.unit_minus_raw, c8.norm_vs_chance, c8.norm_adds):
+        assert iv.n == n_sentences  # the unit resampled is a sentence, not a token
+        assert iv.low - 1e-12 <= iv.estimate <= iv.high + 1e-12
+    raw, unit, norm = c8.correct["raw"], c8.correct["unit"], c8.correct["norm"]
+    assert c8.unit_minus_raw.estimate == pytest.approx(np.concatenate(unit).mean() - np.concatenate(raw).mean())
+    chance = np.concatenate([np.full(len(o), 1 / len(o)) for o in norm]).mean()
+    assert c8.norm_vs_chance.estimate == pytest.approx(np.concatenate(norm).mean() - chance)
+    diffs = [b - u for b, u in zip(c8.correct["unit+norm"], unit)]
+    assert (c8.norm_adds.low, c8.norm_adds.high) == grouped_ci(diffs, np.mean, seed=sample.seed)[1:]
+    assert c8.c8_best_norm_probe == list(abl.best_norm_probe(L))
+    last = test.raw[L].norm(dim=-1).double().numpy()
+    q25, median, q75 = np.quantile(last, [0.25, 0.5, 0.75])
+    assert c8.c8_norm_spread_last == pytest.approx((q75 - q25) / median, abs=1e-6)
+    assert c8.c8_unit_norm_rate_last == pytest.approx(np.concatenate(c8.correct["unit+norm"]).mean())
+
+
+def test_a_sentence_interval_is_as_wide_as_the_sentences_disagree():
+    """Two sentences, one all identified and one all missed: resampling sentences spans 0 to 1, where
+    resampling the 100 tokens as if independent would give about 0.4 to 0.6."""
+    iv = geometry._mean_interval([np.ones(50), np.zeros(50)], seed=0)
+    assert (iv.estimate, iv.low, iv.high, iv.n) == (0.5, 0.0, 1.0, 2)
+
+
+def test_one_test_sentence_gives_no_interval_and_an_inconclusive_verdict(tiny_lm, sentences, data_folder):
+    s = geometry.probe_sample(tiny_lm, sentences, "lee", 40, seed=0, **FAST)  # 3 sentences: 1 per split
+    c8 = geometry.c8_evidence(s, geometry.ablations(s))
+    for iv in (c8.unit_minus_raw, c8.norm_vs_chance, c8.norm_adds):
+        assert iv.n == 1 and math.isfinite(iv.estimate) and math.isnan(iv.low) and math.isnan(iv.high)
+    assert judge_c8(c8.unit_minus_raw, c8.norm_vs_chance, 1.0, c8.norm_adds, "rule").verdict == INCONCLUSIVE
+
+
+def test_every_architecture_runs_every_study(tiny_any, data_folder):
+    texts = sample_sentences(load_corpus("lee"), 12, seed=1, tokenizer=tiny_any.tokenizer, min_tokens=5, max_tokens=24)
+    s = geometry.probe_sample(tiny_any, texts, "lee", 24, seed=1, epochs=1, batch_size=256, mlp_hidden=8, patience=1)
+    a = geometry.ablations(s, 2.0)
+    results = [s, geometry.cosine_vs_l2(s), a, geometry.norms_and_angles(s, 5), geometry.c8_evidence(s, a)]
+    assert [type(r) for r in results] == list(geometry.RESULTS)
+    recorded = {k: v for r in results for k, v in r.record().items()}
+    assert len(recorded) == sum(len(r.record()) for r in results)  # no key recorded twice
+    assert recorded["angle_median"][0] < 0.1 and recorded["naive_cos"][0] == 1.0
+    assert charts.norm_model_text(tiny_any.adapter.family, tiny_any.adapter.causal, tiny_any.adapter.pre_ln)
+
+
+def test_texts_follow_the_results(cos_l2, abl, na, c8, sample):
+    assert f"{c8.c8_unit_norm_rate_last:.1%}" in charts.c8_text(c8, abl, cos_l2)
+    assert f"{cos_l2.linear_cos_cos[-1]:.1%}" in charts.cosine_l2_text(cos_l2)
+    assert f"{sample.test_tokens} test tokens" in charts.probe_sample_text(sample)
+    assert f"{na.angle_increasing_layers} of {sample.n_layers}" in charts.norms_angles_text(na)
+    costly = dataclasses.replace(abl, unit_minus_original_min=-0.2, rescale_naive_cos_max_change=0.01)
+    assert "next to nothing" in charts.ablation_text(dataclasses.replace(abl, unit_minus_original_min=0.0), cos_l2)
+    text = charts.ablation_text(costly, cos_l2)
+    assert "the length carries part of the identity" in text and "changes by at most 1.0%" in text
