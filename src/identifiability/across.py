@@ -15,21 +15,24 @@ from pathlib import Path
 import pandas as pd
 
 from . import paths
+from .effective import SEPARATOR, START
 from .verdicts import Interval
 from .verdicts.models import difference
 
 REFERENCE_ROLE = "pre-trained"
 CONTROL_ROLE = "random init"
+_MASS = "mass_by_layer"  # chapter 3's attention mass per key category and layer
 # (curve, chapter, quantity in the table ({corpus} is the run's corpus), layer of the first element, label)
 CURVES = [
     ("identity", "04_token_identity", "linear_cos_cos_by_layer", 0, "token identity rate (linear map, cosine)"),
     ("own", "06_context_mixing", "layer_summary.{corpus}.own_median", 1, "HTA: median own-token share"),
     ("top_is_self", "06_context_mixing", "layer_summary.{corpus}.top_is_self_pct", 1, "HTA: % whose top is itself"),
     ("pearson", "03_effective_attention", "pearson_median_by_layer_longest", 1, "Pearson(raw, effective attention)"),
-    ("sep_raw", "03_effective_attention", "mass_by_layer.[SEP].raw", 1, "[SEP] attention mass, raw"),
-    ("sep_effective", "03_effective_attention", "mass_by_layer.[SEP].effective", 1, "[SEP] mass, effective"),
-    ("cls_raw", "03_effective_attention", "mass_by_layer.[CLS].raw", 1, "[CLS] attention mass, raw"),
-    ("cls_effective", "03_effective_attention", "mass_by_layer.[CLS].effective", 1, "[CLS] mass, effective"),
+    # special tokens by role, whatever a model's tokenizer calls them ([SEP], </s>; [CLS], <s>)
+    ("sep_raw", "03_effective_attention", f"{_MASS}.{SEPARATOR}.raw", 1, "separator attention mass, raw"),
+    ("sep_effective", "03_effective_attention", f"{_MASS}.{SEPARATOR}.effective", 1, "separator mass, effective"),
+    ("cls_raw", "03_effective_attention", f"{_MASS}.{START}.raw", 1, "start-token attention mass, raw"),
+    ("cls_effective", "03_effective_attention", f"{_MASS}.{START}.effective", 1, "start-token mass, effective"),
 ]
 
 
@@ -90,6 +93,15 @@ def curves(rows: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
                     }
                 )
     return pd.DataFrame(out, columns=["model", "role", "corpus", "curve", "label", "layer", "value"])
+
+
+def without_separator(rows: pd.DataFrame, models: pd.DataFrame) -> list[str]:
+    """The models (named as in :func:`labels`) with chapter 3 attention-mass curves but none for the separator:
+    their tokenizer adds no separator token to a sentence."""
+    mass = rows[(rows.chapter == "03_effective_attention") & rows.quantity.str.startswith(f"{_MASS}.")]
+    has_sep = mass.quantity.str.startswith(f"{_MASS}.{SEPARATOR}.").groupby(mass.model_key).any()
+    names = labels(models)
+    return [names.get(k, k) for k in models.model_key if k in has_sep.index and not has_sep[k]]
 
 
 def claims(rows: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:

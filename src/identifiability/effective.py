@@ -385,9 +385,22 @@ def correlation_by_length(
 # Token categories and attention mass
 # --------------------------------------------------------------------------------------------------
 
+# Special tokens by their role in the input, not by their spelling, so that every tokenizer's tokens land in
+# the same categories: the start / classifier token ([CLS], <s>, ...), the separator / end token ([SEP],
+# </s>, ...), padding and the unknown token. A tokenizer attribute names the token of each role; the first
+# that exists wins.
+START, SEPARATOR, PADDING, UNKNOWN = "start", "separator", "padding", "unknown"
+ROLE_ATTRIBUTES = {
+    START: ("cls_token", "bos_token"),
+    SEPARATOR: ("sep_token", "eos_token"),
+    PADDING: ("pad_token",),
+    UNKNOWN: ("unk_token",),
+}
+STRUCTURAL = (START, SEPARATOR)  # the roles whose attention peaks the paper discusses
 PUNCTUATION = "punctuation"
 OTHER = "other tokens"
 OTHER_SPECIAL = "other special"
+CATEGORIES = (START, SEPARATOR, PUNCTUATION, OTHER, UNKNOWN, PADDING, OTHER_SPECIAL)  # display order
 
 
 def _strip_marker(token: str) -> str:
@@ -402,32 +415,42 @@ def is_punctuation(token: str) -> bool:
     return bool(t) and all(unicodedata.category(c)[0] in "PS" or c in string.punctuation for c in t)
 
 
-def named_special_tokens(tokenizer) -> dict[int, str]:
-    """id -> token string of the tokenizer's cls / bos / sep / eos tokens, where they exist."""
-    named: dict[int, str] = {}
-    for attr in ("cls_token", "bos_token", "sep_token", "eos_token"):
-        tok = getattr(tokenizer, attr, None)
-        tid = getattr(tokenizer, f"{attr}_id", None)
-        if tok is not None and tid is not None:
-            named.setdefault(int(tid), str(tok))
-    return named
+def special_roles(tokenizer) -> dict[str, tuple[int, str]]:
+    """role -> (id, spelling) of the tokenizer's token for that role, for the roles it has a token for."""
+    roles: dict[str, tuple[int, str]] = {}
+    for role, attrs in ROLE_ATTRIBUTES.items():
+        for attr in attrs:
+            tok, tid = getattr(tokenizer, attr, None), getattr(tokenizer, f"{attr}_id", None)
+            if tok is not None and tid is not None:
+                roles[role] = (int(tid), str(tok))
+                break
+    return roles
 
 
-def category_order(tokenizer) -> list[str]:
-    """Categories in display order: the named special tokens, then punctuation, other, other special."""
-    return list(dict.fromkeys(named_special_tokens(tokenizer).values())) + [PUNCTUATION, OTHER, OTHER_SPECIAL]
+def category_labels(tokenizer, categories: Sequence[str]) -> dict[str, str]:
+    """category -> its label on a chart: a role with the tokenizer's spelling ("separator ([SEP])")."""
+    spelling = {role: tok for role, (_, tok) in special_roles(tokenizer).items()}
+    return {c: f"{c} ({spelling[c]})" if c in spelling else c for c in categories}
 
 
 def token_categories(tokenizer, input_ids: Sequence[int]) -> list[str]:
-    """One category per token: a named special token ([CLS], [SEP], <s>, ...), punctuation, other tokens,
-    or other special (e.g. [UNK])."""
-    named = named_special_tokens(tokenizer)
+    """One category per token: its special role (start, separator, padding, unknown), other special (a special
+    token with none of these roles), punctuation or other tokens. One token that is both the start and the end
+    token (a tokenizer whose bos and eos are one token) is the start token in the first position and a
+    separator elsewhere."""
+    roles = special_roles(tokenizer)
+    by_id: dict[int, str] = {}
+    for role, (tid, _) in roles.items():
+        by_id.setdefault(tid, role)
+    sep_id = roles[SEPARATOR][0] if SEPARATOR in roles else None
     special = set(int(i) for i in tokenizer.all_special_ids)
     ids = [int(i) for i in input_ids]
     out = []
-    for tid, tok in zip(ids, tokenizer.convert_ids_to_tokens(ids)):
-        if tid in named:
-            out.append(named[tid])
+    for k, (tid, tok) in enumerate(zip(ids, tokenizer.convert_ids_to_tokens(ids))):
+        if tid == sep_id and k > 0:
+            out.append(SEPARATOR)
+        elif tid in by_id:
+            out.append(by_id[tid])
         elif tid in special:
             out.append(OTHER_SPECIAL)
         elif is_punctuation(tok):
@@ -459,7 +482,7 @@ def attention_mass(
     Returns rows ``layer`` (1..L), ``head, category, raw, effective, present`` (``present``: share of texts that
     contain the category; the mass averages count 0 where it is absent).
     """
-    order = category_order(lm.tokenizer)
+    order = list(CATEGORIES)
     L, H, C = lm.n_layers, lm.n_heads, len(order)
     raw = torch.zeros(L, H, C, dtype=torch.float64)
     eff_sum = torch.zeros_like(raw)
@@ -494,12 +517,11 @@ def separator_mass(
 
     Returns rows ``layer`` (1..L), ``separator`` ("first" | "second"), ``raw``, ``effective``, ``texts``.
     """
-    sep = lm.tokenizer.sep_token_id if lm.tokenizer.sep_token_id is not None else lm.tokenizer.eos_token_id
     L = lm.n_layers
     sums = {k: torch.zeros(2, L, dtype=torch.float64) for k in ("raw", "effective")}
     n = 0
     for _, tr, eff in iter_effective(lm, texts, dtype=dtype, progress=progress, desc="separator mass"):
-        pos = [k for k, t in enumerate(tr.input_ids.tolist()) if t == sep]
+        pos = [k for k, c in enumerate(token_categories(lm.tokenizer, tr.input_ids)) if c == SEPARATOR]
         if len(pos) < 2:
             continue
         for name, a in (("raw", tr.attentions), ("effective", eff.effective)):

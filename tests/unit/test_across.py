@@ -124,3 +124,33 @@ def test_the_curves_open_on_the_corpus_most_models_have():
     ]  # fmt: skip
     params = {p["name"]: p for p in curves_chart(pd.DataFrame(rows), "t").to_dict()["params"]}
     assert params["corpus"]["value"] == "lee_heldout" and params["corpus"]["bind"]["options"] == ["lee", "lee_heldout"]
+
+
+def test_separator_curves_by_role_whatever_the_tokenizer_calls_it():
+    """Chapter 3's mass curves are keyed by role: a model whose tokenizer spells the separator </s> gets
+    separator curves, and one whose tokenizer adds no separator is named in one sentence."""
+    from identifiability.charts.across import no_separator_text
+    from identifiability.studies.effective import mass_by_category
+
+    from .test_studies_effective import with_tokenizer
+
+    texts = ["The cat sat on the mat.", "Birds sang in the trees all day."]
+    docs = []
+    for family in ("roberta", "gpt2"):
+        lm = with_tokenizer(family)
+        results = mass_by_category(lm, texts, progress=False).record()
+        docs.append({
+            "chapter": "03_effective_attention",
+            "params": {"model": f"tiny-{family}", "corpus": "lee", "seed": 0, "n_sentences": 2},
+            "provenance": {"key": f"tiny-{family}", "content_key": f"tiny-{family}"},
+            "results": results,
+        })  # fmt: skip
+    rows = pd.DataFrame([r for i, d in enumerate(docs) for r in aggregate.rows_of(d, "sweep", f"run{i}")])
+    models = across.models_of(across.comparable(rows))
+    curves = across.curves(rows, models)
+    seps = curves[curves.curve.isin(["sep_raw", "sep_effective"])]
+    assert set(seps.model) == {"tiny-roberta"} and len(seps) == 2 * 2  # two curves, layers 1..2
+    assert set(curves[curves.curve == "cls_raw"].model) == {"tiny-roberta"}
+    assert across.without_separator(rows, models) == ["tiny-gpt2"]
+    sentence = no_separator_text(["tiny-gpt2"])
+    assert "**tiny-gpt2**" in sentence and "adds no separator" in sentence and no_separator_text([]) == ""

@@ -173,20 +173,22 @@ def test_token_categories(tiny_lm):
     ids = tok("Hello, world! It costs $5 (or so).")["input_ids"] + [tok.unk_token_id]
     cats = eff_attn.token_categories(tok, ids)
     toks = tok.convert_ids_to_tokens(ids)
-    assert cats[0] == "[CLS]" and cats[-2] == "[SEP]" and cats[-1] == eff_attn.OTHER_SPECIAL
+    assert cats[0] == eff_attn.START and cats[-2] == eff_attn.SEPARATOR and cats[-1] == eff_attn.UNKNOWN
     for t, c in zip(toks[1:-2], cats[1:-2]):
         assert c == (eff_attn.PUNCTUATION if t in {",", "!", "$", "(", ")", "."} else eff_attn.OTHER), (t, c)
-    assert eff_attn.category_order(tok)[:2] == ["[CLS]", "[SEP]"]
+    labels = eff_attn.category_labels(tok, [eff_attn.START, eff_attn.SEPARATOR, eff_attn.OTHER])
+    assert labels == {"start": "start ([CLS])", "separator": "separator ([SEP])", "other tokens": "other tokens"}
+    assert eff_attn.token_categories(tok, [tok.mask_token_id]) == [eff_attn.OTHER_SPECIAL]  # special, no role
     assert eff_attn.is_punctuation("Ġ,") and eff_attn.is_punctuation("##.") and not eff_attn.is_punctuation("Ġthe")
 
 
 def test_category_mass_of_raw_attention_sums_to_one(tiny_lm, tiny_traces):
-    order = eff_attn.category_order(tiny_lm.tokenizer)
+    order = list(eff_attn.CATEGORIES)
     for tr in tiny_traces:
         cats = eff_attn.token_categories(tiny_lm.tokenizer, tr.input_ids)
         m = eff_attn.category_mass(tr.attentions, cats, order)
         torch.testing.assert_close(m.sum(-1), torch.ones(m.shape[:2], dtype=torch.float64))
-        # [CLS] is one key: its mass is the mean over queries of that column.
+        # The start token ([CLS]) is one key: its mass is the mean over queries of that column.
         torch.testing.assert_close(m[..., 0], tr.attentions[..., 0].double().mean(-1))
 
 
@@ -235,7 +237,7 @@ def test_entry_points_on_every_architecture(tiny_any, sentences):
     for chart in (
         figure1_chart(fig, lm.d_v),
         null_share_chart(fig, lm.d_v),
-        mass_chart(mass, sorted(set(mass.category))),
+        mass_chart(mass, {c: c for c in sorted(set(mass.category))}),
     ):
         assert chart.to_dict()
     trs = trace.trace_sentences(lm, sentences[:2], progress=False)
@@ -271,7 +273,7 @@ def test_null_model_columns_and_mass_ratios(tiny_lm, sentences):
     short = fig[fig.d_s <= tiny_lm.d_v]
     assert (short.pearson_random > 1 - 1e-9).all()  # no null space: the random projection is the identity too
     assert (fig[fig.d_s > tiny_lm.d_v].pearson_random < 1 - 1e-6).all()
-    cats = eff_attn.category_order(tiny_lm.tokenizer)
+    cats = list(eff_attn.CATEGORIES)
     m = eff_attn.null_mass_ratios(tiny_lm, sentences, cats, progress=False)
     assert set(m.category) <= set(cats) and len(m) >= len(sentences)
     per_text = m.groupby("text")[["raw"]].sum()
@@ -281,13 +283,13 @@ def test_null_model_columns_and_mass_ratios(tiny_lm, sentences):
 
 
 def test_separator_mass_splits_the_sep_category(tiny_lm):
-    """On a pair, the masses on the middle and the final separator add up to the [SEP] category's mass."""
+    """On a pair, the masses on the middle and the final separator add up to the separator category's mass."""
     from identifiability.effective import attention_mass, separator_mass
 
     text = ["The cat sat on the mat and looked at the birds outside. ||| It was a quiet and sunny morning."]
     seps = separator_mass(tiny_lm, text, progress=False)
     mass = attention_mass(tiny_lm, text, progress=False)
-    sep = mass[mass.category == "[SEP]"].groupby("layer")[["raw", "effective"]].mean()
+    sep = mass[mass.category == eff_attn.SEPARATOR].groupby("layer")[["raw", "effective"]].mean()
     both = seps.groupby("layer")[["raw", "effective"]].sum()
     assert both.raw.tolist() == pytest.approx(sep.raw.tolist(), rel=1e-6)  # float32 attention, summed in two orders
     assert both.effective.tolist() == pytest.approx(sep.effective.tolist(), rel=1e-6)

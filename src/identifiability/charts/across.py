@@ -50,3 +50,12 @@ def curves_chart(df: pd.DataFrame, title: str) -> alt.Chart:
         .transform_filter((alt.datum.label == quantity) & (alt.datum.corpus == corpus))
         .properties(width=560, height=300)
     )
+
+
+def no_separator_text(models: list[str]) -> str:
+    """One sentence naming the models whose tokenizer adds no separator to a sentence ("" if there are none)."""
+    if not models:
+        return ""
+    names = ", ".join(f"**{m}**" for m in models)
+    it = "its" if len(models) == 1 else "their"
+    return f"The separator curves have no line for {names}: {it} tokenizer adds no separator token to a sentence."

@@ -1,0 +1,293 @@
+"""Chapter 3's studies on tiny random models: what each records, the intervals its verdicts take, and the theory
+behind each number (A_eff = A up to d_v, dim LN(T) = d_s - d_v, the masses of a row sum to one, the two
+separators of a pair make up the separator's mass). Special tokens are categorised by role: a tokenizer that
+spells them <s> and </s> lands in the same categories as one that spells them [CLS] and [SEP], and one that
+adds none to a sentence says so."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from identifiability import effective as eff_attn
+from identifiability.corpora import concatenated_inputs, join_pair, load_corpus
+from identifiability.linalg import numerical_rank, rank_rtol
+from identifiability.loaded_model import LoadedModel
+from identifiability.models import random_model
+from identifiability.stats import grouped_ci
+from identifiability.studies import effective as S
+from identifiability.trace import head, out_proj_weights, trace_batch
+from identifiability.verdicts import NOT_TESTABLE, judge_c4, judge_c5
+
+RULE = "the pre-registered rule"  # carried into the verdict; the judge functions do not read it
+SHORT = ["A cat sat.", "Dogs bark at night.", "Rain fell on the town."]  # byte-level tokens: under 30 each
+
+
+def _byte_level_vocab() -> dict[str, int]:
+    from tokenizers import pre_tokenizers
+
+    tokens = ["<pad>", "<s>", "</s>", "<unk>", "<mask>", *sorted(pre_tokenizers.ByteLevel.alphabet()), "<|endoftext|>"]
+    return {t: i for i, t in enumerate(tokens)}
+
+
+def with_tokenizer(family: str) -> LoadedModel:
+    """A tiny random model of ``family`` ("roberta" or "gpt2") with a byte-level tokenizer of that family's
+    kind (one token per byte, no merges): the RoBERTa one wraps a sentence in <s> ... </s> and a pair in
+    <s> a </s></s> b </s>; the GPT-2 one adds nothing. (The tiny models of conftest share the embedded BERT
+    tokenizer, so they cannot show another spelling.)"""
+    from transformers import GPT2TokenizerFast, RobertaTokenizerFast
+
+    lm = random_model(family, seed=0)
+    tok = (RobertaTokenizerFast if family == "roberta" else GPT2TokenizerFast)(vocab=_byte_level_vocab(), merges=[])
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    tok.padding_side = "right"
+    return dataclasses.replace(lm, tokenizer=tok)
+
+
+@pytest.fixture(scope="module")
+def lee():
+    return load_corpus("lee")
+
+
+@pytest.fixture(scope="module")
+def fig1_texts(tiny_lm, lee):
+    """Lengths around d_v = 16, two inputs each, and four at the longest length (48)."""
+    lengths = [8, 15, 16, 17, 18, 24, 48]
+    return concatenated_inputs(lee, [n for n in lengths for _ in range(2)] + [48, 48], tiny_lm.tokenizer, 0)
+
+
+@pytest.fixture(scope="module")
+def fig1(tiny_lm, fig1_texts):
+    return S.raw_vs_effective(tiny_lm, fig1_texts, seed=0, progress=False)
+
+
+@pytest.fixture(scope="module")
+def long_sentences(tiny_lm, lee):
+    return eff_attn.long_texts(lee, tiny_lm.tokenizer, 6, tiny_lm.d_v + 1, 40, seed=0)
+
+
+@pytest.fixture(scope="module")
+def mass(tiny_lm, long_sentences):
+    return S.mass_by_category(tiny_lm, long_sentences, seed=0, progress=False)
+
+
+# --------------------------------------------------------------------------------------------------
+# W_O^h ranks
+# --------------------------------------------------------------------------------------------------
+
+
+def test_out_projection_ranks_find_a_rank_deficient_head():
+    lm = random_model("bert", seed=1)
+    full = S.out_projection_ranks(lm)
+    assert full.record() == {"d_v": lm.d_v, "wo_rank_min": lm.d_v, "wo_deficient_heads": 0}
+    assert tuple(full.wo_rank.shape) == (lm.n_layers, lm.n_heads) and not full.causal
+    # Layer 2, head 1: two of its d_v input columns of W_O made equal, so its block W_O^h loses one rank.
+    dense = lm.adapter.layer_modules(lm.model, lm.adapter.attn_out, lm.n_layers)[1]
+    with torch.no_grad():
+        dense.weight[:, lm.d_v + 1] = dense.weight[:, lm.d_v]
+    r = S.out_projection_ranks(lm)
+    assert r.wo_rank_min == lm.d_v - 1 and r.wo_deficient_heads == 1 and int(r.wo_rank[1, 1]) == lm.d_v - 1
+    with pytest.raises(ValueError, match="precision must be one of"):
+        S.out_projection_ranks(lm, "float16")
+
+
+# --------------------------------------------------------------------------------------------------
+# Figure 1 (a) and C4
+# --------------------------------------------------------------------------------------------------
+
+
+def test_raw_vs_effective_records_the_theory(tiny_lm, fig1):
+    d_v, t = tiny_lm.d_v, fig1.table
+    assert len(t) == fig1.fig1_inputs * tiny_lm.n_layers * tiny_lm.n_heads
+    # Up to d_v the null space is empty and A_eff = A exactly; beyond, dim LN(T) = d_s - d_v for a generic T.
+    assert fig1.identical_below_dv and fig1.pearson_min_below_dv > 1 - 1e-9
+    assert fig1.null_heads_at_or_below_dv == 0 and fig1.heads_at_or_below_dv == len(t[t.d_s <= d_v])
+    assert fig1.null_dim_equals_ds_minus_dv == 1.0 and fig1.null_dim_exceeds_ds_minus_dv == 0
+    assert (t[t.d_s > d_v].null_dim == t[t.d_s > d_v].d_s - d_v).all()
+    assert fig1.fig1_longest == 48 == max(fig1.fig1_lengths) and fig1.ds_just_above_dv == t[t.d_s > d_v].d_s.min()
+    assert fig1.pearson_median_longest < 1 - 1e-3 and fig1.first_ds_median_below_0_9 > d_v
+    assert len(fig1.pearson_median_by_layer_longest) == tiny_lm.n_layers
+    assert 0 < fig1.null_share_median_longest < 1
+    assert set(fig1.record()) == {f.name for f in dataclasses.fields(S.RawVsEffective) if f.metadata.get("record", 1)}
+
+
+def test_one_head_by_hand_is_the_studys_row(tiny_lm, fig1, fig1_texts):
+    """The chapter's visible method (A, T = head(...), U from the SVD of T, A_eff = A U Uᵀ) gives the study's
+    number for that head, though the study decomposes V_h instead of T, batched."""
+    w_o = out_proj_weights(tiny_lm)
+    i = len(fig1_texts) - 1  # an input of the longest length
+    tr = trace_batch(tiny_lm, fig1_texts[i:])[0]
+    for layer, h in ((1, 0), (tiny_lm.n_layers, tiny_lm.n_heads - 1)):
+        A, T = head(tr, w_o, layer, h)
+        U, s, _ = torch.linalg.svd(T, full_matrices=False)
+        U = U[:, : int(numerical_rank(s, rank_rtol(*T.shape, T.dtype)))]
+        A_eff = A @ U @ U.T
+        row = fig1.table[(fig1.table.text == i) & (fig1.table.layer == layer) & (fig1.table["head"] == h)].iloc[0]
+        assert float(eff_attn.pearson(A, A_eff)) == pytest.approx(row.pearson, abs=1e-5)
+        assert float((A - A_eff).norm() / A.norm()) == pytest.approx(row.null_share, abs=1e-5)
+        assert row.null_dim == tr.n_tokens - U.shape[1]
+
+
+def test_c4_intervals_resample_inputs(fig1):
+    at_long = fig1.table[fig1.table.d_s == fig1.fig1_longest]
+    m, p = fig1.median_longest, fig1.paired_vs_random
+    assert m.n == p.n == at_long.text.nunique() == 4  # inputs, not heads
+    assert m.estimate == fig1.pearson_median_longest and m.low <= m.estimate <= m.high and m.low < m.high
+    groups = [g.pearson.to_numpy() for _, g in at_long.groupby("text")]
+    assert (m.low, m.high) == grouped_ci(groups, np.median, seed=0)[1:]
+    per_input = (at_long.pearson - at_long.pearson_random).groupby(at_long.text).mean()
+    assert p.estimate == pytest.approx(per_input.mean()) and p.low <= p.estimate <= p.high
+    assert fig1.c4_pearson_random_median_longest == pytest.approx(at_long.pearson_random.median())
+    v = judge_c4(fig1.identical_below_dv, m, p, fig1.c4_pearson_random_median_longest, RULE)
+    assert v.parts[0].verdict == "holds"  # a random model decorrelates too: it is dimension counting
+
+
+def test_c4_interval_from_one_input_has_no_bounds(tiny_lm, lee):
+    texts = concatenated_inputs(lee, [10, 30], tiny_lm.tokenizer, 0)
+    r = S.raw_vs_effective(tiny_lm, texts, progress=False)
+    assert r.median_longest.n == 1 and math.isnan(r.median_longest.low) and math.isnan(r.paired_vs_random.high)
+    assert not r.median_longest.has_interval
+
+
+def test_precision_check_compares_the_short_inputs(tiny_lm, fig1, fig1_texts):
+    p = S.precision_check(tiny_lm, fig1_texts, fig1, "float32")
+    t = fig1.table
+    assert p.other == "float64" and p.max_ds == 2 * tiny_lm.d_v
+    assert p.precision_check_heads == len(t[t.d_s <= 2 * tiny_lm.d_v]) == len(p.table)
+    # A random model's value matrices are far from singular: both precisions find the same null spaces, and
+    # the correlations agree to float32's rounding.
+    assert p.precision_rank_differences == 0 and p.precision_rank_difference_ds == []
+    assert (p.table.null_dim_other == (p.table.d_s - tiny_lm.d_v).clip(lower=0)).all()
+    assert 0 < p.precision_max_pearson_difference < 1e-4
+
+
+# --------------------------------------------------------------------------------------------------
+# Figure 1 (b, c) and C5
+# --------------------------------------------------------------------------------------------------
+
+
+def test_mass_by_category_records_roles(tiny_lm, mass, long_sentences):
+    assert mass.mass_sentences == len(long_sentences)
+    assert mass.mass_categories[:2] == [eff_attn.START, eff_attn.SEPARATOR]
+    assert mass.labels[eff_attn.SEPARATOR] == "separator ([SEP])" and mass.labels["punctuation"] == "punctuation"
+    # A raw row sums to one over the categories, so the mean masses do too.
+    assert sum(v["raw"] for v in mass.mass_mean.values()) == pytest.approx(1, abs=1e-6)
+    assert all(len(v["raw"]) == tiny_lm.n_layers for v in mass.mass_by_layer.values())
+    sink = max(eff_attn.STRUCTURAL, key=lambda c: mass.mass_mean[c]["raw"])
+    assert mass.sink_token == sink and mass.sink_mass_raw == mass.mass_mean[sink]["raw"]
+    assert mass.peak_token == {"start": "[CLS]", "separator": "[SEP]"}[sink]
+    assert set(mass.c5_ratio_by_sentence) == {eff_attn.START, eff_attn.SEPARATOR}
+
+
+def test_c5_intervals_are_per_sentence_ratios(mass, long_sentences):
+    sep = mass.c5_ratio_by_sentence[eff_attn.SEPARATOR]
+    assert len(sep["raw"]) == len(long_sentences)
+    ratio = np.array(sep["effective"]) / np.array(sep["raw"])
+    r = mass.separator_ratio
+    assert r.n == len(long_sentences) and r.estimate == pytest.approx(ratio.mean(), rel=1e-4)
+    assert r.low <= r.estimate <= r.high
+    rand = np.array(sep["random"]) / np.array(sep["raw"])
+    assert mass.separator_vs_random.estimate == pytest.approx((ratio - rand).mean(), rel=1e-3, abs=1e-5)
+    assert mass.separator_random == pytest.approx(rand.mean(), rel=1e-4)
+    if mass.sink_token == eff_attn.SEPARATOR:
+        assert mass.peak_ratio is None
+    else:
+        assert mass.peak_ratio.n == len(long_sentences)
+
+
+def test_c5_ratio_is_one_where_there_is_no_null_space(tiny_lm):
+    """Below d_v, A_eff = A and the random projection is the identity: every ratio is exactly 1, the paired
+    difference 0. One sentence gives no interval."""
+    r = S.mass_by_category(tiny_lm, SHORT, progress=False)
+    for c in eff_attn.STRUCTURAL:
+        assert r.mass_mean[c]["effective"] == pytest.approx(r.mass_mean[c]["raw"], abs=1e-7)
+    assert r.separator_ratio.estimate == pytest.approx(1) and r.separator_vs_random.estimate == pytest.approx(0)
+    one = S.mass_by_category(tiny_lm, SHORT[:1], progress=False)
+    assert one.separator_ratio.n == 1 and not one.separator_ratio.has_interval
+
+
+def test_pair_separators_split_the_separator_mass(tiny_lm):
+    pairs = [join_pair("The cat sat on the mat and looked out.", "It was a quiet and sunny morning.")]
+    seps = S.pair_separators(tiny_lm, pairs)
+    whole = S.mass_by_category(tiny_lm, pairs, progress=False).mass_by_layer[eff_attn.SEPARATOR]
+    both = {k: [a + b for a, b in zip(*(seps.separator_mass[w][k] for w in ("first", "second")))] for k in whole}
+    for k in ("raw", "effective"):
+        assert both[k] == pytest.approx(whole[k], abs=2e-4)  # both rounded to 4 decimals
+    assert seps.pairs == 1 and list(seps.means.index) == ["first", "second"]
+
+
+def test_viewer_examples_hold_a_eff(tiny_lm, long_sentences):
+    v = S.viewer_examples(tiny_lm, long_sentences[:2])
+    assert v.record() == {"viewer_lengths": [len(t) for t, _, _ in v.examples]}
+    tokens, raw, eff = v.examples[1]
+    tr = trace_batch(tiny_lm, long_sentences[1:2])[0]
+    assert tokens == tr.tokens and torch.equal(raw, tr.attentions)
+    A, T = head(tr, out_proj_weights(tiny_lm), 1, 2)
+    torch.testing.assert_close((eff[0, 2] @ T).double(), (A @ T).double(), atol=1e-5, rtol=1e-4)  # A_eff T = A T
+    assert not torch.allclose(eff[0, 2], A, atol=1e-4)  # d_s > d_v: a null part exists
+
+
+# --------------------------------------------------------------------------------------------------
+# Special tokens by role, whatever the tokenizer calls them
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_roberta():
+    return with_tokenizer("roberta")
+
+
+@pytest.fixture(scope="module")
+def tiny_gpt2():
+    return with_tokenizer("gpt2")
+
+
+def test_roles_of_a_start_and_end_token_that_are_one_token(tiny_gpt2):
+    tok = tiny_gpt2.tokenizer
+    eot = tok.eos_token_id
+    ids = [eot, *tok("Hi, you.")["input_ids"], eot]
+    cats = eff_attn.token_categories(tok, ids)
+    assert cats[0] == eff_attn.START and cats[-1] == eff_attn.SEPARATOR and eff_attn.PUNCTUATION in cats
+    assert eff_attn.special_roles(tok)[eff_attn.START] == (eot, "<|endoftext|>")
+
+
+def test_another_spelling_lands_in_the_same_roles(tiny_roberta):
+    lm = tiny_roberta
+    texts = ["The cat sat on the mat.", "Birds sang in the trees all day."]  # 25-34 tokens, d_v = 16
+    r = S.mass_by_category(lm, texts, progress=False)
+    assert r.mass_categories[:2] == [eff_attn.START, eff_attn.SEPARATOR]
+    assert r.labels == {**r.labels, "start": "start (<s>)", "separator": "separator (</s>)"}
+    assert r.mass_by_layer[eff_attn.SEPARATOR]["raw"] and r.mass_by_layer[eff_attn.START]["effective"]
+    assert r.separator_ratio.n == 2 and len(r.c5_ratio_by_sentence[eff_attn.SEPARATOR]["raw"]) == 2
+    seps = S.pair_separators(lm, [join_pair("The cat sat.", "It was sunny.")])  # <s> a </s></s> b </s>
+    assert seps.pairs == 1 and all(seps.separator_mass[w]["raw"] for w in ("first", "second"))
+    from identifiability.charts.effective import mass_chart, no_separator_text
+
+    assert no_separator_text(r) == ""
+    labels = {d["category"] for d in next(iter(mass_chart(r.table, r.labels).to_dict()["datasets"].values()))}
+    assert {"start (<s>)", "separator (</s>)"} <= labels
+
+
+def test_a_tokenizer_that_adds_no_separator_says_so(tiny_gpt2):
+    from identifiability.charts.effective import mass_text, no_separator_text
+
+    r = S.mass_by_category(tiny_gpt2, ["The cat sat on the mat.", "Birds sang in the trees."], progress=False)
+    assert not set(eff_attn.STRUCTURAL) & set(r.mass_categories) and r.sink_token is None
+    assert r.separator_ratio is None and r.c5_ratio_by_sentence == {}
+    v = judge_c5(r.separator_ratio, r.separator_vs_random, r.peak_token, r.peak_ratio, r.peak_vs_random,
+                 r.separator_random, RULE)  # fmt: skip
+    assert v.verdict == NOT_TESTABLE
+    sentence = no_separator_text(r)
+    assert "adds neither a start nor a separator" in sentence and sentence in mass_text(r, 17)
+    assert S.pair_separators(tiny_gpt2, [join_pair("The cat sat.", "It was sunny.")]).pairs == 0
+
+
+def test_every_architecture_gets_start_and_separator_data(tiny_any, sentences):
+    r = S.mass_by_category(tiny_any, sentences, progress=False)
+    assert r.mass_categories[:2] == [eff_attn.START, eff_attn.SEPARATOR]
+    assert r.separator_ratio is not None and r.sink_token in eff_attn.STRUCTURAL
