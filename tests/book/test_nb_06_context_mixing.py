@@ -1,5 +1,8 @@
 """Chapter 6 runs end to end on the real model with small parameters, and its numbers make sense."""
 
+import json
+import re
+
 import pytest
 
 pytestmark = [pytest.mark.notebooks, pytest.mark.real]
@@ -52,3 +55,15 @@ def test_context_mixing_notebook(chapter_run):
         "C12.content words keep more",
     ]
     assert claims["C12"]["parts"][0]["estimate"] < 0  # [CLS]/[SEP] keep less of themselves than words do
+
+
+def test_the_row_computed_by_hand_is_the_engines(chapter_run):
+    """The visible cell's reverse-mode row of c (one hidden token's Jacobian blocks, their Frobenius norms,
+    normalised) agrees with the engine's on the real model."""
+    chapter_run("06_context_mixing")
+    nb = json.loads((chapter_run.dir / "notebooks" / "06_context_mixing.ipynb").read_text())
+    printed = "".join(
+        "".join(o.get("text", "")) for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])
+    )
+    gap = re.search(r"engine minus by hand: at most (\S+)\n", printed)
+    assert gap and float(gap.group(1)) < 1e-5
