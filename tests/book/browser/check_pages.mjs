@@ -2,7 +2,8 @@
 // playwright-core: no browser download) and report, per page and width (1280 and 390 px): charts drawn and
 // whether each lies inside its output area, tables that neither fit nor sit in a labelled scroll container,
 // output text that shows a Python repr, NaN or None or an unrounded number, printed lines wider than
-// their box, console errors, requests that
+// their box, how many output lines and printed blocks were read (so a page structure the check no longer
+// recognises cannot pass for clean), console errors, requests that
 // left localhost, the bytes of the first load (gzip-compressed, as a static host serves text), and whether
 // moving each chart control changes the data the chart's vega view holds.
 // Usage: node check_pages.mjs <base-url> <page> [<page> ...]   -> JSON on stdout
@@ -62,7 +63,8 @@ function inspect() {
   // Printed output whose lines run past its box: the reader must scroll sideways to read the end of a line.
   const cut = [...document.querySelectorAll(".cell_output pre")].filter((e) => e.scrollWidth > e.clientWidth + 1)
     .map((e) => ({ width: e.scrollWidth, box: e.clientWidth, text: e.textContent.split("\n").sort((a, b) => b.length - a.length)[0].slice(0, 120) }));
-  return { charts, tables, lines, mathOk, cut };
+  const printed = document.querySelectorAll(".cell_output pre").length;
+  return { charts, tables, lines, mathOk, cut, printed };
 }
 
 const REPR = [
@@ -157,7 +159,8 @@ for (const page of pages) {
       null, { timeout: 30000 }).catch(() => {});
     await p.waitForTimeout(800);  // MathJax typesets, fonts arrive
     const seen = await p.evaluate(inspect);
-    const result = { charts: seen.charts, tables: seen.tables, raw: rawOutput(seen.lines), mathOk: seen.mathOk, cut: seen.cut };
+    const result = { charts: seen.charts, tables: seen.tables, raw: rawOutput(seen.lines), mathOk: seen.mathOk, cut: seen.cut,
+                     read: seen.lines.length, printed: seen.printed };
     if (width === WIDTHS[0]) {
       result.interactions = await moveControls(p, seen.charts);
       entry.bytes = sizes.reduce((a, b) => a + b, 0);
