@@ -75,9 +75,13 @@ test: venv vendor browser
 test-fast: venv
 	$(PY) -m pytest -q tests/unit $(PYTEST_ARGS)
 
+# The chapters' code cells are linted too, at the 80 characters the book's code box holds (.ci/notebook_code.py
+# writes them as Python; E402: imports follow the parameters cell; B018: a cell's last expression is its output).
 lint: venv
-	$(VENV)/bin/ruff check src tests benchmarks
-	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks .ci
+	$(VENV)/bin/ruff format --check src tests benchmarks .ci
+	rm -rf .cache/lint && $(PY) .ci/notebook_code.py .cache/lint
+	$(VENV)/bin/ruff check --line-length 80 --extend-ignore E402,B018 .cache/lint/*.py
 
 # The models of the comparison across models, into data/models/: the embedded model fine-tuned on each task
 # (under 10 minutes each on 2 cores; an interrupted run resumes, a finished one is skipped) and the

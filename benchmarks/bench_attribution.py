@@ -34,9 +34,9 @@ import torch
 
 from identifiability import hta as attribution
 from identifiability.corpora import concatenated_inputs, load_corpus
-from identifiability.hta.core import _auto_chunk, _Directions, _prepare
-from identifiability.hta.folded import _folded_S
-from identifiability.hta.generic import _generic_S
+from identifiability.hta.core import Directions, auto_chunk, prepare
+from identifiability.hta.folded import folded_S
+from identifiability.hta.generic import generic_S
 from identifiability.models import load_model
 
 
@@ -84,12 +84,12 @@ def fresh_process_peak(text: str, args) -> float:
     Every chunk has the same working set, so a few chunks show the whole pass's peak."""
     code = (
         "import sys, torch; sys.path.insert(0, 'benchmarks'); "
-        "from bench_attribution import attribution, PeakMemory, _auto_chunk, _Directions, _folded_S, _prepare; "
+        "from bench_attribution import attribution, PeakMemory, auto_chunk, Directions, folded_S, prepare; "
         "from bench_attribution import load_model; "
         f"torch.set_num_threads({args.threads}); lm = load_model(device={args.device!r}); "
-        "inp = _prepare(lm, sys.argv[1]); n = inp.x.shape[0]; "
-        "dirs = _Directions(n, lm.d_model, limit=3 * _auto_chunk(n, None)); "
-        "m = PeakMemory().__enter__(); _folded_S(lm, inp, dirs, None, attribution.fold_spec(lm)); m.__exit__(); "
+        "inp = prepare(lm, sys.argv[1]); n = inp.x.shape[0]; "
+        "dirs = Directions(n, lm.d_model, limit=3 * auto_chunk(n, None)); "
+        "m = PeakMemory().__enter__(); folded_S(lm, inp, dirs, None, attribution.fold_spec(lm)); m.__exit__(); "
         "print(m.mb)"
     )
     root = Path(__file__).resolve().parents[1]
@@ -100,9 +100,9 @@ def fresh_process_peak(text: str, args) -> float:
 def timed_S(engine, lm, inp, dirs, chunk=None):
     t0 = time.perf_counter()
     if engine == "folded":
-        S = _folded_S(lm, inp, dirs, chunk, attribution.fold_spec(lm))
+        S = folded_S(lm, inp, dirs, chunk, attribution.fold_spec(lm))
     else:
-        S = _generic_S(lm, inp, dirs, chunk)
+        S = generic_S(lm, inp, dirs, chunk)
     return S, time.perf_counter() - t0
 
 
@@ -134,15 +134,15 @@ def main() -> None:
     )
     rows = []
     for text in texts:
-        inp = _prepare(lm, text)
+        inp = prepare(lm, text)
         n = inp.x.shape[0]
-        B = _auto_chunk(n, None)
-        dirs = _Directions(n, d)
+        B = auto_chunk(n, None)
+        dirs = Directions(n, d)
         mm = [matmul_gflops(d)]
         naive_s = attribution.naive_seconds(lm, text, per_layer=args.naive_per_layer)
         # generic torch.func path: a sample of chunks, extrapolated
         lim = min(dirs.total, args.sample_chunks * B)
-        _, t = timed_S("generic", lm, inp, _Directions(n, d, limit=lim))
+        _, t = timed_S("generic", lm, inp, Directions(n, d, limit=lim))
         generic_s = t * dirs.total / lim
         # folded exact pass: in full, or a sample of chunks plus the per-sentence folding, extrapolated
         mm.append(matmul_gflops(d))
@@ -152,8 +152,8 @@ def main() -> None:
         else:
             S_exact = None
             lim = min(dirs.total, args.sample_chunks * B)
-            _, t1 = timed_S("folded", lm, inp, _Directions(n, d, limit=1))  # folding + one direction
-            _, t2 = timed_S("folded", lm, inp, _Directions(n, d, limit=lim + 1))
+            _, t1 = timed_S("folded", lm, inp, Directions(n, d, limit=1))  # folding + one direction
+            _, t2 = timed_S("folded", lm, inp, Directions(n, d, limit=lim + 1))
             exact_s = t1 + (t2 - t1) * dirs.total / lim
         mm.append(matmul_gflops(d))
         flops = attribution.folded_flops(lm, n, dirs.total)

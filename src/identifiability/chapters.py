@@ -88,7 +88,8 @@ class ChapterSpec:
     # The small parameters of its one real execution in the tests: the notebook tests assert on the results it
     # writes, and the book test renders the same executed notebook.
     quick: dict = field(default_factory=dict)
-    study: str | None = None  # its module of identifiability.studies (still named by schema.STUDY_MODULES)
+    # its module of identifiability.studies: the result types it lists (RESULTS) are the chapter's results keys
+    study: str | None = None
 
     @property
     def source(self) -> Path:
@@ -110,6 +111,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
                 ),
                 (window("example_min_tokens", "example_max_tokens"),),
             ),
+            study="model_data",
             quick={"n_sentences": 40},
         ),
         ChapterSpec(
@@ -117,6 +119,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
             ChapterRules(
                 (at_least("max_tokens", lambda p, m: m.d_v + 2, "inputs just past the threshold d_v + 1"), layer_head),
             ),
+            study="nonidentifiability",
             quick={
                 "n_sentences": 3,
                 "lengths": "8,dv,dv+1,dv+2,48",
@@ -137,6 +140,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
                 ),
                 (window(lambda p, m: m.d_v + 1, "max_tokens"),),
             ),
+            study="effective",
             quick={
                 "n_sentences": 12,
                 "fig1_n_lengths": 6,
@@ -155,6 +159,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
                 ),
                 (window("min_tokens", "max_tokens"),),
             ),
+            study="identity",
             quick={"n_sentences": 60, "second_n_sentences": 40, "epochs": 3},
         ),
         ChapterSpec(
@@ -166,6 +171,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
                 ),
                 (window("min_tokens", "max_tokens"),),
             ),
+            study="geometry",
             quick={"n_sentences": 60, "epochs": 3},
         ),
         ChapterSpec(
@@ -177,6 +183,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
                 ),
                 (window(lambda p, m: 3, "max_tokens"), window(lambda p, m: 3, "exact_max_tokens")),
             ),
+            study="context_mixing",
             expected_seconds=250.0,
             quick={
                 "n_exact_long": 1,
@@ -192,8 +199,13 @@ CHAPTERS: dict[str, ChapterSpec] = {
         ),
         # The explorer has no claims and no quantities to compare, and the comparison across models reads the
         # other runs rather than a model: a sweep runs them only when asked.
-        ChapterSpec("07_explore", ChapterRules((at_least("max_tokens", lambda p, m: 3, _SPECIAL_TOKEN),)), swept=False),
-        ChapterSpec("08_across_models", swept=False),
+        ChapterSpec(
+            "07_explore",
+            ChapterRules((at_least("max_tokens", lambda p, m: 3, _SPECIAL_TOKEN),)),
+            swept=False,
+            study="explore",
+        ),
+        ChapterSpec("08_across_models", swept=False, study="across"),
     )
 }
 

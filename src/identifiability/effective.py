@@ -190,7 +190,7 @@ def pad_traces(traces: Sequence[SentenceTrace]) -> tuple[torch.Tensor, torch.Ten
     return attn, vals, lengths
 
 
-def _length_groups(lengths: Sequence[int], max_cells: int, max_batch: int) -> list[list[int]]:
+def length_groups(lengths: Sequence[int], max_cells: int, max_batch: int) -> list[list[int]]:
     """Indices sorted by length, cut into groups whose padded size B * n_pad^2 stays under ``max_cells``."""
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
     groups: list[list[int]] = []
@@ -226,7 +226,7 @@ def effective_attention(
     out: list[Effective | None] = [None] * len(traces)
     if row_space is None and w_o is not None:
         row_space = out_proj_row_space(w_o, dtype)
-    for g in _length_groups([tr.n_tokens for tr in traces], max_cells, max_batch):
+    for g in length_groups([tr.n_tokens for tr in traces], max_cells, max_batch):
         attn, vals, lengths = pad_traces([traces[i] for i in g])
         res = effective_padded(attn, vals, lengths, None, dtype, rtol, row_space)
         for b, i in enumerate(g):
@@ -258,7 +258,7 @@ def iter_effective(
     lengths = token_lengths(texts, lm.tokenizer)
     limit = min(max_tokens or lm.max_positions, lm.max_positions)
     lengths = [min(n, limit) for n in lengths]
-    groups = _length_groups(lengths, max_cells, max_batch)
+    groups = length_groups(lengths, max_cells, max_batch)
     row_space = out_proj_row_space(w_o, dtype)
     for g in tqdm(groups, desc=desc, unit="batch", disable=not progress or len(groups) < 2):
         trs = trace_batch(lm, [texts[i] for i in g], max_tokens)

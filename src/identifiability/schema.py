@@ -1,8 +1,8 @@
 """What each chapter's results file holds: every key a chapter records, with the kind of its value.
 
-A chapter whose sections are studies (:mod:`identifiability.studies`) has its keys derived from the recorded
-fields of its study result types (``STUDY_MODULES`` names the module; its ``RESULTS`` tuple lists the types),
-plus ``COMMON``. The others are still declared by hand in ``RESULTS``.
+The keys are derived, never declared by hand: a chapter's contract entry (:mod:`identifiability.chapters`)
+names its module of :mod:`identifiability.studies`, whose ``RESULTS`` tuple lists the chapter's result types;
+every recorded field of those types is a key, with the kind of its annotation, plus ``COMMON``.
 ``Chapter.save`` checks the results against this before writing, so a misspelt or undeclared key stops the
 chapter with a one-line error instead of producing a file that readers, tests and the claims page cannot
 find their fields in. A value may always be None (NaN and infinity are written as null). Bump
@@ -13,58 +13,28 @@ from __future__ import annotations
 
 import importlib
 
+from .chapters import CHAPTERS
 from .studies import schema_of
 
 SCHEMA_VERSION = 1
 KINDS = {"number": (int, float), "bool": (bool,), "str": (str,), "list": (list,), "dict": (dict,), "any": (object,)}
-
-RESULTS: dict[str, dict[str, str]] = {
-    "01_model_and_data": {
-        "corpus_sentences": "number",
-        "example": "str",
-        "example_row_sums_max_error": "number",
-        "example_tokens": "list",
-        "max_tokens_seen": "number",
-        "mean_tokens": "number",
-        "median_tokens": "number",
-        "sampled": "number",
-        "share_longer_than_d_head": "number",
-    },
-    "07_explore": {
-        "hta_rows_sum_to_one": "number",
-        "max_abs_HTA_contribution_c": "number",
-        "max_abs_effective_attention": "number",
-        "max_abs_raw_attention_A": "number",
-        "tokens": "list",
-    },
-    "08_across_models": {"claims": "dict", "models": "number", "table_rows": "number"},
-}
-
-
 # Keys every chapter may record outside its studies: verdicts (Chapter.verdict), run time and page weight.
 COMMON = {"claims": "dict", "runtime_s": "number", "page_bytes": "dict"}
-# chapter -> module of identifiability.studies whose RESULTS tuple lists the chapter's result types
-STUDY_MODULES: dict[str, str] = {
-    "03_effective_attention": "effective",
-    "02_nonidentifiability": "nonidentifiability",
-    "04_token_identity": "identity",
-    "05_angle_magnitude": "geometry",
-    "06_context_mixing": "context_mixing",
-}
-
-
-def declared(chapter: str) -> dict[str, str]:
-    """Every key ``chapter`` may record, with its kind."""
-    if chapter in STUDY_MODULES:
-        module = importlib.import_module(f"identifiability.studies.{STUDY_MODULES[chapter]}")
-        return {**COMMON, **schema_of(*module.RESULTS)}
-    if chapter in RESULTS:
-        return RESULTS[chapter]
-    raise SchemaError(f"no results schema for chapter {chapter!r}: add its studies to identifiability.schema")
 
 
 class SchemaError(ValueError):
     """Results that do not match the chapter's declared keys; the message names the key."""
+
+
+def declared(chapter: str) -> dict[str, str]:
+    """Every key ``chapter`` may record, with its kind."""
+    spec = CHAPTERS.get(chapter)
+    if spec is None or spec.study is None:
+        raise SchemaError(
+            f"no results schema for chapter {chapter!r}: name its studies module in identifiability.chapters"
+        )
+    module = importlib.import_module(f"identifiability.studies.{spec.study}")
+    return {**COMMON, **schema_of(*module.RESULTS)}
 
 
 def check(chapter: str, results: dict) -> None:

@@ -98,7 +98,7 @@ def test_padding_and_grouping_do_not_change_the_result(tiny_lm, tiny_traces):
 
 def test_groups_respect_the_cell_budget():
     lengths = [5, 40, 7, 33, 100, 6, 41]
-    groups = eff_attn._length_groups(lengths, max_cells=5000, max_batch=3)
+    groups = eff_attn.length_groups(lengths, max_cells=5000, max_batch=3)
     assert sorted(i for g in groups for i in g) == list(range(len(lengths)))
     for g in groups:
         assert len(g) <= 3 and (len(g) == 1 or len(g) * max(lengths[i] for i in g) ** 2 <= 5000)

@@ -12,8 +12,8 @@ import torch
 
 from identifiability import hta as attribution
 from identifiability.charts import hta as hta_charts
-from identifiability.hta.core import _Directions, _prepare
-from identifiability.hta.folded import _folded_S
+from identifiability.hta.core import Directions, prepare
+from identifiability.hta.folded import folded_S
 from identifiability.models import random_model
 from identifiability.pos import word_piece_tags
 from identifiability.trace import trace_batch
@@ -80,12 +80,12 @@ def test_layer0_is_the_input_itself(tiny_lm):
 
 
 def test_folded_unfolded_and_chunking_agree(tiny_lm):
-    inp = _prepare(tiny_lm, SENT)
+    inp = prepare(tiny_lm, SENT)
     spec = attribution.fold_spec(tiny_lm)
-    dirs = _Directions(*inp.x.shape)
-    base = _folded_S(tiny_lm, inp, dirs, None, spec, fold=True)
-    assert rel(_folded_S(tiny_lm, inp, dirs, None, spec, fold=False), base) <= 1e-5
-    assert rel(_folded_S(tiny_lm, inp, dirs, 7, spec, fold=True), base) <= 1e-5  # ragged last chunk
+    dirs = Directions(*inp.x.shape)
+    base = folded_S(tiny_lm, inp, dirs, None, spec, fold=True)
+    assert rel(folded_S(tiny_lm, inp, dirs, None, spec, fold=False), base) <= 1e-5
+    assert rel(folded_S(tiny_lm, inp, dirs, 7, spec, fold=True), base) <= 1e-5  # ragged last chunk
     assert rel(attribution.hta(tiny_lm, SENT, method="generic", chunk=300).S, base) <= 1e-4  # ragged too
 
 

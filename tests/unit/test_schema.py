@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import ast
+import importlib
 
 import jupytext
 import pytest
 
 from identifiability import schema
-from identifiability.chapters import chapter_sources
+from identifiability.chapters import CHAPTERS, chapter_sources
+from identifiability.studies import recorded_fields
 
 
 def _recorded_keys(source) -> set[str]:
@@ -40,3 +42,11 @@ def test_undeclared_keys_and_wrong_kinds_are_named():
         schema.check("03_effective_attention", {"d_v": True})
     with pytest.raises(schema.SchemaError, match="no results schema"):
         schema.check("99_unknown", {})
+
+
+@pytest.mark.parametrize("spec", CHAPTERS.values(), ids=lambda s: s.stem)
+def test_every_chapter_derives_its_keys_from_its_study_types(spec):
+    keys = schema.declared(spec.stem)
+    module = importlib.import_module(f"identifiability.studies.{spec.study}")
+    fields = {f.name for cls in module.RESULTS for f in recorded_fields(cls)}
+    assert fields and set(keys) == fields | set(schema.COMMON)

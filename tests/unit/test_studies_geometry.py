@@ -169,7 +169,7 @@ def test_c8_intervals_resample_sentences_and_contain_their_estimates(sample, abl
 def test_a_sentence_interval_is_as_wide_as_the_sentences_disagree():
     """Two sentences, one all identified and one all missed: resampling sentences spans 0 to 1, where
     resampling the 100 tokens as if independent would give about 0.4 to 0.6."""
-    iv = geometry._mean_interval([np.ones(50), np.zeros(50)], seed=0)
+    iv = geometry.mean_interval([np.ones(50), np.zeros(50)], seed=0)
     assert (iv.estimate, iv.low, iv.high, iv.n) == (0.5, 0.0, 1.0, 2)
 
 

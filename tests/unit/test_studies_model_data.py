@@ -16,7 +16,12 @@ def test_lengths_count_special_tokens_and_compare_with_d_v(tiny_lm):
     assert r.mean_tokens == pytest.approx(sum(r.tokens) / 2) and r.median_tokens == pytest.approx(r.mean_tokens)
     assert r.share_longer_than_d_head == sum(t > tiny_lm.d_v for t in r.tokens) / 2
     assert set(r.record()) == {
-        "corpus_sentences", "sampled", "mean_tokens", "median_tokens", "max_tokens_seen", "share_longer_than_d_head",
+        "corpus_sentences",
+        "sampled",
+        "mean_tokens",
+        "median_tokens",
+        "max_tokens_seen",
+        "share_longer_than_d_head",
     }
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from ..across import labels
+
 VERDICT_COLOURS = {
     "holds": "#1a9850",
     "partly holds": "#a6d96a",
@@ -59,3 +61,18 @@ def no_separator_text(models: list[str]) -> str:
     names = ", ".join(f"**{m}**" for m in models)
     it = "its" if len(models) == 1 else "their"
     return f"The separator curves have no line for {names}: {it} tokenizer adds no separator token to a sentence."
+
+
+def comparison_text(c, seed: int) -> str:
+    """Which models the table lets the page compare (``c``: a studies.across.Comparison)."""
+    listed = "\n".join(f"- **{name}**: `{key}`" for key, name in labels(c.model_table).items())
+    text = (
+        f"The table holds {c.table_rows:,} rows from {c.runs} chapter runs of {c.models_in_table} model(s); with "
+        f"seed {seed} and shared parameters, {c.models} model(s) can be compared:\n\n{listed}"
+    )
+    if c.models < 2:
+        text += (
+            "\n\nOnly one model has results: run `make compare` (or `identifiability sweep --models ...`) to add "
+            "fine-tuned models and the random-initialisation control, then rebuild the book."
+        )
+    return text

@@ -11,9 +11,9 @@ from tqdm import tqdm
 
 from ..loaded_model import LoadedModel
 from ..trace import SentenceTrace
-from .core import _Directions, _prepare
-from .folded import _folded_S, fold_spec
-from .generic import _generic_S
+from .core import Directions, prepare
+from .folded import fold_spec, folded_S
+from .generic import generic_S
 from .naive import hta_naive
 from .result import HTAResult
 
@@ -58,18 +58,18 @@ def hta(
             raise ValueError("the naive reference is exact only")
         return hta_naive(lm, trace_or_text, max_tokens)
     t0 = time.perf_counter()
-    inp = _prepare(lm, trace_or_text, max_tokens)
-    dirs = _Directions(inp.x.shape[0], inp.x.shape[1], None if mode == "exact" else probes, probe, seed)
+    inp = prepare(lm, trace_or_text, max_tokens)
+    dirs = Directions(inp.x.shape[0], inp.x.shape[1], None if mode == "exact" else probes, probe, seed)
     S, used = None, "generic"
     if method in ("auto", "folded"):
         spec = fold_spec(lm)
         if spec is None and method == "folded":
             raise ValueError(f"the folded pass does not apply to {lm.name} ({lm.adapter.family}); use method='auto'")
         if spec is not None:
-            S = _folded_S(lm, inp, dirs, chunk, spec)
+            S = folded_S(lm, inp, dirs, chunk, spec)
             used = "folded"
     if S is None:
-        S, used = _generic_S(lm, inp, dirs, chunk), "generic"
+        S, used = generic_S(lm, inp, dirs, chunk), "generic"
     return HTAResult(inp.text, inp.tokens, S, used, mode, dirs.probes, time.perf_counter() - t0, inp.special)
 
 

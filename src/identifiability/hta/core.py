@@ -24,7 +24,7 @@ DEFAULT_ROWS = 8192  # tangent rows (directions x positions) per chunk; see the 
 
 
 @dataclass
-class _Inputs:
+class Inputs:
     text: str
     tokens: list[str]
     enc: dict  # input_ids, attention_mask (and token_type_ids for a pair): (1, n) on the model's device
@@ -33,7 +33,7 @@ class _Inputs:
     special: list[bool]
 
 
-def _prepare(lm: LoadedModel, item: str | SentenceTrace, max_tokens: int | None = None) -> _Inputs:
+def prepare(lm: LoadedModel, item: str | SentenceTrace, max_tokens: int | None = None) -> Inputs:
     """Tokenise (or take a trace's ids), run the model once, keep x and the hidden states."""
     if isinstance(item, SentenceTrace):
         ids, text, segments = item.input_ids.reshape(1, -1), item.text, item.token_type_ids
@@ -48,7 +48,7 @@ def _prepare(lm: LoadedModel, item: str | SentenceTrace, max_tokens: int | None 
     f = forward(lm, enc)
     hidden = torch.stack([h[0] for h in f.out.hidden_states])
     special_ids = set(lm.tokenizer.all_special_ids)
-    return _Inputs(
+    return Inputs(
         text,
         lm.tokenizer.convert_ids_to_tokens(ids[0].tolist()),
         f.enc,
@@ -59,7 +59,7 @@ def _prepare(lm: LoadedModel, item: str | SentenceTrace, max_tokens: int | None 
 
 
 @dataclass
-class _Directions:
+class Directions:
     """N tangent directions of x, direction k non-zero only at position ``pos[k]`` with value ``vec[k]``.
 
     S[:, :, pos[k]] (squared block norms) accumulates ``weight · ||J v_k||²``; exact mode uses all n·e
@@ -105,6 +105,6 @@ class _Directions:
         return pos.to(device), vec.to(device)
 
 
-def _auto_chunk(n: int, chunk: int | None) -> int:
+def auto_chunk(n: int, chunk: int | None) -> int:
     """Directions per chunk B: ``chunk`` if given, else about DEFAULT_ROWS / n."""
     return max(1, int(chunk) if chunk else DEFAULT_ROWS // max(n, 1))

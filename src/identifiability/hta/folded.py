@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from ..loaded_model import LoadedModel
-from .core import _auto_chunk, _Directions, _Inputs
+from .core import Directions, Inputs, auto_chunk
 
 PRIMAL_TOL = 1e-4  # the folded pass's own forward must match the model's hidden states this closely
 _STRIDED_MAX_N = 48  # up to this d_s the q·dk score term is added through a strided view (measured faster)
@@ -168,7 +168,7 @@ def _fold(xhat1, s1, w1, dact, w2, xhat2, s2, max_rows: int = 1 << 13) -> torch.
     return Y.mul_(s2)  # scale columns by s2
 
 
-def _folded_primal(lm: LoadedModel, layers: list[_PostLNLayer], inp: _Inputs, fold: bool):
+def _folded_primal(lm: LoadedModel, layers: list[_PostLNLayer], inp: Inputs, fold: bool):
     """The post-LN forward pass from x, keeping what the tangent pass needs; returns (states, rel_err)
     where rel_err is the worst relative difference from the model's own hidden states."""
     H = lm.n_heads
@@ -209,10 +209,10 @@ def _should_fold(n_dirs: int, d: int, d_ff: int) -> bool:
     return n_dirs * (2 * d * d_ff - d * d) > d * d * d_ff
 
 
-def _folded_S(
+def folded_S(
     lm: LoadedModel,
-    inp: _Inputs,
-    dirs: _Directions,
+    inp: Inputs,
+    dirs: Directions,
     chunk: int | None,
     layers: list[_PostLNLayer],
     fold: bool | None = None,
@@ -236,7 +236,7 @@ def _folded_S(
             return None
         dev, dt = inp.x.device, inp.x.dtype
         S = torch.zeros(len(layers) + 1, n, n, dtype=torch.float64, device=dev)
-        B = _auto_chunk(n, chunk)
+        B = auto_chunk(n, chunk)
         qkv_buf = torch.empty(n * min(B, dirs.count), 3 * d, dtype=dt, device=dev)
         for start in range(0, dirs.count, B):
             stop = min(start + B, dirs.count)
@@ -313,7 +313,7 @@ def folded_flops(lm: LoadedModel, n: int, n_dirs: int, fold: bool = True) -> flo
 def peak_bytes(lm: LoadedModel, n: int, chunk: int | None = None, method: str = "folded") -> int:
     """The memory bounds, in bytes, for a sentence of n tokens: this module's docstring for ``method="folded"``,
     :mod:`.generic`'s for ``method="generic"``."""
-    B = _auto_chunk(n, chunk)
+    B = auto_chunk(n, chunk)
     d, H, L = lm.d_model, lm.n_heads, lm.n_layers
     d_ff = lm.d_ff
     out = 8 * (L + 1) * n * n

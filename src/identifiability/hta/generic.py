@@ -17,15 +17,15 @@ import torch
 
 from ..loaded_model import LoadedModel
 from ..trace import from_x
-from .core import _auto_chunk, _Directions, _Inputs
+from .core import Directions, Inputs, auto_chunk
 
 
-def _generic_S(lm: LoadedModel, inp: _Inputs, dirs: _Directions, chunk: int | None) -> torch.Tensor:
+def generic_S(lm: LoadedModel, inp: Inputs, dirs: Directions, chunk: int | None) -> torch.Tensor:
     """(L+1, n, n) float64 squared block norms on the CPU, by ``jvp`` under ``vmap`` over chunks of ``dirs``."""
     from torch.func import jvp, vmap
 
     n, e = inp.x.shape
-    B = _auto_chunk(n, chunk)
+    B = auto_chunk(n, chunk)
     S = torch.zeros(inp.hidden.shape[0], n, n, dtype=torch.float64, device=inp.x.device)
     x = inp.x.detach()
     # no_grad: forward AD does not need it, and the parameters would otherwise record a reverse graph.

@@ -15,7 +15,7 @@ import torch
 
 from ..loaded_model import LoadedModel
 from ..trace import SentenceTrace, from_x
-from .core import _Inputs, _prepare
+from .core import Inputs, prepare
 from .result import HTAResult
 
 
@@ -36,7 +36,7 @@ def hta_naive(
             in seconds instead of an hour.
     """
     t0 = time.perf_counter()
-    inp = _prepare(lm, text_or_trace, max_tokens)
+    inp = prepare(lm, text_or_trace, max_tokens)
     hs, x = _graph_from_x(lm, inp)
     n_layers, n, d = len(hs), inp.x.shape[0], hs[0].shape[-1]
     if rows is None:
@@ -52,7 +52,7 @@ def hta_naive(
     return HTAResult(inp.text, inp.tokens, S, "naive", seconds=time.perf_counter() - t0, special=inp.special)
 
 
-def _graph_from_x(lm: LoadedModel, inp: _Inputs) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+def _graph_from_x(lm: LoadedModel, inp: Inputs) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
     """The hidden states (L+1 tensors of shape (1, n, d)) as an autograd graph from a fresh leaf x (n, d)."""
     x = inp.x.detach().clone().requires_grad_(True)
     with from_x(lm) as slot, torch.enable_grad():
@@ -65,7 +65,7 @@ def hidden_graph(lm: LoadedModel, text_or_trace: str | SentenceTrace) -> tuple[t
     """For experiments of one's own in reverse mode: the hidden states of one sentence (L+1 tensors of shape
     (1, d_s, d)) as an autograd graph from a leaf x of shape (d_s, d), the input embeddings that HTA
     differentiates with respect to. ``torch.autograd.grad(f(hs), x)`` gives the gradient of any f."""
-    return _graph_from_x(lm, _prepare(lm, text_or_trace))
+    return _graph_from_x(lm, prepare(lm, text_or_trace))
 
 
 def naive_seconds(lm: LoadedModel, text_or_trace: str | SentenceTrace, per_layer: int = 24, seed: int = 0) -> float:
@@ -75,7 +75,7 @@ def naive_seconds(lm: LoadedModel, text_or_trace: str | SentenceTrace, per_layer
     same (the same graph from that layer down), so the median time of a sample of them per layer times
     the number of passes estimates it (the median, because a shared machine adds rare long stalls).
     """
-    inp = _prepare(lm, text_or_trace)
+    inp = prepare(lm, text_or_trace)
     hs, x = _graph_from_x(lm, inp)
     n, d = inp.x.shape[0], hs[0].shape[-1]
     g = torch.Generator().manual_seed(seed)

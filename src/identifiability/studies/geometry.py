@@ -364,13 +364,13 @@ def c8_evidence(s: ProbeSample, abl: Ablations) -> C8Evidence:
         c8_best_norm_probe=list(best_norm),
         c8_unit_norm_rate_last=float(np.concatenate(both).mean()),
         correct=correct,
-        unit_minus_raw=_mean_interval([u - a for u, a in zip(unit, raw)], s.seed),
-        norm_vs_chance=_mean_interval([o - 1 / len(o) for o in norm], s.seed),
-        norm_adds=_mean_interval([b - u for b, u in zip(both, unit)], s.seed),
+        unit_minus_raw=mean_interval([u - a for u, a in zip(unit, raw)], s.seed),
+        norm_vs_chance=mean_interval([o - 1 / len(o) for o in norm], s.seed),
+        norm_adds=mean_interval([b - u for b, u in zip(both, unit)], s.seed),
     )
 
 
-def _mean_interval(per_sentence: list[np.ndarray], seed: int) -> Interval:
+def mean_interval(per_sentence: list[np.ndarray], seed: int) -> Interval:
     """The mean over all tokens, with an interval that resamples sentences (the tokens of one sentence are
     not independent)."""
     return Interval(*grouped_ci(per_sentence, np.mean, seed=seed), n=len(per_sentence))
