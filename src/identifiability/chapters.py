@@ -47,12 +47,17 @@ class Parameter:
 
     name: str
     default: object
+    kind: type | None = None  # the type of a parameter whose default is None ("not set"); else the default's
 
     def coerce(self, value, chapter: str):
-        """``value`` as the default's type; ParameterError with one line (and an example) otherwise. A default
-        of None takes any value."""
+        """``value`` as the parameter's type; ParameterError with one line (and an example) otherwise. A default
+        of None takes any value, unless the contract gives its type; then "none" or "" leaves it not set."""
         default = self.default
-        if default is None or isinstance(value, type(default)) and not isinstance(value, bool) or value is None:
+        if default is None and self.kind is not None:
+            if value is None or str(value).strip().lower() in ("", "none"):
+                return None
+            default = self.kind()  # the type's zero, for the conversion and the message
+        elif default is None or isinstance(value, type(default)) and not isinstance(value, bool) or value is None:
             return value
         kind = type(default)
         try:
@@ -69,7 +74,7 @@ class Parameter:
             return kind(value)
         except (TypeError, ValueError):
             raise ParameterError(
-                f"parameter {self.name!r} of {chapter} must be {kind.__name__} (default {default!r}), got "
+                f"parameter {self.name!r} of {chapter} must be {kind.__name__} (default {self.default!r}), got "
                 f"{value!r}; e.g. -p {self.name}={default}"
             ) from None
 
@@ -90,6 +95,8 @@ class ChapterSpec:
     quick: dict = field(default_factory=dict)
     # its module of identifiability.studies: the result types it lists (RESULTS) are the chapter's results keys
     study: str | None = None
+    # the types of parameters whose default is None ("not set"), e.g. chapter 2's layer
+    optional: dict[str, type] = field(default_factory=dict)
 
     @property
     def source(self) -> Path:
@@ -120,6 +127,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
                 (at_least("max_tokens", lambda p, m: m.d_v + 2, "inputs just past the threshold d_v + 1"), layer_head),
             ),
             study="nonidentifiability",
+            optional={"layer": int},
             quick={
                 "n_sentences": 3,
                 "lengths": "8,dv,dv+1,dv+2,48",
@@ -248,7 +256,8 @@ def declared_parameters(source: Path) -> dict:
 
 def parameters(source: Path) -> dict[str, Parameter]:
     """Each parameter ``source`` declares, as a :class:`Parameter`."""
-    return {name: Parameter(name, default) for name, default in declared_parameters(source).items()}
+    optional = spec_of(source).optional
+    return {name: Parameter(name, d, optional.get(name)) for name, d in declared_parameters(source).items()}
 
 
 def _unknown(name: str, declared: Iterable[str], where: str) -> ParameterError:

@@ -78,12 +78,12 @@ def at_least(name: str, minimum: Callable[[dict, ModelInfo], int], why: str) -> 
 
 
 def layer_head(p: dict, m: ModelInfo) -> str | None:
-    """A rule: ``layer`` (1..L, 0 the middle one) and ``head`` are a layer and a head of the model."""
-    layer, head = int(p.get("layer", 0)), int(p.get("head", 0))
-    if not 0 <= layer <= m.n_layers:
+    """A rule: ``layer`` (1..L; None, not set: the middle one) and ``head`` are a layer and a head of the model."""
+    layer, head = p.get("layer"), int(p.get("head", 0))
+    if layer is not None and not 1 <= int(layer) <= m.n_layers:
         return (
-            f"layer={layer} is not a layer of this model: use 1..{m.n_layers} (0: the middle layer), e.g. "
-            f"-p layer={middle_layer(m.n_layers)}"
+            f"layer={layer} is not a layer with attention in this model: use 1..{m.n_layers} (0 is the embeddings; "
+            f"leave it unset for the middle layer), e.g. -p layer={middle_layer(m.n_layers)}"
         )
     if not 0 <= head < m.n_heads:
         return f"head={head} is not a head of this model: use 0..{m.n_heads - 1}, e.g. -p head=0"

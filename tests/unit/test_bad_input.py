@@ -166,7 +166,13 @@ def test_bad_input_is_one_line_and_stops_before_any_chapter(case, tmp_path, tiny
 @pytest.mark.parametrize(
     "chapter,params,message",
     [
-        ("02_nonidentifiability", ["-p", "layer=3"], r"layer=3 is not a layer of this model: use 1\.\.2 .*-p layer=1"),
+        (
+            "02_nonidentifiability",
+            ["-p", "layer=3"],
+            r"layer=3 is not a layer with attention in this model: use 1\.\.2 .*-p layer=1",
+        ),
+        ("02_nonidentifiability", ["-p", "layer=0"], r"layer=0 is not a layer .*\(0 is the embeddings; leave it unset"),
+        ("02_nonidentifiability", ["-p", "layer=top"], r"parameter 'layer' of 02_nonidentifiability must be int"),
         ("02_nonidentifiability", ["-p", "head=9"], r"head=9 is not a head of this model: use 0\.\.3"),
         ("03_effective_attention", ["-p", "max_tokens=1"], r"at least 18 \(sentences longer than d_v\)"),
         ("06_context_mixing", ["-p", "max_tokens=1"], r"max_tokens=1 is too small"),

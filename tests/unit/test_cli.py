@@ -33,6 +33,15 @@ def test_a_parameter_no_chapter_declares_stops_the_book_before_anything_runs(cap
     chapters.check_parameters(chapters.chapter_sources(), {"layer": "3"})
 
 
+def test_a_parameter_not_set_by_default_takes_its_contract_type():
+    ch2 = chapters.CHAPTERS["02_nonidentifiability"].source
+    assert chapters.declared_parameters(ch2)["layer"] is None  # not set: the chapter picks the middle layer
+    assert chapters.coerce_parameters(ch2, {"layer": "3"}) == {"layer": 3}
+    assert chapters.coerce_parameters(ch2, {"layer": "none"}) == {"layer": None}
+    with pytest.raises(chapters.ParameterError, match="'layer' of 02_nonidentifiability must be int"):
+        chapters.coerce_parameters(ch2, {"layer": "top"})
+
+
 @pytest.mark.parametrize("name,value", [("n_sentences", "many"), ("seed", 1.5), ("max_tokens", "12x")])
 def test_wrong_type_is_a_one_line_error(name, value):
     with pytest.raises(chapters.ParameterError, match=f"parameter '{name}' .* must be int") as e:
