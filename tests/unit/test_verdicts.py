@@ -250,3 +250,10 @@ def test_the_verdict_chart_has_one_panel_per_interval_with_its_threshold():
     assert [p.title.text for p in panels] == ["C4.decorrelation — holds", "C4.beyond dimension counting — holds"]
     thresholds = [float(layer.data["t"].iloc[0]) for p in panels for layer in p.layer if "t" in layer.data]
     assert thresholds == [0.9, 0.0]
+
+
+def test_an_interval_prints_for_people():
+    from identifiability.verdicts import Interval
+
+    assert str(Interval(0.28712, 0.27, 0.3049, n=16)) == "0.287 (95% interval 0.27 to 0.305, 16 units)"
+    assert str(Interval(0.5, float("nan"), float("nan"), n=1)) == "0.5 (no interval: 1 unit(s))"

@@ -27,6 +27,13 @@ class Interval:
     high: float
     n: int = 0  # units (sentences, inputs) the interval resamples; 0 when exact
 
+    def __str__(self) -> str:
+        """How a page prints it: three significant digits, the interval and its units."""
+        if not self.has_interval:
+            return f"{self.estimate:.3g} (no interval: {self.n} unit(s))"
+        units = f", {self.n} units" if self.n else ""
+        return f"{self.estimate:.3g} (95% interval {self.low:.3g} to {self.high:.3g}{units})"
+
     @classmethod
     def exact(cls, value: float) -> Interval:
         return cls(value, value, value, 0)
