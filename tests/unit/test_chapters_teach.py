@@ -9,7 +9,9 @@ from pathlib import Path
 import jupytext
 import pytest
 
-SOURCES = sorted((Path(__file__).parents[2] / "notebooks").glob("0*.md"))
+from identifiability.chapters import chapter_sources
+
+SOURCES = chapter_sources()
 HIDDEN = {"hide-input", "remove-input", "remove-cell", "hide-cell"}
 EXERCISE = {"solution", "check"}
 EVIDENCE = ("grouped_ci", "paired_ci", "bootstrap_ci", "Interval(")
