@@ -51,6 +51,15 @@ def tiny_model_folder(tmp_path_factory):
     return make
 
 
+@pytest.fixture(scope="module")
+def module_data_folder(tmp_path_factory):
+    """A data folder (caches, results) of the test module's own: IDENTIFIABILITY_DATA points at it."""
+    with pytest.MonkeyPatch.context() as mp:
+        folder = tmp_path_factory.mktemp("data")
+        mp.setenv("IDENTIFIABILITY_DATA", str(folder))
+        yield folder
+
+
 @pytest.fixture(scope="session", params=ARCHITECTURES)
 def tiny_any(request):
     """A tiny random model of every registered architecture."""

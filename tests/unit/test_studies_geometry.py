@@ -22,22 +22,13 @@ FAST = dict(epochs=3, batch_size=256, mlp_hidden=16, patience=2)
 
 
 @pytest.fixture(scope="module")
-def data_folder(tmp_path_factory):
-    """Caches (hidden states, probes) go to a folder of this module's own."""
-    with pytest.MonkeyPatch.context() as mp:
-        folder = tmp_path_factory.mktemp("data")
-        mp.setenv("IDENTIFIABILITY_DATA", str(folder))
-        yield folder
-
-
-@pytest.fixture(scope="module")
 def texts(tiny_lm):
     # 24 sentences: 4 test sentences, enough for intervals that resample sentences
     return sample_sentences(load_corpus("lee"), 24, seed=0, tokenizer=tiny_lm.tokenizer, min_tokens=6, max_tokens=40)
 
 
 @pytest.fixture(scope="module")
-def sample(tiny_lm, texts, data_folder):
+def sample(tiny_lm, texts, module_data_folder):
     return geometry.probe_sample(tiny_lm, texts, "lee", 40, seed=0, **FAST)
 
 
@@ -173,7 +164,7 @@ def test_a_sentence_interval_is_as_wide_as_the_sentences_disagree():
     assert (iv.estimate, iv.low, iv.high, iv.n) == (0.5, 0.0, 1.0, 2)
 
 
-def test_one_test_sentence_gives_no_interval_and_an_inconclusive_verdict(tiny_lm, sentences, data_folder):
+def test_one_test_sentence_gives_no_interval_and_an_inconclusive_verdict(tiny_lm, sentences, module_data_folder):
     s = geometry.probe_sample(tiny_lm, sentences, "lee", 40, seed=0, **FAST)  # 3 sentences: 1 per split
     c8 = geometry.c8_evidence(s, geometry.ablations(s))
     for iv in (c8.unit_minus_raw, c8.norm_vs_chance, c8.norm_adds):
@@ -181,7 +172,7 @@ def test_one_test_sentence_gives_no_interval_and_an_inconclusive_verdict(tiny_lm
     assert judge_c8(c8.unit_minus_raw, c8.norm_vs_chance, 1.0, c8.norm_adds, "rule").verdict == INCONCLUSIVE
 
 
-def test_every_architecture_runs_every_study(tiny_any, data_folder):
+def test_every_architecture_runs_every_study(tiny_any, module_data_folder):
     texts = sample_sentences(load_corpus("lee"), 12, seed=1, tokenizer=tiny_any.tokenizer, min_tokens=5, max_tokens=24)
     s = geometry.probe_sample(tiny_any, texts, "lee", 24, seed=1, epochs=1, batch_size=256, mlp_hidden=8, patience=1)
     a = geometry.ablations(s, 2.0)

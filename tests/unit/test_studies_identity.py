@@ -20,21 +20,12 @@ FAST = dict(epochs=3, batch_size=256, mlp_hidden=32, patience=2, seed=0)
 
 
 @pytest.fixture(scope="module")
-def data_dir(tmp_path_factory):
-    """Hidden states and probes are cached in a private data folder for this module."""
-    with pytest.MonkeyPatch.context() as mp:
-        folder = tmp_path_factory.mktemp("data")
-        mp.setenv("IDENTIFIABILITY_DATA", str(folder))
-        yield folder
-
-
-@pytest.fixture(scope="module")
 def texts(tiny_lm):
     return sample_sentences(load_corpus("lee"), 40, seed=0, tokenizer=tiny_lm.tokenizer, min_tokens=6, max_tokens=40)
 
 
 @pytest.fixture(scope="module")
-def sample(tiny_lm, texts, data_dir):
+def sample(tiny_lm, texts, module_data_folder):
     return study.hidden_sample(tiny_lm, texts, "lee", max_tokens=40, seed=0, include_special=False)
 
 
@@ -173,7 +164,7 @@ def test_unseen_word_types_are_the_test_tokens_no_training_sentence_holds(sample
     assert _is_nan_or_within(claims.c6_unseen_types_rate, *claims.c6_unseen_types_ci95)
 
 
-def test_one_test_sentence_gives_no_interval_and_an_inconclusive_verdict(tiny_lm, sentences, data_dir):
+def test_one_test_sentence_gives_no_interval_and_an_inconclusive_verdict(tiny_lm, sentences, module_data_folder):
     one = study.hidden_sample(tiny_lm, sentences, "three", max_tokens=40, seed=0, include_special=False)
     pr = study.trained_probes(one, **FAST)
     c = study.identity_claims(one, pr, epochs=2, batch_size=256, patience=2, seed=0, more_seeds=(1,))
@@ -224,7 +215,7 @@ def test_neighbour_shares_and_their_baselines(sample, probes, rates):
 # --- a second corpus ----------------------------------------------------------------------------------------
 
 
-def test_second_corpus_trains_its_own_probes_and_transfers_the_first(tiny_lm, probes, rates, data_dir):
+def test_second_corpus_trains_its_own_probes_and_transfers_the_first(tiny_lm, probes, rates, module_data_folder):
     texts2 = sample_sentences(
         load_corpus("polarity"), 20, seed=0, tokenizer=tiny_lm.tokenizer, min_tokens=6, max_tokens=40
     )
@@ -248,7 +239,7 @@ def test_the_recorded_fields_are_the_chapters_schema(sample, probes, rates, clai
     assert not {"hs", "splits", "probes", "rates", "last_rate", "naive_drop"} & set(recorded)
 
 
-def test_every_architecture_runs_the_first_sections(tiny_any, data_dir):
+def test_every_architecture_runs_the_first_sections(tiny_any, module_data_folder):
     texts = sample_sentences(load_corpus("lee"), 12, seed=0, tokenizer=tiny_any.tokenizer, min_tokens=6, max_tokens=30)
     s = study.hidden_sample(tiny_any, texts, "lee", max_tokens=30, seed=0, include_special=False)
     pr = study.trained_probes(s, epochs=1, batch_size=256, mlp_hidden=16, patience=1, seed=0)
