@@ -97,7 +97,12 @@ class Chapter:
     def describe(self) -> str:
         """Which model, weights, text and parameters this chapter ran on (short lines, for print)."""
         p = self.lm.provenance
-        params = [f"{k}={v!r}" for k, v in self.params.items() if k not in ("model", "corpus")]
+        # a parameter left unset (None) reads "not set": the page shows no raw None
+        params = [
+            f"{k}={v!r}" if v is not None else f"{k} not set"
+            for k, v in self.params.items()
+            if k not in ("model", "corpus")
+        ]
         rows = [
             (
                 "model",

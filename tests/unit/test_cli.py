@@ -112,12 +112,15 @@ def test_the_chapter_header_fits_a_pages_output_box(tmp_path, tiny_model_folder,
     monkeypatch.setenv("IDENTIFIABILITY_DATA", str(tmp_path / "data"))
     path = tiny_model_folder()
     lengths = "8,16,24,dv-1,dv,dv+1,dv+2,dv+4,48,64,96,128,256,512"
-    ch = notebook.setup("02_nonidentifiability", model=str(path), corpus="polarity", lengths=lengths, steps=30)
+    ch = notebook.setup(
+        "02_nonidentifiability", model=str(path), corpus="polarity", lengths=lengths, steps=30, layer=None
+    )
     lines = ch.describe().splitlines()
     assert all(len(line) <= 72 for line in lines if " " in line.strip()), lines
     assert all(line[:12].strip() == "" or line[10:12] == "  " for line in lines), lines
     text = " ".join(line[12:] for line in lines)
     assert f"lengths={lengths!r}" in text and "steps=30" in text
+    assert "layer not set" in text and "None" not in text  # no raw None on the page
 
 
 def test_launch_buttons_only_with_a_public_repository(tmp_path):
