@@ -104,6 +104,14 @@ class ChapterSpec:
 
 
 _SPECIAL_TOKEN = "a token besides the special ones"
+# Chapters 4 and 5 sample the same sentences for their probes: min_tokens..max_tokens, each with a word.
+_PROBE_CHECKS = ChapterRules(
+    (
+        at_least("max_tokens", lambda p, m: int(p.get("min_tokens", 3)), "at least min_tokens"),
+        at_least("min_tokens", lambda p, m: 3, _SPECIAL_TOKEN),
+    ),
+    (window("min_tokens", "max_tokens"),),
+)
 
 CHAPTERS: dict[str, ChapterSpec] = {
     c.stem: c
@@ -160,25 +168,13 @@ CHAPTERS: dict[str, ChapterSpec] = {
         ),
         ChapterSpec(
             "04_token_identity",
-            ChapterRules(
-                (
-                    at_least("max_tokens", lambda p, m: int(p.get("min_tokens", 3)), "at least min_tokens"),
-                    at_least("min_tokens", lambda p, m: 3, _SPECIAL_TOKEN),
-                ),
-                (window("min_tokens", "max_tokens"),),
-            ),
+            _PROBE_CHECKS,
             study="identity",
             quick={"n_sentences": 60, "second_n_sentences": 40, "epochs": 3},
         ),
         ChapterSpec(
             "05_angle_magnitude",
-            ChapterRules(
-                (
-                    at_least("max_tokens", lambda p, m: int(p.get("min_tokens", 3)), "at least min_tokens"),
-                    at_least("min_tokens", lambda p, m: 3, _SPECIAL_TOKEN),
-                ),
-                (window("min_tokens", "max_tokens"),),
-            ),
+            _PROBE_CHECKS,
             study="geometry",
             quick={"n_sentences": 60, "epochs": 3},
         ),
