@@ -24,7 +24,7 @@ from .loaded_model import LoadedModel
 from .models import load_model
 from .paths import DEFAULT_MODEL
 from .verdicts import Verdict, render
-from .verdicts.claims import load_claims
+from .verdicts.claims import load_claims, robustness_names
 
 
 @dataclass
@@ -61,15 +61,36 @@ class Chapter:
         return known[claim_id]
 
     def rule(self, claim_id: str) -> str:
-        """The pre-registered rule of a claim of this chapter (data/claims.csv)."""
+        """The rule in force for a claim of this chapter: the latest amendment's, else the pre-registered one."""
         return self._claim(claim_id)["rule"]
+
+    def original_rule(self, claim_id: str) -> str:
+        """The pre-registered rule of an amended claim (data/claims.csv), whose verdict is shown beside the
+        amended one."""
+        claim = self._claim(claim_id)
+        if claim["amendment"] is None:
+            raise KeyError(f"{claim_id} was not amended: its rule is ch.rule({claim_id!r})")
+        return claim["original_rule"]
 
     def verdict(self, v: Verdict) -> str:
         """Record a verdict from :mod:`identifiability.verdicts` (estimate, interval, baseline, rule, verdict)
-        in this chapter's results; returns the sentence the page shows."""
+        in this chapter's results; returns the sentence the page shows. An amended claim's verdict must carry
+        its original rule's verdict (``verdicts.amended``), and every verdict the alternatives its claims-table
+        row names (``verdicts.with_robustness``)."""
         claim = self._claim(v.claim)
         if v.rule != claim["rule"]:
-            raise ValueError(f"{v.claim}: judged with another rule than the one in data/claims.csv")
+            raise ValueError(f"{v.claim}: judged with another rule than the one in force in data/claims.csv")
+        if claim["amendment"] is not None and (v.original is None or v.original.rule != claim["original_rule"]):
+            raise ValueError(
+                f"{v.claim} was amended: pass its original rule's verdict too (verdicts.amended(v, original)), "
+                "judged with ch.original_rule"
+            )
+        names = robustness_names(claim)
+        if [name for name, _ in v.robustness] != names:
+            raise ValueError(
+                f"{v.claim}: the robustness alternatives {[n for n, _ in v.robustness]} differ from the ones "
+                f"data/claims.csv names, {names} (verdicts.with_robustness)"
+            )
         self.results.setdefault("claims", {})[v.claim] = v.to_json()
         return render(v, claim["claim"])
 

@@ -10,6 +10,7 @@ from . import paths
 from .executed import BUILD_LOCATION, read_notebook, run_seconds
 from .fileio import read_json
 from .verdicts.claims import claims_table
+from .verdicts.core import robustness_summary, verdict_label
 
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 
@@ -170,20 +171,25 @@ def _fmt(x) -> str:
 
 
 def write_claims_page(stage: Path, results_dir: Path) -> None:
-    """``book/claims.md``: the paper-vs-replication table, from data/claims.csv and the verdict each chapter
-    recorded in ``results_dir``."""
+    """``book/claims.md``: the paper-vs-replication table, from data/claims.csv (with its amendments) and the
+    verdict each chapter recorded in ``results_dir``: the current verdict, its robustness to the alternatives
+    the claim's row names, and for an amended claim the original rule's verdict beside it."""
     esc = lambda t: str(t).replace("|", "\\|").replace("\n", " ")  # noqa: E731
     lines = [
         "# Paper vs replication",
         "",
         "Each claim of the paper, and each objection of the review: the paper's value, this build's estimate with "
         "its 95% interval, the null baseline (what chance or dimension counting alone would give), and the "
-        "verdict that the claim's rule (listed below, fixed before the numbers) computes from them. Generated "
-        "from `data/claims.csv` and the chapters' results files; each id links to its chapter, and the reason for "
-        "each verdict is below the table.",
+        "verdict that the claim's rule (listed below, fixed before the numbers) computes from them. *Robustness* "
+        "is the verdict under the alternative choices each rule names (a moved threshold, the other null, the other "
+        "unit of resampling): *robust* when none changes it. Where a rule was amended after its first verdict was "
+        "seen, the original rule's verdict stands beside the current one, and the amendment's reason is below. "
+        "Generated from `data/claims.csv`, `data/amendments.csv` and the chapters' results files; each id links "
+        "to its chapter.",
         "",
-        "| | claim (where; the paper's value) | this build (95% interval) | baseline | verdict |",
-        "|---|---|---|---|---|",
+        "| | claim (where; the paper's value) | this build (95% interval) | baseline | verdict | robustness "
+        "| original rule's verdict |",
+        "|---|---|---|---|---|---|---|",
     ]
     table = claims_table(results_dir)
     for r in table:
@@ -191,21 +197,40 @@ def write_claims_page(stage: Path, results_dir: Path) -> None:
         ci = r.get("ci95")
         if ci and ci[0] != ci[1]:
             est += f" ({_fmt(ci[0])} to {_fmt(ci[1])})"
+        original = r.get("original")
+        before = verdict_label(original) if original else ("—" if r["amendment"] is None else "not measured")
         lines.append(
             f"| {{doc}}`{r['id']} <../notebooks/{r['chapter']}>` | {esc(r['claim'])} ({esc(r['source'])}, "
-            f"{esc(r['where'])}; *{esc(r['paper_value'])}*) | {est} | {_fmt(r.get('baseline'))} | **{r['verdict']}** |"
+            f"{esc(r['where'])}; *{esc(r['paper_value'])}*) | {est} | {_fmt(r.get('baseline'))} "
+            f"| **{verdict_label(r)}** | {robustness_summary(r) or '—'} | {before} |"
         )
     lines += ["", "## Why each verdict", ""]
     for r in table:
         base = f" Baseline: {r['baseline_note']}." if r.get("baseline_note") else ""
-        lines.append(f"**{r['id']} — {r['verdict']}.** {esc(r.get('reason', 'the chapter has not run'))}.{base}\n")
+        lines.append(f"**{r['id']} — {verdict_label(r)}.** {esc(r.get('reason', 'the chapter has not run'))}.{base}\n")
+        if r.get("robustness"):
+            alts = "; ".join(f"{name}: {verdict}" for name, verdict in r["robustness"])
+            lines.append(f"Under the alternatives: {alts}.\n")
+        if r.get("original"):
+            o = r["original"]
+            lines.append(f"Under the original rule: **{verdict_label(o)}** ({esc(o['reason'])}).\n")
     lines += [
         "## The rules",
         "",
         "Each verdict follows a rule fixed from the paper's (or the review's) statement before the numbers were "
         "looked at; the rules are committed in `data/claims.csv` apart from, and before, the code that applies them "
-        "(`identifiability.verdicts`).",
+        "(`identifiability.verdicts`). An amended rule keeps the original: the amendment, in "
+        "`data/amendments.csv`, is dated, gives its reason from the claim's meaning and is marked *post hoc*.",
         "",
     ]
-    lines += [f"**{r['id']}.** {r['rule']}\n" for r in table]
+    for r in table:
+        alts = f" *Alternatives:* {r['alternatives']}." if r["alternatives"] else ""
+        a = r["amendment"]
+        if a is None:
+            lines.append(f"**{r['id']}.** {r['rule']}{alts}\n")
+            continue
+        lines.append(
+            f"**{r['id']}** (amended {a['date']}, version {a['version']}; *{a['mark']}*). {a['rule']}{alts}\n\n"
+            f"*Reason:* {a['reason']}\n\n*Original rule:* {r['original_rule']}\n"
+        )
     (stage / "book" / "claims.md").write_text("\n".join(lines) + "\n", encoding="utf-8")

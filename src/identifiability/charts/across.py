@@ -13,6 +13,7 @@ VERDICT_COLOURS = {
     "inconclusive": "#bdbdbd",
     "fails": "#d73027",
     "not testable on this model": "#ffffff",
+    "not run in this build": "#e9ecef",
 }
 
 

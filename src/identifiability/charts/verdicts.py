@@ -14,6 +14,7 @@ COLOURS = {
     "fails": "#d62828",
     "inconclusive": "#8d99ae",
     "not testable on this model": "#adb5bd",
+    "not run in this build": "#e9ecef",
 }
 
 

@@ -4,12 +4,16 @@ Each function applies its claim's pre-registered rule (the ``rule`` column, fixe
 looked at; the thresholds are the named constants beside each function) to an estimate, its 95% interval
 and a null baseline, and returns a :class:`Verdict`. Nothing here is written by hand per run: the
 chapters record measurements, these functions decide, and :func:`render` turns the decision into the
-sentence the page shows. Five outcomes:
+sentence the page shows. Six outcomes:
 
 - *holds* and *fails*: the interval lies on one side of the rule's threshold;
 - *partly holds*: one part of a compound claim holds and another does not (the reason says which);
 - *inconclusive*: an interval contains its threshold (the reason says how many units would settle it);
-- *not testable on this model*: the model cannot show the effect (the reason says why, from a measurement).
+- *not testable on this model*: the model cannot show the effect (the reason says why, from a measurement);
+- *not run in this build*: the comparison the claim needs was not run (the reason gives the command that runs it).
+
+An amended claim (``data/amendments.csv``) carries its original rule's verdict (:func:`amended`); every
+verdict carries its verdicts under the alternatives its claims-table row names (:func:`with_robustness`).
 """
 
 from .attention import (
@@ -24,7 +28,21 @@ from .attention import (
     judge_c4,
     judge_c5,
 )
-from .core import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, PARTLY, VERDICTS, Interval, Verdict, render
+from .core import (
+    FAILS,
+    HOLDS,
+    INCONCLUSIVE,
+    NOT_RUN,
+    NOT_TESTABLE,
+    PARTLY,
+    VERDICTS,
+    Interval,
+    Verdict,
+    amended,
+    render,
+    robustness_summary,
+    with_robustness,
+)
 from .models import C13_BAND, judge_c13, judge_c14
 from .tokens import (
     C6_HOLDS,
@@ -67,7 +85,11 @@ __all__ = [
     "HOLDS",
     "INCONCLUSIVE",
     "Interval",
+    "NOT_RUN",
     "NOT_TESTABLE",
+    "amended",
+    "robustness_summary",
+    "with_robustness",
     "PARTLY",
     "VERDICTS",
     "Verdict",

@@ -1,5 +1,10 @@
 """The claims table (``data/claims.csv``: the paper's and the review's claims with their pre-registered
-rules), and each claim beside the verdict its chapter recorded."""
+rules, each claim's constants and robustness alternatives), its amendments (``data/amendments.csv``: a
+later rule, dated, with its reason and the mark *post hoc*), and each claim beside the verdict its chapter
+recorded.
+
+A pre-registered rule is never rewritten: an amendment adds a version, and the verdict of the original
+rule is computed and shown beside the current one."""
 
 from __future__ import annotations
 
@@ -10,19 +15,57 @@ from .. import paths
 from ..fileio import read_json
 
 
-def load_claims() -> list[dict]:
-    """The paper's and the review's claims (data/claims.csv), one dict per row."""
-    with open(paths.claims_file(), newline="", encoding="utf-8") as f:
+def _read(path: Path) -> list[dict]:
+    with open(path, newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))
 
 
+def load_amendments() -> list[dict]:
+    """Every amendment (data/amendments.csv), in file order: id, version, date, rule, reason, mark."""
+    return _read(paths.claims_file().with_name("amendments.csv"))
+
+
+def load_claims() -> list[dict]:
+    """The paper's and the review's claims, one dict per row of data/claims.csv, with the rule in force:
+    ``rule`` is the latest amendment's where the claim was amended (``original_rule`` keeps the pre-registered
+    one; ``amendment`` holds the amendment's date, reason and mark, or None)."""
+    latest: dict[str, dict] = {}
+    for a in load_amendments():
+        if a["id"] not in latest or int(a["version"]) > int(latest[a["id"]]["version"]):
+            latest[a["id"]] = a
+    rows = []
+    for c in _read(paths.claims_file()):
+        a = latest.get(c["id"])
+        rows.append({**c, "original_rule": c["rule"], "rule": a["rule"] if a else c["rule"], "amendment": a})
+    return rows
+
+
+def robustness_names(claim: dict) -> list[str]:
+    """The alternatives a claim's row names (``robustness``: 'name: change; name: change')."""
+    text = claim.get("robustness") or ""
+    return [item.split(": ", 1)[0].strip() for item in text.split("; ") if item.strip()]
+
+
+def constants(claim: dict) -> dict[str, float]:
+    """The named constants of a claim's rules (``constants``: 'NAME=value; NAME=value')."""
+    out = {}
+    for item in (claim.get("constants") or "").split(";"):
+        if item.strip():
+            name, value = item.split("=")
+            out[name.strip()] = float(value)
+    return out
+
+
 def claims_table(results_dir: str | Path) -> list[dict]:
-    """Each claim of data/claims.csv with the verdict its chapter recorded in ``results_dir``: the fields of
-    :class:`identifiability.verdicts.Verdict` (``verdict`` is "not measured" where the chapter has not run)."""
+    """Each claim with the verdict its chapter recorded in ``results_dir``: the fields of
+    :class:`identifiability.verdicts.Verdict` (``verdict`` is "not measured" where the chapter has not run),
+    the row's fields, and ``alternatives``: the row's text of its robustness alternatives."""
     rows = []
     for claim in load_claims():
         path = Path(results_dir) / f"{claim['chapter']}.json"
         measured = read_json(path)["results"].get("claims", {}).get(claim["id"]) if path.is_file() else None
-        # the csv's fields win: a verdict's own ``claim`` field is its id, not the claim's text
-        rows.append({**(measured or {"verdict": "not measured"}), **claim})
+        # the csv's fields win (a verdict's own ``claim`` field is its id), except ``robustness``: the verdict's
+        # (alternative, verdict) pairs; the row's text of the alternatives becomes ``alternatives``
+        fixed = {k: v for k, v in claim.items() if k != "robustness"}
+        rows.append({**(measured or {"verdict": "not measured"}), **fixed, "alternatives": claim["robustness"]})
     return rows

@@ -4,18 +4,19 @@ page shows."""
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from ..stats import units_to_settle
 
-HOLDS, PARTLY, FAILS, INCONCLUSIVE, NOT_TESTABLE = (
+HOLDS, PARTLY, FAILS, INCONCLUSIVE, NOT_TESTABLE, NOT_RUN = (
     "holds",
     "partly holds",
     "fails",
     "inconclusive",
     "not testable on this model",
+    "not run in this build",  # a comparison nobody ran (e.g. C13 without `make compare`): not a property of the model
 )
-VERDICTS = (HOLDS, PARTLY, FAILS, INCONCLUSIVE, NOT_TESTABLE)
+VERDICTS = (HOLDS, PARTLY, FAILS, INCONCLUSIVE, NOT_TESTABLE, NOT_RUN)
 
 
 @dataclass(frozen=True)
@@ -66,15 +67,54 @@ class Verdict:
     reason: str
     parts: tuple[Verdict, ...] = field(default_factory=tuple)
     threshold: float | None = None  # the rule's threshold the interval was compared with, where there is one
+    qualifier: str = ""  # what was tested when it is less than the claim, e.g. "angle part only"
+    original: Verdict | None = None  # an amended claim: the verdict its original rule gives (:func:`amended`)
+    robustness: tuple[tuple[str, str], ...] = ()  # (alternative named in the claims table, its verdict)
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
             raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
 
+    @property
+    def label(self) -> str:
+        """The verdict as a page prints it: 'partly holds (angle part only)'."""
+        return f"{self.verdict} ({self.qualifier})" if self.qualifier else self.verdict
+
     def to_json(self) -> dict:
         d = asdict(self)
         d["parts"] = [p.to_json() for p in self.parts]
+        d["original"] = None if self.original is None else self.original.to_json()
+        d["robustness"] = [list(r) for r in self.robustness]
         return d
+
+
+def amended(current: Verdict, original: Verdict) -> Verdict:
+    """``current`` (the amended rule's verdict) carrying the verdict of the claim's original rule, which the
+    claims page shows beside it."""
+    if current.claim != original.claim:
+        raise ValueError(f"the original verdict is of {original.claim}, not {current.claim}")
+    return replace(current, original=original)
+
+
+def with_robustness(v: Verdict, alternatives: dict[str, Verdict]) -> Verdict:
+    """``v`` with the verdicts of the same claim under the alternative choices its claims-table row names
+    (``robustness`` column: 'name: change; ...'), keyed by those names."""
+    return replace(v, robustness=tuple((name, a.label) for name, a in alternatives.items()))
+
+
+def robustness_summary(v: Verdict | dict) -> str:
+    """'robust' when every alternative gives the same verdict, else 'sensitive to <names>'; '' with none."""
+    alts = v.robustness if isinstance(v, Verdict) else [tuple(r) for r in v.get("robustness") or ()]
+    label = v.label if isinstance(v, Verdict) else verdict_label(v)
+    if not alts:
+        return ""
+    moved = [name for name, verdict in alts if verdict != label]
+    return "robust" if not moved else "sensitive to " + ", ".join(moved)
+
+
+def verdict_label(d: dict) -> str:
+    """:attr:`Verdict.label` of a verdict read back from a results file."""
+    return f"{d['verdict']} ({d['qualifier']})" if d.get("qualifier") else d["verdict"]
 
 
 def interval_verdict(x: Interval, threshold: float, holds_if: str) -> tuple[str, str]:
@@ -173,5 +213,5 @@ def render(v: Verdict, claim_text: str = "") -> str:
         if v.baseline is not None
         else (f"; baseline: {v.baseline_note}" if v.baseline_note else "")
     )
-    head = f"**{v.claim} — {v.verdict}.**" + (f" {claim_text}." if claim_text else "")
+    head = f"**{v.claim} — {v.label}.**" + (f" {claim_text}." if claim_text else "")
     return f"{head} Estimate {est}{base}. Why: {v.reason}."
