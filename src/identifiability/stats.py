@@ -93,3 +93,42 @@ def units_to_settle(n: int, ci: tuple[float, float], estimate: float, threshold:
     if distance == 0 or not math.isfinite(half):
         return None
     return max(n + 1, math.ceil(n * (half / distance) ** 2))
+
+
+def hierarchical_resamples(values: np.ndarray, levels: int, seed: int = 0, n_resamples: int = RESAMPLES) -> np.ndarray:
+    """Bootstrap resamples of a mean over seeds and sentences, resampling every level: first the seeds of each
+    of ``levels`` leading axes (fine-tune seeds, probe seeds), then the sentences, which are shared by every
+    seed (the same test sentence measured under each seed: resampled once per draw, so differences stay paired).
+
+    Args:
+        values: (*seeds, n, *rest): ``levels`` seed axes, n sentences, then axes kept apart (e.g. layers).
+            NaNs (a sentence a run did not measure) are left out of the means.
+    Returns:
+        (n_resamples, *rest): the mean over the resampled seeds and sentences, per draw. Joint statements
+        (e.g. where the largest of several layers lies) are read from the same draws.
+    """
+    v = np.asarray(values, dtype=float)
+    if v.ndim < levels + 1:
+        raise ValueError(f"values need {levels} seed axes and a sentence axis, got shape {v.shape}")
+    rng = np.random.default_rng(seed)
+    out = np.empty((n_resamples, *v.shape[levels + 1 :]))
+    for r in range(n_resamples):
+        picked = v
+        for axis in range(levels + 1):
+            picked = np.take(picked, rng.integers(0, v.shape[axis], v.shape[axis]), axis=axis)
+        out[r] = np.nanmean(picked.reshape(-1, *v.shape[levels + 1 :]), axis=0)
+    return out
+
+
+def hierarchical_ci(
+    values: np.ndarray, levels: int, seed: int = 0, level: float = LEVEL, n_resamples: int = RESAMPLES
+) -> tuple[float, float, float]:
+    """(estimate, low, high) of the mean of ``values`` (*seeds, n) with an interval from
+    :func:`hierarchical_resamples`; NaN bounds with fewer than two sentences (see :func:`bootstrap_ci`)."""
+    v = np.asarray(values, dtype=float)
+    est = float(np.nanmean(v))
+    if v.shape[levels] < 2:
+        return (est, math.nan, math.nan)
+    draws = hierarchical_resamples(v, levels, seed, n_resamples)
+    alpha = (1 - level) / 2
+    return (est, float(np.quantile(draws, alpha)), float(np.quantile(draws, 1 - alpha)))
