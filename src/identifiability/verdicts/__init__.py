@@ -16,18 +16,7 @@ An amended claim (``data/amendments.csv``) carries its original rule's verdict (
 verdict carries its verdicts under the alternatives its claims-table row names (:func:`with_robustness`).
 """
 
-from .attention import (
-    C2_FAIL_SHARE,
-    C2_UNIQUE_SHARE,
-    C3_FAILING_SHARE,
-    C4_PEARSON,
-    C5_RATIO,
-    judge_c1,
-    judge_c2,
-    judge_c3,
-    judge_c4,
-    judge_c5,
-)
+from .attention import C2_FAIL_SHARE, C2_UNIQUE_SHARE, C3_FAILING_SHARE, judge_c1, judge_c2, judge_c3
 from .core import (
     FAILS,
     HOLDS,
@@ -43,25 +32,10 @@ from .core import (
     robustness_summary,
     with_robustness,
 )
+from .effective import C4_PEARSON, C5_RATIO, judge_c4, judge_c5
+from .identity import C6_HOLDS, C6_PARTLY, C8_ANGLE_SLACK, C8_MIN_SPREAD, C8_NORM_CHANCE, judge_c6, judge_c7, judge_c8
+from .mixing import C10_HIGH, C10_LOW, CONTENT_TAGS, FUNCTION_TAGS, judge_c9, judge_c10, judge_c11, judge_c12
 from .models import C13_BAND, judge_c13, judge_c14
-from .tokens import (
-    C6_HOLDS,
-    C6_PARTLY,
-    C8_ANGLE_SLACK,
-    C8_MIN_SPREAD,
-    C8_NORM_CHANCE,
-    C10_HIGH,
-    C10_LOW,
-    CONTENT_TAGS,
-    FUNCTION_TAGS,
-    judge_c6,
-    judge_c7,
-    judge_c8,
-    judge_c9,
-    judge_c10,
-    judge_c11,
-    judge_c12,
-)
 
 __all__ = [
     "C13_BAND",
