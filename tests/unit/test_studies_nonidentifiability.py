@@ -28,8 +28,8 @@ def corpus(sentences):
 
 @pytest.fixture(scope="module")
 def text(tiny_lm, corpus):
-    """A text of exactly n tokens."""
-    return lambda n: ns.text_of_length(corpus, n, tiny_lm.tokenizer)
+    """A text of exactly n tokens (another start in the corpus for each seed)."""
+    return lambda n, seed=0: ns.text_of_length(corpus, n, tiny_lm.tokenizer, seed=seed)
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +103,7 @@ def test_a_head_outside_the_model_is_refused_with_the_parameters_to_pass(tiny_lm
     with pytest.raises(ValueError, match=r"layer must be 1\.\.2 and head 0\.\.3, got 3/0; pass e\.g\. -p layer=1"):
         study.alternatives(tiny_lm, text(20), 3, 0, max_tokens=MAX)
     with pytest.raises(ValueError, match="got 1/4"):
-        study.threshold(tiny_lm, text(20), 1, 4, max_tokens=MAX)
+        study.threshold(tiny_lm, [text(20)], 1, 4, max_tokens=MAX)
 
 
 def test_head_distances_cover_every_head(tiny_lm, alt):
@@ -150,12 +150,13 @@ def test_exact_threshold_examples():
 
 def test_unique_at_dv_plus_1_and_not_at_dv_plus_2(tiny_lm, text):
     d_v = tiny_lm.d_v
-    at = study.threshold(tiny_lm, text(d_v + 1), 1, 2, max_tokens=MAX)
-    assert at.threshold_ds == d_v + 1 and at.threshold_heads == tiny_lm.n_layers * tiny_lm.n_heads
-    assert at.threshold_unique_heads == at.threshold_heads and at.unique_share == 1.0
+    at = study.threshold(tiny_lm, [text(d_v + 1, seed) for seed in range(3)], 1, 2, max_tokens=MAX)
+    assert at.threshold_ds == d_v + 1 and at.threshold_inputs == 3 and at.table.text.nunique() == 3
+    assert at.threshold_heads == 3 * tiny_lm.n_layers * tiny_lm.n_heads
+    assert at.threshold_unique_heads == at.threshold_heads and at.unique_share == 1.0 == at.share_one_text
     assert max(at.threshold_lp_tv_max, at.threshold_me_tv_max) < 1e-8
     assert at.threshold_sigma_min > 1e-10 and at.threshold_ones_min > 1e-10  # far from degenerate
-    past = study.threshold(tiny_lm, text(d_v + 2), 1, 2, max_tokens=MAX)
+    past = study.threshold(tiny_lm, [text(d_v + 2)], 1, 2, max_tokens=MAX)
     assert past.threshold_unique_heads == 0 and past.unique_share == 0.0
     assert past.threshold_lp_tv_max > 1e-6  # one token more and the LP moves a row
 
@@ -186,6 +187,7 @@ def test_realisable_search_by_length(tiny_lm, text):
     r = study.realisable_search(tiny_lm, texts, [(1, 3)], steps=2, jacobian_max_length=d_v + 2, max_tokens=MAX)
     assert [row["d_s"] for row in r.search] == [d_v + 1, d_v + 2, d_v + 6] and r.beyond_runs == 2
     assert r.realisable_exists_all_beyond and r.realisable_none_at_threshold
+    assert r.realisable_by_ds == {d_v + 2: True, d_v + 6: True}  # C3's sentence: found at every length
     # the count d_q(d_s - d_q - 1), measured through the Jacobian, is 0 at d_q + 1 and d_q at d_q + 2
     assert r.jacobian_lengths == [d_v + 1, d_v + 2] and r.dimension_count_confirmed
     assert [row["local_dim"] for row in r.search[:2]] == [0, d_v]
@@ -199,6 +201,7 @@ def test_realisable_search_by_length(tiny_lm, text):
 def test_a_search_below_the_threshold_finds_nothing_to_judge(tiny_lm, text):
     r = study.realisable_search(tiny_lm, [text(tiny_lm.d_v + 1)], [(2, 0), (1, 0)], steps=1, max_tokens=MAX)
     assert r.beyond_runs == 0 and not r.realisable_exists_all_beyond  # C3's third input: nothing found
+    assert r.realisable_by_ds == {}
     assert r.search_error_max is None and r.search_min_prob is None and r.A_min_prob is None
     assert r.realisable_none_at_threshold and r.per_layer and not r.jacobian_lengths
     assert not r.dimension_count_confirmed  # nothing measured confirms nothing
@@ -206,13 +209,13 @@ def test_a_search_below_the_threshold_finds_nothing_to_judge(tiny_lm, text):
 
 def test_summary_ends_with_the_verdict_sentences(tiny_lm, survey, alt, text):
     heads = study.head_distances(tiny_lm, alt.text, max_tokens=MAX)
-    thr = study.threshold(tiny_lm, text(tiny_lm.d_v + 1), 2, 1, max_tokens=MAX)
+    thr = study.threshold(tiny_lm, [text(tiny_lm.d_v + 1)], 2, 1, max_tokens=MAX)
     search = study.realisable_search(tiny_lm, [text(tiny_lm.d_v + 3)], [(2, 1)], steps=1, max_tokens=MAX)
     claims = ["**C1 — partly holds.** one", "**C2 — holds.** two"]
     text_ = charts.summary_text(
         survey, alt, heads, study.exact_threshold(), thr, study.exact_tests(tiny_lm, alt), search, claims, "m"
     )
     assert text_.endswith("\n\n".join(claims)) and "*Model m, 5 texts;" in text_
-    assert f"in {thr.threshold_unique_heads} of {thr.threshold_heads} real heads" in text_
+    assert f"in {thr.threshold_unique_heads} of {thr.threshold_heads} real (input, head) pairs" in text_
     # a finding is stated from the numbers: the tiny head's alternatives keep weights near A's
     assert ("far more extreme" in text_) == (search.search_min_prob < 1e-3 * search.A_min_prob)

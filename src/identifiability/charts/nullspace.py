@@ -13,6 +13,7 @@ import pandas as pd
 import torch
 from pandas.io.formats.style import Styler
 
+from ..verdicts.attention import C2_MARGIN
 from .render import token_axis, token_tooltip
 
 if TYPE_CHECKING:
@@ -335,7 +336,13 @@ def alternatives_text(r: Alternatives) -> str:
     """Whether both alternatives are valid, and how far each moves the rows."""
     c, lp = r.construct, r.lp
     ok = r.construct_verified and r.lp_verified
-    much = "much " if lp["tv_mean"] > 10 * c["tv_mean"] else ""
+    further = (
+        "much further"
+        if lp["tv_mean"] > 10 * c["tv_mean"]
+        else "further"
+        if lp["tv_mean"] > c["tv_mean"]
+        else "no further"
+    )
     return (
         f"$d_s = {r.example_ds}$, layer {r.example_layer}, head {r.example_head}: $\\dim\\mathrm{{LN}}([T,1]) = "
         f"{r.example_dim_LN_T1}$. Both alternatives are row-stochastic (largest row-sum error "
@@ -344,8 +351,8 @@ def alternatives_text(r: Alternatives) -> str:
         f"{max(c['rel_output_error'], lp['rel_output_error']):.1e} "
         f"({'within' if ok else '**not** within'} the required $10^{{-10}}$). The paper's random "
         f"direction moves each row by a total variation of {c['tv_mean']:.4f} on average: a random "
-        f"direction soon hits a near-zero weight, which stops the step. Chosen directions move rows {much}"
-        f"further: {lp['tv_mean']:.3f} on average and up to {lp['tv_max']:.3f}."
+        f"direction soon hits a near-zero weight, which stops the step. Chosen directions (the LP's) move rows "
+        f"{further}: {lp['tv_mean']:.3f} on average and up to {lp['tv_max']:.3f}."
     )
 
 
@@ -407,8 +414,9 @@ def threshold_text(r: Threshold, survey: NullSpaceSurvey) -> str:
     zero = max(r.threshold_lp_tv_max, r.threshold_me_tv_max) < NONE_TV
     full = survey.share_rank_T_full == 1
     return (
-        f"$d_s = {r.threshold_ds} = d_v + 1$: in **{r.threshold_unique_heads} of {r.threshold_heads} heads** "
-        f"rank$([T,1]) = d_s$, so $A$ is the only row-stochastic matrix with that output. The closest to "
+        f"$d_s = {r.threshold_ds} = d_v + 1$, {r.threshold_inputs} inputs: in **{r.threshold_unique_heads} of "
+        f"{r.threshold_heads} (input, head) pairs** rank$([T,1]) = d_s$ with its smallest relative singular value "
+        f"above {C2_MARGIN:.0e}, so $A$ is the only row-stochastic matrix with that output. The closest to "
         f"degenerate: smallest relative singular value of $[T, 1]$ {r.threshold_sigma_min:.1e} (rank tolerance "
         f"{survey.rtol:.0e}); $|x\\cdot\\mathbf 1|/(\\lVert x\\rVert\\sqrt{{d_s}})$ for $x$ spanning LN(T) at least "
         f"{r.threshold_ones_min:.1e}. For layer {r.layer}, head {r.head}, the LP's largest move is "
@@ -553,12 +561,17 @@ def summary_text(
         "**Objection 2 (threshold).** At $d_s = d_v + 1$ the alternative is unique "
         + (
             f"(exactly, $d_s = 3$, $d_v = 2$; and in {thr.threshold_unique_heads} of {thr.threshold_heads} real "
-            "heads). "
+            "(input, head) pairs). "
             if exact.exact_generic_unique
             else "(the exact example did not confirm this: see Section 3). "
         )
-        + 'The paper\'s "$d_s > d_v$" must read $d_s \\ge d_v + 2$ — more generally $d_s > \\mathrm{rank}([T,\\mathbf '
-        "1])$, which is lower when $T$ is rank-deficient.",
+        + (
+            'So the paper\'s "$d_s > d_v$" reads $d_s \\ge d_v + 2$ for this model — more generally '
+            "$d_s > \\mathrm{rank}([T,\\mathbf 1])$, which is lower when $T$ is rank-deficient."
+            if exact.exact_generic_unique and thr.unique_share == 1 and survey.alternatives_at_dv2
+            else "For this model the measurements do not place the threshold at $d_s = d_v + 2$ for every head "
+            "(see Section 3 and C2's verdict)."
+        ),
         "**Objection 1 (softmax realisability).** "
         + (
             "The exact test does not apply to this causal model. "
@@ -571,8 +584,8 @@ def summary_text(
         + (
             "But realisable alternatives with identical output exist for every $d_s \\ge d_v + 2$ tried — a "
             f"closed-form max-entropy one, and the optimiser's, up to a mean total variation of "
-            f"{search.search_max_tv_mean:.3g} per row (largest row {search.search_max_tv_row:.3g}) — and none at "
-            "$d_s \\le d_v + 1$. "
+            f"{search.search_max_tv_mean:.3g} per row (largest row {search.search_max_tv_row:.3g})"
+            + (" — and none at $d_s \\le d_v + 1$. " if search.realisable_none_at_threshold else ". ")
             if search.realisable_exists_all_beyond
             else "Realisable alternatives were not found everywhere. "
         )

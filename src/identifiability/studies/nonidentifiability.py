@@ -22,6 +22,7 @@ from ..loaded_model import LoadedModel
 from ..nullspace import Realisability
 from ..preflight import middle_layer
 from ..trace import SentenceTrace, head, out_proj_weights, trace_batch, trace_sentences
+from ..verdicts.attention import C3_REALISABLE_TV, unique_share
 from . import Study, data
 
 
@@ -258,43 +259,60 @@ def exact_threshold() -> ExactThreshold:
 
 @dataclass(frozen=True)
 class Threshold(Study):
-    """Every head of a text of d_s = d_v + 1 tokens: is A the only row-stochastic matrix with its output
-    (rank([T, 1]) = d_s), and how far from degenerate; the LP and max-entropy moves of one head."""
+    """Every head on several texts of d_s = d_v + 1 tokens: is A the only row-stochastic matrix with its output
+    (rank([T, 1]) = d_s), and how far from degenerate; the LP and max-entropy moves of one head on the first."""
 
     threshold_ds: int
-    threshold_heads: int
-    threshold_unique_heads: int  # heads with rank([T, 1]) = d_s
-    threshold_sigma_min: float  # smallest relative singular value of [T, 1] over heads
-    threshold_ones_min: float  # smallest |x.1| / (||x|| sqrt(d_s)) for x spanning LN(T), over heads
-    threshold_lp_tv_max: float  # the LP's largest row move for the chosen head (0 up to rounding)
+    threshold_inputs: int  # texts of d_v + 1 tokens measured
+    threshold_heads: int  # (input, layer, head) triples
+    threshold_unique_heads: int  # triples with rank([T, 1]) = d_s and the margin (verdicts.C2_MARGIN)
+    threshold_sigma_min: float  # smallest relative singular value of [T, 1] over heads and inputs
+    threshold_ones_min: float  # smallest |x.1| / (||x|| sqrt(d_s)) for x spanning LN(T), over heads and inputs
+    threshold_lp_tv_max: float  # the LP's largest row move for the chosen head (first input)
     threshold_me_tv_max: float  # the max-entropy alternative's
-    table: pd.DataFrame = data()  # one row per (layer, head): see nullspace.threshold_margins
+    table: pd.DataFrame = data()  # one row per (text, layer, head): see nullspace.threshold_margins
     unique_share: float = data()  # threshold_unique_heads / threshold_heads (C2's estimate)
+    share_one_text: float = data()  # rank([T, 1]) = d_s on the first input, no margin (C2's original estimate)
     layer: int = data()
     head: int = data()
 
 
-def threshold(lm: LoadedModel, text: str, layer: int, h: int, lp_rounds: int = 1, max_tokens: int = 512) -> Threshold:
-    """``text`` should have d_v + 1 tokens (see :func:`identifiability.nullspace.text_of_length`)."""
+def threshold(
+    lm: LoadedModel,
+    texts: Sequence[str],
+    layer: int,
+    h: int,
+    lp_rounds: int = 1,
+    max_tokens: int = 512,
+) -> Threshold:
+    """``texts`` should each have d_v + 1 tokens (see :func:`identifiability.nullspace.text_of_length`); the
+    chosen head's LP and max-entropy moves are measured on the first."""
     _check_head(lm, layer, h)
+    if not texts:
+        raise ValueError("threshold needs at least one text of d_v + 1 tokens")
     causal = lm.adapter.causal
-    tr = _trace64(lm, text, max_tokens)
     w_o = _w_o(lm)
-    margins = ns.threshold_margins(tr.values, w_o)
-    a, t = head(tr, w_o, layer, h)
-    _, lp_tv = ns.max_tv_alternative(a, t, _visible(tr.n_tokens, causal), rounds=lp_rounds)
+    traces = [_trace64(lm, t, max_tokens) for t in texts]
+    margins = pd.concat(
+        [ns.threshold_margins(tr.values, w_o).assign(text=i) for i, tr in enumerate(traces)], ignore_index=True
+    )
+    a, t = head(traces[0], w_o, layer, h)
+    _, lp_tv = ns.max_tv_alternative(a, t, _visible(traces[0].n_tokens, causal), rounds=lp_rounds)
     me = ns.max_entropy_alternative(a, t, lm.d_v, causal)
-    unique = int((margins.rank_T1 == margins.d_s).sum())
+    first = margins[margins.text == 0]
+    share = unique_share(margins)
     return Threshold(
-        threshold_ds=tr.n_tokens,
+        threshold_ds=traces[0].n_tokens,
+        threshold_inputs=len(traces),
         threshold_heads=len(margins),
-        threshold_unique_heads=unique,
+        threshold_unique_heads=round(share * len(margins)),
         threshold_sigma_min=float(margins.sigma_min_T1.min()),
         threshold_ones_min=float(margins.ones_in_LN_T.min()),
         threshold_lp_tv_max=float(lp_tv.max()),
         threshold_me_tv_max=float(ns.tv_rows(a, me["a_alt"]).max()),
         table=margins,
-        unique_share=unique / len(margins),
+        unique_share=share,
+        share_one_text=unique_share(first, margin=None),
         layer=layer,
         head=h,
     )
@@ -356,6 +374,7 @@ class RealisableSearch(Study):
     search_min_prob: float | None  # smallest weight of a found alternative beyond the threshold
     A_min_prob: float | None  # smallest weight of the real A there
     table: pd.DataFrame = data()
+    realisable_by_ds: dict[int, bool] = data()  # d_s >= d_v + 2 -> an accepted alternative with TV > 1e-3 (C3)
     by_length: pd.DataFrame = data()  # per d_s (over layers if several): search_tv_mean/max, lp_tv_mean
     beyond_runs: int = data()  # (length, head) runs at d_s >= d_v + 2
     jacobian_lengths: list[int] = data()  # the lengths whose local dimension was measured
@@ -387,6 +406,8 @@ def realisable_search(
     beyond = search[search.d_s >= d_v + 2]
     at_thr = search[search.d_s <= d_v + 1]
     accepted = beyond[(beyond.search_error <= ns.SEARCH_TOL) & (beyond.me_error <= ns.SEARCH_TOL)]
+    # C3's rule counts an alternative that moves rows by a mean TV above C3_REALISABLE_TV, accepted by the test
+    found = (beyond.search_tv_mean > C3_REALISABLE_TV) & beyond.index.isin(accepted.index)
     checked = search.dropna(subset=["local_dim"])
     at_dq1 = checked[checked.d_s == d_q + 1]
     by_length = (
@@ -400,9 +421,7 @@ def realisable_search(
     )
     return RealisableSearch(
         search=search.to_dict(orient="records"),
-        realisable_exists_all_beyond=bool(
-            len(beyond) and (beyond.search_tv_mean > 1e-9).all() and len(accepted) == len(beyond)
-        ),
+        realisable_exists_all_beyond=bool(len(beyond) and found.all()),
         realisable_none_at_threshold=bool(
             len(at_thr) == 0 or (at_thr[["me_tv_mean", "search_tv_mean"]].max(axis=1) < 1e-8).all()
         ),
@@ -414,6 +433,7 @@ def realisable_search(
         search_min_prob=float(beyond.min_prob_search.min()) if len(beyond) else None,
         A_min_prob=float(beyond.min_prob_A.min()) if len(beyond) else None,
         table=search,
+        realisable_by_ds={int(n): bool(ok) for n, ok in found.groupby(beyond.d_s).all().items()},
         by_length=by_length,
         beyond_runs=len(beyond),
         jacobian_lengths=sorted(int(n) for n in checked.d_s.unique()),

@@ -1,7 +1,9 @@
-"""Claims about attention (chapters 2 and 3): non-identifiability, the review's objections, effective
-attention."""
+"""Claims about attention weights (chapter 2): non-identifiability and the review's two objections. Counts
+over every head: exact, no sampling, so the robustness alternatives move tolerances and shares, not units."""
 
 from __future__ import annotations
+
+import pandas as pd
 
 from .core import (
     FAILS,
@@ -10,15 +12,22 @@ from .core import (
     PARTLY,
     Interval,
     Verdict,
+    with_robustness,
 )
 
-# --------------------------------------------------------------------------------------------------
-# C1-C3: non-identifiability (chapter 2). Counts over every head: exact, no sampling.
-# --------------------------------------------------------------------------------------------------
+C1_RANK_TOL_ALT = 1e-6  # the robustness alternative's relative rank tolerance (the book's: max(d_s, d+1) * eps)
 
 
-def judge_c1(min_dim_by_ds: dict[int, int], d_v: int, rule: str) -> Verdict:
-    """C1: non-identifiable for every d_s > d_v. ``min_dim_by_ds``: d_s -> smallest dim LN([T,1]) over heads."""
+def min_dims(table: pd.DataFrame, rtol: float | None = None) -> dict[int, int]:
+    """d_s -> smallest dim LN([T,1]) over heads, from ``nullspace.null_space_table`` rows (``d_s``,
+    ``dim_LN_T1``, ``kept_min_T1``: the smallest singular value counted in the rank, relative to the largest).
+    With ``rtol`` a head whose ``kept_min_T1`` is at or below it loses at least one rank: its dimension is
+    counted one higher (a lower bound, exact for C1's question, dim >= 1)."""
+    dims = table.dim_LN_T1 + ((table.kept_min_T1 <= rtol).astype(int) if rtol is not None else 0)
+    return {int(n): int(k) for n, k in dims.groupby(table.d_s).min().items()}
+
+
+def _c1(min_dim_by_ds: dict[int, int], d_v: int, rule: str) -> Verdict:
     beyond = {n: k for n, k in min_dim_by_ds.items() if n > d_v}
     if not beyond:
         return Verdict("C1", NOT_TESTABLE, None, None, None, "", rule, f"no input longer than d_v = {d_v} was measured")
@@ -47,26 +56,44 @@ def judge_c1(min_dim_by_ds: dict[int, int], d_v: int, rule: str) -> Verdict:
     return Verdict("C1", FAILS, est, None, baseline, note, rule, f"some head at d_s = {bad} admits no alternative")
 
 
-C2_UNIQUE_SHARE = 0.95  # share of real heads with a single row-stochastic solution at d_s = d_v + 1
+def judge_c1(table: pd.DataFrame, d_v: int, rule: str) -> Verdict:
+    """C1: non-identifiable for every d_s > d_v. ``table``: one row per (text, layer, head) of
+    ``nullspace.null_space_table``. The estimate is the smallest d_s from which every head admits
+    alternatives; robustness: the same with a rank tolerance of ``C1_RANK_TOL_ALT``."""
+    v = _c1(min_dims(table), d_v, rule)
+    return with_robustness(v, {"tolerance": _c1(min_dims(table, C1_RANK_TOL_ALT), d_v, rule)})
+
+
+C2_UNIQUE_SHARE = 0.95  # share of real (head, input) pairs with a single row-stochastic solution at d_v + 1
 C2_FAIL_SHARE = 0.5
+C2_MARGIN = 1e-8  # smallest relative singular value of [T,1] for the rank to count as full (generic)
+C2_UNIQUE_SHARE_ALT, C2_MARGIN_ALT = 0.9, 1e-6  # the robustness alternatives
 
 
-def judge_c2(exact_unique: bool, unique_share: float, alternatives_at_dv2: bool, rule: str) -> Verdict:
-    """C2 (review): at d_s = d_v + 1 a generic head admits no alternative."""
-    x = Interval.exact(unique_share)
+def unique_share(margins: pd.DataFrame, margin: float | None = C2_MARGIN) -> float:
+    """Share of (input, head) rows of ``nullspace.threshold_margins`` with rank([T,1]) = d_s and, unless
+    ``margin`` is None, the smallest relative singular value of [T,1] above ``margin``."""
+    full = margins.rank_T1 == margins.d_s
+    if margin is not None:
+        full &= margins.sigma_min_T1 > margin
+    return float(full.mean())
+
+
+def _c2(
+    exact_unique: bool,
+    share: float,
+    alternatives_at_dv2: bool,
+    rule: str,
+    unique_needed: float = C2_UNIQUE_SHARE,
+    what: str = "real (head, input) pairs",
+) -> Verdict:
+    x = Interval.exact(share)
     note = "dimension count d_s - d_v - 1 = 0 at d_s = d_v + 1: uniqueness expected for a generic T"
-    if unique_share < C2_FAIL_SHARE:
+    if share < C2_FAIL_SHARE:
         return Verdict(
-            "C2",
-            FAILS,
-            x.estimate,
-            None,
-            1.0,
-            note,
-            rule,
-            f"only {unique_share:.0%} of real heads are unique at d_s = d_v + 1",
+            "C2", FAILS, x.estimate, None, 1.0, note, rule, f"only {share:.0%} of {what} are unique at d_v + 1"
         )
-    if exact_unique and unique_share >= C2_UNIQUE_SHARE and alternatives_at_dv2:
+    if exact_unique and share >= unique_needed and alternatives_at_dv2:
         return Verdict(
             "C2",
             HOLDS,
@@ -75,14 +102,14 @@ def judge_c2(exact_unique: bool, unique_share: float, alternatives_at_dv2: bool,
             1.0,
             note,
             rule,
-            f"the exact example and {unique_share:.0%} of real heads are unique at d_s = d_v + 1, "
+            f"the exact example and {share:.0%} of {what} are unique at d_s = d_v + 1, "
             "and every head admits alternatives at d_v + 2",
         )
     missing = [
         w
         for w, ok in (
             ("the exact example is not unique", exact_unique),
-            (f"only {unique_share:.0%} of heads are unique", unique_share >= C2_UNIQUE_SHARE),
+            (f"only {share:.0%} of {what} are unique", share >= unique_needed),
             ("not every head admits alternatives at d_v + 2", alternatives_at_dv2),
         )
         if not ok
@@ -90,62 +117,72 @@ def judge_c2(exact_unique: bool, unique_share: float, alternatives_at_dv2: bool,
     return Verdict("C2", PARTLY, x.estimate, None, 1.0, note, rule, "; ".join(missing))
 
 
+def judge_c2(exact_unique: bool, margins: pd.DataFrame, alternatives_at_dv2: bool, rule: str) -> Verdict:
+    """C2 (review), amended rule: at d_s = d_v + 1 a generic head admits no alternative, on every head and
+    several inputs (``margins``: ``nullspace.threshold_margins`` rows of each input, with a ``text`` column),
+    the rank counted full only above the margin ``C2_MARGIN``."""
+    n_texts = int(margins.text.nunique()) if "text" in margins else 1
+    what = f"(head, input) pairs ({n_texts} inputs)"
+    v = _c2(exact_unique, unique_share(margins), alternatives_at_dv2, rule, what=what)
+    alts = {
+        "share": _c2(exact_unique, unique_share(margins), alternatives_at_dv2, rule, C2_UNIQUE_SHARE_ALT, what),
+        "margin": _c2(exact_unique, unique_share(margins, C2_MARGIN_ALT), alternatives_at_dv2, rule, what=what),
+    }
+    return with_robustness(v, alts)
+
+
+def judge_c2_original(exact_unique: bool, share_one_text: float, alternatives_at_dv2: bool, rule: str) -> Verdict:
+    """C2's original rule as its first code applied it: the share of heads with rank([T,1]) = d_s on one
+    input, with no margin checked."""
+    return _c2(exact_unique, share_one_text, alternatives_at_dv2, rule, what="real heads (one input, no margin)")
+
+
 C3_FAILING_SHARE = 0.95  # share of the paper's constructed alternatives that must fail the exact test
+C3_FAILING_SHARE_ALT = 0.9
+C3_REALISABLE_TV = 1e-3  # a realisable alternative counts when its mean row TV from A exceeds this
 
 
-def judge_c3(real_passes: bool | None, failing_share: float, realisable_everywhere: bool, rule: str) -> Verdict:
-    """C3 (review): the paper's alternatives need not be softmax-realisable. ``real_passes`` is None where
-    the exact test does not apply (a causal mask makes realisability a low-rank completion problem)."""
+def _lengths(ns: list[int]) -> str:
+    return ", ".join(str(n) for n in ns) if ns else "none"
+
+
+def _c3(
+    real_passes: bool | None,
+    failing_share: float,
+    realisable_by_ds: dict[int, bool],
+    rule: str,
+    needed: float = C3_FAILING_SHARE,
+) -> Verdict:
     note = (
         "none applies: the test is exact (a rank, not a sample), so there is no chance level; its control is "
         "the real A, which must pass it"
     )
+    found = [n for n, ok in sorted(realisable_by_ds.items()) if ok]
+    missing = [n for n, ok in sorted(realisable_by_ds.items()) if not ok]
     extra = (
-        "; realisable alternatives were nevertheless found for every d_s >= d_v + 2 tried"
-        if realisable_everywhere
-        else "; realisable alternatives were not found for every d_s >= d_v + 2"
+        f"; softmax-realisable alternatives (mean row TV > {C3_REALISABLE_TV:g}) were found at d_s = {_lengths(found)}"
+        + (f" and not found at d_s = {_lengths(missing)}" if missing else "")
+        if realisable_by_ds
+        else "; no length d_s >= d_v + 2 was searched for realisable alternatives"
     )
     if real_passes is None:
-        return Verdict(
-            "C3",
-            NOT_TESTABLE,
-            None,
-            None,
-            None,
-            note,
-            rule,
-            "a causal mask leaves the entries above the diagonal free, so the exact test does not apply" + extra,
-        )
+        why = "a causal mask leaves the entries above the diagonal free, so the exact test does not apply"
+        return Verdict("C3", NOT_TESTABLE, None, None, None, note, rule, why + extra)
     if not real_passes:
-        return Verdict(
-            "C3",
-            NOT_TESTABLE,
-            failing_share,
-            None,
-            None,
-            note,
-            rule,
-            "the real attention fails the exact test, so the test cannot judge alternatives" + extra,
-        )
-    if failing_share >= C3_FAILING_SHARE:
-        return Verdict(
-            "C3",
-            HOLDS,
-            failing_share,
-            None,
-            None,
-            note,
-            rule,
-            f"{failing_share:.0%} of the constructed alternatives are not realisable" + extra,
-        )
+        why = "the real attention fails the exact test, so the test cannot judge alternatives"
+        return Verdict("C3", NOT_TESTABLE, failing_share, None, None, note, rule, why + extra)
+    if failing_share >= needed:
+        why = f"{failing_share:.0%} of the constructed alternatives are not realisable"
+        return Verdict("C3", HOLDS, failing_share, None, None, note, rule, why + extra)
     verdict = FAILS if failing_share < 0.5 else PARTLY
-    return Verdict(
-        "C3",
-        verdict,
-        failing_share,
-        None,
-        None,
-        note,
-        rule,
-        f"only {failing_share:.0%} of the constructed alternatives fail the test" + extra,
-    )
+    why = f"only {failing_share:.0%} of the constructed alternatives fail the test"
+    return Verdict("C3", verdict, failing_share, None, None, note, rule, why + extra)
+
+
+def judge_c3(real_passes: bool | None, failing_share: float, realisable_by_ds: dict[int, bool], rule: str) -> Verdict:
+    """C3 (review): the paper's alternatives need not be softmax-realisable. ``real_passes`` is None where the
+    exact test does not apply (a causal mask makes realisability a low-rank completion problem);
+    ``realisable_by_ds``: each length d_s >= d_v + 2 searched -> whether a realisable alternative was found
+    (reported in the sentence, not part of the verdict)."""
+    v = _c3(real_passes, failing_share, realisable_by_ds, rule)
+    return with_robustness(v, {"share": _c3(real_passes, failing_share, realisable_by_ds, rule, C3_FAILING_SHARE_ALT)})

@@ -1,0 +1,107 @@
+"""C1-C3 on controls whose truth is known by construction, through the computation chapter 2 uses
+(``nullspace.null_space_table``, ``threshold_margins``, the exact realisability test) and the judges."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+import torch
+
+from identifiability import nullspace as ns
+from identifiability import verdicts as vd
+from identifiability.verdicts import FAILS, HOLDS, NOT_TESTABLE, PARTLY
+
+R = "the rule"
+D_V, D = 4, 12  # value width, model width
+
+
+def _values(d_s: int, seed: int, repeat_rows: bool = False, near_singular: float = 0.0) -> torch.Tensor:
+    """(1, 2, d_s, d_v) value vectors of two heads: generic (random), with two equal rows (rank-deficient
+    [T, 1], so an alternative exists one token earlier), or generic plus a row that nearly repeats another."""
+    g = torch.Generator().manual_seed(seed)
+    v = torch.randn(1, 2, d_s, D_V, generator=g, dtype=torch.float64)
+    if repeat_rows:
+        v[..., 1, :] = v[..., 0, :]
+    if near_singular:
+        v[..., 1, :] = v[..., 0, :] + near_singular * torch.randn(D_V, generator=g, dtype=torch.float64)
+    return v
+
+
+W_O = torch.randn(1, 2, D_V, D, generator=torch.Generator().manual_seed(99), dtype=torch.float64)
+
+
+def _survey(lengths, **kw) -> pd.DataFrame:
+    traces = [SimpleNamespace(values=_values(n, seed=n, **kw), n_tokens=n) for n in lengths]
+    return ns.null_space_table(traces, W_O, progress=False)
+
+
+def test_c1_generic_heads_partly_hold_and_repeated_rows_make_it_hold():
+    lengths = [D_V - 1, D_V, D_V + 1, D_V + 2, D_V + 5]
+    generic = vd.judge_c1(_survey(lengths), D_V, R)
+    assert generic.verdict == PARTLY and generic.estimate == D_V + 2  # unique at d_v + 1, as the review says
+    # two equal rows of V: [T, 1] loses a rank, so an alternative exists from d_v + 1 on
+    assert vd.judge_c1(_survey(lengths, repeat_rows=True), D_V, R).verdict == HOLDS
+    assert dict(generic.robustness) == {"tolerance": PARTLY}
+
+
+def test_c1_fails_only_on_a_count_linear_algebra_cannot_produce():
+    # rank([T, 1]) <= d_v + 1 < d_s beyond d_v + 1, so a real survey cannot fail C1: the negative control is a
+    # table that claims a head without alternatives at d_v + 2
+    table = _survey([D_V + 2])
+    assert (table.dim_LN_T1 >= 1).all()
+    assert vd.judge_c1(table.assign(dim_LN_T1=0), D_V, R).verdict == FAILS
+    assert vd.judge_c1(_survey([D_V - 1, D_V]), D_V, R).verdict == NOT_TESTABLE
+
+
+def _margins(n_inputs: int, **kw) -> pd.DataFrame:
+    return pd.concat(
+        [ns.threshold_margins(_values(D_V + 1, seed=s, **kw), W_O).assign(text=s) for s in range(n_inputs)],
+        ignore_index=True,
+    )
+
+
+def test_c2_holds_on_generic_heads_and_fails_when_rows_repeat():
+    v = vd.judge_c2(True, _margins(3), True, R)
+    assert v.verdict == HOLDS and v.estimate == 1.0 and "3 inputs" in v.reason
+    assert vd.judge_c2(True, _margins(3, repeat_rows=True), True, R).verdict == FAILS
+
+
+def test_c2_is_partly_when_some_inputs_are_degenerate():
+    mixed = pd.concat([_margins(2), _margins(1, repeat_rows=True).assign(text=2)], ignore_index=True)
+    v = vd.judge_c2(True, mixed, True, R)
+    assert v.verdict == PARTLY and v.estimate == pytest.approx(2 / 3) and "only 67%" in v.reason
+    assert vd.judge_c2(False, _margins(3), True, R).verdict == PARTLY  # the exact example must agree
+
+
+def test_c2_the_margin_catches_a_nearly_singular_t_that_rank_alone_passes():
+    near = _margins(3, near_singular=1e-11)
+    assert (near.rank_T1 == near.d_s).all()  # full rank by the rank tolerance...
+    assert vd.judge_c2_original(True, vd.attention.unique_share(near, margin=None), True, R).verdict == HOLDS
+    assert vd.judge_c2(True, near, True, R).verdict == FAILS  # ...but not above the margin
+    assert dict(vd.judge_c2(True, _margins(3), True, R).robustness) == {"share": HOLDS, "margin": HOLDS}
+
+
+def _softmax_of_rank(d_s: int, d_q: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    q, k = (torch.randn(d_s, d_q, generator=g, dtype=torch.float64) for _ in range(2))
+    return torch.softmax(q @ k.T, dim=-1)
+
+
+@pytest.mark.parametrize("d_q", [2, 3])
+def test_c3_holds_when_the_alternatives_fail_the_exact_test_and_fails_when_they_pass(d_q):
+    d_s = 8
+    a = _softmax_of_rank(d_s, d_q, 0)
+    assert ns.realisability(a, d_q).realisable  # the control: a real softmax attention passes
+    # alternatives built from A by a generic perturbation of its weights (the paper's construction adds a null
+    # direction; any generic change of A leaves the rank-d_q log manifold)
+    g = torch.Generator().manual_seed(1)
+    moved = [a + 1e-3 * (p := torch.rand(d_s, d_s, generator=g, dtype=torch.float64)) - 1e-3 * p.mean(1, keepdim=True)]
+    failing = sum(not ns.realisability(m, d_q).realisable for m in moved) / len(moved)
+    assert vd.judge_c3(True, failing, {d_s: True}, R).verdict == HOLDS
+    # alternatives that are themselves softmax(QK^T) of rank d_q pass the test: the objection fails
+    realisable = [_softmax_of_rank(d_s, d_q, s) for s in (2, 3)]
+    failing = sum(not ns.realisability(m, d_q).realisable for m in realisable) / len(realisable)
+    v = vd.judge_c3(True, failing, {d_s: True, d_s + 2: False}, R)
+    assert v.verdict == FAILS and "found at d_s = 8 and not found at d_s = 10" in v.reason
