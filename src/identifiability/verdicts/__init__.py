@@ -16,7 +16,21 @@ An amended claim (``data/amendments.csv``) carries its original rule's verdict (
 verdict carries its verdicts under the alternatives its claims-table row names (:func:`with_robustness`).
 """
 
-from .attention import C2_FAIL_SHARE, C2_UNIQUE_SHARE, C3_FAILING_SHARE, judge_c1, judge_c2, judge_c3
+from .attention import (
+    C1_RANK_TOL_ALT,
+    C2_FAIL_SHARE,
+    C2_MARGIN,
+    C2_MARGIN_ALT,
+    C2_UNIQUE_SHARE,
+    C2_UNIQUE_SHARE_ALT,
+    C3_FAILING_SHARE,
+    C3_FAILING_SHARE_ALT,
+    C3_REALISABLE_TV,
+    judge_c1,
+    judge_c2,
+    judge_c2_original,
+    judge_c3,
+)
 from .core import (
     FAILS,
     HOLDS,
@@ -38,6 +52,13 @@ from .mixing import C10_HIGH, C10_LOW, CONTENT_TAGS, FUNCTION_TAGS, judge_c9, ju
 from .models import C13_BAND, judge_c13, judge_c14
 
 __all__ = [
+    "C1_RANK_TOL_ALT",
+    "C2_MARGIN",
+    "C2_MARGIN_ALT",
+    "C2_UNIQUE_SHARE_ALT",
+    "C3_FAILING_SHARE_ALT",
+    "C3_REALISABLE_TV",
+    "judge_c2_original",
     "C13_BAND",
     "judge_c13",
     "judge_c14",
