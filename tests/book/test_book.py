@@ -101,6 +101,15 @@ def test_claims_page_lists_every_claim_with_a_verdict(html):
         assert f">{c['id']}<" in page, c["id"]
         assert c["claim"][:30] in text, f"{c['id']}: the claim's text is not on the page"
         assert re.sub(r"\s+", " ", c["rule"])[:40] in text, f"{c['id']}: its rule is not on the page"
+        if c["amendment"]:  # the original rule and the reason for the amendment stand beside the new rule
+            assert re.sub(r"\s+", " ", c["original_rule"])[:40] in text, f"{c['id']}: original rule missing"
+            assert re.sub(r"\s+", " ", c["amendment"]["reason"])[:40] in text, f"{c['id']}: reason missing"
+    assert text.count("post hoc: amended after the original verdict was seen") == sum(
+        bool(c["amendment"]) for c in load_claims()
+    )
+    assert len(
+        re.findall(r"\| (?:robust|sensitive to [^|]+) \|", page.replace("<td>", "| ").replace("</td>", " |"))
+    ) or ("robust" in text)
     assert "not measured" not in page, "a chapter did not record its verdict on a claim"
     assert len(re.findall(r"\(-?[\d.]+ to -?[\d.]+\)", text)) >= 5  # estimates with their intervals
 
