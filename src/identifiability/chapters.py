@@ -184,14 +184,14 @@ CHAPTERS: dict[str, ChapterSpec] = {
                 (
                     at_least("max_tokens", lambda p, m: 3, _SPECIAL_TOKEN),
                     at_least("exact_max_tokens", lambda p, m: 3, _SPECIAL_TOKEN),
+                    at_least("n_per_quarter", lambda p, m: 1, "C10's sample of typical lengths"),
                 ),
                 (window(lambda p, m: 3, "max_tokens"), window(lambda p, m: 3, "exact_max_tokens")),
             ),
             study="context_mixing",
             expected_seconds=250.0,
             quick={
-                "n_exact_long": 1,
-                "exact_long_max_tokens": 14,
+                "n_per_quarter": 1,
                 "n_sentences": 6,
                 "n_second": 3,
                 "n_exact": 2,

@@ -17,8 +17,6 @@ import pandas as pd
 
 from ..hta import HTAResult, estimate_pairs, explorer_rows
 from ..studies.context_mixing import (
-    FAR,
-    RADIUS,
     CorpusHTA,
     EstimatorError,
     ExactHTA,
@@ -28,7 +26,9 @@ from ..studies.context_mixing import (
     SegmentCrossing,
     SpecialTokens,
     TopContributor,
+    TypicalSample,
 )
+from ..verdicts import C10_HIGH, C10_LOW, C10_WIDE, C11_FAR, C11_NEAR, C10Evidence, Verdict
 from .render import sentence_label_expr
 
 
@@ -312,8 +312,8 @@ def cost_text(r: ExactHTA) -> str:
 
 
 def estimator_text(e: EstimatorError, x: ExactHTA) -> str:
-    """The estimator's measured error on ``x``'s sentences, its effect on the statistics and the probes 1%
-    would take."""
+    """The estimator's measured error on ``x``'s sentences and by length on C10's sample, its effect on the
+    statistics and the probes 1% would take."""
     err = e.estimator_error
     bands = "; ".join(
         f"{k}: median {_pct(v['median'], 1)}, 95th percentile {_pct(v['p95'], 1)}, same top contributor for "
@@ -321,19 +321,41 @@ def estimator_text(e: EstimatorError, x: ExactHTA) -> str:
         for k, v in e.by_length.items()
     )
     need = e.estimator_probes_for_1pct
+    sign = err["signed_median"]
+    runs = "high more often than low" if sign > 0 else "low more often than high" if sign < 0 else "as often high"
+    centre = f"the median signed error is {_pct(sign, 2)}, so the estimate of c runs {runs}"
     return (
-        f"**Estimator error (measured here on the {x.exact_sentences} exact sentences, {err['entries']:,} "
+        f"**Estimator error (measured here on the {x.exact_sentences} short exact sentences, {err['entries']:,} "
         f"entries, {e.probes} orthonormal probes per token):** relative error of $c$ median "
         f"**{_pct(err['median'], 1)}**, 95th percentile **{_pct(err['p95'], 1)}**, maximum {_pct(err['max'])} "
         f"(in absolute terms a median of {100 * err['abs_median']:.2f} and a 95th percentile of "
-        f"{100 * err['abs_p95']:.2f} percentage points of contribution); the most-contributing input token is "
-        f"the same as in exact HTA for {_pct(err['top_agreement'], 1)} of the hidden tokens. On these sentences "
-        f"the estimator moves the per-layer median own-token share by at most "
+        f"{100 * err['abs_p95']:.2f} percentage points of contribution); {centre}. The most-contributing input "
+        f"token is the same as in exact HTA for {_pct(err['top_agreement'], 1)} of the hidden tokens. On these "
+        f"sentences the estimator moves the per-layer median own-token share by at most "
         f"{e.estimator_effect_on_own_median:.4f} and the share of tokens whose top contributor is themselves by "
         f"at most {e.estimator_effect_on_top_is_self_pct:.1f} percentage points. With the error falling like "
         f"$1/\\sqrt{{\\text{{probes}}}}$, a 1% median error would take roughly {need} probes per token on this "
         f"model, {need / e.d_model:.0%} of the {e.d_model} directions per token of exact HTA. By sentence "
-        f"length: {bands}."
+        f"length (the quarters of C10's sample): {bands}."
+    )
+
+
+def rank_text(ranks, own: int, d: int, probes: int) -> str:
+    """The effective ranks of the blocks of the hidden token computed by hand (``ranks``:
+    :func:`identifiability.hta.block_ranks`, one per input token; ``own``: its own position), and the
+    relative error they predict for ``probes`` Gaussian probes."""
+    others = sorted(float(r) for j, r in enumerate(ranks) if j != own)
+    if not others:
+        return "The sentence has no other input token, so there is no block between different tokens to rank."
+    med = float(pd.Series(others).median())
+    spread = "far below" if med < d / 4 else "below" if med < d / 2 else "close to"
+    return (
+        f"Here the blocks of this hidden token from the {len(others)} other input tokens have effective rank "
+        f"$(\\sum\\sigma^2)^2/\\sum\\sigma^4$ from {others[0]:.1f} to {others[-1]:.1f} (median {med:.1f}), "
+        f"{spread} the {d} dimensions a block has. One Gaussian probe estimates $\\hat c^2$ with relative "
+        f"variance $2/r$, so {probes} of them would give $\\hat c$ a relative error of about "
+        f"$1/\\sqrt{{2 \\cdot {probes} \\cdot r}}$ = {_pct((2 * probes * med) ** -0.5, 1)} at the median rank "
+        "(orthonormal probes do somewhat better)."
     )
 
 
@@ -366,41 +388,132 @@ def own_share_text(r: OwnShare, corpus: str) -> str:
 
 
 def top_text(r: TopContributor, mode: str) -> str:
-    """Section 2: how often the own token is the top contributor, per corpus, and how many lose that place."""
+    """Section 2: how often the own token is the top contributor, per corpus, how many lose that place, and
+    the share on C10's sample, all tokens and word and special tokens apart."""
     ranges = ", ".join(f"{min(v):.0f}–{max(v):.0f}% of the tokens of {k!r}" for k, v in r.top_is_self_pct.items())
     lost = ", ".join(f"{v:.0f}% ({k!r})" for k, v in r.lost_top_last_pct.items())
+    e = r.evidence
+    special = "" if e.special is None else f", special tokens {_pct(e.special.estimate)}"
     return (
         f"**Measured ({mode} HTA).** The own input token is the largest contributor for {ranges} per layer. In "
         f"the last layer it has lost that place for {lost} of the tokens, against the paper's about 30% (12 "
-        "layers). The verdict uses exact HTA: an argmax over estimated contributions is biased by the "
-        "estimator's noise."
+        f"layers). On C10's sample, {r.sample}, it stays on top for {_pct(e.share.estimate)} of all hidden tokens "
+        f"in the last layer: word tokens {_pct(e.words.estimate)}{special}. The verdict uses exact HTA: "
+        "an argmax over estimated contributions is biased by the estimator's noise."
+    )
+
+
+def sample_text(t: TypicalSample) -> str:
+    """What C10's sample is: the corpus's median length, the quarters and how many sentences each gave."""
+    quarters = ", ".join(f"{n} of {lo}–{hi} tokens" for (lo, hi), n in zip(t.typical_quarters, t.typical_sentences))
+    shared = (
+        f"; {t.typical_reused} of them are short exact sentences too (drawn first where a whole quarter lies in "
+        "their length window, which keeps each quarter's sample uniform), so their exact HTA is computed once"
+        if t.typical_reused
+        else ""
+    )
+    return (
+        f"C10's sample: the corpus's median sentence has {t.typical_median_tokens} tokens; {len(t.texts)} "
+        f"sentences at or below it, {quarters}{shared}."
+    )
+
+
+def band_chart(e: C10Evidence, v: Verdict) -> alt.LayerChart:
+    """C10: the own-token-on-top share at the last layer (with its interval) over every hidden token, word
+    tokens, special tokens and the original rule's sample, against the rule's band and the two bands of the
+    robustness alternatives (``v``: the C10 verdict, whose labels the band tooltips show)."""
+    alts = dict(v.robustness)
+    bands = pd.DataFrame(
+        [
+            ("wide", C10_LOW - C10_WIDE, C10_HIGH + C10_WIDE, alts.get("band wide", "")),
+            ("rule", C10_LOW, C10_HIGH, v.label),
+            ("narrow", C10_LOW + C10_WIDE, C10_HIGH - C10_WIDE, alts.get("band narrow", "")),
+        ],
+        columns=["band", "low", "high", "verdict"],
+    ).round(4)
+    rows = [("every hidden token", e.share), ("word tokens", e.words), ("special tokens", e.special)]
+    rows.append(("original sample", e.original))
+    # an estimate without an interval (one sentence) is drawn as a point: no NaN reaches the spec
+    pts = pd.DataFrame(
+        [(k, x.estimate, *((x.low, x.high) if x.has_interval else (x.estimate,) * 2)) for k, x in rows if x],
+        columns=["tokens", "share", "low", "high"],
+    ).round(4)
+    order = list(pts.tokens)
+    rect = (
+        alt.Chart(bands)
+        .mark_rect(opacity=0.22, color="seagreen")
+        .encode(
+            x=alt.X("low:Q", scale=alt.Scale(domain=[0, 1]), title="share whose top contributor is the own token"),
+            x2="high:Q",
+            tooltip=["band", "low", "high", alt.Tooltip("verdict:N", title="C10 on every hidden token")],
+        )
+    )
+    bars = alt.Chart(pts).encode(y=alt.Y("tokens:N", sort=order, title=None))
+    return alt.layer(
+        rect,
+        bars.mark_rule(strokeWidth=2).encode(x="low:Q", x2="high:Q"),
+        bars.mark_point(filled=True, size=60, color="black").encode(
+            x="share:Q", tooltip=["tokens", "share", "low", "high"]
+        ),
+    ).properties(
+        width=420,
+        height=30 * len(pts) + 20,
+        title=alt.TitleParams(
+            "Own token on top at the last layer (exact HTA)",
+            subtitle=f"green: the bands {', '.join(f'[{a:g}, {b:g}]' for _, a, b, _ in bands.itertuples(index=False))} "
+            "(the rule's in the middle); lines: 95% intervals",
+        ),
+    )
+
+
+def band_text(v: Verdict) -> str:
+    """C10's verdict under the rule's band, the wider and narrower band, on word tokens only, and on the
+    original rule's sample."""
+    alts = dict(v.robustness)
+    original = f"; on the original rule's sample (the short exact sentences): {v.original.label}" if v.original else ""
+    return (
+        f"**How C10 moves with the band.** With the rule's band [{C10_LOW:g}, {C10_HIGH:g}]: {v.label}; widened to "
+        f"[{C10_LOW - C10_WIDE:g}, {C10_HIGH + C10_WIDE:g}]: {alts.get('band wide')}; narrowed to "
+        f"[{C10_LOW + C10_WIDE:g}, {C10_HIGH - C10_WIDE:g}]: {alts.get('band narrow')}; word tokens only: "
+        f"{alts.get('words only')}{original}."
     )
 
 
 def locality_table(loc: Locality):
-    """Section 3: the near and far shares of context per corpus and layer, next to uniform mixing (a Styler)."""
-    tbl = pd.concat([v.assign(corpus=k) for k, v in loc.tables.items()])
-    tbl = tbl.rename(
-        columns={
-            f"within_{RADIUS}": f"context within ±{RADIUS}",
-            f"beyond_{FAR}": f"context beyond ±{FAR}",
-            f"uniform_within_{RADIUS}": f"uniform mixing: within ±{RADIUS}",
-            f"uniform_beyond_{FAR}": f"uniform: beyond ±{FAR}",
-        }
-    )
-    return tbl.set_index(["corpus", "layer"]).style.format("{:.1%}")
+    """Section 3, per corpus and layer: the mean contribution of one near and one far input token (C11's
+    amended rule) next to uniform mixing's 1/d_s, and the window sums of the context share (the original
+    rule's quantities) next to uniform mixing's (a Styler)."""
+    one = {"near": f"one token within ±{C11_NEAR}", "far": f"one token beyond ±{C11_FAR}", "uniform": "uniform: 1/d_s"}
+    means = pd.concat([v.assign(corpus=k) for k, v in loc.means.items()]).rename(columns=one)
+
+    def share(c: str) -> str:  # within_3 -> "context share within ±3", uniform_within_3 -> "uniform: share within ±3"
+        kind = "uniform: " if c.startswith("uniform") else "context "
+        return c if c in ("corpus", "layer") else kind + "share " + c.removeprefix("uniform_").replace("_", " ±")
+
+    sums = pd.concat([v.assign(corpus=k) for k, v in loc.tables.items()]).rename(columns=share)
+    tbl = means.merge(sums, on=["corpus", "layer"], how="outer").set_index(["corpus", "layer"])
+    return tbl.style.format({c: "{:.4f}" if c in one.values() else "{:.1%}" for c in tbl.columns}, na_rep="—")
 
 
 def locality_text(loc: Locality, corpus: str) -> str:
-    """Section 3: how local the chapter's corpus's context is, against uniform mixing."""
-    t = loc.tables[corpus]
-    near, far = t[f"within_{RADIUS}"], t[f"beyond_{FAR}"]
+    """Section 3: how much one near and one far input token contribute, layer by layer, against uniform
+    mixing (C11's amended quantities)."""
+    t = loc.means[corpus]
+    if t.empty:
+        return (
+            f"No hidden token of {corpus!r} has an input token more than {C11_FAR} tokens away: the sentences are "
+            "too short to compare near and far."
+        )
+    near, far, uni = t.near.to_numpy(), t.far.to_numpy(), t.uniform.to_numpy()
+    ratio = near / far
+    local = "in every layer" if (near > far).all() else f"in {(near > far).sum()} of {len(near)} layers"
+    grows = "grows" if far[-1] > far[0] else "does not grow"
     return (
-        f"**Measured.** In {corpus!r}, {100 * near.min():.0f}–{_pct(near.max())} of a token's context comes from its "
-        f"{RADIUS} neighbours on either side, where uniform mixing over the same sentences would give "
-        f"{_pct(t[f'uniform_within_{RADIUS}'].iloc[0])}. The share from more than {FAR} tokens away goes from "
-        f"{_pct(far.iloc[0], 1)} in layer 1 to {_pct(far.iloc[-1], 1)} in the last layer (uniform: "
-        f"{_pct(loc.position_only)})."
+        f"**Measured.** In {corpus!r}, one input token within {C11_NEAR} of a hidden token contributes on average "
+        f"{near[0]:.3f} in layer 1 and {near[-1]:.3f} in layer {len(near)}; one more than {C11_FAR} tokens away "
+        f"contributes {far[0]:.3f} and {far[-1]:.3f}, where uniform mixing would give both {uni[0]:.3f} (1/d_s). "
+        f"A near token outweighs a far one {local} ({ratio.min():.1f} to {ratio.max():.1f} times as much), and "
+        f"a far token's contribution {grows} from the first layer to the last."
     )
 
 
@@ -457,8 +570,7 @@ def claims_table(own: OwnShare, top: TopContributor, loc: Locality, corpus: Corp
     """The paper's section-5 claims next to what this run measured on the chapter's corpus."""
     name = corpus.main
     pct = top.top_is_self_pct[name]
-    t = loc.tables[name]
-    near, far = t[f"within_{RADIUS}"], t[f"beyond_{FAR}"]
+    t = loc.means[name]
     falls = "falls at every layer" if own.own_monotone[name] else "not at every layer"
     rows = [
         (
@@ -466,12 +578,22 @@ def claims_table(own: OwnShare, top: TopContributor, loc: Locality, corpus: Corp
             f"median {_pct(own.medians[0])} → {_pct(own.medians[-1])}; {falls}",
         ),
         ("own token usually remains the top contributor", f"{min(pct):.0f}–{max(pct):.0f}% of tokens per layer"),
-        ("about 30% of tokens lose that in later layers", f"{top.lost_top_last_pct[name]:.0f}% in the last layer"),
         (
-            "context is mostly local",
-            f"{100 * near.min():.0f}–{_pct(near.max())} of context within ±{RADIUS} "
-            f"(uniform {_pct(t[f'uniform_within_{RADIUS}'].iloc[0])})",
+            "about 30% of tokens lose that in later layers",
+            f"{top.lost_top_last_pct[name]:.0f}% in the last layer; "
+            f"{_pct(1 - top.evidence.share.estimate)} on C10's sample (exact)",
         ),
-        ("long-range mixing grows with depth", f"beyond ±{FAR}: {_pct(far.iloc[0], 1)} → {_pct(far.iloc[-1], 1)}"),
     ]
+    if not t.empty:
+        rows += [
+            (
+                "context is mostly local",
+                f"one token within ±{C11_NEAR}: {t.near.min():.3f}–{t.near.max():.3f}; beyond ±{C11_FAR}: "
+                f"{t.far.min():.3f}–{t.far.max():.3f} (uniform {t.uniform.iloc[0]:.3f})",
+            ),
+            (
+                "long-range mixing grows with depth",
+                f"one token beyond ±{C11_FAR}: {t.far.iloc[0]:.3f} → {t.far.iloc[-1]:.3f}",
+            ),
+        ]
     return pd.DataFrame(rows, columns=["paper's claim", f"{model}, {name} ({corpus.corpus_mode} HTA)"])

@@ -35,7 +35,7 @@ nothing in this package imports Altair.
 
 from .api import CACHE_VERSION, available_method, cache_folder, cache_params, hta, hta_corpus
 from .core import DEFAULT_ROWS
-from .estimator import estimate_error, estimate_pairs
+from .estimator import block_ranks, estimate_error, estimate_pairs
 from .folded import PRIMAL_TOL, fold_spec, folded_flops, peak_bytes
 from .naive import hidden_graph, hta_naive, naive_seconds
 from .result import HTAResult, contributions
@@ -48,6 +48,7 @@ from .statistics import (
     pos_summary,
     special_profile,
     token_table,
+    window_means,
 )
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
     "PRIMAL_TOL",
     "HTAResult",
     "available_method",
+    "block_ranks",
     "cache_folder",
     "cache_params",
     "contributions",
@@ -77,4 +79,5 @@ __all__ = [
     "pos_summary",
     "special_profile",
     "token_table",
+    "window_means",
 ]

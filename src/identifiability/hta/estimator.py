@@ -47,18 +47,21 @@ def estimate_error(exact: Iterable[HTAResult], estimated: Iterable[HTAResult]) -
     Returns:
         median, p95, max: relative error |c_est − c| / c over the entries with c > 0 (causal models:
             later tokens contribute exactly nothing);
+        signed_median: the median of (c_est − c) / c: S is estimated without bias, but c takes its square
+            root and normalises, so its estimate is off centre by what this measures;
         per_layer_median: the median relative error per layer;
         abs_median, abs_p95: absolute error |c_est − c| (c is a share in [0, 1]);
         row_l1_median: median over hidden tokens of Σ_j |c_est − c|, the contribution mass misassigned;
         top_agreement: share of (layer, hidden token) rows whose most-contributing input token is the
             same in both; entries: how many entries were compared.
     """
-    errs, absd, l1, layers, same, rows = [], [], [], [], 0, 0
+    errs, signed, absd, l1, layers, same, rows = [], [], [], [], [], 0, 0
     for ex, es in zip(exact, estimated):
         c0, c1 = ex.c[1:], es.c[1:]
         keep = c0 > 0
         e = (c1 - c0).abs() / c0.where(keep, torch.ones_like(c0))
         errs.append(e[keep])
+        signed.append(((c1 - c0) / c0.where(keep, torch.ones_like(c0)))[keep])
         absd.append((c1 - c0).abs()[keep])
         l1.append((c1 - c0).abs().sum(-1).flatten())
         layers.append(torch.arange(1, c0.shape[0] + 1).reshape(-1, 1, 1).expand_as(c0)[keep])
@@ -70,6 +73,7 @@ def estimate_error(exact: Iterable[HTAResult], estimated: Iterable[HTAResult]) -
         "median": q(e, 0.5),
         "p95": q(e, 0.95),
         "max": float(e.max()),
+        "signed_median": q(torch.cat(signed).double(), 0.5),
         "per_layer_median": [q(e[lay == layer], 0.5) for layer in sorted(set(lay.tolist()))],
         "abs_median": q(a, 0.5),
         "abs_p95": q(a, 0.95),
@@ -99,3 +103,21 @@ def estimate_pairs(
     pts = pd.concat(pts)
     pts = pts[pts.exact > 0]
     return pts.sample(min(len(pts), sample), random_state=seed).round(digits)
+
+
+def block_ranks(J: torch.Tensor) -> torch.Tensor:
+    """The effective rank r = (Σσ²)² / Σσ⁴ of each Jacobian block of one hidden token.
+
+    One Gaussian probe v estimates ||B||_F² by ||B v||² with relative variance 2 ||BᵀB||_F² / ||B||_F⁴ = 2/r,
+    so the estimator's noise on a block grows as its effective rank falls (r = d for a multiple of an
+    orthogonal matrix, 1 for rank one).
+
+    Args:
+        J: (d, d_s, d) with J[k, j, m] = ∂e_i[k] / ∂x_j[m], every block of hidden token i, as one batched
+            reverse-mode call gives them.
+    Returns:
+        (d_s,) r for each input token j.
+    """
+    B = J.detach().permute(1, 0, 2).double()  # (d_s, d, d): block j
+    fro2 = B.pow(2).sum((1, 2))
+    return fro2.square() / (B.transpose(1, 2) @ B).pow(2).sum((1, 2))

@@ -193,6 +193,49 @@ def locality(results: Sequence[HTAResult], radius: int = 3, far: int = 8, skip_s
     )
 
 
+def window_means(results: Sequence[HTAResult], near: int, far: int, skip_special: bool = True) -> pd.DataFrame:
+    """Per hidden token: the mean contribution of ONE input token in the near window (distances 1 to
+    ``near``) and in the far window (distances beyond ``far``), the quantities of C11's amended rule. A mean
+    per token, not a window's sum: windows of unequal size compare as under uniform mixing, where every input
+    token contributes 1/d_s to every hidden token and both means are 1/d_s.
+
+    Hidden tokens with no input token beyond ``far`` (nothing to compare) are left out, as are the special
+    tokens with ``skip_special`` (their context is studied apart).
+
+    Returns rows (sentence, layer ≥ 1, position, n_tokens, near, far).
+    """
+    import pandas as pd
+
+    frames = []
+    for s, r in enumerate(results):
+        c = r.c[1:]  # (L, n, n)
+        L, n, _ = c.shape
+        at = torch.arange(n)
+        dist = (at.reshape(1, -1) - at.reshape(-1, 1)).abs()  # (n_i, n_j)
+        m_near = ((dist > 0) & (dist <= near)).to(c.dtype)
+        m_far = (dist > far).to(c.dtype)
+        keep = _hidden_kept(r, skip_special) & (m_far.sum(-1) > 0)
+        if not keep.any():
+            continue
+        near_mean = (c * m_near).sum(-1) / m_near.sum(-1).clamp_min(1)  # (L, n)
+        far_mean = (c * m_far).sum(-1) / m_far.sum(-1).clamp_min(1)
+        pos = at[keep]
+        frames.append(
+            pd.DataFrame(
+                {
+                    "sentence": s,
+                    "layer": torch.arange(1, L + 1).repeat_interleave(len(pos)).numpy(),
+                    "position": pos.repeat(L).numpy(),
+                    "n_tokens": n,
+                    "near": near_mean[:, keep].flatten().numpy(),
+                    "far": far_mean[:, keep].flatten().numpy(),
+                }
+            )
+        )
+    columns = ["sentence", "layer", "position", "n_tokens", "near", "far"]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+
+
 def special_profile(results: Sequence[HTAResult], max_offset: int = 12) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Where the first and the last special token of each sentence (e.g. [CLS] and [SEP]) get their
     context from (paper Figs 18, 25).

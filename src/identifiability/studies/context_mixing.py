@@ -1,23 +1,27 @@
 """Chapter 6's studies: Hidden Token Attribution (paper section 5), one function per section.
 
 :func:`exact_hta` computes exact HTA of short sentences and the estimator on the same ones;
-:func:`estimator_error` measures the estimator against it; :func:`corpus_hta` runs HTA over the sampled
-corpora, and the section studies read their results: :func:`own_share` (C9), :func:`top_contributor`
-(C10), :func:`context_locality` (C11), :func:`segment_crossing`, :func:`special_tokens` and
-:func:`parts_of_speech` (C12). Sentences are the units every interval resamples: the tokens of one
-sentence are not independent. Layers are numbered 1..L (layer 0, x itself, is left out of every
-statistic).
+:func:`median_sample` draws C10's sample of typical lengths; :func:`estimator_error` measures the
+estimator against exact HTA; :func:`corpus_hta` runs HTA over the sampled corpora, and the section studies
+read their results and build each claim's evidence: :func:`own_share` (C9), :func:`top_contributor` (C10),
+:func:`context_locality` (C11), :func:`segment_crossing`, :func:`special_tokens`, :func:`parts_of_speech`
+and :func:`c12_evidence` (C12). Sentences are the units every interval resamples (the tokens of one
+sentence are not independent); hidden tokens are the units of the robustness alternatives named 'unit'.
+Layers are numbered 1..L (layer 0, x itself, is left out of every statistic).
 """
 
 from __future__ import annotations
 
 import math
+import random
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from ..corpora import Corpus, token_lengths
 from ..hta import (
     HTAResult,
     available_method,
@@ -30,14 +34,26 @@ from ..hta import (
     pos_summary,
     special_profile,
     token_table,
+    window_means,
 )
 from ..loaded_model import LoadedModel
 from ..pos import word_piece_tags
 from ..stats import grouped_ci, paired_ci
-from ..verdicts import CONTENT_TAGS, FUNCTION_TAGS, Interval
+from ..verdicts import (
+    C11_FAR,
+    C11_FAR_ALT,
+    C11_NEAR,
+    C11_NEAR_ALT,
+    CONTENT_TAGS,
+    FUNCTION_TAGS,
+    C9Evidence,
+    C10Evidence,
+    C11Evidence,
+    C12Evidence,
+    Interval,
+)
 from . import Study, data
 
-RADIUS, FAR = 3, 8  # "near" is within ±3 tokens, "far" beyond ±8 (the C11 rule's distances)
 TARGET_ERROR = 0.01  # the median relative error the chapter asks the probes for
 
 
@@ -55,6 +71,7 @@ class ExactHTA(Study):
     exact: list[HTAResult] = data()  # per sentence; .c is (L+1, d_s, d_s)
     estimated: list[HTAResult] = data()  # the same sentences, estimate mode
     family: str = data()  # the architecture family (why the engine is what it is)
+    d_model: int = data()  # directions per token of exact HTA
 
 
 def exact_hta(lm: LoadedModel, texts: list[str], probes: int, seed: int, cache: bool) -> ExactHTA:
@@ -73,43 +90,106 @@ def exact_hta(lm: LoadedModel, texts: list[str], probes: int, seed: int, cache: 
         exact=exact,
         estimated=estimated,
         family=lm.adapter.family,
+        d_model=lm.d_model,
     )
 
 
-def _length_band(results: list[HTAResult]) -> str:
-    n = [r.n_tokens for r in results]
-    return f"{min(n)}-{max(n)} tokens"
+@dataclass(frozen=True)
+class TypicalSample(Study):
+    """C10's exact sample (amended rule): a seeded random sample of the corpus's sentences at or below its
+    median length in tokens, the same number from each quarter of that length range."""
+
+    typical_median_tokens: int  # the corpus's median sentence length, special tokens included
+    typical_quarters: list  # [[shortest, longest], ...] token lengths of each quarter
+    typical_sentences: list  # sentences drawn from each quarter
+    typical_reused: int  # of them, sentences of the short exact sample (their exact HTA is computed once)
+    texts: list[str] = data()  # the sample, quarter by quarter
+    quarter: list[int] = data()  # the quarter (0..3) of each text
+
+    def describe(self) -> str:
+        """'20 sentences of 6-28 tokens (...)' for a page and a verdict's reason."""
+        lo, hi = self.typical_quarters[0][0], self.typical_quarters[-1][1]
+        return (
+            f"exact HTA of {len(self.texts)} sentences of {lo}-{hi} tokens (up to the corpus's median length, "
+            f"{max(self.typical_sentences)} from each quarter of that range)"
+        )
+
+
+def median_sample(
+    corpus: Corpus,
+    tokenizer,
+    per_quarter: int,
+    seed: int,
+    earlier: Sequence[str] = (),
+    earlier_tokens: tuple[int, int] | None = None,
+) -> TypicalSample:
+    """``per_quarter`` sentences (all of them where a quarter has fewer) from each quarter of the lengths
+    between the corpus's shortest sentence and its median, drawn with ``seed``.
+
+    ``earlier`` is another seeded uniform sample of the corpus, of the sentences of ``earlier_tokens``
+    (min, max) tokens. In a quarter whose every length lies in that window, its sentences are a uniformly
+    random subset of the quarter, so they are taken first: the sample stays a uniform random sample of each
+    quarter, and exact HTA of those sentences, computed once (the HTA cache), serves both samples.
+    """
+    if per_quarter < 1:
+        raise ValueError(f"per_quarter must be at least 1, got {per_quarter}")
+    lengths = token_lengths(corpus.sentences, tokenizer)
+    median, low = int(np.median(lengths)), min(lengths)
+    span = max(median - low, 1)
+    # quarter k holds the lengths in [low + k·span/4, low + (k+1)·span/4), the last one up to the median
+    bounds = [(low + math.ceil(k * span / 4), low + math.ceil((k + 1) * span / 4) - 1) for k in range(4)]
+    bounds[-1] = (bounds[-1][0], median)
+    seen = set(earlier)
+    rng = random.Random(seed)
+    texts, quarter, reused = [], [], 0
+    for k, (lo, hi) in enumerate(bounds):
+        members = [i for i, n in enumerate(lengths) if lo <= n <= hi]
+        inside = earlier_tokens is not None and earlier_tokens[0] <= lo and hi <= earlier_tokens[1]
+        first = [i for i in members if inside and corpus.sentences[i] in seen]
+        rest = [i for i in members if i not in set(first)]
+        chosen = sorted((rng.sample(first, len(first)) + rng.sample(rest, len(rest)))[:per_quarter])
+        reused += len(set(chosen) & set(first))
+        texts += [corpus.sentences[i] for i in chosen]
+        quarter += [k] * len(chosen)
+    return TypicalSample(
+        typical_median_tokens=median,
+        typical_quarters=[list(b) for b in bounds],
+        typical_sentences=[quarter.count(k) for k in range(4)],
+        typical_reused=reused,
+        texts=texts,
+        quarter=quarter,
+    )
 
 
 @dataclass(frozen=True)
 class EstimatorError(Study):
     """How far the estimator is from exact HTA, by sentence length, and what that does to the statistics."""
 
-    estimator_error: dict  # identifiability.hta.estimate_error on the exact sentences
-    estimator_error_by_length: dict  # {length band: median, p95, top_agreement}
+    estimator_error: dict  # identifiability.hta.estimate_error on the short exact sentences
+    estimator_error_by_length: dict  # {length quarter of C10's sample: median, p95, top_agreement}
     estimator_effect_on_own_median: float  # largest per-layer change of the median own share
     estimator_effect_on_top_is_self_pct: float  # largest per-layer change of % top-is-self, in points
     estimator_probes_for_1pct: int  # probes per token a median error of 1% would take (1/sqrt(probes) law)
-    by_length: dict[str, dict] = data()  # {length band: the whole estimate_error dict}
+    by_length: dict[str, dict] = data()  # {length quarter: the whole estimate_error dict}
     probes: int = data()
     d_model: int = data()  # directions per token of exact HTA
 
 
-def estimator_error(
-    lm: LoadedModel, exact: ExactHTA, long_texts: list[str], probes: int, seed: int, cache: bool
-) -> EstimatorError:
-    """The estimator's error on ``exact``'s sentences and on the longer ``long_texts`` (exact HTA of those
-    too), its effect on the per-layer statistics, and the probes a 1% median error would need."""
+def estimator_error(exact: ExactHTA, typical: TypicalSample, at_length: ExactHTA) -> EstimatorError:
+    """The estimator's error on ``exact``'s sentences and, quarter by quarter, on C10's sample ``typical``
+    (``at_length``: its exact HTA and estimate), its effect on the per-layer statistics, and the probes a
+    1% median error would need."""
     err = estimate_error(exact.exact, exact.estimated)
-    by_length = {_length_band(exact.exact): err}
-    if long_texts:
-        ex = hta_corpus(lm, long_texts, mode="exact", cache=cache, desc="exact HTA, longer")
-        es = hta_corpus(
-            lm, long_texts, mode="estimate", probes=probes, seed=seed, cache=cache, desc="estimated HTA, longer"
-        )
-        by_length[_length_band(ex)] = estimate_error(ex, es)
+    by_length = {}
+    for k, (lo, hi) in enumerate(typical.typical_quarters):
+        idx = [i for i, q in enumerate(typical.quarter) if q == k]
+        if idx:
+            by_length[f"{lo}-{hi} tokens"] = estimate_error(
+                [at_length.exact[i] for i in idx], [at_length.estimated[i] for i in idx]
+            )
     summ_ex = layer_summary(token_table(exact.exact)).set_index("layer")
     summ_es = layer_summary(token_table(exact.estimated)).set_index("layer")
+    probes = exact.estimator_probes
     return EstimatorError(
         estimator_error=err,
         estimator_error_by_length={
@@ -120,7 +200,7 @@ def estimator_error(
         estimator_probes_for_1pct=int(math.ceil(probes * (err["median"] / TARGET_ERROR) ** 2)),
         by_length=by_length,
         probes=probes,
-        d_model=lm.d_model,
+        d_model=exact.d_model,
     )
 
 
@@ -178,6 +258,16 @@ def _per_sentence_layers(table: pd.DataFrame, column: str) -> pd.DataFrame:
     return table.groupby(["sentence", "layer"])[column].median().unstack("layer")
 
 
+def _per_token_layers(table: pd.DataFrame, column: str) -> pd.DataFrame:
+    """(hidden tokens, L): ``column`` of each hidden token (sentence, position), per layer."""
+    return table.pivot_table(index=["sentence", "position"], columns="layer", values=column)
+
+
+def _paired(a, b, seed: int) -> Interval:
+    """The mean of ``a - b`` over paired units (sentences or tokens), with its interval over those units."""
+    return Interval(*paired_ci(a, b, seed=seed), n=int(np.isfinite(np.asarray(a, float) - np.asarray(b, float)).sum()))
+
+
 @dataclass(frozen=True)
 class OwnShare(Study):
     """Section 1 (paper Fig 3a, claim C9): the input token's own share in its hidden token, per layer."""
@@ -188,21 +278,27 @@ class OwnShare(Study):
     top_median_last: float  # median share of the top contributor at layer L
     medians: list[float] = data()  # (L,) median own share per layer, the chapter's corpus
     rises: list[int] = data()  # layers at which that median does not fall
-    steps: list[Interval] = data()  # (L-1,) layer l+1 minus layer l of the per-sentence median, l = 1..L-1
-    last_minus_first: Interval = data()  # layer L minus layer 1
-    uniform: float = data()  # the own share under uniform mixing, mean 1/d_s over hidden tokens
+    evidence: C9Evidence = data()  # the steps and the drop, intervals over sentences and over tokens
+
+    @property
+    def uniform(self) -> float:
+        """The own share under uniform mixing, mean 1/d_s over hidden tokens."""
+        return self.evidence.uniform
 
 
 def own_share(corpus: CorpusHTA, seed: int) -> OwnShare:
-    """The own-token share's fall with depth, with intervals over sentences for every layer step (C9)."""
+    """The own-token share's fall with depth (C9): every layer step and the first-to-last drop of the
+    per-sentence median, intervals over sentences, and the same steps per hidden token (intervals over
+    tokens, robustness 'unit')."""
     main = corpus.summaries[corpus.main]
     med = main.own_median.to_numpy()
     table = corpus.tables[corpus.main]
     by_sentence = _per_sentence_layers(table, "own")  # (sentences, L)
-    n, L = len(by_sentence), int(table.layer.max())
+    by_token = _per_token_layers(table, "own")  # (hidden tokens, L)
+    L = int(table.layer.max())
 
-    def diff(a: int, b: int) -> Interval:
-        return Interval(*paired_ci(by_sentence[a], by_sentence[b], seed=seed), n=n)
+    def steps(t: pd.DataFrame) -> tuple[Interval, ...]:
+        return tuple(_paired(t[layer + 1], t[layer], seed) for layer in range(1, L))
 
     return OwnShare(
         own_median_first=float(med[0]),
@@ -211,10 +307,25 @@ def own_share(corpus: CorpusHTA, seed: int) -> OwnShare:
         top_median_last=float(main.top_median.iloc[-1]),
         medians=[float(m) for m in med],
         rises=[int(main.layer[i + 1]) for i in range(len(med) - 1) if med[i + 1] >= med[i]],
-        steps=[diff(layer + 1, layer) for layer in range(1, L)],
-        last_minus_first=diff(L, 1),
-        uniform=float((1 / table.n_tokens).mean()),
+        evidence=C9Evidence(
+            steps=steps(by_sentence),
+            last_minus_first=_paired(by_sentence[L], by_sentence[1], seed),
+            steps_by_tokens=steps(by_token),
+            last_minus_first_by_tokens=_paired(by_token[L], by_token[1], seed),
+            uniform=float((1 / table.n_tokens).mean()),
+        ),
     )
+
+
+def _last_layer(table: pd.DataFrame) -> pd.DataFrame:
+    return table[table.layer == table.layer.max()]
+
+
+def _share_on_top(last: pd.DataFrame, seed: int) -> tuple[Interval, float]:
+    """The share of ``last``'s hidden tokens whose top contributor is their own token, pooled, with its
+    interval over sentences; and 1/d_s averaged over those tokens (the chance of it)."""
+    groups = [g.top_is_self.to_numpy(dtype=float) for _, g in last.groupby("sentence")]
+    return Interval(*grouped_ci(groups, np.mean, seed=seed), n=len(groups)), float((1 / last.n_tokens).mean())
 
 
 @dataclass(frozen=True)
@@ -224,23 +335,40 @@ class TopContributor(Study):
     lost_top_last_pct: dict  # {corpus: % of hidden tokens whose top contributor is another token, layer L}
     lost_top_max_pct: dict  # {corpus: the same, at the layer where it is largest}
     top_is_self_pct: dict  # {corpus: (L,) % whose top contributor is their own token}
-    top_is_self_last: Interval = data()  # share at layer L, exact HTA, interval over sentences
-    chance: float = data()  # 1/d_s: the own token on top by chance, mean over those hidden tokens
+    typical_top_is_self: dict  # {all, words, special: [share, low, high]} at layer L, exact HTA, C10's sample
+    sample: str = data()  # what C10's sample is
+    evidence: C10Evidence = data()
 
 
-def top_contributor(corpus: CorpusHTA, exact: list[HTAResult], seed: int) -> TopContributor:
+def top_contributor(
+    corpus: CorpusHTA, typical: TypicalSample, exact: list[HTAResult], original: list[HTAResult], seed: int
+) -> TopContributor:
     """Per layer and corpus, how often a hidden token's largest contributor is its own input token; for C10
-    the last layer's share on exact HTA (``exact``), since estimator noise biases an argmax."""
-    table = token_table(exact)
-    last = table[table.layer == table.layer.max()]
-    groups = [g.top_is_self.to_numpy(dtype=float) for _, g in last.groupby("sentence")]
+    the last layer's share on exact HTA (``exact``: of ``typical``'s sentences; ``original``: of the short
+    exact sentences, the original rule's sample), since estimator noise biases an argmax."""
+    last = _last_layer(token_table(exact))
+    share, chance = _share_on_top(last, seed)
+    words, word_chance = _share_on_top(last[~last.special], seed)
+    special = _share_on_top(last[last.special], seed)[0] if last.special.any() else None
+    first, first_chance = _share_on_top(_last_layer(token_table(original)), seed)
     s = corpus.summaries
+    shares = {"all": share, "words": words, "special": special}
     return TopContributor(
         lost_top_last_pct={k: float(100 - v.top_is_self_pct.iloc[-1]) for k, v in s.items()},
         lost_top_max_pct={k: float(100 - v.top_is_self_pct.min()) for k, v in s.items()},
         top_is_self_pct={k: v.top_is_self_pct.round(2).tolist() for k, v in s.items()},
-        top_is_self_last=Interval(*grouped_ci(groups, np.mean, seed=seed), n=len(groups)),
-        chance=float((1 / last.n_tokens).mean()),
+        typical_top_is_self={k: None if v is None else [v.estimate, v.low, v.high] for k, v in shares.items()},
+        sample=typical.describe(),
+        evidence=C10Evidence(
+            share=share,
+            words=words,
+            special=special,
+            chance=chance,
+            word_chance=word_chance,
+            sample=typical.describe(),
+            original=first,
+            original_chance=first_chance,
+        ),
     )
 
 
@@ -248,35 +376,77 @@ def top_contributor(corpus: CorpusHTA, exact: list[HTAResult], seed: int) -> Top
 class Locality(Study):
     """Section 3 (paper Fig 4, claim C11): how context divides over neighbours by distance."""
 
-    locality: dict  # {corpus: identifiability.hta.locality columns per layer, rounded to 5 digits}
+    locality: dict  # {corpus: identifiability.hta.locality columns per layer (window sums), rounded to 5 digits}
+    window_means: dict  # {corpus: layer, near, far (mean contribution of one input token), uniform (1/d_s)}
     profile: pd.DataFrame = data()  # identifiability.hta.distance_profile of the chapter's corpus
     tables: dict[str, pd.DataFrame] = data()  # {corpus: identifiability.hta.locality}
-    near_minus_far: list[Interval] = data()  # (L,) within ±RADIUS minus beyond ±FAR, per layer
-    far_last_minus_first: Interval = data()  # beyond ±FAR: layer L minus layer 1
-    position_only: float = data()  # beyond ±FAR under uniform mixing over the positions present
+    means: dict[str, pd.DataFrame] = data()  # {corpus: window_means per layer}
+    evidence: C11Evidence = data()
+
+
+def _window_summary(results: list[HTAResult]) -> pd.DataFrame:
+    """Per layer: the near and far per-token means (C11_NEAR, C11_FAR) averaged per sentence and over
+    sentences, and 1/d_s averaged the same way (uniform mixing)."""
+    w = window_means(results, C11_NEAR, C11_FAR)
+    if w.empty:
+        return pd.DataFrame(columns=["layer", "near", "far", "uniform"])
+    w = w.assign(uniform=1 / w.n_tokens)
+    return w.groupby(["layer", "sentence"])[["near", "far", "uniform"]].mean().groupby("layer").mean().reset_index()
+
+
+def _c11_intervals(
+    results: list[HTAResult], near: int, far: int, by_tokens: bool, seed: int
+) -> tuple[tuple[Interval, ...], Interval]:
+    """Per layer near minus far, and far at layer L minus layer 1, of the per-token means; averaged per
+    sentence with intervals over sentences, or (``by_tokens``) intervals over hidden tokens."""
+    w = window_means(results, near, far)
+    L = results[0].c.shape[0] - 1
+    if w.empty:  # no hidden token has an input token beyond ``far``
+        empty = Interval(math.nan, math.nan, math.nan, 0)
+        return tuple(empty for _ in range(L)), empty
+    unit = ["sentence", "position"] if by_tokens else ["sentence"]
+    per = w.groupby([*unit, "layer"])[["near", "far"]].mean()
+    near_t, far_t = per.near.unstack("layer"), per.far.unstack("layer")  # (units, L)
+    steps = tuple(_paired(near_t[layer], far_t[layer], seed) for layer in range(1, L + 1))
+    return steps, _paired(far_t[L], far_t[1], seed)
 
 
 def context_locality(corpus: CorpusHTA, max_offset: int, seed: int) -> Locality:
-    """The context share by neighbour distance (up to ``max_offset``; farther ones pooled), near and far
-    shares per corpus against uniform mixing, and per-sentence intervals for C11."""
+    """The context by neighbour distance (up to ``max_offset``; farther ones pooled), and C11's evidence: the
+    mean contribution of one near and one far input token per hidden token (word tokens; the special ones
+    are section 4's), per sentence, with the alternative distances and unit, and the original rule's window
+    sums."""
     results = corpus.results[corpus.main]
-    tables = {k: locality(v, radius=RADIUS, far=FAR) for k, v in corpus.results.items()}
-    per_sentence = [locality([r], radius=RADIUS, far=FAR) for r in results]
-    near, far = f"within_{RADIUS}", f"beyond_{FAR}"
-    n, L = len(per_sentence), len(tables[corpus.main])
-
-    def paired(a: list[float], b: list[float]) -> Interval:
-        return Interval(*paired_ci(a, b, seed=seed), n=n)
-
+    tables = {k: locality(v, radius=C11_NEAR, far=C11_FAR) for k, v in corpus.results.items()}
+    means = {k: _window_summary(v) for k, v in corpus.results.items()}
+    per_sentence = [locality([r], radius=C11_NEAR, far=C11_FAR) for r in results]
+    near, far = f"within_{C11_NEAR}", f"beyond_{C11_FAR}"
+    L = len(tables[corpus.main])
+    main = _c11_intervals(results, C11_NEAR, C11_FAR, False, seed)
+    alt = _c11_intervals(results, C11_NEAR_ALT, C11_FAR_ALT, False, seed)
+    tokens = _c11_intervals(results, C11_NEAR, C11_FAR, True, seed)
     return Locality(
         locality={k: v.round(5).to_dict(orient="list") for k, v in tables.items()},
+        window_means={k: v.round(6).to_dict(orient="list") for k, v in means.items()},
         profile=distance_profile(results, max_offset=max_offset).round(5),
         tables=tables,
-        near_minus_far=[
-            paired([p[near][li] for p in per_sentence], [p[far][li] for p in per_sentence]) for li in range(L)
-        ],
-        far_last_minus_first=paired([p[far].iloc[-1] for p in per_sentence], [p[far].iloc[0] for p in per_sentence]),
-        position_only=float(tables[corpus.main][f"uniform_{far}"].iloc[0]),
+        means=means,
+        evidence=C11Evidence(
+            near_minus_far=main[0],
+            far_growth=main[1],
+            near_minus_far_alt=alt[0],
+            far_growth_alt=alt[1],
+            near_minus_far_by_tokens=tokens[0],
+            far_growth_by_tokens=tokens[1],
+            original_near_minus_far=tuple(
+                _paired([p[near][li] for p in per_sentence], [p[far][li] for p in per_sentence], seed)
+                for li in range(L)
+            ),
+            original_far_growth=_paired(
+                [p[far].iloc[-1] for p in per_sentence], [p[far].iloc[0] for p in per_sentence], seed
+            ),
+            position_only=float(tables[corpus.main][f"uniform_{far}"].iloc[0]),
+        ),
     )
 
 
@@ -299,6 +469,14 @@ def segment_crossing(corpus: CorpusHTA) -> SegmentCrossing:
     return SegmentCrossing(cross_segment=table.round(5).to_dict(orient="list") if len(table) else None, table=table)
 
 
+def _against_zero(values: Sequence[float], seed: int) -> Interval | None:
+    """The mean of per-unit differences with its interval (NaN bounds from one unit: too few to resample);
+    None with no unit at all."""
+    if not len(values):
+        return None
+    return _paired(values, np.zeros(len(values)), seed)
+
+
 @dataclass(frozen=True)
 class SpecialTokens(Study):
     """Section 4 (paper Figs 18, 25; first part of C12): where the special tokens get their context."""
@@ -307,43 +485,51 @@ class SpecialTokens(Study):
     profile: pd.DataFrame = data()  # target, layer, offset, c, token: contribution by distance into the sentence
     sources: pd.DataFrame = data()  # target, layer, source, share, token: itself / other special / words
     names: dict[str, str] = data()  # {"first": e.g. "[CLS]", "last": e.g. "[SEP]"}
-    special_minus_words: Interval | None = data()  # layer L: special tokens' own share minus the median word's
+    special_minus_words: Interval | None = data()  # layer L, per sentence: special tokens' own share minus the
+    # median word token's (None: no sentence has special tokens)
+    special_minus_words_by_tokens: Interval | None = data()  # the same per special token, interval over them
 
 
 def special_tokens(lm: LoadedModel, corpus: CorpusHTA, seed: int, max_offset: int = 12) -> SpecialTokens:
     """The context of the first and last special token of each sentence (up to ``max_offset`` tokens into
-    it), and per sentence at the last layer the special tokens' mean own share minus the median word
-    token's (C12; None with fewer than two such sentences)."""
+    it), and at the last layer the special tokens' own share minus the median word token's of the same
+    sentence (C12), per sentence and per special token."""
     prof, src = special_profile(corpus.results[corpus.main], max_offset=max_offset)
     ids = lm.tokenizer("a")["input_ids"]
     names = {"first": lm.tokenizer.convert_ids_to_tokens(ids[0]), "last": lm.tokenizer.convert_ids_to_tokens(ids[-1])}
     if not prof.empty:
         prof["token"] = prof.target.map(names)
         src["token"] = src.target.map(names)
-    gaps = []
-    for _, g in _last_layer(corpus).groupby("sentence"):
+    gaps, token_gaps = [], []
+    for _, g in _last_layer(corpus.tables[corpus.main]).groupby("sentence"):
         words = g[~g.special]
         if g.special.any() and len(words):
             gaps.append(g[g.special].own.mean() - words.own.median())
+            token_gaps += list(g[g.special].own - words.own.median())
     return SpecialTokens(
         special_sources=None if prof.empty else src.round(5).to_dict(orient="list"),
         profile=prof,
         sources=src,
         names=names,
         special_minus_words=_against_zero(gaps, seed),
+        special_minus_words_by_tokens=_against_zero(token_gaps, seed),
     )
 
 
-def _last_layer(corpus: CorpusHTA) -> pd.DataFrame:
-    table = corpus.tables[corpus.main]
-    return table[table.layer == table.layer.max()]
-
-
-def _against_zero(values: list[float], seed: int) -> Interval | None:
-    """The mean of per-sentence differences with its interval; None with fewer than two sentences."""
-    if len(values) < 2:
+def _content_minus_function_by_tokens(words: pd.DataFrame, seed: int) -> Interval | None:
+    """Content words' mean own share minus function words', pooled over ``words``' tokens, with an interval
+    that resamples tokens (each one a group of one, its kind in a second column)."""
+    kinds = [(words.tag.isin(CONTENT_TAGS), 1.0), (words.tag.isin(FUNCTION_TAGS), 0.0)]
+    if not all(sel.any() for sel, _ in kinds):
         return None
-    return Interval(*paired_ci(values, np.zeros(len(values)), seed=seed), n=len(values))
+    rows = [np.array([[v, kind]]) for sel, kind in kinds for v in words.own[sel]]
+
+    def gap(v: np.ndarray) -> float:  # NaN for a resample that drew one kind only
+        c = v[:, 1] == 1
+        return float(v[c, 0].mean() - v[~c, 0].mean()) if 0 < c.sum() < len(v) else math.nan
+
+    est, lo, hi = grouped_ci(rows, gap, seed=seed)
+    return Interval(est, lo, hi, n=len(rows))
 
 
 @dataclass(frozen=True)
@@ -353,32 +539,54 @@ class PartsOfSpeech(Study):
     pos_own_median_last: dict  # {POS tag: median own share at layer L}
     table: pd.DataFrame = data()  # identifiability.hta.pos_summary of the chapter's corpus, rounded to 4 digits
     content_minus_function: Interval | None = data()  # layer L, per sentence: content words' mean own share
-    # minus function words' (None with fewer than two sentences having both)
+    # minus function words' (None: no sentence has both)
+    content_minus_function_no_adv: Interval | None = data()  # the same without ADV among the content words
+    content_minus_function_by_tokens: Interval | None = data()  # pooled over tokens, interval over tokens
+
+
+def _content_gaps(last: pd.DataFrame, content: Sequence[str], seed: int) -> Interval | None:
+    gaps = []
+    for _, g in last.groupby("sentence"):
+        words = g[~g.special]
+        c, f = words[words.tag.isin(content)], words[words.tag.isin(FUNCTION_TAGS)]
+        if len(c) and len(f):
+            gaps.append(c.own.mean() - f.own.mean())
+    return _against_zero(gaps, seed)
 
 
 def parts_of_speech(corpus: CorpusHTA, seed: int) -> PartsOfSpeech:
     """The median own share per layer and POS tag (tags too rare to be stable left out), and the content
-    words' lead over function words at the last layer (C12)."""
+    words' lead over function words at the last layer (C12): per sentence, without ADV, and per token."""
     table = corpus.tables[corpus.main]
     L = int(table.layer.max())
     # tags seen fewer than about 15 times per layer are too noisy to show (fewer for tiny samples)
     pos = pos_summary(table, min_count=max(3, min(15, len(table) // (40 * L)))).round(4)
-    gaps = []
-    for _, g in _last_layer(corpus).groupby("sentence"):
-        words = g[~g.special]
-        content, function = words[words.tag.isin(CONTENT_TAGS)], words[words.tag.isin(FUNCTION_TAGS)]
-        if len(content) and len(function):
-            gaps.append(content.own.mean() - function.own.mean())
-    last = pos[pos.layer == L]
+    last = _last_layer(table)
+    shown = pos[pos.layer == L]
     return PartsOfSpeech(
-        pos_own_median_last={r.tag: float(r["median"]) for _, r in last.iterrows()},
+        pos_own_median_last={r.tag: float(r["median"]) for _, r in shown.iterrows()},
         table=pos,
-        content_minus_function=_against_zero(gaps, seed),
+        content_minus_function=_content_gaps(last, CONTENT_TAGS, seed),
+        content_minus_function_no_adv=_content_gaps(last, tuple(t for t in CONTENT_TAGS if t != "ADV"), seed),
+        content_minus_function_by_tokens=_content_minus_function_by_tokens(last[~last.special], seed),
+    )
+
+
+def c12_evidence(special: SpecialTokens, pos: PartsOfSpeech, uniform: float) -> C12Evidence:
+    """C12's evidence from the special-token and part-of-speech sections (``uniform``: 1/d_s, section 1)."""
+    return C12Evidence(
+        special_minus_words=special.special_minus_words,
+        content_minus_function=pos.content_minus_function,
+        content_minus_function_no_adv=pos.content_minus_function_no_adv,
+        special_minus_words_by_tokens=special.special_minus_words_by_tokens,
+        content_minus_function_by_tokens=pos.content_minus_function_by_tokens,
+        uniform=uniform,
     )
 
 
 RESULTS = (
     ExactHTA,
+    TypicalSample,
     EstimatorError,
     CorpusHTA,
     OwnShare,

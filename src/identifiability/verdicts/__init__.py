@@ -48,7 +48,32 @@ from .core import (
 )
 from .effective import C4_PEARSON, C5_RATIO, judge_c4, judge_c5
 from .identity import C6_HOLDS, C6_PARTLY, C8_ANGLE_SLACK, C8_MIN_SPREAD, C8_NORM_CHANCE, judge_c6, judge_c7, judge_c8
-from .mixing import C10_HIGH, C10_LOW, CONTENT_TAGS, FUNCTION_TAGS, judge_c9, judge_c10, judge_c11, judge_c12
+from .mixing import (
+    C9_SHIFT,
+    C10_HIGH,
+    C10_LOW,
+    C10_WIDE,
+    C11_FAR,
+    C11_FAR_ALT,
+    C11_NEAR,
+    C11_NEAR_ALT,
+    CONTENT_TAGS,
+    FUNCTION_TAGS,
+    C9Evidence,
+    C10Evidence,
+    C11Evidence,
+    C12Evidence,
+    c9_verdict,
+    c10_verdict,
+    c11_verdict,
+    c12_verdict,
+    judge_c9,
+    judge_c10,
+    judge_c10_original,
+    judge_c11,
+    judge_c11_original,
+    judge_c12,
+)
 from .models import C13_BAND, judge_c13, judge_c14
 
 __all__ = [
@@ -100,5 +125,21 @@ __all__ = [
     "judge_c7",
     "judge_c8",
     "judge_c9",
+    "C9_SHIFT",
+    "C10_WIDE",
+    "C11_FAR",
+    "C11_FAR_ALT",
+    "C11_NEAR",
+    "C11_NEAR_ALT",
+    "C9Evidence",
+    "C10Evidence",
+    "C11Evidence",
+    "C12Evidence",
+    "c9_verdict",
+    "c10_verdict",
+    "c11_verdict",
+    "c12_verdict",
+    "judge_c10_original",
+    "judge_c11_original",
     "render",
 ]

@@ -1,7 +1,19 @@
-"""Claims about context mixing (chapter 6): C9 to C12."""
+"""Claims about context mixing (chapter 6): C9 to C12.
+
+C10 and C11 were amended (``data/amendments.csv``): C10 is judged on a sample of sentences of typical
+length, C11 on the mean contribution of one input token per window. Each judge takes its thresholds as
+keyword arguments, so the robustness alternatives of ``data/claims.csv`` call the same function with moved
+thresholds or intervals over another unit; :func:`c9_verdict` to :func:`c12_verdict` assemble the rule in
+force, its alternatives and (C10, C11) the original rule's verdict from the evidence the chapter's studies
+build (``studies.context_mixing``).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from ..stats import units_to_settle
 from .core import (
     FAILS,
     HOLDS,
@@ -9,85 +21,290 @@ from .core import (
     NOT_TESTABLE,
     Interval,
     Verdict,
+    amended,
     combine_parts,
     interval_verdict,
     part_verdict,
+    with_robustness,
 )
 
-# --------------------------------------------------------------------------------------------------
-# C9-C11: context mixing (chapter 6)
-# --------------------------------------------------------------------------------------------------
+CONTENT_TAGS = ("NOUN", "VERB", "ADJ", "ADV")  # content words, as the C12 rule names them
+FUNCTION_TAGS = ("DET", "ADP", "PRON", "CCONJ", "AUX")  # function words, as the C12 rule names them
 
 
-def judge_c9(step_diffs: list[Interval], last_minus_first: Interval, uniform: float, rule: str) -> Verdict:
-    """C9: the own token's share falls monotonically with depth. ``step_diffs``: layer l+1 minus layer l."""
-    steps = [interval_verdict(s, 0.0, "below")[0] for s in step_diffs]
-    mono = FAILS if FAILS in steps else INCONCLUSIVE if INCONCLUSIVE in steps else HOLDS
-    rising = [i + 2 for i, v in enumerate(steps) if v == FAILS]
-    unclear = [i + 2 for i, v in enumerate(steps) if v == INCONCLUSIVE]
-    why = (
-        "every step falls"
-        if mono == HOLDS
-        else f"rises at layer(s) {rising}"
-        if rising
-        else f"steps to layer(s) {unclear} are within noise"
+def _layers(numbers: Sequence[int]) -> str:
+    """'layer 4' or 'layers 4, 5 and 6'."""
+    n = [str(x) for x in numbers]
+    return f"layer {n[0]}" if len(n) == 1 else f"layers {', '.join(n[:-1])} and {n[-1]}"
+
+
+def _settle(xs: Sequence[Interval], threshold: float, unit: str) -> str:
+    """Why intervals that contain ``threshold`` leave a part open, and how many units would settle all of
+    them (the half-width shrinks like 1/sqrt(n): :func:`identifiability.stats.units_to_settle`)."""
+    if any(not x.has_interval for x in xs):
+        return f"no interval: too few {unit} to resample"
+    needs = [units_to_settle(x.n, (x.low, x.high), x.estimate, threshold) for x in xs]
+    if any(k is None for k in needs):
+        return f"an estimate sits on {threshold:g}, so more {unit} would not settle it"
+    them = "it" if len(xs) == 1 else "them"
+    return f"about {max(needs)} {unit} instead of {max(x.n for x in xs)} would settle {them}"
+
+
+def _per_layer(
+    xs: Sequence[Interval], threshold: float, holds_if: str, first: int, unit: str, what: dict[str, str]
+) -> tuple[str, str]:
+    """One part over several layers: HOLDS if every interval lies on the ``holds_if`` side of ``threshold``,
+    FAILS if one lies on the other side, else INCONCLUSIVE; the reason names the layers (numbered from
+    ``first``) with ``what[verdict]`` and, for open ones, how many ``unit`` would settle them."""
+    verdicts = [interval_verdict(x, threshold, holds_if)[0] for x in xs]
+    failing = [first + i for i, v in enumerate(verdicts) if v == FAILS]
+    open_ = [i for i, v in enumerate(verdicts) if v == INCONCLUSIVE]
+    if not failing and not open_:
+        return HOLDS, what[HOLDS]
+    reasons = [f"{_layers(failing)}: {what[FAILS]}"] if failing else []
+    if open_:
+        opened = [xs[i] for i in open_]
+        reasons.append(
+            f"{_layers([first + i for i in open_])}: the interval contains {threshold:g}, "
+            f"{_settle(opened, threshold, unit)}"
+        )
+    return (FAILS if failing else INCONCLUSIVE), "; ".join(reasons)
+
+
+# --------------------------------------------------------------------------------------------------
+# C9: the own token's contribution falls monotonically with depth
+# --------------------------------------------------------------------------------------------------
+
+C9_SHIFT = 0.005  # robustness 'threshold': a step falls when its interval lies below +0.005 instead of 0
+
+
+@dataclass(frozen=True)
+class C9Evidence:
+    """What C9's rule reads, built by ``studies.context_mixing.own_share``.
+
+    Attributes:
+        steps: (L-1,) per step l -> l+1 (l = 1..L-1), the change of the median own-token share, per sentence
+            (its median over the sentence's hidden tokens), mean and interval over sentences.
+        last_minus_first: layer L minus layer 1, the same way.
+        steps_by_tokens, last_minus_first_by_tokens: the same changes per hidden token, mean and interval
+            over hidden tokens (robustness 'unit').
+        uniform: the own share under uniform mixing, 1/d_s averaged over the hidden tokens.
+    """
+
+    steps: tuple[Interval, ...]
+    last_minus_first: Interval
+    steps_by_tokens: tuple[Interval, ...]
+    last_minus_first_by_tokens: Interval
+    uniform: float
+
+
+def judge_c9(
+    step_diffs: Sequence[Interval],
+    last_minus_first: Interval,
+    uniform: float,
+    rule: str,
+    *,
+    step_below: float = 0.0,
+    unit: str = "sentences",
+) -> Verdict:
+    """C9: the own token's share falls at every layer step (each step's interval below ``step_below``) and
+    from the first layer to the last (interval below 0). ``step_diffs``: layer l+1 minus layer l."""
+    mono, why = _per_layer(
+        step_diffs,
+        step_below,
+        "below",
+        2,
+        unit,
+        {HOLDS: "every step falls", FAILS: f"the step to it does not fall (interval above {step_below:g})"},
     )
-    p1 = part_verdict("C9", "monotone", None, mono, why, rule)
+    p1 = part_verdict("C9", "monotone", None, mono, why, rule, step_below)
     v2, why2 = interval_verdict(last_minus_first, 0.0, "below")
-    p2 = part_verdict("C9", "decreasing", last_minus_first, v2, why2, rule, 0.0)
+    p2 = part_verdict("C9", "decreasing", last_minus_first, v2, f"{last_minus_first}; {why2}", rule, 0.0)
     # the paper's core statement is the decrease; monotonicity is the stronger part
     return combine_parts("C9", [p2, p1], rule, last_minus_first, uniform, "uniform mixing, 1/d_s")
 
 
+def c9_verdict(e: C9Evidence, rule: str) -> Verdict:
+    """C9 under its rule, with the alternatives ``threshold`` (steps below +C9_SHIFT) and ``unit`` (tokens)."""
+    v = judge_c9(e.steps, e.last_minus_first, e.uniform, rule)
+    return with_robustness(
+        v,
+        {
+            "threshold": judge_c9(e.steps, e.last_minus_first, e.uniform, rule, step_below=C9_SHIFT),
+            "unit": judge_c9(e.steps_by_tokens, e.last_minus_first_by_tokens, e.uniform, rule, unit="tokens"),
+        },
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# C10: the own token usually stays the top contributor, about 30% lose that
+# --------------------------------------------------------------------------------------------------
+
 C10_LOW, C10_HIGH = 0.55, 0.85  # own token on top at the last layer: the paper's ~70%, 15 points of tolerance
+C10_WIDE = 0.05  # robustness 'band wide' / 'band narrow': both bounds moved out / in by this much
 
 
-def judge_c10(top_is_self_last: Interval, chance: float, rule: str) -> Verdict:
-    """C10: the own token is usually the largest contributor, about 30% lose that in the last layers."""
+@dataclass(frozen=True)
+class C10Evidence:
+    """What C10's rules read, built by ``studies.context_mixing.top_contributor`` from exact HTA.
+
+    Attributes:
+        share: the share of hidden tokens whose largest contributor at the last layer is their own input
+            token, every hidden token of the sample of typical lengths counted; interval over sentences.
+        words, special: the same over word tokens and over special tokens only (special None when the
+            tokenizer adds none).
+        chance, word_chance: 1/d_s averaged over those hidden tokens (the own token on top by chance).
+        sample: what the sample is, for the reason (e.g. "20 sentences of 6-28 tokens").
+        original: ``share`` on the original rule's sample (the chapter's short exact sentences).
+        original_chance: ``chance`` there.
+    """
+
+    share: Interval
+    words: Interval
+    special: Interval | None
+    chance: float
+    word_chance: float
+    sample: str
+    original: Interval
+    original_chance: float
+
+
+def judge_c10(
+    top_is_self_last: Interval, chance: float, rule: str, *, low: float = C10_LOW, high: float = C10_HIGH
+) -> Verdict:
+    """C10: the share of hidden tokens whose top contributor is their own input token lies in [``low``,
+    ``high``] at the last layer, its interval inside; fails if the interval lies outside."""
+    x = top_is_self_last
     base = dict(
-        threshold=C10_LOW,
+        threshold=low,
         claim="C10",
-        estimate=top_is_self_last.estimate,
-        ci95=(top_is_self_last.low, top_is_self_last.high),
+        estimate=x.estimate,
+        ci95=(x.low, x.high),
         baseline=chance,
         baseline_note="1/d_s: the own token on top by chance",
         rule=rule,
     )
-    x = top_is_self_last
-    if C10_LOW <= x.low and x.high <= C10_HIGH:
-        return Verdict(verdict=HOLDS, reason=f"the interval lies in [{C10_LOW:g}, {C10_HIGH:g}]", **base)
-    if x.high < C10_LOW or x.low > C10_HIGH:
-        return Verdict(verdict=FAILS, reason=f"the interval lies outside [{C10_LOW:g}, {C10_HIGH:g}]", **base)
-    edge = C10_LOW if x.low < C10_LOW else C10_HIGH
-    _, why = interval_verdict(x, edge, "above" if edge == C10_LOW else "below")
-    return Verdict(verdict=INCONCLUSIVE, reason=why, **base)
+    band = f"[{low:g}, {high:g}]"
+    if not x.has_interval:
+        _, why = interval_verdict(x, low, "above")
+        return Verdict(verdict=INCONCLUSIVE, reason=why, **base)
+    if low <= x.low and x.high <= high:
+        return Verdict(verdict=HOLDS, reason=f"{x}; the interval lies in {band}", **base)
+    if x.high < low or x.low > high:
+        return Verdict(verdict=FAILS, reason=f"{x}; the interval lies outside {band}", **base)
+    edge = low if x.low < low else high
+    _, why = interval_verdict(x, edge, "above" if edge == low else "below")
+    return Verdict(verdict=INCONCLUSIVE, reason=f"{x}; band {band}: {why}", **base)
+
+
+def judge_c10_original(top_is_self_last: Interval, chance: float, rule: str) -> Verdict:
+    """C10, original rule: the same band, on the exact sample the first code chose (the chapter's short
+    sentences, which over-weight special tokens and short contexts)."""
+    return judge_c10(top_is_self_last, chance, rule)
+
+
+def c10_verdict(e: C10Evidence, rule: str, original_rule: str) -> Verdict:
+    """C10 under the amended rule (with word and special tokens reported apart), its alternatives ``band
+    wide``, ``band narrow`` and ``words only``, and the original rule's verdict."""
+    v = judge_c10(e.share, e.chance, rule)
+    special = "none (the tokenizer adds none)" if e.special is None else str(e.special)
+    v = replace(v, reason=f"{e.sample}; {v.reason}; word tokens {e.words}, special tokens {special}")
+    alternatives = {
+        "band wide": judge_c10(e.share, e.chance, rule, low=C10_LOW - C10_WIDE, high=C10_HIGH + C10_WIDE),
+        "band narrow": judge_c10(e.share, e.chance, rule, low=C10_LOW + C10_WIDE, high=C10_HIGH - C10_WIDE),
+        "words only": judge_c10(e.words, e.word_chance, rule),
+    }
+    return amended(with_robustness(v, alternatives), judge_c10_original(e.original, e.original_chance, original_rule))
+
+
+# --------------------------------------------------------------------------------------------------
+# C11: context mixing is mostly local, long-range contributions grow in later layers
+# --------------------------------------------------------------------------------------------------
+
+C11_NEAR, C11_FAR = 3, 8  # near: distances 1 to 3; far: beyond distance 8
+C11_NEAR_ALT, C11_FAR_ALT = 2, 5  # robustness 'distances'
+
+
+@dataclass(frozen=True)
+class C11Evidence:
+    """What C11's rules read, built by ``studies.context_mixing.context_locality``.
+
+    Attributes:
+        near_minus_far: (L,) per layer: the mean contribution of one input token at distance 1..C11_NEAR
+            minus that of one beyond C11_FAR, per hidden token, averaged per sentence; interval over sentences.
+        far_growth: the far per-token mean at layer L minus layer 1, the same way.
+        near_minus_far_alt, far_growth_alt: the same with C11_NEAR_ALT and C11_FAR_ALT (robustness 'distances').
+        near_minus_far_by_tokens, far_growth_by_tokens: the same per hidden token, interval over hidden tokens
+            (robustness 'unit').
+        original_near_minus_far, original_far_growth: the original rule's quantities, the context share
+            summed within C11_NEAR minus that beyond C11_FAR, and the far share's growth.
+        position_only: the original rule's baseline, the far share under uniform mixing.
+    """
+
+    near_minus_far: tuple[Interval, ...]
+    far_growth: Interval
+    near_minus_far_alt: tuple[Interval, ...]
+    far_growth_alt: Interval
+    near_minus_far_by_tokens: tuple[Interval, ...]
+    far_growth_by_tokens: Interval
+    original_near_minus_far: tuple[Interval, ...]
+    original_far_growth: Interval
+    position_only: float
+
+
+def _c11_parts(
+    near_minus_far: Sequence[Interval], far_growth: Interval, rule: str, near: int, far: int, unit: str, what: str
+) -> list[Verdict]:
+    local, why = _per_layer(
+        near_minus_far,
+        0.0,
+        "above",
+        1,
+        unit,
+        {
+            HOLDS: f"near {what} outweighs far in every layer",
+            FAILS: f"far {what} (beyond {far}) outweighs near (within {near})",
+        },
+    )
+    p1 = part_verdict("C11", "local", None, local, why, rule, 0.0)
+    v2, why2 = interval_verdict(far_growth, 0.0, "above")
+    p2 = part_verdict("C11", "long range grows", far_growth, v2, f"{far_growth}; {why2}", rule, 0.0)
+    return [p1, p2]
 
 
 def judge_c11(
-    near_minus_far: list[Interval], far_last_minus_first: Interval, position_only: float, rule: str
+    near_minus_far: Sequence[Interval],
+    far_growth: Interval,
+    rule: str,
+    *,
+    near: int = C11_NEAR,
+    far: int = C11_FAR,
+    unit: str = "sentences",
 ) -> Verdict:
-    """C11: context is mostly local, and long-range contributions grow in later layers."""
-    local = [interval_verdict(x, 0.0, "above")[0] for x in near_minus_far]
-    lv = FAILS if FAILS in local else INCONCLUSIVE if INCONCLUSIVE in local else HOLDS
-    p1 = part_verdict(
-        "C11",
-        "local",
-        None,
-        lv,
-        "near neighbours outweigh far tokens in every layer"
-        if lv == HOLDS
-        else "; ".join(
-            f"layer(s) {[i + 1 for i, v in enumerate(local) if v == kind]}: {what}"
-            for kind, what in ((FAILS, "far tokens outweigh near ones"), (INCONCLUSIVE, "within noise"))
-            if kind in local
-        ),
-        rule,
-    )
-    v2, why2 = interval_verdict(far_last_minus_first, 0.0, "above")
-    p2 = part_verdict("C11", "long range grows", far_last_minus_first, v2, why2, rule, 0.0)
+    """C11, amended rule, on per-token means: at every layer one input token within ``near`` contributes
+    more than one beyond ``far`` (intervals of the difference above 0), and one far token contributes more at
+    the last layer than at the first. Under uniform mixing both differences are 0, the baseline."""
+    parts = _c11_parts(near_minus_far, far_growth, rule, near, far, unit, "per-token mean")
     return combine_parts(
         "C11",
-        [p1, p2],
+        parts,
+        rule,
+        far_growth,
+        0.0,
+        "uniform mixing: every input token contributes 1/d_s, so both differences are 0",
+        first_is_core=False,
+    )
+
+
+def judge_c11_original(
+    near_minus_far: Sequence[Interval], far_last_minus_first: Interval, position_only: float, rule: str
+) -> Verdict:
+    """C11, original rule, on window sums: the context share within C11_NEAR exceeds the share beyond
+    C11_FAR at every layer, and the share beyond C11_FAR grows from the first layer to the last."""
+    parts = _c11_parts(near_minus_far, far_last_minus_first, rule, C11_NEAR, C11_FAR, "sentences", "share")
+    return combine_parts(
+        "C11",
+        parts,
         rule,
         far_last_minus_first,
         position_only,
@@ -96,44 +313,74 @@ def judge_c11(
     )
 
 
-CONTENT_TAGS = ("NOUN", "VERB", "ADJ", "ADV")  # content words, as the rule names them
-FUNCTION_TAGS = ("DET", "ADP", "PRON", "CCONJ", "AUX")  # function words, as the rule names them
+def c11_verdict(e: C11Evidence, rule: str, original_rule: str) -> Verdict:
+    """C11 under the amended rule, its alternatives ``distances`` and ``unit``, and the original rule's verdict."""
+    v = judge_c11(e.near_minus_far, e.far_growth, rule)
+    alternatives = {
+        "distances": judge_c11(e.near_minus_far_alt, e.far_growth_alt, rule, near=C11_NEAR_ALT, far=C11_FAR_ALT),
+        "unit": judge_c11(e.near_minus_far_by_tokens, e.far_growth_by_tokens, rule, unit="tokens"),
+    }
+    original = judge_c11_original(e.original_near_minus_far, e.original_far_growth, e.position_only, original_rule)
+    return amended(with_robustness(v, alternatives), original)
+
+
+# --------------------------------------------------------------------------------------------------
+# C12: special tokens gather context, content words keep more of their own identity
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class C12Evidence:
+    """What C12's rule reads, built by ``studies.context_mixing.c12_evidence``, at the last layer.
+
+    Attributes:
+        special_minus_words: per sentence, the special tokens' mean own share minus the median word token's;
+            interval over sentences. None when no sentence has special tokens (the tokenizer adds none).
+        content_minus_function: per sentence, content words' (CONTENT_TAGS) mean own share minus function
+            words' (FUNCTION_TAGS); interval over sentences. None when no sentence has both.
+        content_minus_function_no_adv: the same without ADV among the content words (robustness).
+        special_minus_words_by_tokens, content_minus_function_by_tokens: the same per token, intervals over
+            tokens (robustness 'unit').
+        uniform: the own share under uniform mixing, 1/d_s averaged over the hidden tokens.
+    """
+
+    special_minus_words: Interval | None
+    content_minus_function: Interval | None
+    content_minus_function_no_adv: Interval | None
+    special_minus_words_by_tokens: Interval | None
+    content_minus_function_by_tokens: Interval | None
+    uniform: float
+
+
+def _c12_part(name: str, x: Interval | None, holds_if: str, absent: str, rule: str) -> Verdict:
+    if x is None:
+        return part_verdict("C12", name, None, NOT_TESTABLE, absent, rule)
+    v, why = interval_verdict(x, 0.0, holds_if)
+    return part_verdict("C12", name, x, v, f"{x}; {why}", rule, 0.0)
 
 
 def judge_c12(
     special_minus_words: Interval | None, content_minus_function: Interval | None, uniform: float, rule: str
 ) -> Verdict:
     """C12: at the last layer [CLS]/[SEP] keep less of their own input than word tokens (they gather context),
-    and content words keep more than function words. A part is not testable when its tokens are absent."""
-    parts = []
-    if special_minus_words is None:
-        parts.append(
-            part_verdict(
-                "C12",
-                "special tokens gather context",
-                None,
-                NOT_TESTABLE,
-                "this tokenizer adds no special tokens to a sentence",
-                rule,
-            )
-        )
-    else:
-        v, why = interval_verdict(special_minus_words, 0.0, "below")
-        parts.append(part_verdict("C12", "special tokens gather context", special_minus_words, v, why, rule, 0.0))
-    if content_minus_function is None:
-        parts.append(
-            part_verdict(
-                "C12",
-                "content words keep more",
-                None,
-                NOT_TESTABLE,
-                "too few content or function words were tagged",
-                rule,
-            )
-        )
-    else:
-        v, why = interval_verdict(content_minus_function, 0.0, "above")
-        parts.append(part_verdict("C12", "content words keep more", content_minus_function, v, why, rule, 0.0))
+    and content words keep more than function words. A part is not testable when its tokens are absent; with
+    too few sentences to resample it is inconclusive."""
+    parts = [
+        _c12_part(
+            "special tokens gather context",
+            special_minus_words,
+            "below",
+            "this tokenizer adds no special tokens to a sentence",
+            rule,
+        ),
+        _c12_part(
+            "content words keep more",
+            content_minus_function,
+            "above",
+            "no sentence has both content and function words tagged",
+            rule,
+        ),
+    ]
     testable = [p for p in parts if p.verdict != NOT_TESTABLE]
     note = "uniform mixing, 1/d_s"
     if not testable:
@@ -144,4 +391,16 @@ def judge_c12(
         "C12", testable, rule, special_minus_words or content_minus_function, uniform, note, first_is_core=False
     )
     reason = "; ".join(f"{p.claim.split('.', 1)[1]}: {p.verdict} ({p.reason})" for p in parts)
-    return Verdict("C12", combined.verdict, combined.estimate, combined.ci95, uniform, note, rule, reason, tuple(parts))
+    # a verdict from one part says which: the other part's tokens are absent, so less than the claim was tested
+    only = "" if len(testable) == len(parts) else f"{testable[0].claim.split('.', 1)[1]} part only"
+    return replace(combined, reason=reason, parts=tuple(parts), qualifier=only)
+
+
+def c12_verdict(e: C12Evidence, rule: str) -> Verdict:
+    """C12 under its rule, with the alternatives ``content without ADV`` and ``unit`` (tokens)."""
+    v = judge_c12(e.special_minus_words, e.content_minus_function, e.uniform, rule)
+    alternatives = {
+        "content without ADV": judge_c12(e.special_minus_words, e.content_minus_function_no_adv, e.uniform, rule),
+        "unit": judge_c12(e.special_minus_words_by_tokens, e.content_minus_function_by_tokens, e.uniform, rule),
+    }
+    return with_robustness(v, alternatives)
