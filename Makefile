@@ -23,7 +23,7 @@ SCHEDULER ?=
 WORKERS ?=
 NPM_PACKAGES := mathjax@3.2.2 @jupyter-widgets/html-manager@1.0.15 requirejs@2.3.8 playwright-core@1.65.1
 
-.PHONY: book test test-fast lint venv vendor browser bench clean models sweep compare
+.PHONY: book test test-fast lint venv vendor browser bench clean models sweep compare compare-full
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -83,25 +83,49 @@ lint: venv
 	rm -rf .cache/lint && $(PY) .ci/notebook_code.py .cache/lint
 	$(VENV)/bin/ruff check --line-length 80 --extend-ignore E402,B018 .cache/lint/*.py
 
-# The models of the comparison across models, into data/models/: the embedded model fine-tuned on each task
-# (under 10 minutes each on 2 cores; an interrupted run resumes, a finished one is skipped) and the
-# random-initialisation control. See "Fine-tuned models" in README.md.
+# The models of the comparison across models, into data/models/: BASE (a hub id or a folder; default the
+# embedded model) fine-tuned on each task with each seed of FT_SEEDS (C13 and C14 resample the fine-tune seeds:
+# at least 3 per task), and the random-initialisation control of BASE's architecture. An interrupted fine-tune
+# resumes, a finished one is skipped. See "Fine-tuned models" in README.md.
+BASE ?= $(MODEL)
+FT_TASKS ?= sentiment lee-pairs
+FT_SEEDS ?= 0 1 2
+# the folder name of BASE's fine-tunes: the id's or folder's last part (all-MiniLM-L6-v2, bert-base-uncased)
+BASE_TAG = $(notdir $(patsubst %/,%,$(BASE)))
+FT_FOLDERS = $(foreach t,$(FT_TASKS),$(foreach s,$(FT_SEEDS),data/models/$(BASE_TAG)-$(t)-seed$(s)))
+RANDOM_FOLDER = data/models/$(BASE_TAG)-random-seed0
 models: venv
-	$(PY) -m identifiability.cli finetune --task sentiment
-	$(PY) -m identifiability.cli finetune --task lee-pairs
-	$(PY) -m identifiability.cli init-random --seed 0
+	$(foreach t,$(FT_TASKS),$(foreach s,$(FT_SEEDS),$(PY) -m identifiability.cli finetune --task $(t) --seed $(s) \
+		--base "$(BASE)" --out data/models/$(BASE_TAG)-$(t)-seed$(s) &&)) true
+	$(PY) -m identifiability.cli init-random --like "$(BASE)" --seed 0 --out $(RANDOM_FOLDER)
 
-# The comparison across models: fine-tune (skipped when done), run chapters 3, 4 and 6 on every model on the
-# held-out Lee sentences and pairs through the sweep runner (finished runs are reused), then build the book,
-# whose page "Across models" shows them side by side. COMPARE_PARAMS keep it within 45 minutes on 2 cores.
-COMPARE_MODELS ?= default,data/models/all-MiniLM-L6-v2-sentiment-seed0,data/models/all-MiniLM-L6-v2-lee-pairs-seed0,data/models/all-MiniLM-L6-v2-random-seed0
-# Chapter 6 (HTA, the costliest per sentence) gets fewer sentences of its own (06:name=value applies to it only).
-COMPARE_PARAMS ?= n_sentences=150 second_corpus= epochs=10 n_exact=8 n_exact_long=1 fig1_repeats=1 fig1_long_repeats=8 \
-	viewer_sentences=1 06:n_sentences=40 06:n_exact=4 06:n_explorer=2
+# The comparison across models: fine-tune (skipped when done), then three sweeps (finished runs are reused):
+# chapters 3 and 6 on BASE, the seed-0 fine-tunes and the control, on the held-out Lee sentences and pairs;
+# chapter 4 on the same models on the pairs; chapter 4 on every model (every fine-tune seed) on the held-out
+# sentences with C13_PARAMS, the runs C13 and C14 pair sentence by sentence; then the book (on BASE), whose
+# page "Across models" shows them side by side. Times (README, "Across models"): COMPARE_PARAMS and C13_PARAMS
+# keep it within an hour cold on 2 quiet cores; make compare-full measures C13 with every held-out sentence.
+COMPARE_MODELS ?= $(BASE),$(subst $(eval) ,$(comma),$(foreach t,$(FT_TASKS),data/models/$(BASE_TAG)-$(t)-seed$(firstword $(FT_SEEDS)))),$(RANDOM_FOLDER)
+ALL_MODELS = $(BASE),$(subst $(eval) ,$(comma),$(FT_FOLDERS)),$(RANDOM_FOLDER)
+comma := ,
+# Parameters by chapter (03:name=value applies to chapter 3 only): chapter 6 (HTA, the costliest per sentence)
+# gets fewer sentences of its own.
+COMPARE_PARAMS ?= n_sentences=150 second_corpus= 03:fig1_repeats=1 03:fig1_long_repeats=8 03:viewer_sentences=1 \
+	06:n_sentences=40 06:n_exact=4 06:n_explorer=2
+PAIRS_PARAMS ?= n_sentences=150 second_corpus= epochs=10
+# Chapter 4 on the held-out sentences, for C13 and C14: 15% of C13_SENTENCES are test sentences.
+C13_SENTENCES ?= 400
+C13_PARAMS ?= n_sentences=$(C13_SENTENCES) second_corpus= epochs=10
+SWEEP = $(PY) -m identifiability.cli sweep --seeds 0 $(if $(WORKERS),--workers $(WORKERS))
 compare: models vendor
-	$(PY) -m identifiability.cli sweep --models "$(COMPARE_MODELS)" --corpora lee_heldout,lee_pairs --seeds 0 \
-		--chapters 03,04,06 $(foreach p,$(COMPARE_PARAMS),-p $(p)) $(if $(WORKERS),--workers $(WORKERS))
-	$(MAKE) book
+	$(SWEEP) --models "$(COMPARE_MODELS)" --corpora lee_heldout,lee_pairs --chapters 03,06 $(foreach p,$(COMPARE_PARAMS),-p $(p))
+	$(SWEEP) --models "$(COMPARE_MODELS)" --corpora lee_pairs --chapters 04 $(foreach p,$(PAIRS_PARAMS),-p $(p))
+	$(SWEEP) --models "$(ALL_MODELS)" --corpora lee_heldout --chapters 04 $(foreach p,$(C13_PARAMS),-p $(p))
+	$(MAKE) book MODEL="$(BASE)"
+
+# make compare with chapter 4 on every held-out sentence (all 910; about 136 test sentences) for C13 and C14.
+compare-full:
+	$(MAKE) compare C13_SENTENCES=910
 
 # Chapters over models x corpora x seeds on Dask (resumable: finished runs are skipped), then the
 # results table data/results.parquet. See "Sweeps" in README.md.

@@ -9,16 +9,21 @@ from the ``provenance.json`` that ``identifiability finetune`` / ``init-random``
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from . import paths
 from .effective import SEPARATOR, START
+from .fileio import read_json
 from .verdicts import Interval
 from .verdicts.models import difference
 
+CHAPTER_4 = "04_token_identity"
+SENTENCE_RATES = "linear_rate_by_sentence"  # chapter 4's per-sentence rates: what C13 and C14 pair
 REFERENCE_ROLE = "pre-trained"
 CONTROL_ROLE = "random init"
 _MASS = "mass_by_layer"  # chapter 3's attention mass per key category and layer
@@ -40,24 +45,23 @@ def role(model: str, reference: str = paths.DEFAULT_MODEL) -> str:
     """A model's role in the comparison, from its folder's ``provenance.json`` (see the module docstring)."""
     if model == reference or (paths.is_default_model(model) and paths.is_default_model(reference)):
         return REFERENCE_ROLE
-    prov = Path(model).expanduser() / "provenance.json"
-    if prov.is_file():
-        p = json.loads(prov.read_text(encoding="utf-8"))
-        if p.get("kind") == "fine-tuned":
-            return f"fine-tuned: {p.get('task', '?')}"
-        if p.get("kind") == "random-init":
-            return CONTROL_ROLE
+    p = provenance(model)
+    if p.get("kind") == "fine-tuned":
+        return f"fine-tuned: {p.get('task', '?')}"
+    if p.get("kind") == "random-init":
+        return CONTROL_ROLE
     return "other"
 
 
 def comparable(table: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     """The rows to compare: seed ``seed``, and per chapter and corpus the parameter set that the most models
-    share (ties: the reference's); one run per model (a sweep's over a book build of the same parameters)."""
+    share (ties: the one with more rows, i.e. more measured, e.g. ``make compare-full`` over ``make compare``);
+    one run per model (a sweep's over a book build of the same parameters)."""
     t = table[table.seed == seed]
     keep = []
     for (_chapter, _corpus), g in t.groupby(["chapter", "corpus"]):
-        counts = g.groupby("params_key").model_key.nunique().sort_values(ascending=False)
-        best = g[g.params_key == counts.index[0]]
+        sets = g.groupby("params_key").agg(models=("model_key", "nunique"), rows=("quantity", "size"))
+        best = g[g.params_key == sets.sort_values(["models", "rows"], ascending=False, kind="stable").index[0]]
         last_run = best.sort_values("source").groupby("model_key").run.last()  # "sweep" sorts after "book"
         keep.append(best[best.run.isin(last_run.values)])
     return pd.concat(keep, ignore_index=True) if keep else t.iloc[:0]
@@ -115,7 +119,7 @@ def claims(rows: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
 
 def _rate_intervals(rows: pd.DataFrame, model_key: str, corpus: str) -> list[Interval] | None:
     """The per-layer identifiability rate (linear map, cosine) of one model with its intervals, layers 1..L."""
-    sel = rows[(rows.model_key == model_key) & (rows.corpus == corpus) & (rows.chapter == "04_token_identity")]
+    sel = rows[(rows.model_key == model_key) & (rows.corpus == corpus) & (rows.chapter == CHAPTER_4)]
     est = sel[sel.quantity == "linear_cos_cos_by_layer"].sort_values("index")
     ci = sel[sel.quantity.str.match(r"^linear_cos_cos_ci95_by_layer\.\d+$")]
     if est.empty or ci.empty:
@@ -134,9 +138,10 @@ def _c6_interval(rows: pd.DataFrame, model_key: str, corpus: str) -> Interval | 
     return Interval(float(r.value), float(r.low), float(r.high), n=1)
 
 
-def fine_tuning_inputs(rows: pd.DataFrame, models: pd.DataFrame, corpus: str) -> dict:
-    """What C13 and C14 need, for ``corpus``: per fine-tuned model the last-layer and per-layer differences
-    from the reference, and the random-initialisation control's."""
+def quadrature_inputs(rows: pd.DataFrame, models: pd.DataFrame, corpus: str) -> dict:
+    """What the original rules of C13 and C14 take, for ``corpus``: per fine-tuned model the last-layer and
+    per-layer differences from the reference (two unpaired runs, half-widths in quadrature), and the
+    random-initialisation control's."""
     roles = dict(zip(models.model_key, models.role))
     ref = next((k for k, r in roles.items() if r == REFERENCE_ROLE), None)
     out = {"last": {}, "layers": {}, "control_last": None, "control_layers": None}
@@ -159,6 +164,114 @@ def fine_tuning_inputs(rows: pd.DataFrame, models: pd.DataFrame, corpus: str) ->
         if d_layers is not None:
             out["layers"][key] = d_layers
     return out
+
+
+# --------------------------------------------------------------------------------------------------
+# The paired comparison of C13 and C14 (amended rules): chapter 4's per-sentence rates
+# --------------------------------------------------------------------------------------------------
+
+
+def sentence_rates(rows: pd.DataFrame, model_key: str, corpus: str, root: Path) -> dict | None:
+    """Chapter 4's per-sentence rates of one model on ``corpus`` (``linear_rate_by_sentence``: its
+    ``sentence_keys``, ``probe_seeds``, ``layers`` and ``rate`` (probe seeds, sentences, layers)), read from
+    the run's results file under the data folder ``root``: the table keeps numbers, not the sentences' keys
+    that pair two runs."""
+    sel = rows[(rows.model_key == model_key) & (rows.corpus == corpus) & (rows.chapter == CHAPTER_4)]
+    for run in dict.fromkeys(sel.run):
+        try:
+            found = read_json(root / run).get("results", {}).get(SENTENCE_RATES)
+        except (OSError, ValueError):
+            continue
+        if found and found.get("rate"):
+            return found
+    return None
+
+
+def _occurrences(keys: list[str]) -> list[str]:
+    """Sentence keys made unique by occurrence ("k#0", "k#1"): a corpus may hold one sentence twice (a story
+    the Lee articles repeat), and the k-th copy pairs with the k-th."""
+    seen: dict[str, int] = {}
+    out = []
+    for k in keys:
+        out.append(f"{k}#{seen.get(k, 0)}")
+        seen[k] = seen.get(k, 0) + 1
+    return out
+
+
+def paired_differences(reference: dict, fine_tuned: list[dict]) -> tuple[np.ndarray, list[str]]:
+    """d[f, p, q, s, l] = rate of fine-tune f with probe seed p on test sentence s at layer l, minus the
+    pre-trained model's rate with its probe seed q on the same sentence and layer.
+
+    Both runs' probe seeds are kept as axes of their own, so that one bootstrap (``stats.hierarchical_resamples``
+    with fine-tune seeds, the fine-tune's probe seeds and the reference's probe seeds as three seed levels)
+    resamples the reference's probe seeds too: C13 asks whether fine-tuning moves the rate away from the
+    pre-trained model's, and the reference's rate is itself measured through probes whose seed matters.
+    Taking the reference's mean over its probe seeds as a fixed baseline would leave that spread out; pairing
+    probe seed k with k would treat two probes trained on different hidden states as one unit. The mean of
+    d over every axis but the layers is the fine-tuned mean minus the reference mean either way.
+
+    Args:
+        reference, fine_tuned: :func:`sentence_rates` of the pre-trained model and of each fine-tune seed.
+    Returns:
+        (F, P, Q, n, L) differences, on the n test sentences every run measured (in the reference's order)
+        and the P probe seeds every fine-tune has; and the n sentence keys.
+    """
+    ref_keys = _occurrences(reference["sentence_keys"])
+    runs = [dict(zip(_occurrences(r["sentence_keys"]), range(len(r["sentence_keys"])))) for r in fine_tuned]
+    shared = [k for k in ref_keys if all(k in run for run in runs)]
+    if len({len(r["layers"]) for r in [reference, *fine_tuned]}) != 1:
+        raise ValueError("the runs to pair have different numbers of layers")
+    seeds = [s for s in fine_tuned[0]["probe_seeds"] if all(s in r["probe_seeds"] for r in fine_tuned)]
+    ref_index = dict(zip(ref_keys, range(len(ref_keys))))
+    ref = np.asarray(reference["rate"], dtype=float)[:, [ref_index[k] for k in shared]]  # (Q, n, L)
+    ft = np.stack(
+        [
+            np.asarray(r["rate"], dtype=float)[[r["probe_seeds"].index(s) for s in seeds]][:, [run[k] for k in shared]]
+            for r, run in zip(fine_tuned, runs)
+        ]
+    )  # (F, P, n, L)
+    d = ft[:, :, None] - ref[None, None]  # (F, P, Q, n, L)
+    return d, [k.split("#", 1)[0] for k in shared]
+
+
+def provenance(model: str) -> dict:
+    """A model folder's ``provenance.json`` (what ``finetune`` / ``init-random`` wrote), or {}."""
+    prov = Path(model).expanduser() / "provenance.json"
+    return json.loads(prov.read_text(encoding="utf-8")) if prov.is_file() else {}
+
+
+def fine_tune_groups(rows: pd.DataFrame, models: pd.DataFrame) -> tuple[str | None, dict[str, list[str]], str | None]:
+    """(reference key, fine-tune seeds per task, random-initialisation control key) for the paired comparison:
+    the fine-tunes and the control made from the reference itself (their provenance names its content key;
+    a model without one is taken as made from it), grouped by task; a task's fine-tunes with other settings
+    than the seed form a group of their own, named by its settings' hash."""
+    roles = dict(zip(models.model_key, models.role))
+    ref = next((k for k, r in roles.items() if r == REFERENCE_ROLE), None)
+    if ref is None:
+        return None, {}, None
+    ref_content = rows[rows.model_key == ref].content_key.dropna()
+    ref_content = ref_content.iloc[0] if len(ref_content) else ""
+    names = dict(zip(models.model_key, models.model))
+    groups: dict[tuple[str, str], list[str]] = {}
+    control = None
+    for key, r in roles.items():
+        if key == ref or not (r.startswith("fine-tuned") or r == CONTROL_ROLE):
+            continue
+        prov = provenance(names[key])
+        base = (prov.get("base") if r != CONTROL_ROLE else prov.get("like")) or {}
+        if ref_content and base.get("content_key") and base["content_key"] != ref_content:
+            continue  # made from another model: not a change of this reference
+        if r == CONTROL_ROLE:
+            control = control or key
+            continue
+        ident = {k: v for k, v in (prov.get("identity") or {}).items() if k != "seed"}
+        groups.setdefault((r.split(": ", 1)[-1], json.dumps(ident, sort_keys=True)), []).append(key)
+    named = {}
+    for (task, ident), keys in groups.items():
+        same_task = sum(t == task for t, _ in groups) > 1
+        name = f"{task} ({hashlib.sha1(ident.encode()).hexdigest()[:6]})" if same_task else task
+        named[name] = keys
+    return ref, named, control
 
 
 def _fmt(x) -> str:

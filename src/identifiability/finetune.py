@@ -3,11 +3,12 @@
     identifiability finetune --task sentiment|lee-pairs [--epochs 2 --seed 0 --base M --out data/models/<name>]
     identifiability init-random [--like M] [--seed 0] [--out data/models/<name>]
 
-``finetune`` starts from the embedded all-MiniLM-L6-v2 (or a local model folder, ``--base``), puts a
-classification head on its pooled output and trains everything with AdamW on the task's training split
-(:mod:`identifiability.tasks`); it reports held-out accuracy with a bootstrap interval beside the
-majority-class rate. ``init-random`` builds the same architecture with the model class's own initialiser:
-the null model that tells which findings come from training and which from the architecture.
+``finetune`` starts from the embedded all-MiniLM-L6-v2 (or ``--base``: a local model folder, or a hub id
+whose snapshot is cached or can be downloaded), puts a classification head on its pooled output and trains
+everything with AdamW on the task's training split (:mod:`identifiability.tasks`); it reports held-out
+accuracy with a bootstrap interval beside the majority-class rate. ``init-random`` builds the same
+architecture with the model class's own initialiser: the null model that tells which findings come from
+training and which from the architecture.
 
 A model folder holds ``model.safetensors``, ``config.json``, the tokenizer files and ``provenance.json``
 (what was trained from what, on which data, with which settings, and how well it does); ``load_model``
@@ -39,7 +40,7 @@ from .corpora import encode
 from .fileio import read_json, write_json
 from .fingerprint import folder_key
 from .keys import resolve
-from .paths import DEFAULT_MODEL, data_root, safe_key
+from .paths import data_root, safe_key
 from .stats import bootstrap_ci
 from .tasks import TASKS, Example, FinetuneError, TaskData, load_task
 
@@ -92,14 +93,34 @@ def _base(name: str | None) -> tuple[str, Path, str]:
     display, source, _ = resolve(name)
     folder = Path(source)
     if not folder.is_dir():
-        raise FinetuneError(
-            f"start from the embedded model ({DEFAULT_MODEL}) or a local model folder, not {name!r}: "
-            "save a hub model to a folder first (save_pretrained)"
-        )
+        folder = _hub_folder(source)
     # Everything comes from the folder; saying so keeps transformers from probing the hub (a first fine-tune
     # in a fresh environment once sat idle for 17 minutes before its first step, cause not confirmed).
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     return display, folder, folder_key(folder)
+
+
+def _hub_folder(repo_id: str) -> Path:
+    """The local snapshot of a Hugging Face hub model (safetensors weights, config, tokenizer files):
+    the cached one, else downloaded where the network allows. The chapters load the same snapshot under
+    the same id, so a fine-tune's base content key is the reference's."""
+    from .keys import snapshot_folder
+
+    cached = snapshot_folder(repo_id)
+    if cached is not None and any(cached.glob("*.safetensors")):
+        return cached
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(
+            snapshot_download(repo_id, allow_patterns=["*.json", "*.txt", "*.safetensors", "*.model", "tokenizer*"])
+        )
+    except Exception as e:  # offline, unknown id, no safetensors: one line, as every FinetuneError
+        first = (str(e).splitlines() or [type(e).__name__])[0]
+        raise FinetuneError(
+            f"cannot start from {repo_id!r}: not a local folder, and the hub gave no copy ({first}); save the "
+            "model to a folder (save_pretrained) and pass the folder"
+        ) from None
 
 
 def _describe(prov: dict) -> str:

@@ -1,5 +1,7 @@
-"""The comparison across models: roles from provenance, comparable rows, the fine-tuning verdicts C13 and C14
-on synthetic results tables whose answer is known."""
+"""The comparison across models: roles from provenance, comparable rows, the original (unpaired) rules of the
+fine-tuning claims C13 and C14 on synthetic results tables whose answer is known, and the page's text about
+C13's power and the reference model. The amended, paired rules are run on controls in
+``test_verdict_controls_models.py``."""
 
 from __future__ import annotations
 
@@ -10,11 +12,20 @@ import pandas as pd
 import pytest
 
 from identifiability import across, aggregate
-from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, PARTLY, Interval, judge_c13, judge_c14
+from identifiability.verdicts import (
+    FAILS,
+    HOLDS,
+    INCONCLUSIVE,
+    NOT_RUN,
+    PARTLY,
+    Interval,
+    judge_c13_original,
+    judge_c14_original,
+)
 from identifiability.verdicts.claims import load_claims
 from identifiability.verdicts.models import difference
 
-RULES = {c["id"]: c["rule"] for c in load_claims()}
+RULES = {c["id"]: c["original_rule"] for c in load_claims()}
 
 
 def test_difference_combines_half_widths_in_quadrature():
@@ -32,11 +43,11 @@ def _iv(x: float, h: float = 0.01) -> Interval:
         ({"a": _iv(0.01), "b": _iv(-0.02)}, HOLDS),
         ({"a": _iv(0.01), "b": _iv(-0.2)}, FAILS),
         ({"a": _iv(0.045)}, INCONCLUSIVE),
-        ({}, NOT_TESTABLE),
+        ({}, NOT_RUN),
     ],
 )
-def test_c13(diffs, expected):
-    v = judge_c13(diffs, _iv(-0.5), RULES["C13"])
+def test_c13_original(diffs, expected):
+    v = judge_c13_original(diffs, _iv(-0.5), RULES["C13"])
     assert v.verdict == expected and v.rule == RULES["C13"]
     if diffs:
         assert len(v.parts) == len(diffs) and v.baseline == -0.5
@@ -55,10 +66,10 @@ def _layers(values, h=0.01):
         ([0.10, 0.5, 0.0, 0.0, 0.0, 0.105], INCONCLUSIVE),  # last vs first within noise, peak early
     ],
 )
-def test_c14(values, expected):
-    v = judge_c14({"ft": _layers(values)}, _layers([0.5] * 6), RULES["C14"])
+def test_c14_original(values, expected):
+    v = judge_c14_original({"ft": _layers(values)}, _layers([0.5] * 6), RULES["C14"])
     assert v.verdict == expected, v.reason
-    assert judge_c14({}, None, RULES["C14"]).verdict == NOT_TESTABLE
+    assert judge_c14_original({}, None, RULES["C14"]).verdict == NOT_RUN
 
 
 def _model(folder, kind, task=None):
@@ -80,7 +91,7 @@ def _doc(model: str, key: str, rates: list[float], c6: float, n_sentences: int =
     }
 
 
-def test_fine_tuning_inputs_from_a_results_table(tmp_path):
+def test_quadrature_inputs_from_a_results_table(tmp_path):
     ft = _model(tmp_path / "ft", "fine-tuned", "sentiment")
     rnd = _model(tmp_path / "rnd", "random-init")
     docs = [
@@ -94,12 +105,12 @@ def test_fine_tuning_inputs_from_a_results_table(tmp_path):
     assert set(comparable.run) == {"run0", "run1", "run2"}
     models = across.models_of(comparable)
     assert list(models.role) == ["pre-trained", "fine-tuned: sentiment", "random init"]
-    inputs = across.fine_tuning_inputs(comparable, models, "lee")
+    inputs = across.quadrature_inputs(comparable, models, "lee")
     assert inputs["last"]["ft"].estimate == pytest.approx(-0.09)
     assert [d.estimate for d in inputs["layers"]["ft"]] == pytest.approx([0.0, -0.01, -0.10])  # layers 1..3
     assert inputs["control_last"].estimate == pytest.approx(-0.85)
-    assert judge_c13(inputs["last"], inputs["control_last"], RULES["C13"]).verdict == FAILS
-    assert judge_c14(inputs["layers"], inputs["control_layers"], RULES["C14"]).verdict == HOLDS
+    assert judge_c13_original(inputs["last"], inputs["control_last"], RULES["C13"]).verdict == FAILS
+    assert judge_c14_original(inputs["layers"], inputs["control_layers"], RULES["C14"]).verdict == HOLDS
     curves = across.curves(comparable, models)
     assert set(curves[curves.curve == "identity"].layer) == {0, 1, 2, 3}
     md = across.claims_markdown(across.claims(comparable, models), models)
@@ -154,3 +165,44 @@ def test_separator_curves_by_role_whatever_the_tokenizer_calls_it():
     assert across.without_separator(rows, models) == ["tiny-gpt2"]
     sentence = no_separator_text(["tiny-gpt2"])
     assert "**tiny-gpt2**" in sentence and "adds no separator" in sentence and no_separator_text([]) == ""
+
+
+def _power(seed_var: float, sentence_var: float, n: int) -> dict:
+    from identifiability.verdicts.models import C13_BAND, C13_POWER, chance_of_holding, sentences_for_power
+
+    return {
+        "fine_tune_seeds": 3,
+        "probe_seeds": 3,
+        "reference_probe_seeds": 3,
+        "sentences": n,
+        "d_last": 0.0,
+        "seed_var": seed_var,
+        "sentence_var": sentence_var,
+        "chance_of_holding": chance_of_holding(seed_var, sentence_var, n, C13_BAND),
+        "sentences_for_power": sentences_for_power(seed_var, sentence_var, C13_BAND, C13_POWER),
+    }
+
+
+def test_the_power_text_shows_the_calculation_and_follows_the_numbers():
+    """The page's power paragraph: enough sentences, too few, and seeds too noisy for any number of them
+    give three different statements, each with the numbers it was computed from."""
+    from identifiability.charts.across import power_text
+    from identifiability.verdicts.models import C13_BAND, C13_POWER
+
+    enough = power_text({"lee-pairs": _power(1e-6, 0.01, 200)}, C13_BAND, C13_POWER)
+    few = power_text({"lee-pairs": _power(1e-6, 0.01, 20)}, C13_BAND, C13_POWER)
+    noisy = power_text({"lee-pairs": _power(1e-3, 0.01, 200), "random init": _power(0, 0.1, 200)}, C13_BAND, C13_POWER)
+    assert "this build has enough" in enough and "more than this build measured" in few
+    assert "no number of sentences reaches it" in noisy and "random init" not in noisy
+    n = _power(1e-6, 0.01, 20)["sentences_for_power"]
+    assert f"**{n}** test sentences ({n - 20} more" in few and "2Φ(0.05/√V − 1.96) − 1" in few
+    assert len({enough, few, noisy}) == 3 and power_text({}, C13_BAND, C13_POWER) == ""
+
+
+def test_the_reference_text_says_what_the_reference_is():
+    from identifiability.charts.across import reference_text
+
+    default = reference_text("all-MiniLM-L6-v2", True)
+    assert "contrastively" in default and "fine-tune with a further fine-tune" in default
+    other = reference_text("bert-base-uncased", False)
+    assert "bert-base-uncased" in other and "contrastively" not in other

@@ -239,3 +239,15 @@ def test_an_interrupted_run_of_other_settings_is_not_resumed(base, pairs, tmp_pa
     with pytest.raises(FinetuneError, match="interrupted run of another fine-tune") as e:
         finetune("lee-pairs", out, str(base), other, progress=False, data=pairs)
     assert "\n" not in str(e.value) and _snapshot(out) == before
+
+
+def test_a_hub_id_without_network_or_cache_is_one_line_and_writes_nothing(capsys, tmp_path, monkeypatch):
+    """``make compare BASE=<hub id>`` fine-tunes a hub model from its cached or downloaded snapshot; offline
+    and uncached (the tests run with HF_HUB_OFFLINE=1) it stops with one line that names the way out."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    out = tmp_path / "never"
+    err = _one_line_error(
+        capsys, ["finetune", "--task", "lee-pairs", "--base", "nobody/no-such-model", "--out", str(out)]
+    )
+    assert "cannot start from 'nobody/no-such-model'" in err and "save the model to a folder" in err
+    assert not out.exists()

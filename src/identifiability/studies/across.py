@@ -1,13 +1,127 @@
-"""Chapter 8's study: every model this copy of the book has results for, compared on shared parameters."""
+"""Chapter 8's study: every model this copy of the book has results for, compared on shared parameters, and
+the paired evidence of the fine-tuning claims C13 and C14."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from .. import across
+from .. import across, paths
+from ..stats import LEVEL, RESAMPLES, hierarchical_resamples
+from ..verdicts import Interval
+from ..verdicts.models import C13_BAND, C13_POWER, FineTuning, Paired, chance_of_holding, sentences_for_power
 from . import Study, data
+
+SCALES = (2, 4, 8, 16, 32, 64)  # unit multiples at which an inconclusive "peak late" is re-read
+
+
+def _interval(estimate: float, draws: np.ndarray, n: int) -> Interval:
+    alpha = (1 - LEVEL) / 2
+    if n < 2:
+        return Interval(float(estimate), np.nan, np.nan, n)
+    return Interval(float(estimate), float(np.quantile(draws, alpha)), float(np.quantile(draws, 1 - alpha)), n)
+
+
+def _late_share(draws: np.ndarray) -> float:
+    """Share of draws (R, L) whose largest |d_l| lies in l > L/2 (layers 1..L)."""
+    L = draws.shape[1]
+    return float(np.mean(np.argmax(np.abs(draws), axis=1) + 1 > L / 2))
+
+
+def paired(d: np.ndarray, seed: int = 0, n_resamples: int = RESAMPLES, seeds_fixed: bool = False) -> Paired:
+    """The paired evidence of C13 and C14 from per-sentence differences, one hierarchical bootstrap
+    (``stats.hierarchical_resamples``) whose draws give every layer's interval, |d_L| - |d_1| and the share of
+    draws peaking late, jointly.
+
+    Args:
+        d: (F, P, Q, n, L) differences d_l per test sentence, layers 1..L
+            (:func:`identifiability.across.paired_differences`): three seed levels (fine-tune seeds, their
+            probe seeds, the reference's probe seeds), resampled before the sentences.
+        seeds_fixed: average the seeds and resample the sentences only (the claims table's "unit" alternative).
+    Returns:
+        :class:`Paired`. Its variance split reads the bootstrap: the last layer's variance over draws V and its
+        variance with the seeds averaged and only sentences resampled V_s; ``seed_var`` = V - V_s (what more
+        sentences do not shrink; 0 with the seeds fixed) and ``sentence_var`` = n V_s.
+    """
+    d = np.asarray(d, dtype=float)
+    F, P, _, n, L = d.shape
+    est = np.nanmean(d.reshape(-1, n, L), axis=0)  # (n, L): seeds averaged
+    est_l = np.nanmean(est, axis=0)  # (L,)
+    if n < 2:
+        draws = sentence_draws = np.full((1, L), np.nan)
+    else:
+        sentence_draws = hierarchical_resamples(est, 0, seed=seed, n_resamples=n_resamples)  # (R, L)
+        draws = sentence_draws if seeds_fixed else hierarchical_resamples(d, 3, seed=seed, n_resamples=n_resamples)
+    gaps = np.abs(draws[:, -1]) - np.abs(draws[:, 0])
+    v_all, v_sent = float(np.var(draws[:, -1])), float(np.var(sentence_draws[:, -1]))
+    return Paired(
+        layers=tuple(_interval(est_l[k], draws[:, k], n) for k in range(L)),
+        gap=_interval(abs(est_l[-1]) - abs(est_l[0]), gaps, n),
+        peak_late=_late_share(draws) if n >= 2 else float("nan"),
+        seed_var=max(0.0, v_all - v_sent),
+        sentence_var=n * v_sent,
+        ft_seeds=F,
+        probe_seeds=P,
+        sentences=n,
+        peak_late_scaled=tuple((m, _late_share(est_l + (draws - est_l) / np.sqrt(m))) for m in SCALES)
+        if n >= 2
+        else (),
+    )
+
+
+def fine_tuning(
+    rows: pd.DataFrame, models: pd.DataFrame, corpus: str, root: Path, seed: int = 0
+) -> tuple[FineTuning, dict]:
+    """C13's and C14's evidence on ``corpus`` (the held-out text): per fine-tuned task the paired differences
+    over its fine-tune seeds (:func:`identifiability.across.paired_differences`) and their bootstrap, with the
+    seeds resampled (the rule) and fixed (the "unit" alternative); the random-initialisation control's; and the
+    original rules' unpaired inputs. Also what the page says of each task's power: fine-tune, probe and
+    reference probe seeds, test sentences, the variance split, the chance of "holds" at a true difference of
+    0 and the sentences that make it ``C13_POWER``."""
+    ref, groups, control = across.fine_tune_groups(rows, models)
+    original = across.quadrature_inputs(rows, models, corpus)
+    ev = dict(
+        original_last=original["last"],
+        original_layers=original["layers"],
+        original_control_last=original["control_last"],
+        original_control_layers=original["control_layers"],
+    )
+    base = across.sentence_rates(rows, ref, corpus, root) if ref else None
+    if base is None:
+        return FineTuning(**ev), {}
+    tasks, unit, diffs, power = {}, {}, {}, {}
+    for task, keys in sorted(groups.items()):
+        runs = [r for r in (across.sentence_rates(rows, k, corpus, root) for k in keys) if r is not None]
+        if not runs:
+            continue
+        d, _ = across.paired_differences(base, runs)
+        diffs[task] = d
+        tasks[task], unit[task] = paired(d, seed), paired(d, seed, seeds_fixed=True)
+        power[task] = _power(tasks[task], d.shape[2])
+    ctrl = ctrl_unit = None
+    runs = [across.sentence_rates(rows, control, corpus, root)] if control else []
+    if runs and runs[0] is not None:
+        d, _ = across.paired_differences(base, runs)
+        ctrl, ctrl_unit = paired(d, seed), paired(d, seed, seeds_fixed=True)
+        power["random init"] = _power(ctrl, d.shape[2])
+    return FineTuning(tasks, unit, ctrl, ctrl_unit, diffs, **ev), power
+
+
+def _power(p: Paired, reference_probe_seeds: int) -> dict:
+    return {
+        "fine_tune_seeds": p.ft_seeds,
+        "probe_seeds": p.probe_seeds,
+        "reference_probe_seeds": reference_probe_seeds,
+        "sentences": p.sentences,
+        "d_last": p.last.estimate,
+        "seed_var": p.seed_var,
+        "sentence_var": p.sentence_var,
+        "chance_of_holding": chance_of_holding(p.seed_var, p.sentence_var, p.sentences, C13_BAND),
+        "sentences_for_power": sentences_for_power(p.seed_var, p.sentence_var, C13_BAND, C13_POWER),
+    }
 
 
 @dataclass(frozen=True)
@@ -16,30 +130,38 @@ class Comparison(Study):
 
     models: int  # models that can be compared (same seed and shared parameters)
     table_rows: int  # rows of the whole results table
+    # per fine-tuned task (and "random init"): seeds, test sentences, d_L, the variance split of d_L, the
+    # chance that C13 holds at a true difference of 0 and the test sentences that make it C13_POWER
+    fine_tuning_power: dict
     runs: int = data()  # chapter runs in the table
     models_in_table: int = data()
     model_table: pd.DataFrame = data()  # one row per compared model: model_key, model, role
     claim_table: pd.DataFrame = data()  # across.claims
     curves: pd.DataFrame = data()  # across.curves
     no_separator: list[str] = data()  # models whose tokenizer adds no separator to a sentence
-    fine_tuning: dict = data()  # across.fine_tuning_inputs: what C13 and C14 take
+    fine_tuning: FineTuning = data()  # what C13 and C14 take (verdicts.models.FineTuning)
 
 
-def comparison(table: pd.DataFrame, reference: str, seed: int, judge_corpus: str) -> Comparison:
-    """Compare the models of ``table`` (``aggregate.read_table``) on runs of ``seed`` with the parameters most
-    models share; ``reference`` is the pre-trained model, ``judge_corpus`` the text C13 and C14 are judged on."""
+def comparison(
+    table: pd.DataFrame, reference: str, seed: int, judge_corpus: str, data_folder: Path | None = None
+) -> Comparison:
+    """Compare the models of ``table`` (``aggregate.read_table`` of ``data_folder``, default the data folder)
+    on runs of ``seed`` with the parameters most models share; ``reference`` is the pre-trained model,
+    ``judge_corpus`` the text C13 and C14 are judged on."""
     rows = across.comparable(table, seed=seed)
     models = across.models_of(rows, reference=reference)
+    ft, power = fine_tuning(rows, models, judge_corpus, data_folder or paths.data_root(), seed)
     return Comparison(
         models=len(models),
         table_rows=len(table),
+        fine_tuning_power=power,
         runs=int(table.run.nunique()) if len(table) else 0,
         models_in_table=int(table.model_key.nunique()) if len(table) else 0,
         model_table=models,
         claim_table=across.claims(rows, models),
         curves=across.curves(rows, models),
         no_separator=across.without_separator(rows, models),
-        fine_tuning=across.fine_tuning_inputs(rows, models, judge_corpus),
+        fine_tuning=ft,
     )
 
 

@@ -1,42 +1,242 @@
-"""Verdicts of the claims that compare models (fine-tuned vs pre-trained; chapter 8, from the results table)."""
+"""Verdicts of the claims that compare models (fine-tuned vs pre-trained; chapter 8).
+
+C13 and C14 (amended rules, ``data/amendments.csv``) are judged from one hierarchical bootstrap of the paired
+per-sentence differences d_l (fine-tuned minus pre-trained identifiability rate on the same test sentence,
+layers 1..L), resampling fine-tune seeds, probe seeds and test sentences (:class:`Paired`, built by
+``studies.across``). Their original rules (half-widths of two unpaired runs combined in quadrature) are kept as
+:func:`judge_c13_original` and :func:`judge_c14_original`, whose verdicts the claims page shows beside.
+"""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
-from .core import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, PARTLY, Interval, Verdict, combine_parts
+import numpy as np
+from scipy.stats import norm
 
-C13_BAND = 0.05  # "close": within 5 points of identifiability rate
+from ..stats import LEVEL
+from .core import (
+    FAILS,
+    HOLDS,
+    INCONCLUSIVE,
+    NOT_RUN,
+    PARTLY,
+    Interval,
+    Verdict,
+    amended,
+    combine_parts,
+    interval_verdict,
+    with_robustness,
+)
+
+C13_BAND = 0.05  # "close": the last-layer difference within 5 points of identifiability rate
+C13_BAND_NARROW = 0.03  # robustness: a stricter band
+C13_BAND_WIDE = 0.08  # robustness: a looser band
+C13_POWER = 0.8  # an inconclusive C13 names the sentences that give this chance of "holds" at a true 0
+C14_PEAK_SHARE = 0.95  # "peak late" holds when at least this share of draws peak in l > L/2
+C14_PEAK_FAIL = 0.5  # ... and fails below this share
+C14_PEAK_SHARE_ALT = 0.9  # robustness: the share "peak late" needs
+
+RUN_IT = "run `make compare` (fine-tunes, the random-initialisation control and their chapter runs)"
+# The amended rules bootstrap over "at least 3 fine-tune seeds" per task: the judges' ``min_seeds`` (a count the
+# rule states, not a threshold of the claims table's constants column).
+
+
+@dataclass(frozen=True)
+class Paired:
+    """One fine-tuned task's (or the random-initialisation control's) paired differences d_l, fine-tuned
+    minus pre-trained identifiability rate on the same test sentence, layers 1..L, from one bootstrap.
+
+    ``layers``, ``gap`` and ``peak_late`` are read from the same draws, so C14's two parts are joint.
+    ``seed_var`` and ``sentence_var`` split the variance of the last-layer estimate into the part more test
+    sentences cannot shrink (fine-tune and probe seeds) and the per-sentence part (its share is
+    ``sentence_var / sentences``); :func:`sentences_for_power` reads them.
+    """
+
+    layers: tuple[Interval, ...]  # d_l, l = 1..L: mean over seeds and sentences, 95% interval
+    gap: Interval  # |d_L| - |d_1|
+    peak_late: float  # share of draws whose largest |d_l| lies in l > L/2
+    seed_var: float
+    sentence_var: float
+    ft_seeds: int
+    probe_seeds: int
+    sentences: int
+    # (m, share): the share of draws peaking late were every unit m times as many (draws shrunk by 1/sqrt(m)
+    # around the estimate); what an inconclusive "peak late" names as the sentences that would settle it
+    peak_late_scaled: tuple[tuple[int, float], ...] = field(default=())
+
+    @property
+    def last(self) -> Interval:
+        return self.layers[-1]
+
+
+@dataclass(frozen=True)
+class FineTuning:
+    """Everything C13 and C14 take, current and original rules: per fine-tuned task the paired evidence
+    (``tasks``: seeds and sentences resampled; ``unit``: sentences only, seeds fixed), the random-initialisation
+    control's, and per fine-tuned model the original rules' unpaired differences."""
+
+    tasks: dict[str, Paired] = field(default_factory=dict)
+    unit: dict[str, Paired] = field(default_factory=dict)
+    control: Paired | None = None
+    control_unit: Paired | None = None
+    differences: dict[str, np.ndarray] = field(default_factory=dict)  # task -> (F, P, n, L) d per sentence
+    original_last: dict[str, Interval] = field(default_factory=dict)  # model -> last-layer difference
+    original_layers: dict[str, list[Interval]] = field(default_factory=dict)  # model -> d_l, l = 1..L
+    original_control_last: Interval | None = None
+    original_control_layers: list[Interval] | None = None
+
+
+# --------------------------------------------------------------------------------------------------
+# power of C13
+# --------------------------------------------------------------------------------------------------
+
+
+def _z(band: float, power: float, level: float) -> float:
+    """band / sqrt(V) that gives ``power``: the estimate at a true 0 is N(0, V) and C13 holds when
+    |estimate| + z_level sqrt(V) <= band, so P(holds) = 2 Phi(band / sqrt(V) - z_level) - 1."""
+    return float(norm.ppf(0.5 + level / 2) + norm.ppf(0.5 + power / 2))
+
+
+def chance_of_holding(seed_var: float, sentence_var: float, sentences: int, band: float, level: float = LEVEL) -> float:
+    """The chance that C13 holds when the true difference is 0, with ``sentences`` test sentences: the
+    estimate's variance is V = seed_var + sentence_var / sentences, and it holds when the interval
+    (estimate ± z sqrt(V)) lies inside ±band: 2 Phi(band / sqrt(V) - z) - 1 (0 when negative)."""
+    v = seed_var + sentence_var / max(sentences, 1)
+    if v <= 0:
+        return 1.0
+    return max(0.0, float(2 * norm.cdf(band / math.sqrt(v) - norm.ppf(0.5 + level / 2)) - 1))
+
+
+def sentences_for_power(
+    seed_var: float, sentence_var: float, band: float = C13_BAND, power: float = C13_POWER, level: float = LEVEL
+) -> int | None:
+    """How many test sentences give C13 a ``power`` chance of holding when the true difference is 0
+    (:func:`chance_of_holding`): V(n) = seed_var + sentence_var / n must reach (band / k)^2 with
+    k = z_level + z_power (3.24 for 95% and 80%), so n = sentence_var / ((band / k)^2 - seed_var). None when
+    the seeds' part alone exceeds (band / k)^2: more fine-tune seeds are needed, not more sentences."""
+    target = (band / _z(band, power, level)) ** 2
+    if seed_var >= target:
+        return None
+    return max(2, math.ceil(sentence_var / (target - seed_var)))
+
+
+# --------------------------------------------------------------------------------------------------
+# C13
+# --------------------------------------------------------------------------------------------------
+
+
+def _not_run(claim: str, rule: str) -> Verdict:
+    return Verdict(
+        claim, NOT_RUN, None, None, None, "", rule, f"no fine-tuned model has results with the reference's {RUN_IT}"
+    )
+
+
+def _too_few_seeds(p: Paired, min_seeds: int) -> str | None:
+    if p.ft_seeds >= min_seeds:
+        return None
+    return f"{p.ft_seeds} fine-tune seed(s); the rule resamples at least {min_seeds} (`make compare` fine-tunes them)"
+
+
+def _power_hint(p: Paired, band: float, power: float) -> str:
+    n = sentences_for_power(p.seed_var, p.sentence_var, band, power)
+    if n is None:
+        return (
+            f"no number of test sentences would give it a {power:.0%} chance of holding at a true difference of 0: "
+            f"the seeds' variance alone ({p.seed_var:.2g}) is too large, so more fine-tune seeds are needed"
+        )
+    return (
+        f"about {n} test sentences instead of {p.sentences} would give it a {power:.0%} chance of holding at a "
+        "true difference of 0"
+    )
+
+
+def _c13_task(name: str, p: Paired, rule: str, band: float, power: float, min_seeds: int) -> Verdict:
+    d = p.last
+    few = _too_few_seeds(p, min_seeds)
+    if few:
+        v, why = INCONCLUSIVE, few
+    elif not d.has_interval:
+        v, why = INCONCLUSIVE, f"no interval: {d.n} test sentence(s), too few to resample"
+    elif -band <= d.low and d.high <= band:
+        v, why = HOLDS, f"the interval lies inside ±{band:g}"
+    elif d.low > band or d.high < -band:
+        v, why = FAILS, f"the interval lies outside ±{band:g}"
+    else:
+        v, why = INCONCLUSIVE, f"the interval straddles ±{band:g}; {_power_hint(p, band, power)}"
+    return Verdict(f"C13.{name}", v, d.estimate, (d.low, d.high), None, "", rule, why, threshold=band)
+
+
+def _overall(verdicts: list[str]) -> str:
+    """Every task holds -> HOLDS; any fails -> FAILS; any inconclusive -> INCONCLUSIVE; else PARTLY."""
+    if all(v == HOLDS for v in verdicts):
+        return HOLDS
+    if FAILS in verdicts:
+        return FAILS
+    return INCONCLUSIVE if INCONCLUSIVE in verdicts else PARTLY
+
+
+def judge_c13(
+    tasks: dict[str, Paired],
+    control: Paired | None,
+    rule: str,
+    *,
+    band: float = C13_BAND,
+    power: float = C13_POWER,
+    min_seeds: int = 3,
+) -> Verdict:
+    """C13 (amended): per fine-tuned task, the 95% interval of the paired last-layer difference d_L lies
+    inside ±``band``; fails if it lies outside for any task; inconclusive otherwise, naming the test
+    sentences that give a ``power`` chance of holding at a true 0 (:func:`sentences_for_power`). Not run
+    without fine-tuned results. ``control``: the random-initialisation model's d_L, the baseline."""
+    if not tasks:
+        return _not_run("C13", rule)
+    parts = [_c13_task(name, p, rule, band, power, min_seeds) for name, p in tasks.items()]
+    worst = max(tasks.values(), key=lambda p: abs(p.last.estimate)).last
+    return Verdict(
+        "C13",
+        _overall([p.verdict for p in parts]),
+        worst.estimate,
+        (worst.low, worst.high),
+        None if control is None else control.last.estimate,
+        "the random-initialisation control's d_L (what changing every weight gives)"
+        if control is not None
+        else "no random-initialisation control has results with these parameters",
+        rule,
+        "; ".join(f"{p.claim.split('.', 1)[1]}: {p.verdict} ({p.reason})" for p in parts),
+        tuple(parts),
+        threshold=band,
+    )
 
 
 def difference(a: Interval, b: Interval) -> Interval:
-    """a - b with the two 95% half-widths combined in quadrature (independent runs; conservative for runs on the
-    same test sentences, whose errors correlate positively)."""
+    """a - b with the two 95% half-widths combined in quadrature (the original rules of C13 and C14:
+    independent runs; conservative for runs on the same test sentences, whose errors correlate positively)."""
     half = math.hypot((a.high - a.low) / 2, (b.high - b.low) / 2)
     d = a.estimate - b.estimate
     return Interval(d, d - half, d + half, min(a.n, b.n))
 
 
-def _none(claim: str, rule: str, why: str) -> Verdict:
-    return Verdict(claim, NOT_TESTABLE, None, None, None, "", rule, why)
-
-
-def judge_c13(diffs: dict[str, Interval], control: Interval | None, rule: str) -> Verdict:
-    """C13: each fine-tuned model's last-layer identifiability rate minus the pre-trained model's
-    (:func:`difference`) lies within ±``C13_BAND``. ``control``: the random-initialisation model's difference."""
+def judge_c13_original(
+    diffs: dict[str, Interval], control: Interval | None, rule: str, *, band: float = C13_BAND
+) -> Verdict:
+    """C13's original rule: each fine-tuned model's last-layer rate minus the pre-trained model's
+    (:func:`difference`, unpaired) lies within ±``band``. ``control``: the random-initialisation model's."""
     if not diffs:
-        return _none("C13", rule, "no fine-tuned model has results with the reference's parameters (make compare)")
+        return _not_run("C13", rule)
     parts = []
     for name, d in diffs.items():
         if not d.has_interval:
             v, why = INCONCLUSIVE, "no interval: a run has too few units to resample"
-        elif -C13_BAND <= d.low and d.high <= C13_BAND:
-            v, why = HOLDS, f"the interval lies inside ±{C13_BAND:g}"
-        elif d.low > C13_BAND or d.high < -C13_BAND:
-            v, why = FAILS, f"the interval lies outside ±{C13_BAND:g}"
+        elif -band <= d.low and d.high <= band:
+            v, why = HOLDS, f"the interval lies inside ±{band:g}"
+        elif d.low > band or d.high < -band:
+            v, why = FAILS, f"the interval lies outside ±{band:g}"
         else:
-            v, why = INCONCLUSIVE, f"the interval straddles ±{C13_BAND:g}"
-        parts.append(Verdict(f"C13.{name}", v, d.estimate, (d.low, d.high), None, "", rule, why, threshold=C13_BAND))
+            more = "; more test sentences or seeds narrow it"
+            v, why = INCONCLUSIVE, f"the interval straddles ±{band:g}{more}"
+        parts.append(Verdict(f"C13.{name}", v, d.estimate, (d.low, d.high), None, "", rule, why, threshold=band))
     verdicts = [p.verdict for p in parts]
     overall = HOLDS if all(v == HOLDS for v in verdicts) else FAILS if FAILS in verdicts else INCONCLUSIVE
     worst = max(diffs.values(), key=lambda d: abs(d.estimate))
@@ -52,12 +252,91 @@ def judge_c13(diffs: dict[str, Interval], control: Interval | None, rule: str) -
         rule,
         "; ".join(f"{p.claim.split('.', 1)[1]}: {p.verdict} ({p.reason})" for p in parts),
         tuple(parts),
-        threshold=C13_BAND,
+        threshold=band,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# C14
+# --------------------------------------------------------------------------------------------------
+
+
+def _peak_hint(p: Paired, share: float, fail: float) -> str:
+    """The sentences (seeds scaled alike) at which the shrunken draws' share leaves [fail, share)."""
+    for m, s in p.peak_late_scaled:
+        if s >= share or s < fail:
+            return f"; about {m * p.sentences} test sentences (and {m}x the seeds) would settle it"
+    return "; the largest change sits near the middle layer, so more units would not settle it soon"
+
+
+def _c14_task(name: str, p: Paired, rule: str, share: float, fail: float, min_seeds: int) -> Verdict:
+    L = len(p.layers)
+    v1, why1 = interval_verdict(p.gap, 0.0, "above")
+    why1 = f"|d_L| - |d_1|: {why1}"
+    if p.peak_late >= share:
+        v2 = HOLDS
+    elif p.peak_late < fail:
+        v2 = FAILS
+    else:
+        v2 = INCONCLUSIVE
+    why2 = f"{p.peak_late:.0%} of draws have their largest |d_l| in layers {L // 2 + 1}-{L} (holds from {share:.0%})"
+    if v2 == INCONCLUSIVE:
+        why2 += _peak_hint(p, share, fail)
+    gap = (p.gap.low, p.gap.high)
+    parts = [
+        Verdict(f"C14.{name}.last beats first", v1, p.gap.estimate, gap, None, "", rule, why1, threshold=0.0),
+        Verdict(f"C14.{name}.peak late", v2, p.peak_late, None, None, "", rule, why2, threshold=share),
+    ]
+    few = _too_few_seeds(p, min_seeds)
+    if few:
+        v = INCONCLUSIVE
+    elif v1 == HOLDS and v2 == HOLDS:
+        v = HOLDS
+    elif v1 == FAILS and v2 == FAILS:
+        v = FAILS
+    elif {v1, v2} == {HOLDS, FAILS}:
+        v = PARTLY
+    else:
+        v = INCONCLUSIVE
+    reason = (f"{few}; " if few else "") + f"last beats first: {v1} ({why1}); peak late: {v2} ({why2})"
+    return Verdict(f"C14.{name}", v, p.gap.estimate, (p.gap.low, p.gap.high), None, "", rule, reason, tuple(parts))
+
+
+def judge_c14(
+    tasks: dict[str, Paired],
+    control: Paired | None,
+    rule: str,
+    *,
+    peak_share: float = C14_PEAK_SHARE,
+    peak_fail: float = C14_PEAK_FAIL,
+    min_seeds: int = 3,
+) -> Verdict:
+    """C14 (amended), per fine-tuned task from the same draws: "last beats first" (the interval of
+    |d_L| - |d_1| above 0) and "peak late" (at least ``peak_share`` of draws have their largest |d_l| in
+    l > L/2; fails below ``peak_fail``). A task holds if both parts hold, fails if both fail, partly holds if
+    one holds and the other fails, else is inconclusive; C14 holds if every task holds, fails if one fails,
+    else is inconclusive if one is, else partly holds. ``control``: the random-initialisation model's."""
+    if not tasks:
+        return _not_run("C14", rule)
+    parts = [_c14_task(name, p, rule, peak_share, peak_fail, min_seeds) for name, p in tasks.items()]
+    first = parts[0]
+    return Verdict(
+        "C14",
+        _overall([p.verdict for p in parts]),
+        first.estimate,
+        first.ci95,
+        None if control is None else control.gap.estimate,
+        "the random-initialisation control's |d_L| - |d_1| (it changes every layer)"
+        if control is not None
+        else "no random-initialisation control has results with these parameters",
+        rule,
+        "; ".join(f"{p.claim.split('.', 1)[1]}: {p.verdict} ({p.reason})" for p in parts),
+        tuple(parts),
     )
 
 
 def _c14_model(name: str, layers: list[Interval], rule: str) -> Verdict:
-    """One fine-tuned model: ``layers`` are the per-layer differences for layers 1..L."""
+    """C14's original rule for one fine-tuned model: ``layers`` are the per-layer differences for layers 1..L."""
     first, last = layers[0], layers[-1]
     gap_est = abs(last.estimate) - abs(first.estimate)
     half = math.hypot((last.high - last.low) / 2, (first.high - first.low) / 2)
@@ -69,7 +348,7 @@ def _c14_model(name: str, layers: list[Interval], rule: str) -> Verdict:
     elif gap.high < 0:
         v1, why1 = FAILS, "the interval of |d_L| - |d_1| lies below 0"
     else:
-        v1, why1 = INCONCLUSIVE, "the interval of |d_L| - |d_1| contains 0"
+        v1, why1 = INCONCLUSIVE, "the interval of |d_L| - |d_1| contains 0; more test sentences or seeds narrow it"
     n = len(layers)
     peak = max(range(n), key=lambda i: abs(layers[i].estimate)) + 1
     v2 = HOLDS if peak > n / 2 else FAILS
@@ -90,11 +369,11 @@ def _c14_model(name: str, layers: list[Interval], rule: str) -> Verdict:
     return Verdict(f"C14.{name}", v, gap.estimate, (gap.low, gap.high), None, "", rule, reason, parts)
 
 
-def judge_c14(per_model: dict[str, list[Interval]], control: list[Interval] | None, rule: str) -> Verdict:
-    """C14: fine-tuning changes the later layers most. ``per_model``: each fine-tuned model's per-layer
-    differences (layers 1..L) from the pre-trained model; ``control``: the random-initialisation model's."""
+def judge_c14_original(per_model: dict[str, list[Interval]], control: list[Interval] | None, rule: str) -> Verdict:
+    """C14's original rule: per fine-tuned model, |d_L| - |d_1| above 0 (half-widths in quadrature) and the
+    point estimates' largest |d_l| in the upper half. ``control``: the random-initialisation model's d_l."""
     if not per_model:
-        return _none("C14", rule, "no fine-tuned model has results with the reference's parameters (make compare)")
+        return _not_run("C14", rule)
     parts = [_c14_model(name, layers, rule) for name, layers in per_model.items()]
     base = None if control is None else abs(control[-1].estimate) - abs(control[0].estimate)
     note = (
@@ -104,14 +383,34 @@ def judge_c14(per_model: dict[str, list[Interval]], control: list[Interval] | No
     )
     combined = combine_parts("C14", parts, rule, None, base, note, first_is_core=False)
     first = parts[0]
-    return Verdict(
-        "C14",
-        combined.verdict,
-        first.estimate,
-        first.ci95,
-        base,
-        note,
-        rule,
-        combined.reason,
-        tuple(parts),
-    )
+    return Verdict("C14", combined.verdict, first.estimate, first.ci95, base, note, rule, combined.reason, tuple(parts))
+
+
+# --------------------------------------------------------------------------------------------------
+# current rule + original rule + the claims table's alternatives
+# --------------------------------------------------------------------------------------------------
+
+
+def c13_verdict(ft: FineTuning, rule: str, original_rule: str) -> Verdict:
+    """C13 as the page records it: the amended rule's verdict with the original rule's and the alternatives
+    the claims table names (band narrow, band wide, unit: sentences only, seeds fixed)."""
+    current = judge_c13(ft.tasks, ft.control, rule)
+    original = judge_c13_original(ft.original_last, ft.original_control_last, original_rule)
+    alternatives = {
+        "band narrow": judge_c13(ft.tasks, ft.control, rule, band=C13_BAND_NARROW),
+        "band wide": judge_c13(ft.tasks, ft.control, rule, band=C13_BAND_WIDE),
+        "unit": judge_c13(ft.unit, ft.control_unit, rule),
+    }
+    return with_robustness(amended(current, original), alternatives)
+
+
+def c14_verdict(ft: FineTuning, rule: str, original_rule: str) -> Verdict:
+    """C14 as the page records it: the amended rule's verdict with the original rule's and the alternatives
+    the claims table names (peak share 0.9, unit: sentences only, seeds fixed)."""
+    current = judge_c14(ft.tasks, ft.control, rule)
+    original = judge_c14_original(ft.original_layers, ft.original_control_layers, original_rule)
+    alternatives = {
+        "peak share": judge_c14(ft.tasks, ft.control, rule, peak_share=C14_PEAK_SHARE_ALT),
+        "unit": judge_c14(ft.unit, ft.control_unit, rule),
+    }
+    return with_robustness(amended(current, original), alternatives)

@@ -1,0 +1,321 @@
+"""Controls of C13 and C14 whose truth is known by construction, run through the real pipeline: chapter 4's
+per-sentence rates (synthetic ones of its results' shape, or computed with the chapter's own probe pieces on
+tiny random models) filed as results files, the results table, chapter 8's study (pairing by sentence key,
+the hierarchical bootstrap) and the judges. Also the power calculation of C13, checked by simulation."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from identifiability import aggregate, stats
+from identifiability import identity as ident
+from identifiability.fileio import write_json
+from identifiability.models import random_model
+from identifiability.studies.across import comparison, paired
+from identifiability.verdicts import (
+    C13_BAND,
+    C13_POWER,
+    FAILS,
+    HOLDS,
+    INCONCLUSIVE,
+    NOT_RUN,
+    PARTLY,
+    Interval,
+    c13_verdict,
+    c14_verdict,
+    judge_c13,
+    judge_c13_original,
+    judge_c14,
+)
+from identifiability.verdicts.claims import load_claims
+from identifiability.verdicts.models import chance_of_holding, difference, sentences_for_power
+
+CLAIMS = {c["id"]: c for c in load_claims()}
+RULE = {cid: CLAIMS[cid]["rule"] for cid in ("C13", "C14")}
+CORPUS = "lee_heldout"
+REFERENCE = "all-MiniLM-L6-v2"
+
+
+def _keys(n: int) -> list[str]:
+    return [hashlib.sha1(f"sentence {i}".encode()).hexdigest()[:12] for i in range(n)]
+
+
+def _file(root, model: str, key: str, content: str, rate: np.ndarray, keys: list[str], seeds=(0, 1, 2)) -> None:
+    """A chapter 4 results file holding ``linear_rate_by_sentence`` with ``rate`` (probe seeds, n, L)."""
+    doc = {
+        "chapter": "04_token_identity",
+        "params": {"model": model, "corpus": CORPUS, "seed": 0, "n_sentences": 400},
+        "provenance": {"key": key, "content_key": content},
+        "results": {
+            "linear_rate_by_sentence": {
+                "sentence_keys": keys,
+                "probe_seeds": list(seeds),
+                "layers": list(range(1, rate.shape[-1] + 1)),
+                "rate": np.round(rate, 6).tolist(),
+            }
+        },
+    }
+    write_json(root / "results" / key / CORPUS / "04_token_identity.json", doc)
+
+
+def _model_folder(root, name: str, prov: dict) -> str:
+    folder = root / "models" / name
+    folder.mkdir(parents=True)
+    (folder / "provenance.json").write_text(json.dumps(prov))
+    return str(folder)
+
+
+def _compare(root, reference: np.ndarray, fine_tuned: list[np.ndarray], control: np.ndarray | None = None):
+    """File the reference's and each fine-tune seed's rates (and the control's), then run chapter 8's study."""
+    n = reference.shape[1]
+    keys = _keys(n)
+    _file(root, REFERENCE, REFERENCE, "refkey", reference, keys)
+    for f, rate in enumerate(fine_tuned):
+        prov = {
+            "kind": "fine-tuned",
+            "task": "lee-pairs",
+            "seed": f,
+            "identity": {"kind": "fine-tuned", "task": "lee-pairs", "seed": f, "epochs": 2},
+            "base": {"name": REFERENCE, "content_key": "refkey"},
+        }
+        model = _model_folder(root, f"ft-seed{f}", prov)
+        order = np.random.default_rng(f).permutation(n)  # each run lists its test sentences in its own order
+        _file(root, model, f"ft{f}", f"ftkey{f}", rate[:, order], [keys[i] for i in order])
+    if control is not None:
+        prov = {"kind": "random-init", "seed": 0, "like": {"name": REFERENCE, "content_key": "refkey"}}
+        _file(root, _model_folder(root, "random", prov), "rnd", "rndkey", control, keys)
+    table = aggregate.read_table(aggregate.write_table(root))
+    return comparison(table, reference=REFERENCE, seed=0, judge_corpus=CORPUS, data_folder=root)
+
+
+def _rates(rng, n: int, L: int = 6, shift=0.0, seed_sd=0.0, probe_sd=0.005, base=None) -> np.ndarray:
+    """(3 probe seeds, n, L) per-sentence rates: a sentence's own level (``base``), plus ``shift`` (per layer),
+    one draw of fine-tune seed noise, probe-seed shifts and per-sentence probe noise."""
+    seed_shift = rng.normal(0, seed_sd) if seed_sd else 0.0
+    probe = rng.normal(0, probe_sd, (3, 1, 1)) + rng.normal(0, 0.03, (3, n, L))
+    return np.clip(base + shift + seed_shift + probe, 0, 1)
+
+
+def _base(rng, n: int, L: int = 6) -> np.ndarray:
+    return np.clip(0.9 - 0.02 * np.arange(L) + rng.normal(0, 0.05, (n, 1)), 0, 1)
+
+
+def _verdicts(cmp):
+    ft = cmp.fine_tuning
+    return (
+        c13_verdict(ft, CLAIMS["C13"]["rule"], CLAIMS["C13"]["original_rule"]),
+        c14_verdict(ft, CLAIMS["C14"]["rule"], CLAIMS["C14"]["original_rule"]),
+    )
+
+
+def test_identical_fine_tunes_are_close_with_enough_sentences(tmp_path):
+    """Fine-tunes whose per-sentence rates are the reference's (only the probes' own noise differs): C13
+    must hold, with the seeds, sentences and pairing the study reports."""
+    rng = np.random.default_rng(0)
+    n = 300
+    base = _base(rng, n)
+    cmp = _compare(tmp_path, _rates(rng, n, base=base), [_rates(rng, n, base=base) for _ in range(3)])
+    v13, _ = _verdicts(cmp)
+    assert v13.verdict == HOLDS, v13.reason
+    p = cmp.fine_tuning.tasks["lee-pairs"]
+    assert (p.ft_seeds, p.probe_seeds, p.sentences) == (3, 3, n)
+    assert cmp.fine_tuning.differences["lee-pairs"].shape == (3, 3, 3, n, 6)
+    assert abs(p.last.estimate) < 0.01 and p.last.high - p.last.low < 0.02  # paired: the sentences' spread cancels
+    power = cmp.fine_tuning_power["lee-pairs"]
+    assert power["chance_of_holding"] > 0.99 and power["sentences_for_power"] < n
+    assert v13.original.verdict == NOT_RUN  # the original rule reads other results, which these runs lack
+    assert [name for name, _ in v13.robustness] == ["band narrow", "band wide", "unit"]
+
+
+def test_without_pairing_the_same_data_would_not_be_close(tmp_path):
+    """The sentences' own spread is what pairing removes: the same rates, each run with its interval over
+    sentences and the two combined in quadrature (the original rule), do not settle C13; paired they do."""
+    rng = np.random.default_rng(1)
+    n = 40
+    base = np.clip(0.8 + rng.normal(0, 0.15, (n, 1)) + np.zeros((1, 6)), 0, 1)  # sentences differ a lot
+    ref = _rates(rng, n, base=base)
+    fts = [_rates(rng, n, base=base) for _ in range(3)]
+    cmp = _compare(tmp_path, ref, fts)
+    assert judge_c13(cmp.fine_tuning.tasks, None, RULE["C13"]).verdict == HOLDS
+
+    def run(rate):  # one run's last-layer rate over its probe seeds, interval over sentences
+        per_sentence = rate[:, :, -1].mean(axis=0)
+        return Interval(float(per_sentence.mean()), *stats.bootstrap_ci(per_sentence), n=n)
+
+    unpaired = {f"seed{f}": difference(run(r), run(ref)) for f, r in enumerate(fts)}
+    assert judge_c13_original(unpaired, None, CLAIMS["C13"]["original_rule"]).verdict == INCONCLUSIVE
+
+
+def test_a_shift_of_two_tenths_fails(tmp_path):
+    rng = np.random.default_rng(2)
+    n = 60
+    base = _base(rng, n)
+    cmp = _compare(tmp_path, _rates(rng, n, base=base), [_rates(rng, n, base=base, shift=-0.2) for _ in range(3)])
+    v13, v14 = _verdicts(cmp)
+    assert v13.verdict == FAILS, v13.reason
+    assert cmp.fine_tuning.tasks["lee-pairs"].last.estimate == pytest.approx(-0.2, abs=0.02)
+    assert v14.verdict != HOLDS  # the same change at every layer: the last does not beat the first
+
+
+def test_changes_in_the_last_layers_only_make_c14_hold(tmp_path):
+    rng = np.random.default_rng(3)
+    n = 60
+    base = _base(rng, n)
+    late = np.array([0, 0, 0, 0, -0.1, -0.2])
+    fts = [_rates(rng, n, base=base, shift=late, seed_sd=0.01) for _ in range(3)]
+    cmp = _compare(tmp_path, _rates(rng, n, base=base), fts)
+    _, v14 = _verdicts(cmp)
+    assert v14.verdict == HOLDS, v14.reason
+    assert cmp.fine_tuning.tasks["lee-pairs"].peak_late == 1.0
+    assert [name for name, _ in v14.robustness] == ["peak share", "unit"]
+
+
+def test_changes_in_the_first_layers_only_make_c14_fail(tmp_path):
+    rng = np.random.default_rng(4)
+    n = 60
+    base = _base(rng, n)
+    early = np.array([-0.2, -0.1, 0, 0, 0, 0])
+    fts = [_rates(rng, n, base=base, shift=early, seed_sd=0.01) for _ in range(3)]
+    cmp = _compare(tmp_path, _rates(rng, n, base=base), fts)
+    _, v14 = _verdicts(cmp)
+    assert v14.verdict == FAILS, v14.reason
+    task = v14.parts[0]
+    assert [p.verdict for p in task.parts] == [FAILS, FAILS]
+
+
+def test_a_peak_late_whose_last_layer_changes_less_than_the_first_partly_holds(tmp_path):
+    rng = np.random.default_rng(5)
+    n = 80
+    base = _base(rng, n)
+    shape = np.array([-0.1, 0, 0, -0.25, 0, 0])  # peak at layer 4 of 6, last layer unchanged
+    cmp = _compare(tmp_path, _rates(rng, n, base=base), [_rates(rng, n, base=base, shift=shape) for _ in range(3)])
+    assert judge_c14(cmp.fine_tuning.tasks, None, RULE["C14"]).verdict == PARTLY
+
+
+def test_one_fine_tune_seed_is_not_enough_for_the_amended_rule(tmp_path):
+    rng = np.random.default_rng(6)
+    n = 60
+    base = _base(rng, n)
+    cmp = _compare(tmp_path, _rates(rng, n, base=base), [_rates(rng, n, base=base)])
+    v13, v14 = _verdicts(cmp)
+    assert v13.verdict == INCONCLUSIVE and "at least 3" in v13.reason
+    assert v14.verdict == INCONCLUSIVE
+
+
+def test_nothing_run_is_not_run_for_both_rules(tmp_path):
+    rng = np.random.default_rng(7)
+    n = 20
+    cmp = _compare(tmp_path, _rates(rng, n, base=_base(rng, n)), [])
+    v13, v14 = _verdicts(cmp)
+    for v in (v13, v14):
+        assert v.verdict == NOT_RUN and v.original.verdict == NOT_RUN and "make compare" in v.reason
+        assert all(label == NOT_RUN for _, label in v.robustness)
+
+
+def test_the_random_initialisation_control_is_the_baseline_and_not_close(tmp_path):
+    """The control changes every weight: its d_L is far from 0, and judged as if it were a fine-tune it is
+    not "close" (the negative control of C13)."""
+    rng = np.random.default_rng(8)
+    n = 60
+    base = _base(rng, n)
+    rand = np.clip(rng.normal(0.3, 0.1, (3, n, 6)), 0, 1)
+    cmp = _compare(tmp_path, _rates(rng, n, base=base), [_rates(rng, n, base=base) for _ in range(3)], rand)
+    v13, v14 = _verdicts(cmp)
+    ctrl = cmp.fine_tuning.control
+    assert v13.baseline == pytest.approx(ctrl.last.estimate) and ctrl.last.estimate < -0.4
+    assert judge_c13({"random init": ctrl}, None, RULE["C13"], min_seeds=1).verdict == FAILS
+    assert v14.baseline == pytest.approx(ctrl.gap.estimate)
+
+
+# --------------------------------------------------------------------------------------------------
+# the real pieces on tiny random models: chapter 4's probes and per-sentence correctness
+# --------------------------------------------------------------------------------------------------
+
+
+def _sentences(n: int) -> list[str]:
+    rng = np.random.default_rng(0)
+    words = "the a cat dog sat ran on under mat tree river fire town road people news day night".split()
+    return [" ".join(rng.choice(words, rng.integers(6, 12))) + "." for _ in range(n)]
+
+
+def _per_sentence_rates(lm, texts, probe_seeds) -> np.ndarray:
+    """(probe seeds, test sentences, L) per-sentence identifiability rate, linear map, cosine loss and lookup,
+    the way chapter 4 measures it (split by sentence with seed 0, probes trained per layer)."""
+    hs = ident.extract_hidden(lm, texts, progress=False)
+    splits = ident.make_splits(hs, seed=0)
+    L = lm.n_layers
+    out = []
+    for s in probe_seeds:
+        cfg = ident.probe_config("linear", epochs=8, batch_size=256, seed=s)
+        tp = ident.train_probes(splits["train"], splits["val"], list(range(1, L + 1)), ["cos"] * L, cfg, progress=False)
+        out.append(
+            [[float(np.mean(c)) for c in ident.correct_by_sentence(tp, splits["test"], la)] for la in range(1, L + 1)]
+        )
+    return np.transpose(np.array(out), (0, 2, 1))
+
+
+@pytest.fixture(scope="module")
+def tiny_rates(tiny_lm):
+    """The tiny model's rates, and those of a copy whose last layer outputs one vector for every token
+    (its output LayerNorm's gain set to 0): identity lost at the last layer only, by construction."""
+    texts = _sentences(240)
+    same = _per_sentence_rates(tiny_lm, texts, (0, 1, 2))
+    broken = random_model("bert", seed=0)  # tiny_lm's weights, a copy of its own
+    with torch.no_grad():
+        broken.model.encoder.layer[-1].output.LayerNorm.weight.zero_()
+    return texts, same, _per_sentence_rates(tiny_lm, texts, (3, 4, 5)), _per_sentence_rates(broken, texts, (0, 1, 2))
+
+
+def test_tiny_model_against_itself_is_close(tmp_path, tiny_rates):
+    """The same model, probes of other seeds: C13 holds on the real probe pieces."""
+    _, ref, other, _ = tiny_rates
+    cmp = _compare(tmp_path, ref, [other, other, other])
+    assert judge_c13(cmp.fine_tuning.tasks, None, RULE["C13"]).verdict == HOLDS
+
+
+def test_tiny_model_whose_last_layer_forgets_tokens(tmp_path, tiny_rates):
+    """A last layer that maps every token to one vector: identity at layer L drops to chance, layers below
+    are untouched, so C13 fails and C14 holds."""
+    _, ref, _, broken = tiny_rates
+    assert ref[:, :, -1].mean() > 0.5 > broken[:, :, -1].mean()
+    cmp = _compare(tmp_path, ref, [broken, broken, broken])
+    v13, v14 = _verdicts(cmp)
+    assert v13.verdict == FAILS and v14.verdict == HOLDS, (v13.reason, v14.reason)
+
+
+# --------------------------------------------------------------------------------------------------
+# C13's power
+# --------------------------------------------------------------------------------------------------
+
+
+def test_sentences_for_power_solves_the_chance_of_holding():
+    n = sentences_for_power(1e-5, 0.02, C13_BAND, C13_POWER)
+    assert chance_of_holding(1e-5, 0.02, n, C13_BAND) >= C13_POWER > chance_of_holding(1e-5, 0.02, n - 1, C13_BAND)
+    assert sentences_for_power(0.001, 0.02) is None  # the seeds' part alone is wider than the band allows
+    assert sentences_for_power(0.0, 0.04) > sentences_for_power(0.0, 0.01)
+
+
+def test_the_powered_size_gives_about_its_chance_of_holding_in_simulation():
+    """At a true difference of 0, data of the size :func:`sentences_for_power` names (from the variance split
+    of a pilot) make the real bootstrap and judge say "holds" about C13_POWER of the time."""
+    rng = np.random.default_rng(0)
+    sd_sentence, sd_seed = 0.09, 0.006
+
+    def draw(n):  # (F, P, Q, n, L=2): fine-tune seed shifts, sentence effects, noise per run and sentence
+        seeds = rng.normal(0, sd_seed, (3, 1, 1, 1, 1))
+        sentences = rng.normal(0, sd_sentence, (1, 1, 1, n, 1))
+        return seeds + sentences + rng.normal(0, 0.03, (3, 3, 3, n, 2))
+
+    pilot = paired(draw(400), n_resamples=1000)
+    n = sentences_for_power(pilot.seed_var, pilot.sentence_var)
+    assert 20 < n < 400
+    holds = [
+        judge_c13({"t": paired(draw(n), seed=k, n_resamples=300)}, None, RULE["C13"]).verdict == HOLDS
+        for k in range(150)
+    ]
+    assert abs(np.mean(holds) - C13_POWER) < 0.12, (n, np.mean(holds))
