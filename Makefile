@@ -111,7 +111,7 @@ comma := ,
 # Parameters by chapter (03:name=value applies to chapter 3 only): chapter 6 (HTA, the costliest per sentence)
 # gets fewer sentences of its own.
 COMPARE_PARAMS ?= n_sentences=150 second_corpus= 03:fig1_repeats=1 03:fig1_long_repeats=8 03:viewer_sentences=1 \
-	06:n_sentences=40 06:n_exact=4 06:n_explorer=2
+	06:n_sentences=40 06:n_exact=4 06:n_per_quarter=1 06:n_explorer=2
 PAIRS_PARAMS ?= n_sentences=150 second_corpus= epochs=10
 # Chapter 4 on the held-out sentences, for C13 and C14: 15% of C13_SENTENCES are test sentences.
 C13_SENTENCES ?= 400

@@ -120,13 +120,13 @@ def power_text(power: dict, band: float, target: float, level: float = 0.95) -> 
         need = p["sentences_for_power"]
         if need is None:
             tail = (
-                f" A {target:.0%} chance needs {band:g}/√V ≥ {z:.2f} + {zp:.2f} = {k:.2f}, i.e. V ≤ "
+                f" A chance of {target:.0%} needs {band:g}/√V ≥ {z:.2f} + {zp:.2f} = {k:.2f}, i.e. V ≤ "
                 f"{(band / k) ** 2:.2g}: the seeds' part alone exceeds it, so no number of sentences reaches it; "
                 "more fine-tune seeds would."
             )
         else:
             tail = (
-                f" A {target:.0%} chance needs {band:g}/√V ≥ {z:.2f} + {zp:.2f} = {k:.2f}, i.e. "
+                f" A chance of {target:.0%} needs {band:g}/√V ≥ {z:.2f} + {zp:.2f} = {k:.2f}, i.e. "
                 f"n ≥ σ² / (({band:g}/{k:.2f})² − s²) = **{need}** test sentences"
                 + (" (this build has enough)." if need <= n else f" ({need - n} more than this build measured).")
             )

@@ -143,11 +143,11 @@ def _power_hint(p: Paired, band: float, power: float) -> str:
     n = sentences_for_power(p.seed_var, p.sentence_var, band, power)
     if n is None:
         return (
-            f"no number of test sentences would give it a {power:.0%} chance of holding at a true difference of 0: "
+            f"no number of test sentences would give it a chance of {power:.0%} of holding at a true difference of 0: "
             f"the seeds' variance alone ({p.seed_var:.2g}) is too large, so more fine-tune seeds are needed"
         )
     return (
-        f"about {n} test sentences instead of {p.sentences} would give it a {power:.0%} chance of holding at a "
+        f"about {n} test sentences instead of {p.sentences} would give it a chance of {power:.0%} of holding at a "
         "true difference of 0"
     )
 
