@@ -219,3 +219,5 @@ def test_summary_ends_with_the_verdict_sentences(tiny_lm, survey, alt, text):
     assert f"in {thr.threshold_unique_heads} of {thr.threshold_heads} real (input, head) pairs" in text_
     # a finding is stated from the numbers: the tiny head's alternatives keep weights near A's
     assert ("far more extreme" in text_) == (search.search_min_prob < 1e-3 * search.A_min_prob)
+    # where realisable alternatives were found is read from the search, length by length
+    assert f"were found at $d_s$ = {tiny_lm.d_v + 3}" in text_ and "not at" not in text_

@@ -13,7 +13,7 @@ import pandas as pd
 import torch
 from pandas.io.formats.style import Styler
 
-from ..verdicts.attention import C2_MARGIN
+from ..verdicts.attention import C2_MARGIN, C3_REALISABLE_TV
 from .render import token_axis, token_tooltip
 
 if TYPE_CHECKING:
@@ -336,13 +336,8 @@ def alternatives_text(r: Alternatives) -> str:
     """Whether both alternatives are valid, and how far each moves the rows."""
     c, lp = r.construct, r.lp
     ok = r.construct_verified and r.lp_verified
-    further = (
-        "much further"
-        if lp["tv_mean"] > 10 * c["tv_mean"]
-        else "further"
-        if lp["tv_mean"] > c["tv_mean"]
-        else "no further"
-    )
+    gain = lp["tv_mean"] / max(c["tv_mean"], 1e-300)
+    further = "much further" if gain > 10 else "further" if gain > 1 else "no further"
     return (
         f"$d_s = {r.example_ds}$, layer {r.example_layer}, head {r.example_head}: $\\dim\\mathrm{{LN}}([T,1]) = "
         f"{r.example_dim_LN_T1}$. Both alternatives are row-stochastic (largest row-sum error "
@@ -402,11 +397,6 @@ def exact_threshold_text(r: ExactThreshold) -> str:
 
 NONE_TV = 1e-8  # a largest row move below this is no move (as the search's "none at the threshold")
 MORE_EXTREME = 1e-3  # a smallest weight below this fraction of A's needs "far more extreme" logits
-
-
-def _extreme(r: RealisableSearch) -> bool:
-    """The found alternatives' smallest weight is far below the real A's: their logits are far more extreme."""
-    return r.search_min_prob < MORE_EXTREME * r.A_min_prob
 
 
 def threshold_text(r: Threshold, survey: NullSpaceSurvey) -> str:
@@ -530,7 +520,7 @@ def search_text(r: RealisableSearch) -> str:
             f"width $d_q$ produce them), but they use far more extreme logits than the real head: their smallest "
             f"weight is {r.search_min_prob:.0e} where $A$'s is {r.A_min_prob:.0e}. Whether this head's own $W_Q, W_K$ "
             f"could produce them on some input, or alternatives within $A$'s logit range exist, is not settled here."
-            if _extreme(r)
+            if r.search_min_prob < MORE_EXTREME * r.A_min_prob
             else f"\n\nTheir smallest weight is {r.search_min_prob:.0e} where $A$'s is {r.A_min_prob:.0e}: their "
             "logits stay within about the real head's range."
         )
@@ -550,6 +540,7 @@ def summary_text(
 ) -> str:
     """The chapter's summary: the claim and both objections as measured, then each claim's verdict sentence."""
     deficient = [v for v in _paper_ranks(tests).values() if v is not None]
+    found, missing = ([n for n, ok in sorted(search.realisable_by_ds.items()) if ok is want] for want in (True, False))
     lines = [
         f"**The claim** — beyond $d_v$ tokens attention is not identifiable from a head's output. *Measured:* in "
         f"{100 * survey.share_LN_T1_at_bound:.1f}% of {survey.survey_heads} measured heads "
@@ -582,12 +573,12 @@ def summary_text(
             else "Some of the paper's alternatives pass the exact test (see Section 4). "
         )
         + (
-            "But realisable alternatives with identical output exist for every $d_s \\ge d_v + 2$ tried — a "
-            f"closed-form max-entropy one, and the optimiser's, up to a mean total variation of "
-            f"{search.search_max_tv_mean:.3g} per row (largest row {search.search_max_tv_row:.3g})"
+            f"Realisable alternatives with identical output (mean row TV above {C3_REALISABLE_TV:g}) were found at "
+            f"$d_s$ = {', '.join(map(str, found)) or 'no length'}"
+            + (f", not at {', '.join(map(str, missing))}" if missing else "")
+            + f" (a closed-form max-entropy one, and the optimiser's, up to a mean total variation of "
+            f"{search.search_max_tv_mean:.3g} per row, largest row {search.search_max_tv_row:.3g})"
             + (" — and none at $d_s \\le d_v + 1$. " if search.realisable_none_at_threshold else ". ")
-            if search.realisable_exists_all_beyond
-            else "Realisable alternatives were not found everywhere. "
         )
         + ("Their number matches the count $d_q(d_s - d_q - 1)$. " if search.dimension_count_confirmed else "")
         + (
@@ -596,14 +587,10 @@ def summary_text(
             else f"They need far more extreme logits than the real head (smallest weight "
             f"{search.search_min_prob:.0e} vs {search.A_min_prob:.0e}), so whether *this* head's weights could "
             "produce them stays open."
-            if _extreme(search)
+            if search.search_min_prob < MORE_EXTREME * search.A_min_prob  # far more extreme logits
             else f"Their logits stay within about the real head's range (smallest weight {search.search_min_prob:.0e} "
             f"vs {search.A_min_prob:.0e})."
         ),
     ]
-    return (
-        "\n\n".join(lines)
-        + f"\n\n*Model {model_name}, {survey.survey_texts} texts; all numbers computed by this page.*"
-        + "\n\n"
-        + "\n\n".join(claims)
-    )
+    lines.append(f"*Model {model_name}, {survey.survey_texts} texts; all numbers computed by this page.*")
+    return "\n\n".join(lines + claims)
