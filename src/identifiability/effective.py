@@ -27,16 +27,18 @@ How it is computed here, and why:
 
 from __future__ import annotations
 
+import math
 import string
 import unicodedata
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 import torch
 from tqdm import tqdm
 
+from . import nulls
 from .corpora import Corpus, concatenated_inputs, sample_sentences, token_lengths
 from .linalg import one_thread, rank_rtol
 from .loaded_model import LoadedModel
@@ -247,14 +249,17 @@ def iter_effective(
     max_batch: int = 16,
     progress: bool = True,
     desc: str = "effective attention",
+    value_bias: bool = True,
 ) -> Iterator[tuple[int, SentenceTrace, Effective]]:
     """Trace ``texts`` and compute their effective attention batch by batch, yielding
     ``(index into texts, trace, effective)`` in order of length; memory stays bounded by one batch.
 
-    The forward pass and the decomposition share the same length groups, so padding stays small.
+    The forward pass and the decomposition share the same length groups, so padding stays small. With
+    ``value_bias=False`` T is built from E W_V without b_V: the yielded traces' ``values`` are E W_V then.
     """
     texts = list(texts)
     w_o = out_proj_weights(lm) if w_o is None else w_o
+    bias = None if value_bias else nulls.value_bias(lm)
     lengths = token_lengths(texts, lm.tokenizer)
     limit = min(max_tokens or lm.max_positions, lm.max_positions)
     lengths = [min(n, limit) for n in lengths]
@@ -262,6 +267,8 @@ def iter_effective(
     row_space = out_proj_row_space(w_o, dtype)
     for g in tqdm(groups, desc=desc, unit="batch", disable=not progress or len(groups) < 2):
         trs = trace_batch(lm, [texts[i] for i in g], max_tokens)
+        if bias is not None:
+            trs = [replace(tr, values=nulls.without_value_bias(tr.values, bias)) for tr in trs]
         yield from zip(g, trs, effective_attention(trs, w_o, dtype, rtol, max_cells, len(g), row_space))
 
 
@@ -319,21 +326,17 @@ def pearson(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (x * y).sum(-1) / (x.norm(dim=-1) * y.norm(dim=-1)).clamp_min(1e-300)
 
 
-def random_projection(a: torch.Tensor, rank: torch.Tensor, seed: int = 0) -> torch.Tensor:
-    """The null model of the effective-attention claims: A projected onto a *random* subspace of the same
-    rank as col(T), per head. Whatever A_eff shares with it comes from dimension counting alone.
-
-    Args:
-        a: (L, H, n, n) attention; rank: (L, H) the rank of each head's T.
-    Returns:
-        (L, H, n, n) ``A Q Qᵀ`` with Q an orthonormal basis of a uniformly random rank-dimensional subspace.
-    """
-    g = torch.Generator().manual_seed(seed)
-    n = a.shape[-1]
-    z = torch.randn(*a.shape[:-2], n, n, generator=g, dtype=torch.float64)
-    q, _ = torch.linalg.qr(z)
-    q = q * (torch.arange(n) < rank[..., None]).unsqueeze(-2).to(q.dtype)  # keep the first ``rank`` columns
-    return (a.double() @ q @ q.mT).to(a.dtype)
+def pearson_projected(a: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """Pearson(A, A Q Qᵀ) for (..., n, n) matrices A and (..., n, r) Q with orthonormal (or zero) columns,
+    from the n x r product A Q alone: with B = A Q Qᵀ, the sums that Pearson needs are sum(A∘B) = sum(B²) =
+    ||A Q||², sum(B) = (1ᵀ A Q)(Qᵀ 1) and A's own. Returns (...), in float64."""
+    a, q = a.double(), q.double()
+    big_n = a.shape[-1] ** 2
+    aq = a @ q
+    s_a, s_b = a.sum((-2, -1)), (aq.sum(-2) * q.sum(-2)).sum(-1)
+    ab, aa = aq.square().sum((-2, -1)), a.square().sum((-2, -1))
+    cov, var_a, var_b = ab - s_a * s_b / big_n, aa - s_a**2 / big_n, ab - s_b**2 / big_n
+    return cov / (var_a * var_b).clamp_min(1e-300).sqrt()
 
 
 def length_grid(d_v: int, max_length: int, n_lengths: int) -> list[int]:
@@ -343,42 +346,66 @@ def length_grid(d_v: int, max_length: int, n_lengths: int) -> list[int]:
     return sorted(set(grid.tolist()) | set(extra))
 
 
+def head_correlations(
+    a: torch.Tensor, eff: Effective, random_weights: torch.Tensor | None = None, seed: int = 0
+) -> dict[str, torch.Tensor]:
+    """One input's measures of Figure 1 (a), per head, each (L, H): ``pearson`` (A, A_eff), ``pearson_random``
+    (A, A projected onto a random subspace of the same rank, seeded by ``seed``), ``pearson_random_weights``
+    (A, A projected onto col(T) of random value weights: ``random_weights``, an (L, H, d_s, r) orthonormal
+    basis from :func:`identifiability.nulls.value_basis`; NaN without it), ``null_dim`` (dim LN(T)) and
+    ``null_share`` (||A - A_eff||_F / ||A||_F).
+
+    Args:
+        a: (L, H, d_s, d_s) raw attention; eff: its effective attention (:func:`effective_attention`).
+    """
+    nan = torch.full(a.shape[:-2], math.nan, dtype=torch.float64)
+    return {
+        "pearson": pearson(a, eff.effective),
+        "pearson_random": pearson_projected(a, nulls.random_basis(a, eff.rank, seed)),
+        "pearson_random_weights": nan if random_weights is None else pearson_projected(a, random_weights),
+        "null_dim": eff.null_dim,
+        "null_share": eff.null.double().flatten(-2).norm(dim=-1) / a.double().flatten(-2).norm(dim=-1),
+    }
+
+
+def head_rows(text: int, measures: dict[str, torch.Tensor]) -> pd.DataFrame:
+    """One row per layer (1..L) and head of one input's :func:`head_correlations`, with its index and d_s."""
+    L, H = measures["pearson"].shape
+    li, hi = torch.meshgrid(torch.arange(L), torch.arange(H), indexing="ij")
+    cols = {k: v.flatten().numpy() for k, v in measures.items()}
+    return pd.DataFrame({"text": text, "layer": li.flatten().numpy() + 1, "head": hi.flatten().numpy(), **cols})
+
+
 def correlation_by_length(
     lm: LoadedModel,
     texts: Sequence[str],
     dtype: torch.dtype = torch.float32,
     rtol: float | None = None,
     progress: bool = True,
+    value_bias: bool = True,
+    seed: int = 0,
+    random_weights: bool = True,
 ) -> pd.DataFrame:
-    """Figure 1 (a) of the paper, per head: Pearson correlation of A and A_eff for every text.
+    """Figure 1 (a) of the paper, per head: Pearson correlation of A and A_eff for every text, beside the two
+    null models of :mod:`identifiability.nulls` (random weights drawn once with ``seed``; the random subspace
+    seeded per text).
 
-    Returns one row per (text, layer, head): ``text`` (index), ``d_s``, ``layer`` (1..L), ``head``, ``pearson``,
-    ``pearson_random`` (the same for A projected onto a random subspace of the same rank, seeded by the text's
-    index: the null model), ``null_dim`` (dim LN(T)) and ``null_share`` (||A - A_eff||_F / ||A||_F).
+    Returns one row per (text, layer, head): ``text`` (index), ``d_s``, ``layer`` (1..L), ``head`` and the
+    columns of :func:`head_correlations`.
     """
     rows = []
-    L, H = lm.n_layers, lm.n_heads
-    li, hi = torch.meshgrid(torch.arange(L), torch.arange(H), indexing="ij")
-    for i, tr, eff in iter_effective(lm, texts, dtype=dtype, rtol=rtol, progress=progress, desc="Figure 1"):
+    if random_weights:
+        w_v_rand, _ = nulls.random_value_weights(lm, seed)
+        bias = nulls.value_bias(lm) if value_bias else None
+    for i, tr, eff in iter_effective(
+        lm, texts, dtype=dtype, rtol=rtol, progress=progress, desc="Figure 1", value_bias=value_bias
+    ):
         a = tr.attentions.to(dtype)
-        corr = pearson(a, eff.effective)
-        corr_random = pearson(a, random_projection(a, eff.rank, seed=i))
-        share = eff.null.double().flatten(-2).norm(dim=-1) / a.double().flatten(-2).norm(dim=-1)
-        rows.append(
-            pd.DataFrame(
-                {
-                    "text": i,
-                    "d_s": tr.n_tokens,
-                    "layer": li.flatten().numpy() + 1,
-                    "head": hi.flatten().numpy(),
-                    "pearson": corr.flatten().numpy(),
-                    "pearson_random": corr_random.flatten().numpy(),
-                    "null_dim": eff.null_dim.flatten().numpy(),
-                    "null_share": share.flatten().numpy(),
-                }
-            )
-        )
-    return pd.concat(rows, ignore_index=True).sort_values(["d_s", "text", "layer", "head"], ignore_index=True)
+        rw = nulls.value_basis(nulls.value_inputs(lm, tr), w_v_rand, bias) if random_weights else None
+        measures = head_correlations(a, eff, rw, seed=seed * 100_003 + i)
+        rows.append(head_rows(i, measures).assign(d_s=tr.n_tokens))
+    cols = ["text", "d_s", "layer", "head", *measures]
+    return pd.concat(rows, ignore_index=True)[cols].sort_values(["d_s", "text", "layer", "head"], ignore_index=True)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -458,122 +485,6 @@ def token_categories(tokenizer, input_ids: Sequence[int]) -> list[str]:
         else:
             out.append(OTHER)
     return out
-
-
-def category_mass(attn: torch.Tensor, categories: Sequence[str], order: Sequence[str]) -> torch.Tensor:
-    """Attention mass per key category: (L, H, d_s, d_s) -> (L, H, C), the sum over keys of the category,
-    averaged over queries (0 for a category absent from the sentence)."""
-    col = attn.mean(-2).double()  # (L, H, d_s): mean over queries of each key's weight
-    onehot = torch.zeros(len(categories), len(order), dtype=torch.float64)
-    for k, c in enumerate(categories):
-        onehot[k, order.index(c)] = 1.0
-    return col @ onehot
-
-
-def attention_mass(
-    lm: LoadedModel,
-    texts: Sequence[str],
-    dtype: torch.dtype = torch.float32,
-    rtol: float | None = None,
-    progress: bool = True,
-) -> pd.DataFrame:
-    """Raw and effective attention mass per (layer, head, token category), averaged over ``texts``.
-
-    Returns rows ``layer`` (1..L), ``head, category, raw, effective, present`` (``present``: share of texts that
-    contain the category; the mass averages count 0 where it is absent).
-    """
-    order = list(CATEGORIES)
-    L, H, C = lm.n_layers, lm.n_heads, len(order)
-    raw = torch.zeros(L, H, C, dtype=torch.float64)
-    eff_sum = torch.zeros_like(raw)
-    present = torch.zeros(C, dtype=torch.float64)
-    n = 0
-    for _, tr, eff in iter_effective(lm, texts, dtype=dtype, rtol=rtol, progress=progress, desc="attention mass"):
-        cats = token_categories(lm.tokenizer, tr.input_ids)
-        raw += category_mass(tr.attentions, cats, order)
-        eff_sum += category_mass(eff.effective, cats, order)
-        present += torch.tensor([float(c in cats) for c in order], dtype=torch.float64)
-        n += 1
-    li, hi, ci = torch.meshgrid(torch.arange(L), torch.arange(H), torch.arange(C), indexing="ij")
-    df = pd.DataFrame(
-        {
-            "layer": li.flatten().numpy() + 1,
-            "head": hi.flatten().numpy(),
-            "category": [order[c] for c in ci.flatten().tolist()],
-            "raw": (raw / max(n, 1)).flatten().numpy(),
-            "effective": (eff_sum / max(n, 1)).flatten().numpy(),
-            "present": (present / max(n, 1))[ci.flatten()].numpy(),
-        }
-    )
-    return df[df.present > 0].reset_index(drop=True)
-
-
-def separator_mass(
-    lm: LoadedModel, texts: Sequence[str], dtype: torch.dtype = torch.float32, progress: bool = True
-) -> pd.DataFrame:
-    """On sentence pairs: raw and effective attention mass on the separator(s) between the two segments
-    (``first``: every separator but the last) and on the one that ends the input (``second``), per layer,
-    averaged over heads, queries and the texts that hold two or more separators.
-
-    Returns rows ``layer`` (1..L), ``separator`` ("first" | "second"), ``raw``, ``effective``, ``texts``.
-    """
-    L = lm.n_layers
-    sums = {k: torch.zeros(2, L, dtype=torch.float64) for k in ("raw", "effective")}
-    n = 0
-    for _, tr, eff in iter_effective(lm, texts, dtype=dtype, progress=progress, desc="separator mass"):
-        pos = [k for k, c in enumerate(token_categories(lm.tokenizer, tr.input_ids)) if c == SEPARATOR]
-        if len(pos) < 2:
-            continue
-        for name, a in (("raw", tr.attentions), ("effective", eff.effective)):
-            col = a.double().mean(-2).mean(1)  # (L, d_s): mean over heads and queries of each key's weight
-            sums[name][0] += col[:, pos[:-1]].sum(-1)
-            sums[name][1] += col[:, pos[-1]]
-        n += 1
-    rows = [
-        {
-            "layer": layer + 1,
-            "separator": which,
-            "raw": float(sums["raw"][i, layer] / max(n, 1)),
-            "effective": float(sums["effective"][i, layer] / max(n, 1)),
-            "texts": n,
-        }
-        for i, which in enumerate(("first", "second"))
-        for layer in range(L)
-    ]
-    return pd.DataFrame(rows, columns=["layer", "separator", "raw", "effective", "texts"])
-
-
-def null_mass_ratios(
-    lm: LoadedModel,
-    texts: Sequence[str],
-    categories: Sequence[str],
-    dtype: torch.dtype = torch.float32,
-    progress: bool = True,
-) -> pd.DataFrame:
-    """Per text and key category: the attention mass on the category in raw attention, in effective attention
-    and in the random-subspace projection (:func:`random_projection`), with the rows of the last two normalised
-    to sum to one (A_eff rows do not), averaged over layers, heads and queries. Rows whose sum is below 1e-3 in
-    absolute value are left out of the normalised means (they would divide by almost nothing).
-
-    Returns rows ``text, category, raw, effective, random`` for the categories present in each text.
-    """
-    rows = []
-    for i, tr, eff in iter_effective(lm, texts, dtype=dtype, progress=progress, desc="mass ratios"):
-        cats = token_categories(lm.tokenizer, tr.input_ids)
-        a = tr.attentions.double()
-        mats = {"raw": a, "effective": eff.effective.double(), "random": random_projection(a, eff.rank, seed=i)}
-        for c in categories:
-            keys = torch.tensor([k == c for k in cats])
-            if not keys.any():
-                continue
-            row = {"text": i, "category": c}
-            for name, m in mats.items():
-                total = m.sum(-1)  # (L, H, n): row sums
-                on = m[..., keys].sum(-1)
-                ok = total.abs() > 1e-3
-                row[name] = float((on[ok] / total[ok]).mean()) if name != "raw" else float(on.mean())
-            rows.append(row)
-    return pd.DataFrame(rows, columns=["text", "category", "raw", "effective", "random"])
 
 
 def long_texts(corpus: Corpus, tokenizer, n: int, min_tokens: int, max_tokens: int, seed: int = 0) -> list[str]:

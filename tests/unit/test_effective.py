@@ -1,16 +1,21 @@
 """Effective attention: the definition's invariants, the batched path against a per-head reference,
-padding, rank-deficient output projections, the token categories and the head viewer."""
+padding, rank-deficient output projections, the value bias in T, the null models, the token categories and
+their masses, and the head viewer."""
 
+import dataclasses
 import json
 
 import pytest
 import torch
 
 from identifiability import effective as eff_attn
-from identifiability import linalg, trace
+from identifiability import effective_mass as mass
+from identifiability import linalg, nulls, trace
 from identifiability.charts.effective import figure1_chart, head_viewer, mass_chart, null_share_chart
 from identifiability.charts.render import spec_bytes
 from identifiability.corpora import load_corpus
+from identifiability.models import random_model
+from identifiability.studies.effective import mass_by_category
 
 
 def _transforms(tr, w_o, dtype=torch.float64):
@@ -166,6 +171,13 @@ def test_pearson():
     assert got.shape == (3, 2) and abs(float(got[1, 0]) - want) < 1e-6
     assert float((eff_attn.pearson(a, a) - 1).abs().max()) < 1e-12
     assert float(eff_attn.pearson(a, -a).max()) < -1 + 1e-12
+    # Pearson(A, A Q Qᵀ) from A Q alone
+    q, _ = torch.linalg.qr(torch.randn(3, 2, 7, 3, generator=g, dtype=torch.float64))
+    proj = eff_attn.pearson_projected(a, q)
+    torch.testing.assert_close(proj, eff_attn.pearson(a, a.double() @ q @ q.mT), atol=1e-12, rtol=0)
+    torch.testing.assert_close(
+        eff_attn.pearson_projected(a, torch.eye(7).expand(3, 2, 7, 7)), torch.ones(3, 2, dtype=torch.float64)
+    )
 
 
 def test_token_categories(tiny_lm):
@@ -182,14 +194,15 @@ def test_token_categories(tiny_lm):
     assert eff_attn.is_punctuation("Ġ,") and eff_attn.is_punctuation("##.") and not eff_attn.is_punctuation("Ġthe")
 
 
-def test_category_mass_of_raw_attention_sums_to_one(tiny_lm, tiny_traces):
+def test_category_masses_of_raw_attention_add_up_to_the_rows(tiny_lm, tiny_traces):
     order = list(eff_attn.CATEGORIES)
     for tr in tiny_traces:
         cats = eff_attn.token_categories(tiny_lm.tokenizer, tr.input_ids)
-        m = eff_attn.category_mass(tr.attentions, cats, order)
-        torch.testing.assert_close(m.sum(-1), torch.ones(m.shape[:2], dtype=torch.float64))
-        # The start token ([CLS]) is one key: its mass is the mean over queries of that column.
-        torch.testing.assert_close(m[..., 0], tr.attentions[..., 0].double().mean(-1))
+        m = tr.attentions.sum(-2).double() @ mass.key_onehot(cats, order)  # mass per category, summed over rows
+        # every row sums to one, so the masses summed over the rows add up to d_s
+        torch.testing.assert_close(m.sum(-1), torch.full(m.shape[:2], float(tr.n_tokens), dtype=torch.float64))
+        # The start token ([CLS]) is one key: its mass is the sum over queries of that column.
+        torch.testing.assert_close(m[..., 0], tr.attentions[..., 0].double().sum(-1))
 
 
 def test_head_viewer_ships_the_matrices(tiny_lm, tiny_traces):
@@ -230,14 +243,16 @@ def test_entry_points_on_every_architecture(tiny_any, sentences):
     assert (short.pearson > 1 - 1e-9).all() and (short.null_dim == 0).all()
     assert (fig[fig.d_s > lm.d_v].null_dim > 0).all()
     assert sorted(fig.layer.unique()) == list(range(1, lm.n_layers + 1))  # the book's layers 1..L
-    mass = eff_attn.attention_mass(lm, sentences, progress=False)
-    assert sorted(mass.layer.unique()) == list(range(1, lm.n_layers + 1))
-    totals = mass.groupby(["layer", "head"]).raw.sum()
-    assert ((totals - 1).abs() < 1e-5).all()
+    per_head, _ = mass.mass_tables(lm, sentences, progress=False)
+    assert sorted(per_head.layer.unique()) == list(range(1, lm.n_layers + 1))
+    whole = per_head[per_head.category.isin(eff_attn.CATEGORIES)]
+    totals = whole.groupby(["text", "layer", "head"]).raw.sum() / whole.groupby(["text", "layer", "head"]).d_s.first()
+    assert ((totals - 1).abs() < 1e-5).all()  # each row's mass over all categories is one
+    table = mass_by_category(lm, sentences, progress=False).table
     for chart in (
         figure1_chart(fig, lm.d_v),
         null_share_chart(fig, lm.d_v),
-        mass_chart(mass, {c: c for c in sorted(set(mass.category))}),
+        mass_chart(table, {c: c for c in sorted(set(table.category))}),
     ):
         assert chart.to_dict()
     trs = trace.trace_sentences(lm, sentences[:2], progress=False)
@@ -261,40 +276,122 @@ def test_random_projection_is_a_projection_of_the_right_rank():
     g = torch.Generator().manual_seed(0)
     a = torch.softmax(torch.randn(2, 3, 10, 10, generator=g, dtype=torch.float64), -1)
     rank = torch.tensor([[4, 10, 1], [7, 2, 5]])
-    p = eff_attn.random_projection(a, rank, seed=1)
-    torch.testing.assert_close(eff_attn.random_projection(p, rank, seed=1), p)  # same subspace: idempotent
+    p = nulls.random_projection(a, rank, seed=1)
+    torch.testing.assert_close(nulls.random_projection(p, rank, seed=1), p)  # same subspace: idempotent
     assert (torch.linalg.matrix_rank(p) == torch.minimum(rank, torch.tensor(10))).all()
     torch.testing.assert_close(p[0, 1], a[0, 1])  # full rank: A itself
-    assert not torch.allclose(eff_attn.random_projection(a, rank, seed=2), p)  # another seed, another subspace
+    assert not torch.allclose(nulls.random_projection(a, rank, seed=2), p)  # another seed, another subspace
 
 
-def test_null_model_columns_and_mass_ratios(tiny_lm, sentences):
+def test_random_subspace_is_uniform():
+    """The n x r Gaussian's QR gives a uniformly random subspace: the projector's expected diagonal is r / n
+    in every coordinate (a basis biased towards some axes would not average out)."""
+    n, r = 12, 3
+    eye = torch.eye(n, dtype=torch.float64).expand(4000, n, n)
+    proj = nulls.random_projection(eye, torch.full((4000,), r), seed=0)  # I Q Qᵀ = the projector itself
+    diag = proj.diagonal(dim1=-2, dim2=-1).mean(0)
+    assert float((diag - r / n).abs().max()) < 0.02
+
+
+def test_value_bias_is_read_from_the_value_map_and_inputs_rebuild_the_values(tiny_any, sentences):
+    """b_V is the value map of a zero input, E is what the value map reads: the value map applied to
+    value_inputs gives the trace's V_h = E W_V + b_V, for every family (pre-LN and fused q/k/v included)."""
+    lm = tiny_any
+    a = lm.adapter
+    b = nulls.value_bias(lm)
+    assert b.shape == (lm.n_layers, lm.n_heads, lm.d_v)
+    tr = trace.trace_batch(lm, sentences[:1])[0]
+    e = nulls.value_inputs(lm, tr)
+    with torch.no_grad():
+        for layer, m in enumerate(a.layer_modules(lm.model, a.value, lm.n_layers)):
+            v = a.split_values(m(e[layer][None].to(a.weight(m).dtype)), lm.n_heads)[0]
+            torch.testing.assert_close(v, tr.values[layer], atol=1e-5, rtol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def biased_lm():
+    """A tiny BERT whose value biases are not zero (a random init sets them to zero)."""
+    lm = random_model("bert", seed=0)
+    with torch.no_grad():
+        for m in lm.adapter.layer_modules(lm.model, lm.adapter.value, lm.n_layers):
+            m.bias.normal_(0, 1.0)
+    return lm
+
+
+def test_value_bias_changes_a_eff_but_not_ln_t1(biased_lm, sentences):
+    """T with the bias gives A_eff T = A T for the head's real output; without it A_eff moves, keeps
+    A_eff T0 = A T0 for T0 = E W_V W_O, but no longer gives the real output. LN([T, 1]), chapter 2's null
+    space, is the same either way (the bias adds multiples of 1 to V_h's columns)."""
+    lm = biased_lm
+    w_o = trace.out_proj_weights(lm)
+    b = nulls.value_bias(lm)
+    long = [s for s in sentences if len(lm.tokenizer(s)["input_ids"]) > lm.d_v][:1]
+    ((_, tr, with_b),) = eff_attn.iter_effective(lm, long, w_o, dtype=torch.float64, progress=False)
+    ((_, tr0, without),) = eff_attn.iter_effective(lm, long, w_o, torch.float64, progress=False, value_bias=False)
+    torch.testing.assert_close(tr0.values, nulls.without_value_bias(tr.values, b))
+    t, t0 = _transforms(tr, w_o), _transforms(tr0, w_o)
+    out, out0 = tr.attentions.double() @ t, tr.attentions.double() @ t0
+    assert float((with_b.effective.double() @ t - out).norm() / out.norm()) < 1e-5
+    assert float((without.effective.double() @ t0 - out0).norm() / out0.norm()) < 1e-5
+    assert float((without.effective.double() @ t - out).norm() / out.norm()) > 1e-3
+    assert float((without.effective - with_b.effective).norm()) > 1e-3
+    ones = torch.ones(*t.shape[:-1], 1, dtype=torch.float64)
+    torch.testing.assert_close(_col_projector(torch.cat([t, ones], -1)), _col_projector(torch.cat([t0, ones], -1)))
+
+
+def test_random_value_weights_null(tiny_lm, sentences):
+    """Random value weights on the same inputs: T = E W_V W_O of full rank min(d_s, d_v), so the same null-space
+    dimension as the model, and col(T) = col(E W_V) (W_O has full rank): the QR basis of value_basis gives the
+    effective attention of T itself. Seeded, and another seed gives another map."""
+    lm = tiny_lm
+    w_v, w_o = nulls.random_value_weights(lm, seed=0)
+    assert w_v.shape == (lm.n_layers, lm.n_heads, lm.d_model, lm.d_v)
+    assert w_o.shape == (lm.n_layers, lm.n_heads, lm.d_v, lm.d_model)
+    assert torch.equal(nulls.random_value_weights(lm, seed=0)[0], w_v)
+    assert not torch.equal(nulls.random_value_weights(lm, seed=1)[0], w_v)
+    tr = max(trace.trace_sentences(lm, sentences, progress=False), key=lambda x: x.n_tokens)
+    v = nulls.random_values(nulls.value_inputs(lm, tr), w_v)
+    eff = eff_attn.effective_attention([dataclasses.replace(tr, values=v)], w_o, torch.float64)[0]
+    assert (eff.rank == min(tr.n_tokens, lm.d_v)).all()
+    t = v.double() @ w_o.double()
+    a = tr.attentions.double()
+    assert float((eff.effective.double() @ t - a @ t).norm() / (a @ t).norm()) < 1e-10
+    q = nulls.value_basis(nulls.value_inputs(lm, tr), w_v)
+    assert q.shape[-1] == min(tr.n_tokens, lm.d_v)
+    torch.testing.assert_close(eff_attn.pearson_projected(a, q), eff_attn.pearson(a, eff.effective), atol=1e-10, rtol=0)
+
+
+def test_null_model_columns_and_mass_tables(tiny_lm, sentences):
     fig = eff_attn.correlation_by_length(tiny_lm, sentences, progress=False)
     short = fig[fig.d_s <= tiny_lm.d_v]
-    assert (short.pearson_random > 1 - 1e-9).all()  # no null space: the random projection is the identity too
+    # no null space: both null models are the identity too
+    assert (short.pearson_random > 1 - 1e-9).all() and (short.pearson_random_weights > 1 - 1e-9).all()
     assert (fig[fig.d_s > tiny_lm.d_v].pearson_random < 1 - 1e-6).all()
-    cats = list(eff_attn.CATEGORIES)
-    m = eff_attn.null_mass_ratios(tiny_lm, sentences, cats, progress=False)
-    assert set(m.category) <= set(cats) and len(m) >= len(sentences)
-    per_text = m.groupby("text")[["raw"]].sum()
-    assert ((per_text.raw - 1).abs() < 1e-6).all()  # raw rows sum to one over all categories
-    normalised = m.groupby("text")[["effective", "random"]].sum()
-    assert ((normalised - 1).abs() < 1e-6).all().all()  # so do the normalised rows
+    assert (fig[fig.d_s > tiny_lm.d_v].pearson_random_weights < 1 - 1e-6).all()
+    per_head, normalised = mass.mass_tables(tiny_lm, sentences, progress=False)
+    assert set(normalised.category) == set(eff_attn.STRUCTURAL) and len(normalised) == 2 * len(sentences)
+    # the summed masses of short sentences (no null space) agree in all three matrices
+    short_texts = [i for i, s in enumerate(sentences) if len(tiny_lm.tokenizer(s)["input_ids"]) <= tiny_lm.d_v]
+    s = per_head[per_head.text.isin(short_texts)]
+    assert len(s) and ((s.effective - s.raw).abs() < 1e-5).all() and ((s.random - s.raw).abs() < 1e-5).all()
 
 
-def test_separator_mass_splits_the_sep_category(tiny_lm):
-    """On a pair, the masses on the middle and the final separator add up to the separator category's mass."""
-    from identifiability.effective import attention_mass, separator_mass
-
+def test_separators_by_place_split_the_separator_category(tiny_lm):
+    """On a pair, the masses on the middle and the end separator add up to the separator category's mass;
+    a single sentence has an end separator only."""
     text = ["The cat sat on the mat and looked at the birds outside. ||| It was a quiet and sunny morning."]
-    seps = separator_mass(tiny_lm, text, progress=False)
-    mass = attention_mass(tiny_lm, text, progress=False)
-    sep = mass[mass.category == eff_attn.SEPARATOR].groupby("layer")[["raw", "effective"]].mean()
-    both = seps.groupby("layer")[["raw", "effective"]].sum()
-    assert both.raw.tolist() == pytest.approx(sep.raw.tolist(), rel=1e-6)  # float32 attention, summed in two orders
-    assert both.effective.tolist() == pytest.approx(sep.effective.tolist(), rel=1e-6)
-    assert (seps.texts == 1).all() and set(seps.separator) == {"first", "second"}
-    assert separator_mass(tiny_lm, ["A single sentence here."], progress=False).raw.eq(0).all()
+    per_head, _ = mass.mass_tables(tiny_lm, text, progress=False)
+    by = per_head.set_index(["category", "layer", "head"]).sort_index()
+    for k in ("raw", "effective", "random"):
+        both = by.loc[mass.END_SEPARATOR, k] + by.loc[mass.MIDDLE_SEPARATOR, k]
+        assert both.tolist() == pytest.approx(by.loc[eff_attn.SEPARATOR, k].tolist(), rel=1e-9, abs=1e-12)
+    keys = per_head.groupby("category")["keys"].first()
+    assert keys[mass.MIDDLE_SEPARATOR] == keys[mass.END_SEPARATOR] == 1 and keys[eff_attn.SEPARATOR] == 2
+    single, _ = mass.mass_tables(tiny_lm, ["A single sentence here."], progress=False)
+    assert mass.END_SEPARATOR in set(single.category) and mass.MIDDLE_SEPARATOR not in set(single.category)
+    cats = ["start", "other tokens", "separator", "separator", "other tokens", "separator"]
+    assert mass.separator_positions(cats)[2:] == ["middle separator", "middle separator", "other tokens",
+                                                      "end separator"]  # fmt: skip
 
 
 def test_head_accessor_numbers_layers_from_one(tiny_lm):

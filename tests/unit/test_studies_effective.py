@@ -15,13 +15,14 @@ import torch
 
 from identifiability import effective as eff_attn
 from identifiability.corpora import concatenated_inputs, join_pair, load_corpus
+from identifiability.effective_mass import END_SEPARATOR, MIDDLE_SEPARATOR
 from identifiability.linalg import numerical_rank, rank_rtol
 from identifiability.loaded_model import LoadedModel
 from identifiability.models import random_model
 from identifiability.stats import grouped_ci
 from identifiability.studies import effective as S
 from identifiability.trace import head, out_proj_weights, trace_batch
-from identifiability.verdicts import NOT_TESTABLE, judge_c4, judge_c5
+from identifiability.verdicts import NOT_TESTABLE, judge_c4_original, judge_c5, judge_c5_original
 
 RULE = "the pre-registered rule"  # carried into the verdict; the judge functions do not read it
 SHORT = ["A cat sat.", "Dogs bark at night.", "Rain fell on the town."]  # byte-level tokens: under 30 each
@@ -105,7 +106,8 @@ def test_raw_vs_effective_records_the_theory(tiny_lm, fig1):
     d_v, t = tiny_lm.d_v, fig1.table
     assert len(t) == fig1.fig1_inputs * tiny_lm.n_layers * tiny_lm.n_heads
     # Up to d_v the null space is empty and A_eff = A exactly; beyond, dim LN(T) = d_s - d_v for a generic T.
-    assert fig1.identical_below_dv and fig1.pearson_min_below_dv > 1 - 1e-9
+    assert fig1.c4.identical_at_or_below_dv and fig1.c4.identical_below_dv and fig1.pearson_min_below_dv > 1 - 1e-9
+    assert fig1.pearson_min_at_or_below_dv > 1 - 1e-9 and fig1.value_bias
     assert fig1.null_heads_at_or_below_dv == 0 and fig1.heads_at_or_below_dv == len(t[t.d_s <= d_v])
     assert fig1.null_dim_equals_ds_minus_dv == 1.0 and fig1.null_dim_exceeds_ds_minus_dv == 0
     assert (t[t.d_s > d_v].null_dim == t[t.d_s > d_v].d_s - d_v).all()
@@ -133,25 +135,58 @@ def test_one_head_by_hand_is_the_studys_row(tiny_lm, fig1, fig1_texts):
         assert row.null_dim == tr.n_tokens - U.shape[1]
 
 
-def test_c4_intervals_resample_inputs(fig1):
+def test_c4_evidence_resamples_inputs_over_the_whole_curve(tiny_lm, fig1):
+    """C4's decrease is a rank correlation over every input beyond d_v, its comparison with the null a mean over
+    every input from d_v + 2 on; both resample inputs (and, as the alternative, heads)."""
+    d_v, t, e = tiny_lm.d_v, fig1.table, fig1.c4
+    per_input = t.groupby("text").agg(d_s=("d_s", "first"), med=("pearson", "median"))
+    up = per_input[per_input.d_s > d_v]
+    assert e.trend.n == len(up) == 8 and e.trend.low <= e.trend.estimate <= e.trend.high < 0
+    assert e.trend.estimate == pytest.approx(up.d_s.rank().corr(up.med.rank()))  # Spearman by hand
+    far = t[t.d_s >= d_v + 2]
+    diff = (far.pearson - far.pearson_random).groupby(far.text).median()
+    assert e.beyond.n == len(diff) == 8 and e.beyond.estimate == pytest.approx(diff.mean())
+    diff_w = (far.pearson - far.pearson_random_weights).groupby(far.text).median()
+    assert e.beyond_random_weights.estimate == pytest.approx(diff_w.mean())
+    heads = tiny_lm.n_layers * tiny_lm.n_heads
+    assert e.trend_by_heads.n == e.beyond_by_heads.n == heads
+    assert e.trend_by_heads.estimate == e.trend.estimate and e.beyond_by_heads.estimate == pytest.approx(diff.mean())
+    assert e.trend_by_heads.has_interval and (e.trend_by_heads.low, e.trend_by_heads.high) != (
+        e.trend.low,
+        e.trend.high,
+    )
+    assert fig1.c4_spearman == e.trend.estimate and fig1.c4_beyond_random == e.beyond.estimate
+    med = fig1.pearson_median_by_length
+    assert set(med) == {"model", "random subspace", "random weights"} and len(med["model"]) == len(fig1.fig1_lengths)
+
+
+def test_c4_original_evidence_is_kept(fig1):
     at_long = fig1.table[fig1.table.d_s == fig1.fig1_longest]
-    m, p = fig1.median_longest, fig1.paired_vs_random
+    m, p = fig1.c4.median_longest, fig1.c4.paired_longest
     assert m.n == p.n == at_long.text.nunique() == 4  # inputs, not heads
     assert m.estimate == fig1.pearson_median_longest and m.low <= m.estimate <= m.high and m.low < m.high
     groups = [g.pearson.to_numpy() for _, g in at_long.groupby("text")]
     assert (m.low, m.high) == grouped_ci(groups, np.median, seed=0)[1:]
     per_input = (at_long.pearson - at_long.pearson_random).groupby(at_long.text).mean()
     assert p.estimate == pytest.approx(per_input.mean()) and p.low <= p.estimate <= p.high
-    assert fig1.c4_pearson_random_median_longest == pytest.approx(at_long.pearson_random.median())
-    v = judge_c4(fig1.identical_below_dv, m, p, fig1.c4_pearson_random_median_longest, RULE)
+    assert fig1.c4.random_median_longest == pytest.approx(at_long.pearson_random.median())
+    v = judge_c4_original(fig1.c4.identical_below_dv, m, p, fig1.c4.random_median_longest, RULE)
     assert v.parts[0].verdict == "holds"  # a random model decorrelates too: it is dimension counting
+
+
+def test_spearman_of_a_constant_is_no_trend():
+    assert S.spearman(np.array([1.0, 2, 3]), np.ones(3)) == 0.0
+    assert S.spearman(np.array([1.0, 2, 3]), np.array([3.0, 2, 1])) == pytest.approx(-1)
+    i = S.unit_interval(0, lambda idx: 0.0)
+    assert i.n == 0 and not i.has_interval
 
 
 def test_c4_interval_from_one_input_has_no_bounds(tiny_lm, lee):
     texts = concatenated_inputs(lee, [10, 30], tiny_lm.tokenizer, 0)
     r = S.raw_vs_effective(tiny_lm, texts, progress=False)
-    assert r.median_longest.n == 1 and math.isnan(r.median_longest.low) and math.isnan(r.paired_vs_random.high)
-    assert not r.median_longest.has_interval
+    e = r.c4
+    assert e.median_longest.n == 1 and math.isnan(e.median_longest.low) and math.isnan(e.paired_longest.high)
+    assert e.trend.n == e.beyond.n == 1 and not e.trend.has_interval and not e.beyond.has_interval
 
 
 def test_precision_check_compares_the_short_inputs(tiny_lm, fig1, fig1_texts):
@@ -181,23 +216,37 @@ def test_mass_by_category_records_roles(tiny_lm, mass, long_sentences):
     sink = max(eff_attn.STRUCTURAL, key=lambda c: mass.mass_mean[c]["raw"])
     assert mass.sink_token == sink and mass.sink_mass_raw == mass.mass_mean[sink]["raw"]
     assert mass.peak_token == {"start": "[CLS]", "separator": "[SEP]"}[sink]
-    assert set(mass.c5_ratio_by_sentence) == {eff_attn.START, eff_attn.SEPARATOR}
+    assert [c.category for c in mass.c5] == [eff_attn.START, END_SEPARATOR]
+    assert [c.token for c in mass.c5] == ["[CLS]", "[SEP]"] and [c.separator for c in mass.c5] == [False, True]
+    assert set(mass.c5_categories) == set(mass.c5_ratio_by_sentence) == {eff_attn.START, END_SEPARATOR}
 
 
-def test_c5_intervals_are_per_sentence_ratios(mass, long_sentences):
-    sep = mass.c5_ratio_by_sentence[eff_attn.SEPARATOR]
-    assert len(sep["raw"]) == len(long_sentences)
-    ratio = np.array(sep["effective"]) / np.array(sep["raw"])
-    r = mass.separator_ratio
-    assert r.n == len(long_sentences) and r.estimate == pytest.approx(ratio.mean(), rel=1e-4)
-    assert r.low <= r.estimate <= r.high
-    rand = np.array(sep["random"]) / np.array(sep["raw"])
-    assert mass.separator_vs_random.estimate == pytest.approx((ratio - rand).mean(), rel=1e-3, abs=1e-5)
-    assert mass.separator_random == pytest.approx(rand.mean(), rel=1e-4)
-    if mass.sink_token == eff_attn.SEPARATOR:
-        assert mass.peak_ratio is None
-    else:
-        assert mass.peak_ratio.n == len(long_sentences)
+def test_c5_ratios_are_of_summed_masses(tiny_lm, mass, long_sentences):
+    """The ratio is the effective mass over the raw, each summed over heads, layers and query rows (no row
+    normalisation); the peak is the mean raw mass per row in units of 1/d_s; intervals over sentences, and over
+    heads as the alternative."""
+    end = next(c for c in mass.c5 if c.category == END_SEPARATOR)
+    g = mass.per_head[mass.per_head.category == END_SEPARATOR].groupby("text")
+    sums = g[["raw", "effective", "random"]].sum()
+    ratio, rand = sums.effective / sums.raw, sums.random / sums.raw
+    assert end.ratio.n == len(long_sentences) and end.ratio.estimate == pytest.approx(ratio.mean())
+    assert end.vs_random.estimate == pytest.approx((ratio - rand).mean()) and end.random == pytest.approx(rand.mean())
+    heads = tiny_lm.n_layers * tiny_lm.n_heads
+    per_row = sums.raw / (heads * g.d_s.first())  # mean raw mass per query row
+    assert end.peak == pytest.approx((per_row * g.d_s.first()).median())  # in units of 1/d_s (one token)
+    assert 0.5 < end.peak < 2  # a random model's attention is about uniform: no peak
+    assert end.ratio_by_heads.n == heads and end.ratio_by_heads.estimate == pytest.approx(end.ratio.estimate)
+    assert mass.c5_ratio_by_sentence[END_SEPARATOR]["model"] == pytest.approx(ratio.tolist(), abs=1e-6)
+
+
+def test_c5_original_evidence_is_kept(mass, long_sentences):
+    o = mass.c5_original
+    assert o.separator_ratio.n == len(long_sentences) and o.separator_ratio.low <= o.separator_ratio.estimate
+    assert o.peak_token == mass.peak_token
+    assert (o.peak_ratio is None) == (mass.sink_token == eff_attn.SEPARATOR)
+    v = judge_c5_original(o.separator_ratio, o.separator_vs_random, o.peak_token, o.peak_ratio,
+                          o.peak_vs_random, o.random_ratio, RULE)  # fmt: skip
+    assert v.claim == "C5" and v.estimate == o.separator_ratio.estimate
 
 
 def test_c5_ratio_is_one_where_there_is_no_null_space(tiny_lm):
@@ -206,9 +255,11 @@ def test_c5_ratio_is_one_where_there_is_no_null_space(tiny_lm):
     r = S.mass_by_category(tiny_lm, SHORT, progress=False)
     for c in eff_attn.STRUCTURAL:
         assert r.mass_mean[c]["effective"] == pytest.approx(r.mass_mean[c]["raw"], abs=1e-7)
-    assert r.separator_ratio.estimate == pytest.approx(1) and r.separator_vs_random.estimate == pytest.approx(0)
+    for c in r.c5:
+        assert c.ratio.estimate == pytest.approx(1) and c.vs_random.estimate == pytest.approx(0, abs=1e-6)
+    assert r.c5_original.separator_ratio.estimate == pytest.approx(1)
     one = S.mass_by_category(tiny_lm, SHORT[:1], progress=False)
-    assert one.separator_ratio.n == 1 and not one.separator_ratio.has_interval
+    assert one.c5[0].ratio.n == 1 and not one.c5[0].ratio.has_interval
 
 
 def test_pair_separators_split_the_separator_mass(tiny_lm):
@@ -219,6 +270,20 @@ def test_pair_separators_split_the_separator_mass(tiny_lm):
     for k in ("raw", "effective"):
         assert both[k] == pytest.approx(whole[k], abs=2e-4)  # both rounded to 4 decimals
     assert seps.pairs == 1 and list(seps.means.index) == ["first", "second"]
+    (middle,) = seps.c5
+    assert middle.category == MIDDLE_SEPARATOR and middle.inputs == "sentence pairs" and middle.separator
+    assert set(seps.c5_pair_categories) == {MIDDLE_SEPARATOR}
+
+
+def test_value_bias_reaches_every_study(tiny_lm, long_sentences):
+    """value_bias=False builds T without b_V everywhere; a random init has b_V = 0, so nothing changes there,
+    and the results say which T was used."""
+    r = S.raw_vs_effective(tiny_lm, long_sentences[:2], progress=False, value_bias=False)
+    assert not r.value_bias
+    same = S.raw_vs_effective(tiny_lm, long_sentences[:2], progress=False)
+    assert np.allclose(r.table.pearson, same.table.pearson, atol=1e-12)
+    v0 = S.viewer_examples(tiny_lm, long_sentences[:1], value_bias=False).examples[0][2]
+    torch.testing.assert_close(v0, S.viewer_examples(tiny_lm, long_sentences[:1]).examples[0][2])
 
 
 def test_viewer_examples_hold_a_eff(tiny_lm, long_sentences):
@@ -263,7 +328,8 @@ def test_another_spelling_lands_in_the_same_roles(tiny_roberta):
     assert r.mass_categories[:2] == [eff_attn.START, eff_attn.SEPARATOR]
     assert r.labels == {**r.labels, "start": "start (<s>)", "separator": "separator (</s>)"}
     assert r.mass_by_layer[eff_attn.SEPARATOR]["raw"] and r.mass_by_layer[eff_attn.START]["effective"]
-    assert r.separator_ratio.n == 2 and len(r.c5_ratio_by_sentence[eff_attn.SEPARATOR]["raw"]) == 2
+    assert r.c5[1].ratio.n == 2 and len(r.c5_ratio_by_sentence[END_SEPARATOR]["model"]) == 2
+    assert [c.token for c in r.c5] == ["<s>", "</s>"]
     seps = S.pair_separators(lm, [join_pair("The cat sat.", "It was sunny.")])  # <s> a </s></s> b </s>
     assert seps.pairs == 1 and all(seps.separator_mass[w]["raw"] for w in ("first", "second"))
     from identifiability.charts.effective import mass_chart, no_separator_text
@@ -278,9 +344,11 @@ def test_a_tokenizer_that_adds_no_separator_says_so(tiny_gpt2):
 
     r = S.mass_by_category(tiny_gpt2, ["The cat sat on the mat.", "Birds sang in the trees."], progress=False)
     assert not set(eff_attn.STRUCTURAL) & set(r.mass_categories) and r.sink_token is None
-    assert r.separator_ratio is None and r.c5_ratio_by_sentence == {}
-    v = judge_c5(r.separator_ratio, r.separator_vs_random, r.peak_token, r.peak_ratio, r.peak_vs_random,
-                 r.separator_random, RULE)  # fmt: skip
+    assert r.c5 == () and r.c5_original.separator_ratio is None and r.c5_ratio_by_sentence == {}
+    assert judge_c5(r.c5, RULE).verdict == NOT_TESTABLE
+    o = r.c5_original
+    v = judge_c5_original(o.separator_ratio, o.separator_vs_random, o.peak_token, o.peak_ratio, o.peak_vs_random,
+                          o.random_ratio, RULE)  # fmt: skip
     assert v.verdict == NOT_TESTABLE
     sentence = no_separator_text(r)
     assert "adds neither a start nor a separator" in sentence and sentence in mass_text(r, 17)
@@ -290,4 +358,41 @@ def test_a_tokenizer_that_adds_no_separator_says_so(tiny_gpt2):
 def test_every_architecture_gets_start_and_separator_data(tiny_any, sentences):
     r = S.mass_by_category(tiny_any, sentences, progress=False)
     assert r.mass_categories[:2] == [eff_attn.START, eff_attn.SEPARATOR]
-    assert r.separator_ratio is not None and r.sink_token in eff_attn.STRUCTURAL
+    assert r.c5_original.separator_ratio is not None and r.sink_token in eff_attn.STRUCTURAL
+    assert [c.category for c in r.c5] == [eff_attn.START, END_SEPARATOR]
+
+
+# --------------------------------------------------------------------------------------------------
+# The chapter's sentences come from results: each text function says something else on either side
+# --------------------------------------------------------------------------------------------------
+
+
+def test_text_functions_follow_the_results(fig1, mass):
+    from identifiability.charts import effective as charts
+
+    # A_eff = A up to d_v, or not
+    broken = dataclasses.replace(fig1, c4=dataclasses.replace(fig1.c4, identical_at_or_below_dv=False))
+    assert "every head of every input has" in charts.raw_vs_effective_text(fig1)
+    assert "head-input(s) have" in charts.raw_vs_effective_text(broken)
+    # most of the norm in the null part, or less than half
+    most, less = (dataclasses.replace(fig1, null_share_median_longest=x) for x in (0.9, 0.2))
+    assert "most of a raw" in charts.null_share_text(most) and "less than half" in charts.null_share_text(less)
+    # the model's curve below the random subspace's, or above it
+    med = fig1.pearson_median_by_length
+    swapped = {"model": med["random subspace"], "random subspace": med["model"], "random weights": med["model"]}
+    below, above = (  # below: as measured; above: the model's and the random subspace's curves swapped
+        charts.curves_text(fig1),
+        charts.curves_text(dataclasses.replace(fig1, pearson_median_by_length=swapped)),
+    )
+    n = sum(x >= fig1.d_v + 2 for x in fig1.fig1_lengths)
+    # a random model's attention keeps more than a random subspace does (its values are random too)
+    assert f"random subspace curve at 0 of {n} lengths" in below
+    assert f"random subspace curve at {n} of {n} lengths" in above
+    # a sink with a peak, or none
+    start, end = mass.c5
+    peaked = dataclasses.replace(start, peak=12.0)
+    assert "no special token reaches a peak" in charts.c5_text(mass.c5)
+    assert "the largest of the special tokens" in charts.c5_text((peaked, end)) and "(a peak)" in charts.c5_text(
+        (peaked, end)
+    )
+    assert "adds no start or separator token" in charts.c5_text(())

@@ -5,6 +5,7 @@ the chapter states its measurements in (generated from the study results of
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -13,6 +14,7 @@ import pandas as pd
 import torch
 
 from ..effective import OTHER, PUNCTUATION, SEPARATOR, STRUCTURAL
+from ..verdicts.effective import C5_PEAK, C5Category, sink_of
 from .render import sentence_label_expr
 
 if TYPE_CHECKING:
@@ -26,35 +28,48 @@ if TYPE_CHECKING:
     )
 
 
-def figure1_chart(fig1: pd.DataFrame, d_v: int) -> alt.FacetChart:
-    """Figure 1 (a): Pearson(A, A_eff) against d_s per layer; median over heads and inputs (line), 10-90% and
-    min-max (bands), d_s = d_v dashed. ``fig1``: rows of :func:`identifiability.effective.correlation_by_length`."""
+FIG1_CURVES = {  # column of the correlation table -> its curve on Figure 1 (a)
+    "pearson": "model: Pearson(A, A_eff)",
+    "pearson_random": "random subspace of the same rank",
+    "pearson_random_weights": "random value weights, same inputs",
+}
+
+
+def figure1_chart(fig1: pd.DataFrame, d_v: int) -> alt.LayerChart:
+    """Figure 1 (a): Pearson(A, A_eff) against d_s beside the two null models: the median over heads and inputs
+    of each (lines), the 10-90% band over heads and inputs of the model and of the random subspace, d_s = d_v
+    dashed. ``fig1``: rows of :func:`identifiability.effective.correlation_by_length`."""
+    cols = [c for c in FIG1_CURVES if c in fig1 and fig1[c].notna().any()]
+    long = fig1.melt(id_vars=["d_s"], value_vars=cols, var_name="curve", value_name="r")
     agg = (
-        fig1.groupby(["d_s", "layer"])
-        .pearson.agg(median="median", q10=lambda x: x.quantile(0.1), q90=lambda x: x.quantile(0.9), lo="min", hi="max")
+        long.groupby(["d_s", "curve"])
+        .r.agg(median="median", q10=lambda x: x.quantile(0.1), q90=lambda x: x.quantile(0.9))
         .reset_index()
+        .assign(curve=lambda d: d.curve.map(FIG1_CURVES))
         .round(4)
     )
-    base = alt.Chart().encode(x=alt.X("d_s:Q", scale=alt.Scale(type="log"), title="tokens d_s"))
-    return (
-        alt.layer(
-            base.mark_area(opacity=0.15, color="steelblue").encode(
-                y=alt.Y("lo:Q", title="Pearson(A, A_eff)"), y2="hi:Q"
-            ),
-            base.mark_area(opacity=0.35, color="steelblue").encode(y="q10:Q", y2="q90:Q"),
-            base.mark_line(color="navy", point=alt.OverlayMarkDef(size=12)).encode(
-                y="median:Q", tooltip=["d_s", "layer", "median", "q10", "q90", "lo", "hi"]
-            ),
-            alt.Chart().mark_rule(color="crimson", strokeDash=[4, 3]).encode(x=alt.datum(d_v)),
-            data=agg,
-        )
-        .properties(width=260, height=160)
-        .facet(
-            facet=alt.Facet("layer:O", title="layer"),
-            columns=2,
-            title=f"Raw vs effective attention: median over heads (line), 10-90% and min-max (bands); "
-            f"d_s = d_v = {d_v} dashed",
-        )
+    order = [FIG1_CURVES[c] for c in cols]
+    palette = ["navy", "darkorange", "seagreen"][: len(order)]
+    color = alt.Color(
+        "curve:N",
+        sort=order,
+        title=None,
+        legend=alt.Legend(orient="bottom"),
+        scale=alt.Scale(domain=order, range=palette),
+    )
+    base = alt.Chart(agg).encode(x=alt.X("d_s:Q", scale=alt.Scale(type="log"), title="tokens d_s"))
+    bands = base.transform_filter(alt.datum.curve != FIG1_CURVES["pearson_random_weights"]).mark_area(opacity=0.18)
+    return alt.layer(
+        bands.encode(y=alt.Y("q10:Q", title="Pearson correlation with A"), y2="q90:Q", color=color),
+        base.mark_line(point=alt.OverlayMarkDef(size=14)).encode(
+            y="median:Q", color=color, tooltip=["d_s", "curve", "median", "q10", "q90"]
+        ),
+        alt.Chart(agg).mark_rule(color="crimson", strokeDash=[4, 3]).encode(x=alt.datum(d_v)),
+    ).properties(
+        width=560,
+        height=260,
+        title=f"Raw vs effective attention beside two null models: medians over heads and inputs, 10-90% bands; "
+        f"d_s = d_v = {d_v} dashed",
     )
 
 
@@ -269,18 +284,22 @@ def out_projection_text(r: OutProjectionRanks) -> str:
 
 
 def raw_vs_effective_text(r: RawVsEffective) -> str:
-    """Figure 1 (a) in words: A_eff = A below d_v, the null-space dimension, the decorrelation beyond d_v."""
-    if r.pearson_min_below_dv is None:
-        below = f"No input is shorter than $d_v = {r.d_v}$"
-    elif r.identical_below_dv:
+    """Figure 1 (a) in words: A_eff = A up to d_v (d_s <= d_v, C4's condition), the null-space dimension, the
+    decorrelation beyond d_v."""
+    if r.pearson_min_at_or_below_dv is None:
+        below = f"No input has $d_s \\le d_v = {r.d_v}$"
+    elif r.c4.identical_at_or_below_dv:
         below = (
-            f"Up to $d_s < d_v = {r.d_v}$ every head of every input has $A_\\text{{eff}} = A$ "
-            f"(smallest correlation {r.pearson_min_below_dv:.4f})"
+            f"Up to $d_s = d_v = {r.d_v}$ every head of every input has $A_\\text{{eff}} = A$ "
+            f"(smallest correlation {r.pearson_min_at_or_below_dv:.10f})"
         )
     else:
+        t = r.table
+        worst = t[t.d_s <= r.d_v].nsmallest(1, "pearson").iloc[0]
+        n_below = int(((t.d_s <= r.d_v) & (t.pearson <= 1 - 1e-9)).sum())
         below = (
-            f"Below $d_v = {r.d_v}$ some head has $A_\\text{{eff}} \\ne A$ "
-            f"(smallest correlation {r.pearson_min_below_dv:.4f})"
+            f"At $d_s \\le d_v = {r.d_v}$, {n_below} head-input(s) have $A_\\text{{eff}} \\ne A$: the smallest "
+            f"correlation is {worst.pearson:.5f} (layer {worst.layer}, head {worst['head']}, $d_s$ = {worst.d_s})"
         )
     text = (
         f"**Measured.** {below}; {r.null_heads_at_or_below_dv} of {r.heads_at_or_below_dv} head-inputs with "
@@ -303,12 +322,41 @@ def raw_vs_effective_text(r: RawVsEffective) -> str:
     return text
 
 
+def curves_text(r: RawVsEffective) -> str:
+    """Figure 1 (a)'s three curves compared length by length from d_s = d_v + 2 on: where the model's median
+    correlation lies below each null model's, and the largest gap."""
+    med = r.pearson_median_by_length
+    lengths = [n for n in r.fig1_lengths if n >= r.d_v + 2]
+    if not lengths:
+        return f"No input has $d_s \\ge d_v + 2 = {r.d_v + 2}$: the curves cannot be compared beyond $d_v$."
+    idx = [r.fig1_lengths.index(n) for n in lengths]
+    model = [med["model"][i] for i in idx]
+    parts = []
+    for name in ("random subspace", "random weights"):
+        other = [med[name][i] for i in idx]
+        if any(math.isnan(x) for x in other):
+            continue
+        gaps = [o - m for m, o in zip(model, other)]
+        k = max(range(len(gaps)), key=lambda j: gaps[j])
+        n_below = sum(g > 0 for g in gaps)
+        parts.append(
+            f"below the {name} curve at {n_below} of {len(gaps)} lengths"
+            + (f" (widest gap {gaps[k]:.2f}, at $d_s$ = {lengths[k]})" if n_below else "")
+        )
+    return (
+        f"From $d_s = d_v + 2 = {r.d_v + 2}$ to {lengths[-1]}, the model's median correlation lies "
+        + " and ".join(parts)
+        + f". At $d_s$ = {lengths[-1]}: model {model[-1]:.3f}, random subspace {med['random subspace'][idx[-1]]:.3f}."
+    )
+
+
 def null_share_text(r: RawVsEffective) -> str:
+    """How much of a raw attention map (Frobenius norm) lies in the null part at the longest length."""
     share = r.null_share_median_longest
+    part = "most" if share > 0.5 else "less than half"
     return (
         f"At $d_s$ = {r.fig1_longest}, the median head has {100 * share:.0f}% of its attention matrix's norm in "
-        f"the null part: {'more' if share > 0.5 else 'less'} than half of what a raw attention map shows does not "
-        "reach the head's output."
+        f"the null part: {part} of a raw attention map's norm lies in directions the head's output never sees."
     )
 
 
@@ -367,18 +415,36 @@ def mass_text(r: MassByCategory, min_tokens: int) -> str:
 def separators_text(r: PairSeparators | None, corpus: str) -> str:
     """The mass on the two separators of a sentence pair in words, or why there are none to measure."""
     if r is None:
-        return (
-            f'The corpus `{corpus}` holds single sentences; rerun with `corpus="lee_pairs"` for the two-segment '
-            "inputs of the paper's setting."
-        )
+        return f"No sentence pair of `{corpus}` is longer than $d_v$ within `max_tokens`: no pair was measured."
     if not r.pairs:
         return "No pair holds two separator tokens: this tokenizer does not mark where the second segment begins."
     m = r.means
     return (
-        f"On {r.pairs} sentence pairs: the separator between the segments receives {m.loc['first', 'raw']:.3f} of "
-        f"the attention raw and {m.loc['first', 'effective']:.3f} effective; the final one "
-        f"{m.loc['second', 'raw']:.3f} raw and {m.loc['second', 'effective']:.3f} effective (means over layers)."
+        f"On {r.pairs} sentence pairs of `{corpus}`: the separator between the segments receives "
+        f"{m.loc['first', 'raw']:.3f} of a query's attention raw and {m.loc['first', 'effective']:.3f} effective; "
+        f"the final one {m.loc['second', 'raw']:.3f} raw and {m.loc['second', 'effective']:.3f} effective (means "
+        "over layers, heads and queries)."
     )
+
+
+def c5_text(categories: Sequence[C5Category], peak: float = C5_PEAK) -> str:
+    """Which special token carries this model's attention sink, and each category's peak and summed-mass
+    ratios: what C5 judges and what it cannot."""
+    if not categories:
+        return "This tokenizer adds no start or separator token: there is no special-token peak to measure."
+    sink = sink_of(categories)
+    lines = [
+        f"- **{c.label}** on {c.inputs}: raw mass per query row {c.peak:.1f}x the uniform share"
+        + (" (a peak)" if c.peak >= peak else f" (below {peak:g}x: no peak)")
+        + f"; effective / raw summed mass {c.ratio.estimate:.2f} (random subspace {c.random:.2f})"
+        for c in categories
+    ]
+    where = (
+        f"This model's attention sink is **{sink.label}**: its raw mass per query row is {sink.peak:.1f}x the "
+        "uniform share 1/$d_s$"
+        + (", the largest of the special tokens." if sink.peak >= peak else ", but no special token reaches a peak.")
+    )
+    return where + "\n\n" + "\n".join(lines)
 
 
 def page_text(page: dict[str, int], r: ViewerExamples, n_layers: int, n_heads: int) -> str:

@@ -1,6 +1,16 @@
-"""Claims about effective attention (chapter 3): C4 and C5."""
+"""Claims about effective attention (chapter 3): C4 and C5.
+
+Both were amended (``data/amendments.csv``): C4 is judged over the whole measured curve, C5 on summed
+masses where raw attention has a peak. Each judge takes its thresholds as keyword arguments, so the
+robustness alternatives of ``data/claims.csv`` call the same function with moved thresholds, another null
+or intervals over another unit; :func:`c4_verdict` and :func:`c5_verdict` assemble the rule in force, its
+alternatives and the original rule's verdict.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from .core import (
     FAILS,
@@ -10,22 +20,101 @@ from .core import (
     PARTLY,
     Interval,
     Verdict,
+    amended,
     combine_parts,
     interval_verdict,
     part_verdict,
+    with_robustness,
 )
 
 # --------------------------------------------------------------------------------------------------
-# C4, C5: effective attention (chapter 3)
+# C4: raw and effective attention diverge as d_s grows beyond d_v
 # --------------------------------------------------------------------------------------------------
 
-C4_PEARSON = 0.9  # median Pearson(A, A_eff) at the longest length must lie below this
+C4_PEARSON = 0.9  # the original rule: median Pearson(A, A_eff) at the longest length must lie below this
+C4_SHIFT = 0.05  # robustness 'threshold': both parts' thresholds moved this far towards the claim
+
+
+@dataclass(frozen=True)
+class C4Evidence:
+    """What C4's rules read, built by ``studies.effective.c4_evidence`` from one row per input and head.
+
+    Attributes:
+        identical_at_or_below_dv: Pearson(A, A_eff) = 1 (to 1e-9) for every head of every input with d_s <= d_v.
+        diverges: some input with d_s > d_v has a median Pearson over heads below 1 - 1e-9.
+        trend: Spearman correlation of d_s and the input's median Pearson over heads (inputs with d_s > d_v),
+            its interval over inputs.
+        beyond: mean over inputs with d_s >= d_v + 2 of the median over heads of Pearson(A, A_eff) minus
+            Pearson(A, A projected onto a random subspace of the same rank), interval over inputs.
+        beyond_random_weights: the same against the random value weights' effective attention.
+        trend_by_heads, beyond_by_heads: ``trend`` and ``beyond`` with intervals over heads.
+        random_trend: ``trend``'s estimate for the random-subspace projection (the baseline).
+        identical_below_dv, median_longest, paired_longest, random_median_longest: the original rule's inputs
+            (A_eff = A for d_s < d_v; the median Pearson at the longest length and the mean over heads of the
+            paired difference there, intervals over inputs; the random projection's median there).
+    """
+
+    identical_at_or_below_dv: bool
+    diverges: bool
+    trend: Interval
+    beyond: Interval
+    beyond_random_weights: Interval
+    trend_by_heads: Interval
+    beyond_by_heads: Interval
+    random_trend: float | None
+    identical_below_dv: bool
+    median_longest: Interval
+    paired_longest: Interval
+    random_median_longest: float
+
+
+def _with_numbers(why: str, x: Interval) -> str:
+    return f"{x}; {why}"
 
 
 def judge_c4(
-    identical_below_dv: bool, median_longest: Interval, paired_vs_random: Interval, random_median: float, rule: str
+    identical_at_or_below_dv: bool,
+    diverges: bool,
+    trend: Interval,
+    beyond: Interval,
+    random_trend: float | None,
+    rule: str,
+    *,
+    trend_below: float = 0.0,
+    beyond_below: float = 0.0,
+    null: str = "a random subspace of the same rank",
 ) -> Verdict:
-    """C4: raw and effective attention diverge beyond d_v, and more than a random subspace of the same rank does."""
+    """C4, amended rule. Decrease: A_eff = A for every head at d_s <= d_v, and the rank correlation of d_s
+    with the median Pearson(A, A_eff) has its interval below ``trend_below``. Beyond dimension counting: the
+    mean paired difference from ``null`` has its interval below ``beyond_below``. Where A_eff = A at every
+    length there is nothing that decreases: the first part fails (its rank correlation is undefined)."""
+    if not identical_at_or_below_dv:
+        p1 = part_verdict("C4", "decrease", trend, FAILS, "A_eff differs from A for some head with d_s <= d_v", rule)
+    elif not diverges:
+        p1 = part_verdict("C4", "decrease", trend, FAILS, "A_eff = A at every length: nothing decorrelates", rule)
+    else:
+        v, why = interval_verdict(trend, trend_below, "below")
+        p1 = part_verdict("C4", "decrease", trend, v, _with_numbers(why, trend), rule, trend_below)
+    v, why = interval_verdict(beyond, beyond_below, "below")
+    p2 = part_verdict(
+        "C4",
+        "beyond dimension counting",
+        beyond,
+        v,
+        _with_numbers(f"against {null}: {why}", beyond),
+        rule,
+        beyond_below,
+    )
+    return combine_parts(
+        "C4", [p1, p2], rule, trend, random_trend, "the same rank correlation for a random subspace of the same rank"
+    )
+
+
+def judge_c4_original(
+    identical_below_dv: bool, median_longest: Interval, paired_longest: Interval, random_median: float, rule: str
+) -> Verdict:
+    """C4, original rule: A_eff = A below d_v (as its first code tested: d_s < d_v), the median Pearson at
+    the longest length below ``C4_PEARSON``, and the paired difference from a random subspace there below 0."""
     if not identical_below_dv:
         p1 = part_verdict(
             "C4", "decorrelation", median_longest, FAILS, "A_eff differs from A for some d_s <= d_v", rule
@@ -33,8 +122,8 @@ def judge_c4(
     else:
         v, why = interval_verdict(median_longest, C4_PEARSON, "below")
         p1 = part_verdict("C4", "decorrelation", median_longest, v, why, rule, C4_PEARSON)
-    v, why = interval_verdict(paired_vs_random, 0.0, "below")
-    p2 = part_verdict("C4", "beyond dimension counting", paired_vs_random, v, why, rule, 0.0)
+    v, why = interval_verdict(paired_longest, 0.0, "below")
+    p2 = part_verdict("C4", "beyond dimension counting", paired_longest, v, why, rule, 0.0)
     return combine_parts(
         "C4",
         [p1, p2],
@@ -45,10 +134,152 @@ def judge_c4(
     )
 
 
-C5_RATIO = 0.5  # effective mass / raw mass of [SEP] must lie below this
+def c4_verdict(e: C4Evidence, rule: str, original_rule: str) -> Verdict:
+    """C4 under the rule in force, with its robustness alternatives (``threshold``, ``null``, ``unit``) and
+    the original rule's verdict."""
+    common = (e.identical_at_or_below_dv, e.diverges)
+    v = judge_c4(*common, e.trend, e.beyond, e.random_trend, rule)
+    alternatives = {
+        "threshold": judge_c4(
+            *common, e.trend, e.beyond, e.random_trend, rule, trend_below=-C4_SHIFT, beyond_below=-C4_SHIFT
+        ),
+        "null": judge_c4(*common, e.trend, e.beyond_random_weights, e.random_trend, rule, null="random value weights"),
+        "unit": judge_c4(*common, e.trend_by_heads, e.beyond_by_heads, e.random_trend, rule),
+    }
+    original = judge_c4_original(
+        e.identical_below_dv, e.median_longest, e.paired_longest, e.random_median_longest, original_rule
+    )
+    return amended(with_robustness(v, alternatives), original)
+
+
+# --------------------------------------------------------------------------------------------------
+# C5: the attention peak on [SEP] lies largely in the null space
+# --------------------------------------------------------------------------------------------------
+
+C5_RATIO = 0.5  # effective / raw summed mass of a peaked separator must lie below this
+C5_PEAK = 3.0  # a peak: mean raw mass per query row at least this many times the uniform share
+C5_PEAK_LOW = 2.0  # robustness 'peak 2x'
+C5_PEAK_HIGH = 5.0  # robustness 'peak 5x'
+C5_RATIO_SHIFT = 0.1  # robustness 'threshold': the ratio threshold moved this far towards the claim
+
+
+@dataclass(frozen=True)
+class C5Category:
+    """One special-token category's evidence, built by ``studies.effective.c5_category``.
+
+    Attributes:
+        category: "start", "end separator" or "middle separator".
+        token: the tokenizer's spelling ([CLS], </s>, ...).
+        separator: whether the category is a separator (the claim's token).
+        peak: median over inputs of the mean raw mass per query row on the category, in units of the
+            uniform share (its tokens / d_s).
+        ratio: per input, the effective mass on the category over its raw mass, each summed over heads,
+            layers and query rows; interval over inputs.
+        vs_random: that ratio minus the random subspace's, per input; interval over inputs.
+        random: the random subspace's ratio, mean over inputs.
+        ratio_by_heads, vs_random_by_heads: the same two with intervals over heads.
+        inputs: what an input is ("sentences", "sentence pairs").
+    """
+
+    category: str
+    token: str
+    separator: bool
+    peak: float
+    ratio: Interval
+    vs_random: Interval
+    random: float
+    ratio_by_heads: Interval
+    vs_random_by_heads: Interval
+    inputs: str = "sentences"
+
+    @property
+    def label(self) -> str:
+        return f"{self.category} ({self.token})" if self.token else self.category
+
+
+def sink_of(categories: Sequence[C5Category]) -> C5Category | None:
+    """The special token with the largest raw peak: the one that carries the model's attention sink."""
+    return max(categories, key=lambda c: c.peak, default=None)
+
+
+def _judge_category(c: C5Category, ratio: float, by_heads: bool, rule: str) -> tuple[str, str, list[Verdict], Interval]:
+    r, d = (c.ratio_by_heads, c.vs_random_by_heads) if by_heads else (c.ratio, c.vs_random)
+    v1, why1 = interval_verdict(r, ratio, "below")
+    v2, why2 = interval_verdict(d, 0.0, "below")
+    parts = [
+        part_verdict("C5", f"{c.label} mostly null", r, v1, _with_numbers(why1, r), rule, ratio),
+        part_verdict("C5", f"{c.label} beyond a random subspace", d, v2, _with_numbers(why2, d), rule, 0.0),
+    ]
+    if v1 == HOLDS and v2 == HOLDS:
+        v = HOLDS
+    elif FAILS == v1:
+        v = FAILS
+    elif INCONCLUSIVE in (v1, v2):
+        v = INCONCLUSIVE
+    else:
+        v = PARTLY  # mostly removed, but no more than a random subspace of the same rank removes
+    reason = (
+        f"{c.label}, {c.peak:.1f}x the uniform share on {c.inputs}: mostly null {v1} ({_with_numbers(why1, r)}), "
+        f"beyond a random subspace {v2} ({_with_numbers(why2, d)})"
+    )
+    return v, reason, parts, r
 
 
 def judge_c5(
+    categories: Sequence[C5Category],
+    rule: str,
+    *,
+    ratio: float = C5_RATIO,
+    peak: float = C5_PEAK,
+    by_heads: bool = False,
+) -> Verdict:
+    """C5, amended rule: a separator with a peak (at least ``peak`` times the uniform share) keeps less than
+    ``ratio`` of its summed raw mass in effective attention, and less than a random subspace keeps. With no
+    peaked separator, partly holds if this model's sink meets both; not testable with no peak at all."""
+    note = "the same ratio for projection onto a random subspace of the same rank"
+    peaks = ", ".join(f"{c.label} {c.peak:.1f}x" for c in categories) or "no special token"
+    peaked = [c for c in categories if c.peak >= peak]
+    sink = sink_of(peaked)
+    if sink is None:
+        why = f"no special token has a peak of {peak:g}x the uniform share ({peaks})"
+        return Verdict("C5", NOT_TESTABLE, None, None, None, note, rule, why)
+    sink_note = f"this model's sink is {sink.label} ({sink.peak:.1f}x the uniform share)"
+    separators = [c for c in peaked if c.separator]
+    judged = separators or [sink]
+    results = [(c, *_judge_category(c, ratio, by_heads, rule)) for c in judged]
+    for state in (HOLDS, FAILS, INCONCLUSIVE, PARTLY):
+        hit = next((r for r in results if r[1] == state), None)
+        if hit is not None:
+            break
+    c, v, why, parts, r = hit
+    qualifier = ""
+    if not separators:
+        why = f"no separator has a peak of {peak:g}x ({peaks}); {sink_note}: {why}"
+        if v == HOLDS:
+            v, qualifier = PARTLY, f"via the sink, {c.token or c.category}"
+    else:
+        why = f"{why}; {sink_note}"
+        if v == PARTLY:
+            qualifier = "no more than a random subspace"
+    others = [p for res in results if res[0] is not c for p in res[3]]
+    return Verdict("C5", v, r.estimate, (r.low, r.high), c.random, note, rule, why, (*parts, *others), ratio, qualifier)
+
+
+@dataclass(frozen=True)
+class C5Original:
+    """The original rule's inputs (rows of effective attention normalised to sum to one): the separator's
+    ratio to its raw mass and that ratio minus the random subspace's, per sentence; the same for the largest
+    structural peak where it is not the separator (``peak_*``, None otherwise); the random ratio."""
+
+    separator_ratio: Interval | None
+    separator_vs_random: Interval | None
+    peak_token: str
+    peak_ratio: Interval | None
+    peak_vs_random: Interval | None
+    random_ratio: float | None
+
+
+def judge_c5_original(
     sep_ratio: Interval | None,
     sep_vs_random: Interval | None,
     peak_token: str,
@@ -57,9 +288,9 @@ def judge_c5(
     random_ratio: float | None,
     rule: str,
 ) -> Verdict:
-    """C5: the [SEP] peak lies largely in the null space. ``*_ratio``: effective (rows normalised) / raw mass;
-    ``*_vs_random``: that ratio minus the random-subspace one, per sentence. ``peak_*``: this model's largest
-    special-token peak when it is another token than the separator (None otherwise)."""
+    """C5, original rule: the [SEP] peak lies largely in the null space. ``*_ratio``: effective (rows
+    normalised) / raw mass; ``*_vs_random``: that ratio minus the random-subspace one, per sentence.
+    ``peak_*``: this model's largest special-token peak when it is another token than the separator."""
     note = "the same ratio for projection onto a random subspace of the same rank"
     if sep_ratio is None:
         return Verdict(
@@ -85,18 +316,30 @@ def judge_c5(
     combined = combine_parts("C5", parts, rule, sep_ratio, random_ratio, note)
     if combined.verdict in (FAILS, INCONCLUSIVE) and peak_ratio is not None and peak_vs_random is not None:
         pv, pwhy = interval_verdict(peak_ratio, C5_RATIO, "below")
-        pr, prwhy = interval_verdict(peak_vs_random, 0.0, "below")
+        pr, _ = interval_verdict(peak_vs_random, 0.0, "below")
         if pv == HOLDS and pr == HOLDS:
-            pwhy = f"{pwhy}, and below the random subspace's"
-            return Verdict(
-                "C5",
-                PARTLY,
-                combined.estimate,
-                combined.ci95,
-                random_ratio,
-                note,
-                rule,
-                f"not for [SEP] ({combined.reason}), but for this model's largest peak, {peak_token} ({pwhy})",
-                tuple(parts),
+            return replace(
+                combined,
+                verdict=PARTLY,
+                reason=f"not for [SEP] ({combined.reason}), but for this model's largest peak, {peak_token} "
+                f"({pwhy}, and below the random subspace's)",
             )
     return combined
+
+
+def c5_verdict(categories: Sequence[C5Category], original: C5Original, rule: str, original_rule: str) -> Verdict:
+    """C5 under the rule in force, with its robustness alternatives (``peak 2x``, ``peak 5x``,
+    ``threshold``, ``unit``) and the original rule's verdict."""
+    v = judge_c5(categories, rule)
+    alternatives = {
+        "peak 2x": judge_c5(categories, rule, peak=C5_PEAK_LOW),
+        "peak 5x": judge_c5(categories, rule, peak=C5_PEAK_HIGH),
+        "threshold": judge_c5(categories, rule, ratio=C5_RATIO - C5_RATIO_SHIFT),
+        "unit": judge_c5(categories, rule, by_heads=True),
+    }
+    o = original
+    first = judge_c5_original(
+        o.separator_ratio, o.separator_vs_random, o.peak_token, o.peak_ratio, o.peak_vs_random, o.random_ratio,
+        original_rule,
+    )  # fmt: skip
+    return amended(with_robustness(v, alternatives), first)
