@@ -17,7 +17,11 @@ def test_effective_attention_notebook(chapter_run):
     # except through a numerically singular V_h at d_s = d_v (counted separately).
     assert r["null_dim_equals_ds_minus_dv"] > 0.99
     assert r["null_dim_exceeds_ds_minus_dv"] == r["null_heads_at_or_below_dv"]
-    assert max(r["fig1_lengths"]) >= 90 and min(r["fig1_lengths"]) <= 8 and d_v in r["fig1_lengths"]
+    # lengths on both sides of d_v (joined sentences trimmed by words land within a token or two of the target)
+    assert max(r["fig1_lengths"]) >= 90 and min(r["fig1_lengths"]) <= 8
+    assert any(d_v - 2 <= n <= d_v for n in r["fig1_lengths"]) and any(
+        n in (d_v + 1, d_v + 2) for n in r["fig1_lengths"]
+    )
     # Figure 1 (a): decorrelation beyond d_v, below both null models' curves at every length from d_v + 2.
     assert r["pearson_median_just_above_dv"] < 0.95
     assert r["pearson_median_longest"] < 0.7
@@ -59,9 +63,10 @@ def test_effective_attention_notebook(chapter_run):
     # judged by the rule in force, with the original rule's verdict and the named alternatives beside it.
     assert c4["estimate"] == r["c4_spearman"] < -0.5 and c4["ci95"][1] < 0
     assert r["c4_beyond_random"] < 0 and r["c4_beyond_random_weights"] < 0
-    assert c4["parts"][1]["verdict"] == "holds"
-    assert [name for name, _ in c4["robustness"]] == ["threshold", "null", "unit"]
-    assert c4["original"]["verdict"] == "partly holds"  # the original rule: decorrelation yes, beyond the null no
+    assert c4["verdict"] == "holds" and c4["parts"][1]["verdict"] == "holds"
+    assert c4["robustness"] == [["threshold", "holds"], ["null", "holds"], ["unit", "holds"]]
+    # the original rule judges the two inputs at the longest length alone: too few to decide
+    assert c4["original"]["verdict"] == "inconclusive" and c4["original"]["rule"] != c4["rule"]
     # C5: no separator has a peak, the sink [CLS] lies in the null space beyond the random subspace
     assert c5["verdict"] == "partly holds" and c5["qualifier"] == "via the sink, [CLS]"
     assert c5["estimate"] == start["ratio"] or abs(c5["estimate"] - start["ratio"]) < 1e-4
