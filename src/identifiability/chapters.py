@@ -192,7 +192,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
                 (window(lambda p, m: 3, "max_tokens"), window(lambda p, m: 3, "exact_max_tokens")),
             ),
             study="context_mixing",
-            expected_seconds=250.0,
+            expected_seconds=430.0,
             quick={
                 "n_per_quarter": 1,
                 "n_sentences": 6,

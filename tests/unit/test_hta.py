@@ -253,6 +253,38 @@ def test_estimate_error_metric():
     assert 0 < e["median"] < e["p95"] <= e["max"]
 
 
+def test_estimate_error_signed_median_says_which_way_c_is_off():
+    """An estimate whose blocks between different tokens all come out 21% too large (their norms 10%) moves
+    c up on those entries and down on the own ones: the signed median, over mostly off-own entries, is
+    positive; S scaled as a whole leaves c and the signed error at 0."""
+    ex = _synthetic(6, 0.6)
+    off = 1 + 0.21 * (1 - torch.eye(6, dtype=torch.float64))
+    high = attribution.HTAResult(ex.text, ex.tokens, ex.S * off, "x", special=ex.special)
+    assert attribution.estimate_error([ex], [high])["signed_median"] > 0
+    scaled = attribution.HTAResult(ex.text, ex.tokens, ex.S * 3.0, "x", special=ex.special)
+    assert attribution.estimate_error([ex], [scaled])["signed_median"] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_block_ranks_are_the_estimators_variance():
+    """r = (sum s^2)^2 / sum s^4 from the singular values; one Gaussian probe's ||B v||^2 has relative variance
+    2/r (checked by sampling), so a low-rank block is estimated worse than a full-rank one."""
+    g = torch.Generator().manual_seed(0)
+    d, n = 6, 3
+    J = torch.randn(d, n, d, generator=g, dtype=torch.float64)
+    J[:, 1] = torch.outer(
+        torch.randn(d, generator=g, dtype=torch.float64), torch.randn(d, generator=g, dtype=torch.float64)
+    )
+    r = attribution.block_ranks(J)
+    for j in range(n):
+        s = torch.linalg.svdvals(J[:, j])
+        assert float(r[j]) == pytest.approx(float(s.pow(2).sum() ** 2 / s.pow(4).sum()))
+    assert float(r[1]) == pytest.approx(1.0) and 1 < float(r[0]) <= d
+    v = torch.randn(200_000, d, generator=g, dtype=torch.float64)
+    for j in (0, 1):
+        est = (v @ J[:, j].T).pow(2).sum(-1)  # ||B v||^2 per probe
+        assert float(est.var() / est.mean() ** 2) == pytest.approx(2 / float(r[j]), rel=0.05)
+
+
 def test_corpus_cache_roundtrip(tiny_lm, tmp_path):
     texts = [SENT, "Cats sat."]
     first = attribution.hta_corpus(

@@ -84,7 +84,7 @@ def test_the_chapter_records_the_keys_it_always_recorded():
         "pos_own_median_last", "special_sources", "top_is_self_pct", "top_median_last",
         # C10's sample of typical lengths and its shares, C11's per-token means (amended rules)
         "typical_median_tokens", "typical_quarters", "typical_sentences", "typical_reused", "typical_top_is_self",
-        "window_means",
+        "window_means", "exact_seconds_by_length",
     }  # fmt: skip
 
 
@@ -131,6 +131,8 @@ def test_estimator_error_by_length_and_the_probes_for_one_percent(tiny_lm, sente
     first = [k for k, q in enumerate(typical.quarter) if q == typical.quarter[0]]
     alone = study.estimate_error([at_length.exact[k] for k in first], [at_length.estimated[k] for k in first])
     assert e.by_length[bands[0]] == alone
+    assert list(e.exact_seconds_by_length) == bands
+    assert e.exact_seconds_by_length[bands[0]] == pytest.approx(np.mean([at_length.exact[k].seconds for k in first]))
     assert e.estimator_error_by_length == {
         k: {m: v[m] for m in ("median", "p95", "top_agreement")} for k, v in e.by_length.items()
     }

@@ -170,6 +170,7 @@ class EstimatorError(Study):
     estimator_effect_on_own_median: float  # largest per-layer change of the median own share
     estimator_effect_on_top_is_self_pct: float  # largest per-layer change of % top-is-self, in points
     estimator_probes_for_1pct: int  # probes per token a median error of 1% would take (1/sqrt(probes) law)
+    exact_seconds_by_length: dict  # {length quarter of C10's sample: mean seconds of exact HTA per sentence}
     by_length: dict[str, dict] = data()  # {length quarter: the whole estimate_error dict}
     probes: int = data()
     d_model: int = data()  # directions per token of exact HTA
@@ -180,13 +181,13 @@ def estimator_error(exact: ExactHTA, typical: TypicalSample, at_length: ExactHTA
     (``at_length``: its exact HTA and estimate), its effect on the per-layer statistics, and the probes a
     1% median error would need."""
     err = estimate_error(exact.exact, exact.estimated)
-    by_length = {}
+    by_length, seconds = {}, {}
     for k, (lo, hi) in enumerate(typical.typical_quarters):
         idx = [i for i, q in enumerate(typical.quarter) if q == k]
         if idx:
-            by_length[f"{lo}-{hi} tokens"] = estimate_error(
-                [at_length.exact[i] for i in idx], [at_length.estimated[i] for i in idx]
-            )
+            ex, es = [at_length.exact[i] for i in idx], [at_length.estimated[i] for i in idx]
+            by_length[f"{lo}-{hi} tokens"] = estimate_error(ex, es)
+            seconds[f"{lo}-{hi} tokens"] = float(np.mean([r.seconds for r in ex]))
     summ_ex = layer_summary(token_table(exact.exact)).set_index("layer")
     summ_es = layer_summary(token_table(exact.estimated)).set_index("layer")
     probes = exact.estimator_probes
@@ -198,6 +199,7 @@ def estimator_error(exact: ExactHTA, typical: TypicalSample, at_length: ExactHTA
         estimator_effect_on_own_median=float((summ_es.own_median - summ_ex.own_median).abs().max()),
         estimator_effect_on_top_is_self_pct=float((summ_es.top_is_self_pct - summ_ex.top_is_self_pct).abs().max()),
         estimator_probes_for_1pct=int(math.ceil(probes * (err["median"] / TARGET_ERROR) ** 2)),
+        exact_seconds_by_length=seconds,
         by_length=by_length,
         probes=probes,
         d_model=exact.d_model,
@@ -281,15 +283,13 @@ class OwnShare(Study):
     evidence: C9Evidence = data()  # the steps and the drop, intervals over sentences and over tokens
 
     @property
-    def uniform(self) -> float:
-        """The own share under uniform mixing, mean 1/d_s over hidden tokens."""
+    def uniform(self) -> float:  # the own share under uniform mixing, mean 1/d_s over hidden tokens
         return self.evidence.uniform
 
 
 def own_share(corpus: CorpusHTA, seed: int) -> OwnShare:
     """The own-token share's fall with depth (C9): every layer step and the first-to-last drop of the
-    per-sentence median, intervals over sentences, and the same steps per hidden token (intervals over
-    tokens, robustness 'unit')."""
+    per-sentence median (intervals over sentences) and of each hidden token's share (over tokens)."""
     main = corpus.summaries[corpus.main]
     med = main.own_median.to_numpy()
     table = corpus.tables[corpus.main]
