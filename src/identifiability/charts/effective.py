@@ -299,7 +299,8 @@ def raw_vs_effective_text(r: RawVsEffective) -> str:
         n_below = int(((t.d_s <= r.d_v) & (t.pearson <= 1 - 1e-9)).sum())
         below = (
             f"At $d_s \\le d_v = {r.d_v}$, {n_below} head-input(s) have $A_\\text{{eff}} \\ne A$: the smallest "
-            f"correlation is {worst.pearson:.5f} (layer {worst.layer}, head {worst['head']}, $d_s$ = {worst.d_s})"
+            f"correlation is {worst.pearson:.5f} (layer {int(worst.layer)}, head {int(worst['head'])}, "
+            f"$d_s$ = {int(worst.d_s)})"
         )
     text = (
         f"**Measured.** {below}; {r.null_heads_at_or_below_dv} of {r.heads_at_or_below_dv} head-inputs with "

@@ -127,6 +127,7 @@ def c4_evidence(table: pd.DataFrame, d_v: int, seed: int = 0) -> C4Evidence:
     below, at_or_below = table[table.d_s < d_v], table[table.d_s <= d_v]
     return C4Evidence(
         identical_at_or_below_dv=bool((at_or_below.pearson > IDENTICAL).all()),
+        min_at_or_below_dv=float(at_or_below.pearson.min()) if len(at_or_below) else None,
         diverges=bool((med < IDENTICAL).any()),
         trend=unit_interval(len(med), lambda i: spearman(ds[up][i], med[i]), seed),
         beyond=unit_interval(len(d_rnd), lambda i: float(np.median(d_rnd[i], axis=1).mean()), seed),

@@ -41,6 +41,7 @@ class C4Evidence:
 
     Attributes:
         identical_at_or_below_dv: Pearson(A, A_eff) = 1 (to 1e-9) for every head of every input with d_s <= d_v.
+        min_at_or_below_dv: the smallest of those correlations (None without such inputs).
         diverges: some input with d_s > d_v has a median Pearson over heads below 1 - 1e-9.
         trend: Spearman correlation of d_s and the input's median Pearson over heads (inputs with d_s > d_v),
             its interval over inputs.
@@ -55,6 +56,7 @@ class C4Evidence:
     """
 
     identical_at_or_below_dv: bool
+    min_at_or_below_dv: float | None
     diverges: bool
     trend: Interval
     beyond: Interval
@@ -74,6 +76,7 @@ def _with_numbers(why: str, x: Interval) -> str:
 
 def judge_c4(
     identical_at_or_below_dv: bool,
+    min_at_or_below_dv: float | None,
     diverges: bool,
     trend: Interval,
     beyond: Interval,
@@ -89,7 +92,8 @@ def judge_c4(
     mean paired difference from ``null`` has its interval below ``beyond_below``. Where A_eff = A at every
     length there is nothing that decreases: the first part fails (its rank correlation is undefined)."""
     if not identical_at_or_below_dv:
-        p1 = part_verdict("C4", "decrease", trend, FAILS, "A_eff differs from A for some head with d_s <= d_v", rule)
+        why = f"A_eff differs from A for some head with d_s <= d_v (smallest Pearson {min_at_or_below_dv:.6g})"
+        p1 = part_verdict("C4", "decrease", trend, FAILS, why, rule)
     elif not diverges:
         p1 = part_verdict("C4", "decrease", trend, FAILS, "A_eff = A at every length: nothing decorrelates", rule)
     else:
@@ -137,7 +141,7 @@ def judge_c4_original(
 def c4_verdict(e: C4Evidence, rule: str, original_rule: str) -> Verdict:
     """C4 under the rule in force, with its robustness alternatives (``threshold``, ``null``, ``unit``) and
     the original rule's verdict."""
-    common = (e.identical_at_or_below_dv, e.diverges)
+    common = (e.identical_at_or_below_dv, e.min_at_or_below_dv, e.diverges)
     v = judge_c4(*common, e.trend, e.beyond, e.random_trend, rule)
     alternatives = {
         "threshold": judge_c4(
