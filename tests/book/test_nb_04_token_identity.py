@@ -2,7 +2,7 @@
 
 import pytest
 
-from identifiability.verdicts import C6_HOLDS, C6_PARTLY, FAILS, HOLDS, INCONCLUSIVE
+from identifiability.verdicts import C6_HOLDS, FAILS, HOLDS, INCONCLUSIVE, PARTLY
 
 
 @pytest.mark.notebooks
@@ -38,20 +38,36 @@ def test_token_identity_notebook(chapter_run):
     assert r["second_linear_cos_cos_last"] > 3 * r["second_chance"]
     assert out.stat().st_size < 3_000_000
     c6, c7 = r["claims"]["C6"], r["claims"]["C7"]
+    # C6 is judged against the position-only lookup, shown beside chance and the shuffled-label probe; its
+    # estimate averages three probe seeds per test sentence, the last point of the per-layer curve
     assert len(r["c6_seed_rates"]) == 3 and c6["ci95"][0] <= c6["estimate"] <= c6["ci95"][1]
-    assert r["c6_shuffled_rate"] == c6["baseline"] < 3 * r["chance_sentence"] < c6["estimate"]
-    assert c7["estimate"] < 0 and c7["baseline"] == r["chance_sentence"]  # the identity map loses tokens with depth
-    # The verdicts' estimates are the recorded rates: C6 averages its three seeds, the first of which is the
-    # per-layer curve's last point (the same probe on the same test tokens); C7 is the identity map's rate at
-    # the last layer minus the first encoder layer's (the rates table is rounded to 3 decimals).
+    assert c6["baseline"] == pytest.approx(r["c6_position_rate"])
+    assert r["c6_shuffled_rate"] < 3 * r["c6_chance"] < r["c6_position_rate"] < c6["estimate"]
     assert c6["estimate"] == pytest.approx(sum(r["c6_seed_rates"]) / 3, abs=1e-12)
-    assert r["linear_cos_cos_by_layer"][L] == pytest.approx(r["c6_seed_rates"][0], abs=1e-12)
+    assert r["linear_cos_cos_by_layer"][L] == pytest.approx(c6["estimate"], abs=1e-12)
+    est, lo, hi = r["c6_over_position"]
+    assert lo <= est <= hi and est == pytest.approx(c6["estimate"] - r["c6_position_rate"], abs=1e-9)
+    # the amended rule's verdict, its original rule's and the four alternatives the claims table names
+    assert c6["original"]["claim"] == "C6" and c6["original"]["baseline"] == r["c6_shuffled_rate"]
+    assert [name for name, _ in c6["robustness"]] == ["threshold up", "threshold down", "null", "unit"]
+    # on 60 sentences the probes identify most last-layer tokens, far above what position alone gives
+    assert lo > 0 and c6["verdict"] == (HOLDS if c6["ci95"][0] >= C6_HOLDS else PARTLY)
+    assert c7["estimate"] < 0 and c7["baseline"] == r["chance_sentence"]  # the identity map loses tokens with depth
     assert c7["estimate"] == pytest.approx(naive["cos"][L] - naive["cos"][1], abs=1e-3)
-    # ... and each verdict is what its rule makes of the recorded interval
-    lo, hi = c6["ci95"]
-    assert (c6["verdict"] == HOLDS) == (lo >= C6_HOLDS) and (c6["verdict"] == FAILS) == (hi < C6_PARTLY)
     lo, hi = c7["ci95"]
-    assert c7["verdict"] == (HOLDS if hi < 0 else FAILS if lo > 0 else INCONCLUSIVE)
+    assert c7["verdict"] == (HOLDS if hi < 0 else FAILS if lo >= 0 else INCONCLUSIVE) == HOLDS
+    assert [name for name, _ in c7["robustness"]] == ["threshold", "unit"]
+    # every probe's best and last epoch; the capped ones are counted and their rate curve is drawn
+    t = r["training"]
+    assert len(t["best epoch"]) == r["probes_trained"] == 2 * 2 * (L + 1)
+    assert r["probes_stopped_early"] + r["probes_at_cap"] == r["probes_trained"]
+    assert all(b <= s <= r["epoch_cap"] for b, s in zip(t["best epoch"], t["epochs run"]))
+    # the rates per sentence that the fine-tuning chapter pairs across models
+    by = r["linear_rate_by_sentence"]
+    assert by["probe_seeds"] == [0, 1, 2] and by["layers"] == list(range(1, L + 1))
+    assert len(by["sentence_keys"]) == sizes["test"]["sentences"] == len(by["rate"][0])
+    last = [sum(seed[s][-1] for s in range(len(seed))) / len(seed) for seed in by["rate"]]
+    assert last == pytest.approx(r["c6_seed_rates"], abs=1e-5)
     # beside the verdict: word types never seen in training, and the position-only control for neighbours
     assert r["c6_unseen_tokens"] > 0 and 0 <= r["c6_unseen_types_rate"] <= 1
     assert 0 <= r["position_only_adjacent"] <= 1

@@ -154,6 +154,50 @@ def test_batched_training_equals_separate(splits):
     assert both.history["stop_epoch"][1] == alone.history["stop_epoch"][0]
 
 
+def test_a_linear_map_starts_at_least_squares_and_the_l2_probe_keeps_it(splits):
+    """The least-squares affine map is the L2 loss's minimum on the training tokens: the probe starts there
+    (epoch 0), and the L2 probe's training error cannot fall below it."""
+    cfg = ident.probe_config("linear", epochs=4, batch_size=128, patience=2)
+    tp = ident.train_probes(splits["train"], splits["val"], [2], ["l2"], cfg, progress=False)
+    train = splits["train"]
+    e = torch.cat([train.inputs[2], torch.ones(train.n, 1)], 1).double()
+    ls = e @ torch.linalg.lstsq(e, train.targets.double(), driver="gelsd").solution
+    fitted = ident.apply_probes(tp.probe, train.inputs, [2])[0].double()
+    err_ls = float(((ls - train.targets) ** 2).sum(-1).mean())
+    err = float(((fitted - train.targets) ** 2).sum(-1).mean())
+    assert err >= err_ls * (1 - 1e-4)
+    start = ident.ProbeConfig(kind="linear", epochs=0)
+    at0 = ident.train_probes(train, splits["val"], [2], ["l2"], start, progress=False)
+    out0 = ident.apply_probes(at0.probe, train.inputs, [2])[0].double()
+    assert torch.allclose(out0, ls, atol=1e-3 * float(ls.abs().max()))
+
+
+def test_early_stopping_counts_only_improvements_of_min_delta(splits):
+    """With min_delta = 1 no validation loss can improve on half of itself: every probe keeps its initial
+    weights (best epoch 0) and stops after `patience` epochs, which counts as stopping early."""
+    cfg = ident.ProbeConfig(kind="mlp", hidden=8, epochs=10, batch_size=128, patience=2, min_delta=1.0)
+    tp = ident.train_probes(splits["train"], splits["val"], [0, 1], ["l2", "cos"], cfg, progress=False)
+    assert tp.history["best_epoch"] == [0, 0] and tp.history["stop_epoch"] == [2, 2]
+    assert tp.stopped_early(0) and tp.stopped_early(1)
+    capped = ident.train_probes(
+        splits["train"], splits["val"], [1], ["cos"], ident.ProbeConfig(kind="mlp", hidden=8, epochs=2), progress=False
+    )
+    assert capped.history["stop_epoch"] == [2] and not capped.stopped_early(0)
+
+
+def test_the_validation_rate_per_epoch_is_the_kept_weights_rate(splits):
+    cfg = ident.probe_config("linear", epochs=6, batch_size=128, patience=2)
+    tp = ident.train_probes(splits["train"], splits["val"], [1, 2], ["cos", "cos"], cfg, progress=False)
+    h = tp.history
+    assert len(h["val_rate"]) == len(h["val_loss"]) == h["epochs"] + 1  # epoch 0: the initial weights
+    rates, _ = ident.evaluate(tp, splits["val"], ("cos",), offsets=())
+    for p in range(2):
+        assert rates.rate.iloc[p] == pytest.approx(h["val_rate"][h["best_epoch"][p]][p])
+    curves = ident.rate_curves({"linear": tp})
+    assert len(curves) == sum(s + 1 for s in h["stop_epoch"])  # each curve ends where its probe stopped
+    assert ident.levels_off([0.2, 0.9, 0.995, 0.99, 0.992]) == 2 and ident.levels_off([0.5, 0.9]) == 1
+
+
 def test_training_is_deterministic(splits):
     cfg = ident.probe_config("linear", epochs=2, batch_size=128)
     a = ident.train_probes(splits["train"], splits["val"], [1], ["cos"], cfg, progress=False)
@@ -289,6 +333,7 @@ def test_every_chart_renders(hs, splits):
         "ablation_chart": charts.ablation_chart(abl, "t"),
         "norm_chart": charts.norm_chart(ident.norm_summary(splits["test"]), ident.norm_histograms(splits["test"]), "t"),
         "angle_chart": charts.angle_chart(ident.angle_summary(splits["test"]), "t"),
+        "epochs_chart": charts.epochs_chart(ident.rate_curves(probes), "t"),
     }
     public = {n for n, v in vars(charts).items() if callable(v) and n.endswith("_chart")}
     assert public == set(made)

@@ -12,11 +12,12 @@ import pytest
 import torch
 
 from identifiability import identity as ident
-from identifiability.charts import identity as charts
+from identifiability.charts import geometry as prose
 from identifiability.corpora import load_corpus, sample_sentences
-from identifiability.stats import grouped_ci
+from identifiability.stats import hierarchical_ci
 from identifiability.studies import geometry
-from identifiability.verdicts import INCONCLUSIVE, judge_c8
+from identifiability.studies import identity as study
+from identifiability.verdicts import INCONCLUSIVE
 
 FAST = dict(epochs=3, batch_size=256, mlp_hidden=16, patience=2)
 
@@ -132,44 +133,57 @@ def test_norms_and_angles_per_layer(sample, cos_l2, na):
     assert np.allclose(shares, 1.0) and na.histograms.layer.nunique() == L + 1
 
 
-def test_c8_intervals_resample_sentences_and_contain_their_estimates(sample, abl, c8):
+def test_c8_intervals_resample_seeds_and_sentences_and_contain_their_estimates(sample, abl, c8):
     L = sample.n_layers
     test = sample.splits["test"]
     n_sentences = test.sentence.unique().numel()
-    assert set(c8.correct) == {"raw", "unit", "norm", "unit+norm"}
-    for per_sentence in c8.correct.values():
-        assert len(per_sentence) == n_sentences and sum(len(o) for o in per_sentence) == test.n
-        values = np.concatenate(per_sentence) * 3  # the share of three seeds that identify a token
-        assert np.allclose(values, np.round(values)) and values.min() >= 0 and values.max() <= 3
-    for iv in (c8.unit_minus_raw, c8.norm_vs_chance, c8.norm_adds):
+    assert set(c8.rates) == {"raw", "unit", "norm", "unit+norm"} and c8.c8_seeds == [0, 1, 2]
+    sizes = np.array([len(o) for o in ident.correct_by_sentence(sample.probes["naive"], test, L)])
+    for rates in c8.rates.values():
+        assert rates.shape == (3, n_sentences)  # probe seeds x test sentences
+        counts = rates * sizes  # a share of each sentence's tokens
+        assert np.allclose(counts, np.round(counts)) and rates.min() >= 0 and rates.max() <= 1
+    # the raw probe of seed 0 is the sample's own linear probe
+    first = [o.mean() for o in ident.correct_by_sentence(sample.probes["linear"], test, L)]
+    assert c8.rates["raw"][0] == pytest.approx(first)
+    e = c8.evidence
+    for iv in (e.unit_minus_raw, e.norm_vs_chance, e.norm_adds, e.unit_minus_raw_seed0):
         assert iv.n == n_sentences  # the unit resampled is a sentence, not a token
         assert iv.low - 1e-12 <= iv.estimate <= iv.high + 1e-12
-    raw, unit, norm = c8.correct["raw"], c8.correct["unit"], c8.correct["norm"]
-    assert c8.unit_minus_raw.estimate == pytest.approx(np.concatenate(unit).mean() - np.concatenate(raw).mean())
-    chance = np.concatenate([np.full(len(o), 1 / len(o)) for o in norm]).mean()
-    assert c8.norm_vs_chance.estimate == pytest.approx(np.concatenate(norm).mean() - chance)
-    diffs = [b - u for b, u in zip(c8.correct["unit+norm"], unit)]
-    assert (c8.norm_adds.low, c8.norm_adds.high) == grouped_ci(diffs, np.mean, seed=sample.seed)[1:]
+    raw, unit, norm, both = (c8.rates[k] for k in ("raw", "unit", "norm", "unit+norm"))
+    assert e.unit_minus_raw.estimate == pytest.approx((unit - raw).mean())
+    assert e.norm_vs_chance.estimate == pytest.approx((norm - 1 / sizes).mean())
+    assert (e.norm_adds.low, e.norm_adds.high) == hierarchical_ci(both - unit, 1, seed=sample.seed)[1:]
+    assert e.norm_adds_seed0.estimate == pytest.approx((both - unit)[0].mean())
+    assert c8.c8_seed_rates["unit"] == pytest.approx(unit.mean(1))
     assert c8.c8_best_norm_probe == list(abl.best_norm_probe(L))
     last = test.raw[L].norm(dim=-1).double().numpy()
     q25, median, q75 = np.quantile(last, [0.25, 0.5, 0.75])
-    assert c8.c8_norm_spread_last == pytest.approx((q75 - q25) / median, abs=1e-6)
-    assert c8.c8_unit_norm_rate_last == pytest.approx(np.concatenate(c8.correct["unit+norm"]).mean())
+    assert c8.c8_norm_spread_last == pytest.approx((q75 - q25) / median, abs=1e-6) == e.norm_spread
+    assert c8.c8_unit_norm_rate_last == pytest.approx(both.mean())
 
 
-def test_a_sentence_interval_is_as_wide_as_the_sentences_disagree():
-    """Two sentences, one all identified and one all missed: resampling sentences spans 0 to 1, where
-    resampling the 100 tokens as if independent would give about 0.4 to 0.6."""
-    iv = geometry.mean_interval([np.ones(50), np.zeros(50)], seed=0)
-    assert (iv.estimate, iv.low, iv.high, iv.n) == (0.5, 0.0, 1.0, 2)
+def test_chapter_5_reads_the_extra_seeds_chapter_4_trained(tiny_lm, texts, module_data_folder):
+    """Chapter 4 trains the linear cosine probes of seeds 1 and 2 for every layer (identity_claims); chapter 5,
+    with the same parameters, asks for the same probes in c8_evidence and must read them from the cache."""
+    s4 = study.hidden_sample(tiny_lm, texts, "lee-seeds", max_tokens=40, seed=0, include_special=False)
+    pr = study.trained_probes(s4, **FAST, seed=0)
+    fresh = study.identity_claims(s4, pr, **FAST, seed=0)
+    assert len(fresh.seed_training["layer"]) == 2 * (tiny_lm.n_layers + 1)  # two seeds, every layer, cosine
+    s5 = geometry.probe_sample(tiny_lm, texts, "lee-seeds", 40, seed=0, **FAST)
+    assert s5.probes_from_cache
+    config = ident.probe_config("linear", **s5.training, seed=s5.seed)
+    again = ident.seeded_probes(s5.splits, s5.probes["linear"], config, cache_key=s5.key)
+    assert all(tp.history.get("cached") for tp in again[1:])
 
 
 def test_one_test_sentence_gives_no_interval_and_an_inconclusive_verdict(tiny_lm, sentences, module_data_folder):
     s = geometry.probe_sample(tiny_lm, sentences, "lee", 40, seed=0, **FAST)  # 3 sentences: 1 per split
     c8 = geometry.c8_evidence(s, geometry.ablations(s))
-    for iv in (c8.unit_minus_raw, c8.norm_vs_chance, c8.norm_adds):
+    e = c8.evidence
+    for iv in (e.unit_minus_raw, e.norm_vs_chance, e.norm_adds):
         assert iv.n == 1 and math.isfinite(iv.estimate) and math.isnan(iv.low) and math.isnan(iv.high)
-    assert judge_c8(c8.unit_minus_raw, c8.norm_vs_chance, 1.0, c8.norm_adds, "rule").verdict == INCONCLUSIVE
+    assert c8.verdict_c8("rule", "original rule").verdict == INCONCLUSIVE
 
 
 def test_every_architecture_runs_every_study(tiny_any, module_data_folder):
@@ -181,15 +195,21 @@ def test_every_architecture_runs_every_study(tiny_any, module_data_folder):
     recorded = {k: v for r in results for k, v in r.record().items()}
     assert len(recorded) == sum(len(r.record()) for r in results)  # no key recorded twice
     assert recorded["angle_median"][0] < 0.1 and recorded["naive_cos"][0] == 1.0
-    assert charts.norm_model_text(tiny_any.adapter.family, tiny_any.adapter.causal, tiny_any.adapter.pre_ln)
+    assert prose.norm_model_text(tiny_any.adapter.family, tiny_any.adapter.causal, tiny_any.adapter.pre_ln)
 
 
 def test_texts_follow_the_results(cos_l2, abl, na, c8, sample):
-    assert f"{c8.c8_unit_norm_rate_last:.1%}" in charts.c8_text(c8, abl, cos_l2)
-    assert f"{cos_l2.linear_cos_cos[-1]:.1%}" in charts.cosine_l2_text(cos_l2)
-    assert f"{sample.test_tokens} test tokens" in charts.probe_sample_text(sample)
-    assert f"{na.angle_increasing_layers} of {sample.n_layers}" in charts.norms_angles_text(na)
+    assert f"{c8.c8_unit_norm_rate_last:.1%}" in prose.c8_text(c8, abl, cos_l2)
+    assert f"{cos_l2.linear_cos_cos[-1]:.1%}" in prose.cosine_l2_text(cos_l2)
+    assert f"{sample.test_tokens} test tokens" in prose.probe_sample_text(sample)
+    assert f"{na.angle_increasing_layers} of {sample.n_layers}" in prose.norms_angles_text(na)
     costly = dataclasses.replace(abl, unit_minus_original_min=-0.2, rescale_naive_cos_max_change=0.01)
-    assert "next to nothing" in charts.ablation_text(dataclasses.replace(abl, unit_minus_original_min=0.0), cos_l2)
-    text = charts.ablation_text(costly, cos_l2)
+    assert "next to nothing" in prose.ablation_text(dataclasses.replace(abl, unit_minus_original_min=0.0), cos_l2)
+    text = prose.ablation_text(costly, cos_l2)
     assert "the length carries part of the identity" in text and "changes by at most 1.0%" in text
+    useless = dataclasses.replace(abl, norm_only_best_max=cos_l2.chance)
+    useful = dataclasses.replace(abl, norm_only_best_max=10 * cos_l2.chance)
+    assert "close to useless" in prose.ablation_text(useless, cos_l2)
+    assert "not useless" in prose.ablation_text(useful, cos_l2)
+    assert "post-LayerNorm" in prose.norm_model_text("bert", False, False)
+    assert "Pre-LayerNorm" in prose.norm_model_text("gpt2", True, True)

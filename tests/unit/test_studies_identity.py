@@ -3,6 +3,8 @@ verdicts take, and what holds by construction whatever the weights."""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import math
 
 import numpy as np
@@ -11,10 +13,11 @@ import torch
 
 from identifiability import identity as ident
 from identifiability import schema
+from identifiability.charts import identity as charts
 from identifiability.corpora import load_corpus, sample_sentences
-from identifiability.stats import grouped_ci
+from identifiability.stats import hierarchical_ci
 from identifiability.studies import identity as study
-from identifiability.verdicts import INCONCLUSIVE, judge_c6
+from identifiability.verdicts import INCONCLUSIVE, Interval
 
 FAST = dict(epochs=3, batch_size=256, mlp_hidden=32, patience=2, seed=0)
 
@@ -41,7 +44,7 @@ def rates(sample, probes):
 
 @pytest.fixture(scope="module")
 def claims(sample, probes):
-    return study.identity_claims(sample, probes, epochs=3, batch_size=256, patience=2, seed=0)
+    return study.identity_claims(sample, probes, **FAST)
 
 
 def _is_nan_or_within(est: float, low: float, high: float) -> bool:
@@ -72,8 +75,16 @@ def test_probes_one_per_layer_and_loss_and_read_back_from_the_cache(sample, prob
     t = probes.training
     assert len(t["layer"]) == 2 * 2 * (L + 1)  # linear and mlp, two losses, L+1 layers (naive is not trained)
     assert set(zip(t["mapping"], t["loss"])) == {(m, lo) for m in ("linear", "mlp") for lo in ident.LOSSES}
-    assert all(1 <= b <= s <= FAST["epochs"] for b, s in zip(t["best epoch"], t["epochs run"]))
+    assert all(0 <= b <= s <= FAST["epochs"] for b, s in zip(t["best epoch"], t["epochs run"]))
     assert list(probes.overview.probes) == [L + 1] * 4
+    # early stopping triggered exactly where `patience` epochs passed without a better validation loss
+    early = [s - b >= FAST["patience"] for b, s in zip(t["best epoch"], t["epochs run"])]
+    assert t["stopped early"] == early and probes.probes_stopped_early == sum(early)
+    assert probes.probes_at_cap == len(early) - sum(early) and probes.probes_trained == len(early)
+    assert (probes.levels_off_at_cap is None) == all(early)
+    # the validation rate per epoch: epoch 0 (the initial weights) to the last epoch any probe trained
+    epochs = probes.probes["linear"].history["epochs"]
+    assert len(probes.curves) == 2 * 2 * (L + 1) * (epochs + 1) or probes.curves.epoch.max() >= 1
     again = study.trained_probes(sample, **FAST)
     assert again.probes["linear"].history.get("cached")
     assert torch.equal(again.probes["linear"].probe.w, probes.probes["linear"].probe.w)
@@ -128,29 +139,70 @@ def test_a_rate_is_the_share_of_test_tokens_whose_nearest_candidate_is_their_own
 # --- the evidence of C6 and C7 ------------------------------------------------------------------------------
 
 
-def test_claim_intervals_contain_their_estimates_and_resample_test_sentences(sample, probes, rates, claims):
+def test_claim_intervals_resample_probe_seeds_and_test_sentences(sample, probes, rates, claims):
     test, L = sample.splits["test"], sample.n_layers
     n_test_sentences = int(torch.unique(test.sentence).numel())
-    for iv in (claims.last_rate, claims.naive_drop):
+    for iv in (claims.last_rate, claims.naive_drop, claims.c6.over_position, claims.c6.rate_seed0):
         assert iv.n == n_test_sentences and iv.has_interval
         assert iv.low <= iv.estimate <= iv.high
-    # C6 averages the seeds token by token, which is the mean of the seeds' rates; the first seed is the probe
-    # of the per-layer curve
+    assert claims.naive_drop_by_token.n == test.n
+    # per seed, sentence and layer the share of the sentence's tokens identified; seed 0 is the chapter's probe
+    assert claims.rates.shape == (3, n_test_sentences, L + 1)
+    first = [g.mean() for g in ident.correct_by_sentence(probes.probes["linear"], test, L)]
+    assert claims.rates[0, :, L] == pytest.approx(first)
+    # C6's estimate is the mean over seeds and sentences, its interval the hierarchical bootstrap's
     assert len(claims.c6_seed_rates) == 3
     assert claims.last_rate.estimate == pytest.approx(np.mean(claims.c6_seed_rates))
-    assert claims.linear_cos_cos_by_layer[L] == pytest.approx(claims.c6_seed_rates[0])
-    assert claims.linear_cos_cos_by_layer[L] == pytest.approx(rates.linear_cos_cos_last)
+    assert claims.linear_cos_cos_by_layer[L] == pytest.approx(claims.last_rate.estimate)
+    assert (claims.last_rate.low, claims.last_rate.high) == hierarchical_ci(claims.rates[..., L], 1)[1:]
+    # the paired differences: per seed and sentence, the probe minus the position-only lookup
+    diff = claims.rates[..., L] - claims.position
+    assert claims.c6.over_position.estimate == pytest.approx(diff.mean())
+    assert claims.c6_over_position == [claims.c6.over_position.estimate, *hierarchical_ci(diff, 1)[1:]]
+    assert claims.c6.rate_seed0.estimate == pytest.approx(np.mean(first))
+    # the original rule's interval: per token the share of seeds that identify it, sentences resampled
+    sizes = np.array([len(g) for g in ident.correct_by_sentence(probes.probes["linear"], test, L)])
+    token_weighted = (claims.rates[..., L] * sizes).sum(1) / sizes.sum()
+    assert claims.c6.original_rate.estimate == pytest.approx(token_weighted.mean())
     # C7: the identity map's rate at layer L minus at layer 1
     naive = rates.rates_sentence["naive"]["none"]["cos"]
     assert claims.naive_drop.estimate == pytest.approx(naive[L] - naive[1], abs=1e-4)
+    assert claims.naive_drop_by_token.estimate == pytest.approx(claims.naive_drop.estimate)
     for est, (lo, hi) in zip(claims.linear_cos_cos_by_layer, claims.linear_cos_cos_ci95_by_layer):
         assert _is_nan_or_within(est, lo, hi)
-    # the interval resamples sentences: the probe's per-sentence groups give it back
-    groups = ident.correct_by_sentence(probes.probes["linear"], test, L)
-    assert len(groups) == n_test_sentences
-    assert grouped_ci(groups, np.mean, seed=0) == pytest.approx(
-        (claims.linear_cos_cos_by_layer[L], *claims.linear_cos_cos_ci95_by_layer[L])
-    )
+
+
+def test_the_position_only_lookup_knows_position_and_nothing_else(sample, claims):
+    """Its rate per sentence is what looking up the mean training x of each position gives; two tokens at
+    the same position of different sentences get the same query."""
+    train, test = sample.splits["train"], sample.splits["test"]
+    rows = ident.position_only_rows(train, test)
+    ok = (test.key[rows] == test.key).double().numpy()
+    per_sentence = [ok[test.sentence.numpy() == s].mean() for s in np.unique(test.sentence.numpy())]
+    assert claims.position == pytest.approx(per_sentence)
+    assert claims.c6_position_rate == pytest.approx(np.mean(per_sentence))
+    assert claims.c6.chance < claims.c6_position_rate or claims.c6_position_rate == 0
+
+
+def test_the_rates_by_sentence_are_recorded_for_the_fine_tuning_chapter(sample, texts, claims):
+    r = claims.linear_rate_by_sentence
+    test, L = sample.splits["test"], sample.n_layers
+    ids = torch.unique(test.sentence).tolist()
+    assert r["sentence_keys"] == [hashlib.sha1(texts[i].encode()).hexdigest()[:12] for i in ids]
+    assert r["probe_seeds"] == [0, 1, 2] and r["layers"] == list(range(1, L + 1))
+    assert np.array(r["rate"]) == pytest.approx(claims.rates[..., 1:], abs=1e-6)
+    assert np.array(r["rate"]).shape == (3, len(ids), L)
+
+
+def test_a_sentence_interval_is_as_wide_as_the_sentences_disagree():
+    """Two sentences, one all identified and one all missed: resampling sentences spans 0 to 1; three seeds
+    that agree leave it so, and seeds that disagree on one sentence widen the interval of the other's mean."""
+    iv = study.seeds_interval(np.array([1.0, 0.0]), 0, seed=0)
+    assert (iv.estimate, iv.low, iv.high, iv.n) == (0.5, 0.0, 1.0, 2)
+    agree = study.seeds_interval(np.array([[0.8] * 20] * 3), 1, seed=0)
+    assert agree.low == agree.high == pytest.approx(0.8)
+    disagree = study.seeds_interval(np.array([[0.7] * 20, [0.8] * 20, [0.9] * 20]), 1, seed=0)
+    assert disagree.low < 0.8 < disagree.high and disagree.n == 20
 
 
 def test_unseen_word_types_are_the_test_tokens_no_training_sentence_holds(sample, claims):
@@ -167,11 +219,12 @@ def test_unseen_word_types_are_the_test_tokens_no_training_sentence_holds(sample
 def test_one_test_sentence_gives_no_interval_and_an_inconclusive_verdict(tiny_lm, sentences, module_data_folder):
     one = study.hidden_sample(tiny_lm, sentences, "three", max_tokens=40, seed=0, include_special=False)
     pr = study.trained_probes(one, **FAST)
-    c = study.identity_claims(one, pr, epochs=2, batch_size=256, patience=2, seed=0, more_seeds=(1,))
+    c = study.identity_claims(one, pr, **{**FAST, "epochs": 2}, more_seeds=(1,))
     assert c.last_rate.n == 1 and not c.last_rate.has_interval and math.isfinite(c.last_rate.estimate)
     assert math.isnan(c.naive_drop.low) and math.isnan(c.naive_drop.high)
-    assert len(c.c6_seed_rates) == 2
-    assert judge_c6(c.last_rate, c.c6_shuffled_rate, "rule").verdict == INCONCLUSIVE
+    assert len(c.c6_seed_rates) == 2 and c.linear_rate_by_sentence["probe_seeds"] == [0, 1]
+    v = c.verdict_c6("rule", "original rule")
+    assert v.verdict == INCONCLUSIVE and v.original.verdict == INCONCLUSIVE
 
 
 # --- generalisation and neighbours --------------------------------------------------------------------------
@@ -236,7 +289,7 @@ def test_second_corpus_trains_its_own_probes_and_transfers_the_first(tiny_lm, pr
 def test_the_recorded_fields_are_the_chapters_schema(sample, probes, rates, claims):
     recorded = {**sample.record(), **probes.record(), **rates.record(), **claims.record()}
     schema.check("04_token_identity", recorded)
-    assert not {"hs", "splits", "probes", "rates", "last_rate", "naive_drop"} & set(recorded)
+    assert not {"hs", "splits", "probes", "rates", "c6", "naive_drop", "curves", "position"} & set(recorded)
 
 
 def test_every_architecture_runs_the_first_sections(tiny_any, module_data_folder):
@@ -247,3 +300,43 @@ def test_every_architecture_runs_the_first_sections(tiny_any, module_data_folder
     assert s.causal == bool(tiny_any.adapter.causal)
     assert r.naive_layer0 == [1.0, 1.0, 1.0, 1.0]
     assert len(r.rates_sentence["linear"]["cos"]["cos"]) == tiny_any.n_layers + 1
+
+
+# --- generated text -----------------------------------------------------------------------------------------
+
+
+def test_training_text_says_whether_probes_stopped_early_and_where_capped_ones_level_off(probes):
+    done = dataclasses.replace(probes, probes_stopped_early=10, probes_trained=10, probes_at_cap=0)
+    levelled = dataclasses.replace(probes, epoch_cap=40, patience=3, probes_at_cap=2, levels_off_at_cap=12)
+    moving = dataclasses.replace(levelled, levels_off_at_cap=39)
+    texts = [charts.training_text(r) for r in (done, levelled, moving)]
+    assert "Every probe was trained until its validation loss stopped improving" in texts[0]
+    assert "from epoch 12 on" in texts[1] and "reached the cap" in texts[1]
+    assert "had not levelled off" in texts[2] and "from epoch" not in texts[2]
+    assert len(set(texts)) == 3
+
+
+def test_c6_text_says_on_which_side_of_the_position_only_lookup_the_probe_lies(claims):
+    above = dataclasses.replace(claims.c6, over_position=Interval(0.3, 0.25, 0.35, 20))
+    below = dataclasses.replace(claims.c6, over_position=Interval(-0.3, -0.35, -0.25, 20))
+    up, down = (charts.c6_text(dataclasses.replace(claims, c6=c)) for c in (above, below))
+    assert "30.0% above the position-only lookup" in up and "30.0% below the position-only lookup" in down
+    assert f"{claims.c6.position_rate:.1%}" in up
+
+
+def test_chapter_4_texts_follow_their_results(sample, probes, rates, claims):
+    keeps = dataclasses.replace(rates, naive_cos_first_layer_below_99=None)
+    drops = dataclasses.replace(rates, naive_cos_first_layer_below_99=3)
+    assert "above 99 % at every layer" in charts.identification_text(keeps)
+    assert "drops from layer 3 on" in charts.identification_text(drops)
+    assert f"{claims.unseen.estimate:.1%}" in charts.unseen_text(claims)
+    assert charts.model_text("bert", False) != charts.model_text("gpt2", True)
+    nr = study.neighbours(sample, probes, rates)
+    same = dataclasses.replace(nr, linear_cos_last_miss_same_word=0.8)
+    other = dataclasses.replace(nr, linear_cos_last_miss_same_word=0.2)
+    assert "mostly the position, not the word" in charts.neighbour_text(same)
+    assert "mostly the position" not in charts.neighbour_text(other)
+    second = study.SecondCorpusResult("polarity", 20, 50, {}, {}, 0.1, rates.linear_cos_cos_last, 0.5, None)
+    far = dataclasses.replace(second, second_linear_cos_cos_last=rates.linear_cos_cos_last - 0.3)
+    assert "keep their shape" in charts.second_corpus_text(second, rates, "lee")
+    assert "differ noticeably" in charts.second_corpus_text(far, rates, "lee")

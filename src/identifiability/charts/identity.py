@@ -1,4 +1,5 @@
-"""Charts of the token-identity (04) and angle-vs-magnitude (05) chapters.
+"""Charts of the token-identity (04) and angle-vs-magnitude (05) chapters, and chapter 4's generated text
+(chapter 5's is in :mod:`identifiability.charts.geometry`).
 
 Layer on the x axis; a dropdown chooses the probe (mapping, its training loss and the lookup). Data frames
 in (as computed by :mod:`identifiability.identity`), Altair charts out.
@@ -17,12 +18,12 @@ from altair.expr.core import Expression
 from ..identity import CANDIDATES, LOOKUPS, LOSSES, MAPPINGS
 
 if TYPE_CHECKING:
-    from ..studies.geometry import Ablations, C8Evidence, CosineL2, NormsAngles, ProbeSample
     from ..studies.identity import (
         ClaimsResult,
         GeneralisationResult,
         IdentificationResult,
         NeighbourResult,
+        ProbesResult,
         SampleResult,
         SecondCorpusResult,
     )
@@ -355,6 +356,32 @@ def angle_chart(angles: pd.DataFrame, title: str) -> alt.Chart:
     return alt.layer(rule, band, own, other).properties(title=title, width=460, height=260)
 
 
+def epochs_chart(curves: pd.DataFrame, title: str) -> alt.Chart:
+    """Validation rate (cosine lookup among the sentence's tokens) of every probe after each epoch, one line
+    per probe; probes whose early stopping triggered in grey, probes that reached the epoch cap in colour.
+    ``curves``: :func:`identifiability.identity.rate_curves`."""
+    df = curves.copy()
+    df["rate"] = df["rate"].round(4)
+    df["probe"] = df.mapping + " / " + df.loss + " loss / layer " + df.layer.astype(str)
+    df["stopping"] = np.where(df["stopped early"], "stopped early", "reached the epoch cap")
+    return (
+        alt.Chart(df.drop(columns="stopped early"))
+        .mark_line(point=alt.OverlayMarkDef(size=12))
+        .encode(
+            x=alt.X("epoch:Q", title="epoch (0 = initial weights)"),
+            y=alt.Y("rate:Q", title="identified validation tokens (share)"),
+            detail="probe:N",
+            color=alt.Color(
+                "stopping:N",
+                title=None,
+                scale=alt.Scale(domain=["reached the epoch cap", "stopped early"], range=["#d62728", "#bbbbbb"]),
+            ),
+            tooltip=["probe", "epoch", alt.Tooltip("rate:Q", format=".3f"), "stopping"],
+        )
+        .properties(title=title, width=460, height=260)
+    )
+
+
 # --------------------------------------------------------------------------------------------------
 # Chapter 4's generated text: each sentence from a study result (identifiability.studies.identity)
 # --------------------------------------------------------------------------------------------------
@@ -381,6 +408,47 @@ def sample_text(r: SampleResult) -> str:
         f"{r.n_sentences_used} sentences, {r.n_tokens_all} tokens ({int(r.hs.special.sum())} special), "
         f"{r.n_layers + 1} hidden states each; split (sentences/tokens, special tokens left out): {splits}; "
         f"{r.split_sentence_overlap} sentences in both train and test."
+    )
+
+
+def training_text(r: ProbesResult) -> str:
+    """How many probes stopped early, and where the rate of those that reached the epoch cap levels off."""
+    head = (
+        f"Early stopping triggered for {r.probes_stopped_early} of the {r.probes_trained} trained probes "
+        f"({r.patience} epochs without a better validation loss, within the cap of {r.epoch_cap} epochs)."
+    )
+    if not r.probes_at_cap:
+        return head + " Every probe was trained until its validation loss stopped improving."
+    capped = f"{head} **{r.probes_at_cap} reached the cap** before their validation loss stopped improving"
+    if r.levels_off_at_cap is not None and r.levels_off_at_cap <= r.epoch_cap - r.patience:
+        return (
+            f"{capped}; the chart below shows every probe's validation rate per epoch. The capped probes' rates "
+            f"stay within {r.level_tol:.1%} of their last value from epoch {r.levels_off_at_cap} on at the latest: "
+            "their validation loss still improved, their rate no longer moved."
+        )
+    return (
+        f"{capped}, and their validation rate had not levelled off either (it still moved by more than "
+        f"{r.level_tol:.1%} in the last {r.patience} epochs; chart below): these probes may be under-trained, "
+        "and more epochs may raise their rates."
+    )
+
+
+def c6_text(r: ClaimsResult) -> str:
+    """C6's rate beside its three baselines, and the probe seeds it averages."""
+    e = r.c6
+    d = e.over_position
+    spread = f"{min(r.c6_seed_rates):.1%} to {max(r.c6_seed_rates):.1%}"
+    stopped = sum(r.seed_training.get("stopped early", []))
+    extra = len(r.seed_training.get("stopped early", []))
+    return (
+        f"At the last layer the linear cosine probe identifies {e.rate.estimate:.1%} of a test sentence's tokens "
+        f"on average (its {len(r.c6_seed_rates)} training seeds: {spread}). Knowing only each token's position "
+        f"identifies {e.position_rate:.1%}; the probe trained on shuffled labels {e.shuffled_rate:.1%}; a uniform "
+        f"guess {e.chance:.1%}. The probe lies {abs(d.estimate):.1%} "
+        + ("above" if d.estimate >= 0 else "below")
+        + " the position-only lookup per sentence ("
+        + (f"95% interval of the difference {d.low:+.1%} to {d.high:+.1%})." if d.has_interval else "no interval).")
+        + (f" Early stopping triggered for {stopped} of the {extra} probes of the extra seeds." if extra else "")
     )
 
 
@@ -477,121 +545,4 @@ def second_corpus_text(r: SecondCorpusResult, first: IdentificationResult, first
             if close
             else "The corpora differ noticeably here; the smaller training set of the second corpus is one reason."
         )
-    )
-
-
-# --------------------------------------------------------------------------------------------------
-# Chapter 5's generated text: each sentence from a study result (identifiability.studies.geometry)
-# --------------------------------------------------------------------------------------------------
-
-
-def norm_model_text(family: str, causal: bool, pre_ln: bool) -> str:
-    """What the model's architecture does to hidden-state norms (chapter 5)."""
-    notes = []
-    if causal:
-        notes.append(
-            f"**{family} is causal:** the candidate set is unchanged (token $i$ from $e_i^l$ among its sentence's "
-            "input embeddings), but $e_i^l$ only mixes in tokens $\\le i$."
-        )
-    if pre_ln:
-        notes.append(
-            "**Pre-LayerNorm model:** the residual stream is never renormalised between layers (only at the very "
-            "end), so hidden-state norms can grow with depth by orders of magnitude. The L2 rows and the norm "
-            "plots below are dominated by that growth; the unit-vector ablation removes it."
-        )
-    else:
-        notes.append(
-            f"{family} is post-LayerNorm: every layer ends with a LayerNorm, so hidden-state norms are held near "
-            "the LayerNorm scale and only its learned gain and bias let them differ."
-        )
-    return " ".join(notes)
-
-
-def probe_sample_text(r: ProbeSample) -> str:
-    """The sample and where its probes came from."""
-    source = "read from the cache" if r.probes_from_cache else "trained"
-    return (
-        f"{r.n_sentences_used} sentences, {r.splits['train'].n} training and {r.test_tokens} test tokens; "
-        f"linear probes {source}"
-    )
-
-
-def cosine_l2_text(r: CosineL2) -> str:
-    """The paper's evidence: cosine against L2, for the linear and the identity map."""
-    n = len(r.linear_cos_cos)
-    return (
-        f"Linear map, cosine loss and cosine lookup vs L2 loss and L2 lookup: {r.linear_cos_cos[-1]:.1%} vs "
-        f"{r.linear_l2_l2[-1]:.1%} at the last layer; cosine is strictly ahead at {r.cos_beats_l2_layers_linear} "
-        f"and at least as good at {r.cos_at_least_l2_layers_linear} of {n} layers, by "
-        f"{r.cos_minus_l2_linear_mean:.1%} on average. The identity map: {r.naive_cos[-1]:.1%} (cosine) vs "
-        f"{r.naive_l2[-1]:.1%} (L2) at the last layer, cosine strictly ahead at {r.cos_beats_l2_layers_naive} and "
-        f"at least as good at {r.cos_at_least_l2_layers_naive} of {n} layers. The paper reads cosine ahead of L2 "
-        "as 'identity lives in the angle'. The comparison is indirect: an L2 lookup also penalises a length "
-        "mismatch that a linear map could undo, so the ablations below test the claim directly."
-    )
-
-
-def ablation_caption(r: Ablations, chance: float) -> str:
-    """The caption of the last layer's table of ablations."""
-    return (
-        f"Test identifiability at the last layer ({len(r.unit_linear_cos_cos) - 1}); the 'rescaled' column holds "
-        f"the identity map's value in its own rows (— where a column does not apply); chance {chance:.3f}."
-    )
-
-
-def ablation_text(r: Ablations, c: CosineL2) -> str:
-    """What each ablation keeps, against the raw probes of ``c``."""
-    naive_cos = (
-        "is unchanged"
-        if r.rescale_naive_cos_max_change == 0
-        else f"changes by at most {r.rescale_naive_cos_max_change:.1%}"
-    )
-    return (
-        f"* **Angle only.** Trained and looked up on unit vectors, the linear map identifies "
-        f"{r.unit_linear_cos_cos[-1]:.1%} at the last layer (original {c.linear_cos_cos[-1]:.1%}); the two curves "
-        f"differ by at most {r.unit_minus_original_max_abs:.1%} over all layers. Throwing the length away costs "
-        + (
-            "next to nothing."
-            if r.unit_minus_original_min > -0.03
-            else "something: the length carries part of the identity."
-        )
-        + f"\n* **Magnitude only.** From $\\lVert e_i^l\\rVert$ alone the best MLP reaches "
-        f"{r.norm_only_best_max:.1%} (layer {r.norm_only_best_max_layer}; chance {c.chance:.1%}). "
-        + (
-            "The length is close to useless for identity."
-            if r.norm_only_best_max < 3 * c.chance
-            else "The length is not useless — it tells the probe something (perhaps about position or word "
-            "frequency; see exercise 2) — but it is far from what the angle carries."
-        )
-        + f"\n* **Rescaling at test time** (factors in [1/{r.rescale_max:g}, {r.rescale_max:g}]). The identity map "
-        f"with cosine lookup {naive_cos} (largest change {r.rescale_naive_cos_max_change:.1%}; a cosine ignores "
-        f"lengths); with L2 lookup it loses {r.rescale_drop_naive_l2_mean:.1%} on average. The linear cosine "
-        f"probe loses {r.rescale_drop_linear_cos_last:.1%} at the last layer (its bias and the input "
-        f"standardisation are not scale-free), the linear L2 probe {r.rescale_drop_linear_l2_last:.1%}."
-    )
-
-
-def norms_angles_text(r: NormsAngles) -> str:
-    """Norms and angles at the input and at the last layer."""
-    L = len(r.norm_median) - 1
-    return (
-        f"Hidden-embedding norms: median {r.norm_median[0]:.2f} at the input and {r.norm_median[-1]:.2f} at "
-        f"layer {L}; at the last layer the 95th percentile is {r.norm_spread_last:.1f}× the 5th. The angle "
-        f"between $e_i^l$ and its own $x_i$ goes from {r.angles['median'].iloc[0]:.0f}° at the input to a median "
-        f"of {r.angles['median'].iloc[-1]:.0f}° at layer {L} (it grows at {r.angle_increasing_layers} of {L} "
-        f"steps), while the other tokens' input embeddings stay at about "
-        f"{r.angles.other_mean.iloc[1:].mean():.0f}° on average. The own $x_i$ remains the angularly closest for "
-        f"{r.angles.closest_share.iloc[-1]:.1%} of tokens at the last layer — that share *is* the identity map's "
-        "cosine rate."
-    )
-
-
-def c8_text(r: C8Evidence, a: Ablations, c: CosineL2) -> str:
-    """What claim C8 is judged on, in words."""
-    return (
-        f"**Measured.** Unit vectors alone give {a.unit_linear_cos_cos[-1]:.1%} at the last layer against "
-        f"{c.linear_cos_cos[-1]:.1%} with lengths kept; lengths alone give at most {a.norm_only_best_max:.1%} "
-        f"(chance {c.chance:.1%}); unit vectors with the length as one more input give "
-        f"{r.c8_unit_norm_rate_last:.1%}. The relative spread of the norms at the last layer (interquartile range "
-        f"over median) is {r.c8_norm_spread_last:.1%}."
     )

@@ -24,9 +24,9 @@ Modules (each imports only modules listed above it; none imports Altair: the cha
 :mod:`identifiability.charts.identity`):
 
 * :mod:`.hidden`: hidden states of a corpus sample, extracted once and cached;
-* :mod:`.data`: splits by sentence and the three input variants (raw, unit, norm);
-* :mod:`.probes`: the maps g^l, trained side by side, and their cache;
+* :mod:`.data`: splits by sentence and the input variants (raw, unit, norm, unit+norm);
 * :mod:`.lookup`: nearest-neighbour lookups and chance levels (no probes involved);
+* :mod:`.probes`: the maps g^l, trained side by side, their validation rate per epoch, and their cache;
 * :mod:`.evaluation`: identification rates, neighbours, generalisation across layers;
 * :mod:`.geometry`: angle versus magnitude (ablations, norms, angles).
 
@@ -42,9 +42,10 @@ from .evaluation import (
     evaluate_all,
     generalisation,
     nested,
+    position_only_by_sentence,
     position_only_rows,
     predict,
-    seeded_correct,
+    rates_by_sentence,
 )
 from .geometry import (
     QUANTILES,
@@ -67,6 +68,7 @@ from .lookup import (
 )
 from .probes import (
     DEFAULT_LR,
+    LEVEL_TOL,
     LOSSES,
     MAPPINGS,
     ProbeConfig,
@@ -75,17 +77,17 @@ from .probes import (
     apply_probes,
     data_key,
     fit_probes,
+    levels_off,
     probe_config,
     probe_losses,
+    rate_curves,
+    seeded_probes,
     train_all,
     train_probes,
     training_summary,
 )
 
 __all__ = [
-    "correct_by_sentence",
-    "position_only_rows",
-    "seeded_correct",
     # hidden
     "CACHE_VERSION",
     "HiddenStates",
@@ -102,6 +104,7 @@ __all__ = [
     "unit_vectors",
     # probes
     "DEFAULT_LR",
+    "LEVEL_TOL",
     "LOSSES",
     "MAPPINGS",
     "ProbeConfig",
@@ -110,8 +113,11 @@ __all__ = [
     "apply_probes",
     "data_key",
     "fit_probes",
+    "levels_off",
     "probe_config",
     "probe_losses",
+    "rate_curves",
+    "seeded_probes",
     "train_all",
     "train_probes",
     "training_summary",
@@ -125,8 +131,9 @@ __all__ = [
     "offset_chance",
     # evaluation
     "correct_by_sentence",
+    "position_only_by_sentence",
     "position_only_rows",
-    "seeded_correct",
+    "rates_by_sentence",
     "CANDIDATES",
     "NEIGHBOUR_OFFSETS",
     "evaluate",

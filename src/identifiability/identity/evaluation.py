@@ -7,7 +7,6 @@ the nested lists written to the results files.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -23,7 +22,7 @@ from .lookup import (
     nearest_in_set,
     offset_chance,
 )
-from .probes import ProbeConfig, TrainedProbes, apply_probes, train_probes
+from .probes import TrainedProbes, apply_probes
 
 CANDIDATES = ("sentence", "all")
 NEIGHBOUR_OFFSETS = (-3, -2, -1, 0, 1, 2, 3)
@@ -173,21 +172,36 @@ def nested(df: pd.DataFrame, keys: Sequence[str], value: str, order: str = "laye
     return out
 
 
+def _by_sentence(data: SplitData, rows: torch.Tensor) -> list[np.ndarray]:
+    """Per sentence of ``data`` (in sentence order), one 0/1 value per token: whether the row it landed on
+    holds its own input embedding."""
+    ok = (data.key[rows] == data.key).double().numpy()
+    sentence = data.sentence.numpy()
+    return [ok[sentence == s] for s in np.unique(sentence)]
+
+
 def correct_by_sentence(
     tp: TrainedProbes, data: SplitData, layer: int, loss: str = "cos", lookup: str = "cos"
 ) -> list[np.ndarray]:
     """Per sentence of ``data`` (in sentence order), one 0/1 value per token: identified or not by the probe
     trained on ``layer`` with ``loss`` and ``lookup`` among the same sentence's tokens. Sentences are the
     independent units that the chapters' intervals resample."""
-    rows = predict(tp, data, layer, loss, lookup)
-    ok = (data.key[rows] == data.key).double().numpy()
-    sentence = data.sentence.numpy()
-    return [ok[sentence == s] for s in np.unique(sentence)]
+    return _by_sentence(data, predict(tp, data, layer, loss, lookup))
+
+
+def rates_by_sentence(
+    runs: Sequence[TrainedProbes], data: SplitData, layers: Sequence[int], loss: str = "cos", lookup: str = "cos"
+) -> np.ndarray:
+    """(runs, sentences, layers): per probe set (e.g. one per training seed), sentence of ``data`` and layer,
+    the share of the sentence's tokens identified (:func:`correct_by_sentence`)."""
+    return np.array(
+        [[[float(ok.mean()) for ok in correct_by_sentence(tp, data, la, loss, lookup)] for la in layers] for tp in runs]
+    ).transpose(0, 2, 1)
 
 
 @torch.no_grad()
 def position_only_rows(train: SplitData, data: SplitData, lookup: str = "cos") -> torch.Tensor:
-    """The position-only control: each token of ``data`` is looked up with the mean input embedding of its
+    """The position-only lookup: each token of ``data`` is looked up with the mean input embedding of its
     *position* (over ``train``; the overall mean for positions ``train`` lacks), which knows where a token is
     and nothing of what it is. Returns (n,) the row of ``data`` it lands on among the same sentence's tokens,
     as :func:`predict` does; where it lands on x_{i+k} shows what position similarity alone produces."""
@@ -201,25 +215,7 @@ def position_only_rows(train: SplitData, data: SplitData, lookup: str = "cos") -
     return nearest_in_sentence(means[data.position], data.targets, SentenceLayout(data.sentence, data.position), lookup)
 
 
-def seeded_correct(
-    splits: dict[str, SplitData],
-    first: TrainedProbes,
-    layer: int,
-    loss: str,
-    lookup: str,
-    config: ProbeConfig,
-    more_seeds: Sequence[int] = (1, 2),
-) -> tuple[list[np.ndarray], list[float]]:
-    """A probe's per-token correctness on the test split averaged over training seeds: ``first`` (already
-    trained) and one more probe per offset in ``more_seeds`` (``config.seed`` + offset, trained on ``layer``
-    only). Returns per sentence one value per token (the share of seeds that identify it), so an interval
-    over sentences holds the seed-to-seed spread too, and each seed's rate."""
-    more = [
-        train_probes(
-            splits["train"], splits["val"], [layer], [loss], replace(config, seed=config.seed + k), progress=False
-        )
-        for k in more_seeds
-    ]
-    runs = [correct_by_sentence(tp, splits["test"], layer, loss, lookup) for tp in [first, *more]]
-    per_sentence = [np.mean([run[s] for run in runs], axis=0) for s in range(len(runs[0]))]
-    return per_sentence, [float(np.concatenate(run).mean()) for run in runs]
+def position_only_by_sentence(train: SplitData, data: SplitData, lookup: str = "cos") -> list[np.ndarray]:
+    """The position-only lookup's 0/1 per token, per sentence of ``data`` (as :func:`correct_by_sentence`):
+    the null a probe must beat to show that e_i^l carries the token and not just its position."""
+    return _by_sentence(data, position_only_rows(train, data, lookup))

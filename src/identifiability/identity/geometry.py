@@ -40,7 +40,7 @@ def ablation_study(
     rescale_max: float = 4.0,
     seed: int = 0,
     include_special: bool = False,
-    epochs: int = 15,
+    epochs: int = 40,
     batch_size: int = 512,
     mlp_hidden: int = 512,
     patience: int = 3,

@@ -24,9 +24,9 @@ import pandas as pd
 from .. import identity as ident
 from ..identity import HiddenStates, SplitData, TrainedProbes
 from ..loaded_model import LoadedModel
-from ..stats import grouped_ci
-from ..verdicts import Interval
+from ..verdicts import C8Evidence, Verdict, c8_verdict
 from . import Study, data
+from .identity import seeds_interval
 
 # (training loss, lookup) pairs, in the order a tie between them is broken (the first wins)
 COMBOS = tuple((lo, lk) for lo in ident.LOSSES for lk in ident.LOOKUPS)
@@ -56,7 +56,7 @@ class ProbeSample(Study):
     hs: HiddenStates = data()
     splits: dict[str, SplitData] = data()  # "train", "val", "test" (raw variant)
     probes: dict[str, TrainedProbes] = data()  # "naive" and "linear", every layer x loss
-    key: dict = data()  # what the probe cache is keyed by besides the probes' own configuration
+    key: dict | None = data()  # what the probe cache is keyed by besides the probes' own configuration
     seed: int = data()
     include_special: bool = data()
     training: dict = data()  # epochs, batch_size, mlp_hidden, patience: how every probe is trained
@@ -76,7 +76,7 @@ def probe_sample(
     max_tokens: int,
     seed: int = 0,
     include_special: bool = False,
-    epochs: int = 15,
+    epochs: int = 40,
     patience: int = 3,
     batch_size: int = 512,
     mlp_hidden: int = 512,
@@ -86,14 +86,31 @@ def probe_sample(
     split (cached per data and configuration: the same calls as the token-identity chapter, so its work is
     reused)."""
     hs = ident.hidden_states(lm, texts, corpus, max_tokens)
-    splits = ident.make_splits(hs, seed=seed, include_special=include_special)
     key = ident.data_key(lm, corpus, hs, seed, include_special)
     training = dict(epochs=epochs, batch_size=batch_size, mlp_hidden=mlp_hidden, patience=patience)
-    probes = ident.train_all(splits, kinds=("naive", "linear"), **training, seed=seed, cache_key=key)
+    return probe_sample_of(hs, key, seed=seed, include_special=include_special, **training)
+
+
+def probe_sample_of(
+    hs: HiddenStates,
+    key: dict | None,
+    *,
+    seed: int,
+    include_special: bool,
+    epochs: int,
+    patience: int,
+    batch_size: int,
+    mlp_hidden: int,
+) -> ProbeSample:
+    """:func:`probe_sample` on hidden states ``hs`` (a model's, or built by hand for a control whose answer is
+    known); probes are cached under ``key`` unless it is None."""
+    splits = ident.make_splits(hs, seed=seed, include_special=include_special)
+    training = dict(epochs=epochs, batch_size=batch_size, mlp_hidden=mlp_hidden, patience=patience)
+    probes = ident.train_all(splits, kinds=("naive", "linear"), **training, seed=seed, cache_key=key, progress=False)
     return ProbeSample(
         n_sentences_used=hs.n_sentences,
         test_tokens=splits["test"].n,
-        n_layers=lm.n_layers,
+        n_layers=hs.n_layers,
         probes_from_cache=bool(probes["linear"].history.get("cached")),
         hs=hs,
         splits=splits,
@@ -327,53 +344,68 @@ def norms_and_angles(s: ProbeSample, hist_bins: int = 40) -> NormsAngles:
 
 
 @dataclass(frozen=True)
-class C8Evidence(Study):
-    """Per test sentence at the last layer L, each probe's share of identified tokens (averaged over three
-    training seeds), and the intervals :func:`identifiability.verdicts.judge_c8` takes."""
+class C8Result(Study):
+    """Per test sentence at the last layer L, the share of its tokens each probe identifies, for three probe
+    seeds, and the intervals :func:`identifiability.verdicts.c8_verdict` reads."""
 
     c8_norm_spread_last: float  # interquartile range over median of |e_i^L|
     c8_best_norm_probe: list[str]  # (training loss, lookup) of the magnitude-only MLP judged
     c8_unit_norm_rate_last: float  # unit vectors with the norm as one more input
-    correct: dict[str, list[np.ndarray]] = data()  # "raw", "unit", "norm", "unit+norm": per sentence, per token
-    unit_minus_raw: Interval = data()  # direction only minus the raw probe (cosine loss and lookup)
-    norm_vs_chance: Interval = data()  # the norm alone minus chance (1/d_s of each sentence)
-    norm_adds: Interval = data()  # unit vectors and the norm minus unit vectors alone
+    c8_seed_rates: dict  # "raw", "unit", "norm", "unit+norm": per probe seed the mean over test sentences
+    c8_seeds: list[int]
+    evidence: C8Evidence = data()
+    rates: dict[str, np.ndarray] = data()  # the same four: (probe seeds, test sentences) rate at layer L
+    chance: np.ndarray = data()  # (test sentences,) one over the sentence's tokens
+
+    def verdict_c8(self, rule: str, original_rule: str) -> Verdict:
+        """C8 by the rule in force, with its original rule's verdict and the claims table's alternatives."""
+        return c8_verdict(self.evidence, rule, original_rule)
 
 
-def c8_evidence(s: ProbeSample, abl: Ablations) -> C8Evidence:
+def c8_evidence(s: ProbeSample, abl: Ablations, more_seeds: Sequence[int] = (1, 2)) -> C8Result:
     """Linear probes on unit vectors (with and without the norm as one more input) and the magnitude-only
-    MLP at the last layer (its best loss and lookup in ``abl``), each trained with three seeds, compared
-    with the raw linear probe on the same test tokens. Intervals resample whole test sentences."""
+    MLP at the last layer (its best loss and lookup in ``abl``), each trained with seed ``s.seed`` and
+    ``s.seed`` + each of ``more_seeds``, compared with the raw linear probe of the same seeds (the token-identity
+    chapter's, read from the cache) on the same test sentences. Intervals resample probe seeds and test
+    sentences (hierarchical bootstrap); the 'unit' alternative's, sentences of seed ``s.seed`` alone."""
     L = s.n_layers
     best_norm = abl.best_norm_probe(L)
-    runs = {  # splits, the probes trained on them, the (loss, lookup) judged
-        "raw": (s.splits, s.probes["linear"], ("cos", "cos")),
-        "unit": (*s.train("unit", "linear"), ("cos", "cos")),
-        "norm": (*s.train("norm", "mlp"), best_norm),
-        "unit+norm": (*s.train("unit+norm", "linear"), ("cos", "cos")),
+    runs = {  # splits, the probes trained on them, the (loss, lookup) judged, the layers the seeds train
+        "raw": (s.splits, s.probes["linear"], ("cos", "cos"), None),  # every layer, as chapter 4
+        "unit": (*s.train("unit", "linear"), ("cos", "cos"), [L]),
+        "norm": (*s.train("norm", "mlp"), best_norm, [L]),
+        "unit+norm": (*s.train("unit+norm", "linear"), ("cos", "cos"), [L]),
     }
-    correct = {}
-    for name, (splits, tp, (loss, lookup)) in runs.items():
+    rates = {}
+    for name, (splits, tp, (loss, lookup), layers) in runs.items():
         config = ident.probe_config(tp.kind, **s.training, seed=s.seed)
-        correct[name], _ = ident.seeded_correct(splits, tp, L, loss, lookup, config)
-    raw, unit, norm, both = (correct[k] for k in ("raw", "unit", "norm", "unit+norm"))
-    norms = ident.norm_summary(s.splits["test"])
+        seeds = ident.seeded_probes(splits, tp, config, more_seeds, (loss,), layers, cache_key=s.key)
+        rates[name] = ident.rates_by_sentence(seeds, splits["test"], [L], loss, lookup)[..., 0]
+    raw, unit, norm, both = (rates[k] for k in ("raw", "unit", "norm", "unit+norm"))
+    test = s.splits["test"]
+    chance = 1 / np.array([len(ok) for ok in ident.correct_by_sentence(s.probes["naive"], test, L)])
+    norms = ident.norm_summary(test)
     q25, median, q75 = norms[norms.layer == L].iloc[0][["q25", "median", "q75"]]
-    return C8Evidence(
-        c8_norm_spread_last=float((q75 - q25) / median),
+    spread = float((q75 - q25) / median)
+    evidence = C8Evidence(
+        unit_minus_raw=seeds_interval(unit - raw, 1, s.seed),
+        norm_vs_chance=seeds_interval(norm - chance, 1, s.seed),
+        norm_adds=seeds_interval(both - unit, 1, s.seed),
+        norm_spread=spread,
+        unit_minus_raw_seed0=seeds_interval((unit - raw)[0], 0, s.seed),
+        norm_vs_chance_seed0=seeds_interval((norm - chance)[0], 0, s.seed),
+        norm_adds_seed0=seeds_interval((both - unit)[0], 0, s.seed),
+    )
+    return C8Result(
+        c8_norm_spread_last=spread,
         c8_best_norm_probe=list(best_norm),
-        c8_unit_norm_rate_last=float(np.concatenate(both).mean()),
-        correct=correct,
-        unit_minus_raw=mean_interval([u - a for u, a in zip(unit, raw)], s.seed),
-        norm_vs_chance=mean_interval([o - 1 / len(o) for o in norm], s.seed),
-        norm_adds=mean_interval([b - u for b, u in zip(both, unit)], s.seed),
+        c8_unit_norm_rate_last=float(both.mean()),
+        c8_seed_rates={k: [float(x) for x in v.mean(1)] for k, v in rates.items()},
+        c8_seeds=[s.seed + k for k in (0, *more_seeds)],
+        evidence=evidence,
+        rates=rates,
+        chance=chance,
     )
 
 
-def mean_interval(per_sentence: list[np.ndarray], seed: int) -> Interval:
-    """The mean over all tokens, with an interval that resamples sentences (the tokens of one sentence are
-    not independent)."""
-    return Interval(*grouped_ci(per_sentence, np.mean, seed=seed), n=len(per_sentence))
-
-
-RESULTS = (ProbeSample, CosineL2, Ablations, NormsAngles, C8Evidence)
+RESULTS = (ProbeSample, CosineL2, Ablations, NormsAngles, C8Result)

@@ -13,6 +13,7 @@ Shapes: L layers (L+1 hidden states, 0 = x), n tokens of a split, d model width.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,8 +24,8 @@ import torch
 
 from .. import identity as ident
 from ..loaded_model import LoadedModel
-from ..stats import grouped_ci
-from ..verdicts import Interval
+from ..stats import bootstrap_ci, grouped_ci, hierarchical_ci
+from ..verdicts import C6Evidence, Interval, Verdict, c6_verdict, c7_verdict
 from . import Study, data
 
 # The paper's last-layer rate: linear map, cosine loss and lookup, layer 12 of BERT-base (MRPC sentences)
@@ -58,7 +59,8 @@ class SampleResult(Study):
     split_sentence_overlap: int  # sentences in both train and test: 0 by construction
     hs: ident.HiddenStates = data()
     splits: dict[str, ident.SplitData] = data()
-    key: dict = data()  # what the probes trained on this sample are cached under
+    key: dict | None = data()  # what the probes trained on this sample are cached under (None: not cached)
+    sentence_keys: list[str] = data()  # per sentence of the sample: the first 12 hex digits of sha1(text)
 
 
 def hidden_sample(
@@ -67,6 +69,28 @@ def hidden_sample(
     """Hidden states e_i^l of every token of ``texts`` (cached on disk, shared with chapter 5) and the split by
     sentence with ``seed``; special tokens are left out of the splits unless ``include_special``."""
     hs = ident.hidden_states(lm, texts, corpus, max_tokens)
+    return sample_of(
+        hs,
+        seed=seed,
+        include_special=include_special,
+        key=ident.data_key(lm, corpus, hs, seed, include_special),
+        sentence_keys=[hashlib.sha1(t.encode()).hexdigest()[:12] for t in texts],
+        causal=bool(lm.adapter.causal),
+    )
+
+
+def sample_of(
+    hs: ident.HiddenStates,
+    *,
+    seed: int,
+    include_special: bool,
+    key: dict | None = None,
+    sentence_keys: Sequence[str] | None = None,
+    causal: bool = False,
+) -> SampleResult:
+    """The split by sentence of hidden states ``hs`` (a model's, from :func:`hidden_sample`, or built by hand
+    for a control whose answer is known); probes trained on it are cached under ``key`` unless it is None.
+    ``sentence_keys`` name the sentences (default: their index)."""
     splits = ident.make_splits(hs, seed=seed, include_special=include_special)
     sizes = {k: {"sentences": int(v.sentence.unique().numel()), "tokens": v.n} for k, v in splits.items()}
     overlap = set(splits["train"].sentence.tolist()) & set(splits["test"].sentence.tolist())
@@ -74,13 +98,14 @@ def hidden_sample(
         n_sentences_used=hs.n_sentences,
         n_tokens_all=hs.n_tokens,
         split_sizes=sizes,
-        n_layers=lm.n_layers,
-        d_model=lm.d_model,
-        causal=bool(lm.adapter.causal),
+        n_layers=hs.n_layers,
+        d_model=hs.d,
+        causal=causal,
         split_sentence_overlap=len(overlap),
         hs=hs,
         splits=splits,
-        key=ident.data_key(lm, corpus, hs, seed, include_special),
+        key=key,
+        sentence_keys=list(sentence_keys) if sentence_keys is not None else [str(i) for i in range(hs.n_sentences)],
     )
 
 
@@ -91,19 +116,28 @@ def hidden_sample(
 
 @dataclass(frozen=True)
 class ProbesResult(Study):
-    """Every probe: per mapping (naive, linear, mlp), one per layer and training loss."""
+    """Every probe: per mapping (linear, mlp), one per layer and training loss, trained until early stopping
+    triggers or the epoch cap runs out."""
 
     training: dict  # column -> list, one entry per trained probe (:func:`identifiability.identity.training_summary`)
     train_seconds: float
+    epoch_cap: int
+    patience: int
+    probes_trained: int
+    probes_stopped_early: int  # early stopping triggered: ``patience`` epochs without a better validation loss
+    probes_at_cap: int  # the epoch cap ran out first
+    levels_off_at_cap: int | None  # the latest epoch at which a capped probe's validation rate levels off
+    level_tol: float  # levelled off: within this of its last value from then on (identity.levels_off)
     probes: dict[str, ident.TrainedProbes] = data()
     overview: pd.DataFrame = data()  # per mapping and loss: epochs run, best epochs, best val loss at 0 and L
+    curves: pd.DataFrame = data()  # every probe's validation rate per epoch (identity.rate_curves)
 
 
 def trained_probes(
     sample: SampleResult, *, epochs: int, batch_size: int, mlp_hidden: int, patience: int, seed: int
 ) -> ProbesResult:
     """Train (or read from the cache, keyed by the sample) 2 x 2 x (L+1) probes side by side, with early stopping
-    on the validation split."""
+    on the validation split (``epochs`` is the cap)."""
     t0 = time.time()
     probes = ident.train_all(
         sample.splits,
@@ -120,6 +154,7 @@ def trained_probes(
         summary.groupby(["mapping", "loss"])
         .agg(
             probes=("layer", "size"),
+            stopped_early=("stopped early", "sum"),
             epochs_run=("epochs run", "median"),
             best_epoch_min=("best epoch", "min"),
             best_epoch_max=("best epoch", "max"),
@@ -128,11 +163,20 @@ def trained_probes(
         )
         .round(3)
     )
+    capped = summary[~summary["stopped early"]]
     return ProbesResult(
         training=summary.round(4).to_dict(orient="list"),
         train_seconds=round(seconds, 1),
+        epoch_cap=epochs,
+        patience=patience,
+        probes_trained=len(summary),
+        probes_stopped_early=int(summary["stopped early"].sum()),
+        probes_at_cap=len(capped),
+        levels_off_at_cap=int(capped["levels off"].max()) if len(capped) else None,
+        level_tol=ident.LEVEL_TOL,
         probes=probes,
         overview=overview,
+        curves=ident.rate_curves(probes),
     )
 
 
@@ -215,19 +259,56 @@ def identification(sample: SampleResult, probes: ProbesResult) -> Identification
 
 @dataclass(frozen=True)
 class ClaimsResult(Study):
-    """The evidence of C6 (a linear probe identifies the last layer's tokens) and C7 (the identity map loses
-    them with depth), and the linear cosine probe's rate per layer with its interval."""
+    """The evidence of C6 (a linear probe identifies the last layer's tokens, beyond what their position
+    tells) and C7 (the identity map loses them with depth), and the linear cosine probe's rate per layer over
+    its training seeds. Rates here are means over test sentences of each sentence's share of identified
+    tokens (the unit the intervals resample), so they differ slightly from the token-weighted rates of
+    :class:`IdentificationResult`."""
 
-    c6_seed_rates: list  # the last-layer linear cosine probe's test rate, one per training seed
-    c6_shuffled_rate: float  # the same probe trained on shuffled targets: C6's null model
-    linear_cos_cos_by_layer: list  # per layer 0..L: the linear cosine probe's test rate (training seed ``seed``)
-    linear_cos_cos_ci95_by_layer: list  # per layer: [low, high] over test sentences
+    c6_seed_rates: list  # the last-layer linear cosine probe's rate, one per training seed
+    c6_position_rate: float  # the position-only lookup (mean x of each position): C6's null
+    c6_shuffled_rate: float  # the same probe trained on shuffled targets: the original rule's null
+    c6_chance: float  # a uniform guess among the sentence's tokens
+    c6_over_position: list  # [estimate, low, high]: probe minus position-only, per sentence, seeds and sentences
+    c6_over_shuffled: list  # [estimate, low, high]: probe minus shuffled-label probe, same resampling
+    linear_cos_cos_by_layer: list  # per layer 0..L: the linear cosine probe's rate over every training seed
+    linear_cos_cos_ci95_by_layer: list  # per layer: [low, high], probe seeds and test sentences resampled
+    linear_rate_by_sentence: dict  # per probe seed, test sentence and layer 1..L: the rate (C13/C14 read it)
+    seed_training: dict  # the extra seeds' probes: seed, layer, epochs run, best epoch (as ``training``)
     c6_unseen_types_rate: float  # C6's estimate on test tokens whose word type no training sentence holds
     c6_unseen_types_ci95: list
     c6_unseen_tokens: int
-    last_rate: Interval = data()  # C6: mean over test tokens of the share of seeds that identify it
-    naive_drop: Interval = data()  # C7: identity map, cosine lookup, layer L minus layer 1, per test token
+    c6: C6Evidence = data()  # what c6_verdict reads
+    naive_drop: Interval = data()  # C7: identity map, cosine lookup, layer L minus layer 1, sentences resampled
+    naive_drop_by_token: Interval = data()  # the same, tokens resampled (C7's robustness 'unit')
     unseen: Interval = data()  # the C6 estimate on unseen word types
+    rates: np.ndarray = data()  # (probe seeds, test sentences, L+1) the linear cosine probe's rate
+    position: np.ndarray = data()  # (test sentences,) the position-only lookup's rate
+
+    @property
+    def last_rate(self) -> Interval:
+        """C6's estimate: the last-layer rate over probe seeds and test sentences."""
+        return self.c6.rate
+
+    def verdict_c6(self, rule: str, original_rule: str) -> Verdict:
+        """C6 by the rule in force, with its original rule's verdict and the claims table's alternatives."""
+        return c6_verdict(self.c6, rule, original_rule)
+
+    def verdict_c7(self, chance: float, rule: str) -> Verdict:
+        """C7 by its rule, with the claims table's alternatives."""
+        return c7_verdict(self.naive_drop, self.naive_drop_by_token, chance, rule)
+
+
+def _seed_training(runs: Sequence[ident.TrainedProbes], seeds: Sequence[int]) -> dict:
+    """The training table (:func:`identifiability.identity.training_summary`) of each extra seed's probes."""
+    frames = [ident.training_summary({"linear": tp}).assign(seed=s) for tp, s in zip(runs, seeds)]
+    return pd.concat(frames, ignore_index=True).round(4).to_dict(orient="list") if frames else {}
+
+
+def seeds_interval(values: np.ndarray, levels: int, seed: int) -> Interval:
+    """Mean of ``values`` (*seeds, sentences) with an interval resampling ``levels`` seed axes and the
+    sentences (:func:`identifiability.stats.hierarchical_ci`)."""
+    return Interval(*hierarchical_ci(values, levels, seed=seed), n=values.shape[levels])
 
 
 def identity_claims(
@@ -236,48 +317,80 @@ def identity_claims(
     *,
     epochs: int,
     batch_size: int,
+    mlp_hidden: int,
     patience: int,
     seed: int,
     more_seeds: Sequence[int] = (1, 2),
 ) -> ClaimsResult:
-    """C6's and C7's intervals (over test sentences, ``seed`` for the bootstrap) and the per-layer curve.
+    """C6's and C7's evidence and the per-layer curve, over the training seeds ``seed`` and ``seed`` + each of
+    ``more_seeds`` (linear cosine probes for every layer, cached: chapter 5 reads them back).
 
-    C6 averages the last-layer linear cosine probe over training seeds ``seed`` and ``seed`` + each of
-    ``more_seeds`` (so the interval holds the seed-to-seed spread); its null model is the same probe trained on
-    the training targets in shuffled order. C7 is per test token: identified by the identity map (cosine
-    lookup) at layer L, minus at layer 1."""
+    C6: per test sentence, the share of its tokens the last layer's probe identifies, per seed; intervals
+    resample seeds and sentences (hierarchical bootstrap), for the rate and for its paired difference from
+    the position-only lookup (the mean training x of each position, looked up among the sentence's tokens)
+    and from the same probe trained on shuffled targets. C7: per test token, identified by the identity map
+    (cosine lookup) at layer L minus at layer 1, sentences resampled (tokens, for the alternative)."""
     splits, test, L = sample.splits, sample.splits["test"], sample.n_layers
-    linear = probes.probes["linear"]
-    config = ident.probe_config("linear", epochs=epochs, batch_size=batch_size, patience=patience, seed=seed)
-    groups, seed_rates = ident.seeded_correct(splits, linear, L, "cos", "cos", config, more_seeds)
+    config = ident.probe_config("linear", epochs, batch_size, mlp_hidden, patience, seed)
+    runs = ident.seeded_probes(splits, probes.probes["linear"], config, more_seeds, cache_key=sample.key)
+    rates = ident.rates_by_sentence(runs, test, range(L + 1))  # (seeds, sentences, L+1)
+    last = rates[..., L]
+    position = np.array([ok.mean() for ok in ident.position_only_by_sentence(splits["train"], test)])
     perm = torch.randperm(splits["train"].n, generator=torch.Generator().manual_seed(seed))
     shuffled = ident.train_probes(
         splits["train"], splits["val"], [L], ["cos"], config, targets=splits["train"].targets[perm], progress=False
     )
-    shuffled_rate = float(np.concatenate(ident.correct_by_sentence(shuffled, test, L, "cos", "cos")).mean())
+    shuffled_rates = ident.rates_by_sentence([shuffled], test, [L])[0, :, 0]
+    sizes = np.array([len(ok) for ok in ident.correct_by_sentence(shuffled, test, L)])
+    # the pre-registered interval: per token the share of seeds that identify it, sentences resampled
+    per_token = [np.mean(seeds, axis=0) for seeds in zip(*(ident.correct_by_sentence(tp, test, L) for tp in runs))]
+    c6 = C6Evidence(
+        rate=seeds_interval(last, 1, seed),
+        over_position=seeds_interval(last - position, 1, seed),
+        over_shuffled=seeds_interval(last - shuffled_rates, 1, seed),
+        rate_seed0=seeds_interval(last[0], 0, seed),
+        over_position_seed0=seeds_interval(last[0] - position, 0, seed),
+        position_rate=float(position.mean()),
+        shuffled_rate=float(shuffled_rates.mean()),
+        chance=float((1 / sizes).mean()),
+        original_rate=Interval(*grouped_ci(per_token, np.mean, seed=seed), n=len(per_token)),
+    )
     naive_first = ident.correct_by_sentence(probes.probes["naive"], test, 1, "cos", "cos")
     naive_last = ident.correct_by_sentence(probes.probes["naive"], test, L, "cos", "cos")
-    drop = grouped_ci([b - a for a, b in zip(naive_first, naive_last)], np.mean, seed=seed)
-    by_layer = [
-        grouped_ci(ident.correct_by_sentence(linear, test, layer, "cos", "cos"), np.mean, seed=seed)
-        for layer in range(L + 1)
-    ]
+    drops = [b - a for a, b in zip(naive_first, naive_last)]
+    all_drops = np.concatenate(drops)
+    by_layer = [seeds_interval(rates[..., layer], 1, seed) for layer in range(L + 1)]
     # the probe cannot have learnt a word that no training sentence holds
     unseen = ~torch.isin(test.token_id, splits["train"].token_id)
     masks = [unseen[test.sentence == s].numpy() for s in torch.unique(test.sentence)]
-    unseen_groups = [g[m] for g, m in zip(groups, masks) if m.any()]
+    unseen_groups = [g[m] for g, m in zip(per_token, masks) if m.any()]
     unseen_rate = grouped_ci(unseen_groups, np.mean, seed=seed) if unseen_groups else (float("nan"),) * 3
+    keys = [sample.sentence_keys[int(s)] for s in torch.unique(test.sentence)]
     return ClaimsResult(
-        c6_seed_rates=seed_rates,
-        c6_shuffled_rate=shuffled_rate,
-        linear_cos_cos_by_layer=[b[0] for b in by_layer],
-        linear_cos_cos_ci95_by_layer=[list(b[1:]) for b in by_layer],
+        c6_seed_rates=[float(r) for r in last.mean(1)],
+        c6_position_rate=c6.position_rate,
+        c6_shuffled_rate=c6.shuffled_rate,
+        c6_chance=c6.chance,
+        c6_over_position=[c6.over_position.estimate, c6.over_position.low, c6.over_position.high],
+        c6_over_shuffled=[c6.over_shuffled.estimate, c6.over_shuffled.low, c6.over_shuffled.high],
+        linear_cos_cos_by_layer=[b.estimate for b in by_layer],
+        linear_cos_cos_ci95_by_layer=[[b.low, b.high] for b in by_layer],
+        linear_rate_by_sentence={
+            "sentence_keys": keys,
+            "probe_seeds": [seed + k for k in (0, *more_seeds)],
+            "layers": list(range(1, L + 1)),
+            "rate": rates[..., 1:].round(6).tolist(),
+        },
+        seed_training=_seed_training(runs[1:], [seed + k for k in more_seeds]),
         c6_unseen_types_rate=unseen_rate[0],
         c6_unseen_types_ci95=list(unseen_rate[1:]),
         c6_unseen_tokens=int(unseen.sum()),
-        last_rate=Interval(*grouped_ci(groups, np.mean, seed=seed), n=len(groups)),
-        naive_drop=Interval(*drop, n=len(naive_last)),
+        c6=c6,
+        naive_drop=Interval(*grouped_ci(drops, np.mean, seed=seed), n=len(drops)),
+        naive_drop_by_token=Interval(float(all_drops.mean()), *bootstrap_ci(all_drops, seed=seed), n=len(all_drops)),
         unseen=Interval(*unseen_rate, n=len(unseen_groups)),
+        rates=rates,
+        position=position,
     )
 
 
