@@ -231,6 +231,9 @@ def write_claims_page(stage: Path, results_dir: Path) -> None:
             continue
         lines.append(
             f"**{r['id']}** (amended {a['date']}, version {a['version']}; *{a['mark']}*). {a['rule']}{alts}\n\n"
-            f"*Reason:* {a['reason']}\n\n*Original rule:* {r['original_rule']}\n"
+            f"*Reason:* {a['reason']}\n"
         )
+        for old in reversed(r["amendments"][:-1]):  # earlier amendments, newest first
+            lines.append(f"*Version {old['version']}* ({old['date']}): {old['rule']} *Reason:* {old['reason']}\n")
+        lines.append(f"*Original rule (version 1):* {r['original_rule']}\n")
     (stage / "book" / "claims.md").write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -13,6 +13,8 @@ chapter's studies themselves.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 import pytest
 import torch
@@ -91,9 +93,9 @@ def test_c4_holds_where_a_sink_in_ln_t_grows_with_d_s():
     assert v.original.claim == "C4"
 
 
-def test_c4_precondition_is_d_s_at_most_d_v():
-    """One head at d_s = d_v with a rank-deficient V_h: A_eff differs from A there, and the rule (d_s <= d_v)
-    fails the decrease, where the original code's test (d_s < d_v) did not look."""
+def test_c4_precondition_is_checked_where_ln_t_is_empty():
+    """One head at d_s = d_v with a rank-deficient V_h: its LN(T) is not empty, so A_eff rightly differs from A
+    there. Version 3 of the rule leaves it out of the check (and counts it); version 2 failed C4 on it."""
 
     def deficient_at_dv(n, g):
         a, v = _sink_in_null(n, g)
@@ -102,9 +104,12 @@ def test_c4_precondition_is_d_s_at_most_d_v():
         return a, v
 
     e = S.c4_evidence(_c4_table(deficient_at_dv), D_V)
-    assert not e.identical_at_or_below_dv and e.identical_below_dv
-    v = c4_verdict(e, RULE, RULE)
-    assert v.verdict == FAILS and "d_s <= d_v" in v.parts[0].reason
+    assert e.identical_at_or_below_dv and e.deficient_at_or_below_dv >= 1 and e.identical_below_dv
+    assert c4_verdict(e, RULE, RULE).verdict == HOLDS
+    # a head with an empty LN(T) whose A_eff differed from A would be a broken construction: the part fails
+    broken = replace(e, identical_at_or_below_dv=False, min_at_or_below_dv=0.99)
+    v = c4_verdict(broken, RULE, RULE)
+    assert v.verdict == FAILS and "empty LN(T) at d_s <= d_v" in v.parts[0].reason
 
 
 # --------------------------------------------------------------------------------------------------

@@ -288,10 +288,17 @@ def raw_vs_effective_text(r: RawVsEffective) -> str:
     decorrelation beyond d_v."""
     if r.pearson_min_at_or_below_dv is None:
         below = f"No input has $d_s \\le d_v = {r.d_v}$"
-    elif r.c4.identical_at_or_below_dv:
+    elif r.c4.identical_at_or_below_dv and not r.c4.deficient_at_or_below_dv:
         below = (
             f"Up to $d_s = d_v = {r.d_v}$ every head of every input has $A_\\text{{eff}} = A$ "
             f"(smallest correlation {r.pearson_min_at_or_below_dv:.10f})"
+        )
+    elif r.c4.identical_at_or_below_dv:
+        below = (
+            f"Up to $d_s = d_v = {r.d_v}$ every head with an empty LN(T) has $A_\\text{{eff}} = A$ (smallest "
+            f"correlation {r.c4.min_at_or_below_dv:.10f}); {r.c4.deficient_at_or_below_dv} head-input(s) there have "
+            f"a numerically rank-deficient $T$, so a non-empty LN(T), and $A_\\text{{eff}} \\ne A$ (smallest "
+            f"correlation {r.pearson_min_at_or_below_dv:.5f})"
         )
     else:
         t = r.table

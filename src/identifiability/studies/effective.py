@@ -125,9 +125,13 @@ def c4_evidence(table: pd.DataFrame, d_v: int, seed: int = 0) -> C4Evidence:
     at_long = table[table.d_s == table.d_s.max()]
     paired_long = at_long.assign(d=at_long.pearson - at_long.pearson_random).groupby("text").d.mean()
     below, at_or_below = table[table.d_s < d_v], table[table.d_s <= d_v]
+    empty = at_or_below[at_or_below.null_dim == 0]
     return C4Evidence(
-        identical_at_or_below_dv=bool((at_or_below.pearson > IDENTICAL).all()),
-        min_at_or_below_dv=float(at_or_below.pearson.min()) if len(at_or_below) else None,
+        # C4's precondition (version 3): nothing is removed where LN(T) is empty; a head with a numerically
+        # rank-deficient T at d_s <= d_v has a non-empty LN(T), and A_eff may rightly differ from A there
+        identical_at_or_below_dv=bool((empty.pearson > IDENTICAL).all()),
+        min_at_or_below_dv=float(empty.pearson.min()) if len(empty) else None,
+        deficient_at_or_below_dv=int((at_or_below.null_dim > 0).sum()),
         diverges=bool((med < IDENTICAL).any()),
         trend=unit_interval(len(med), lambda i: spearman(ds[up][i], med[i]), seed),
         beyond=unit_interval(len(d_rnd), lambda i: float(np.median(d_rnd[i], axis=1).mean()), seed),

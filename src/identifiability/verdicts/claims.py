@@ -28,15 +28,17 @@ def load_amendments() -> list[dict]:
 def load_claims() -> list[dict]:
     """The paper's and the review's claims, one dict per row of data/claims.csv, with the rule in force:
     ``rule`` is the latest amendment's where the claim was amended (``original_rule`` keeps the pre-registered
-    one; ``amendment`` holds the amendment's date, reason and mark, or None)."""
-    latest: dict[str, dict] = {}
-    for a in load_amendments():
-        if a["id"] not in latest or int(a["version"]) > int(latest[a["id"]]["version"]):
-            latest[a["id"]] = a
+    one; ``amendment`` holds the latest amendment's date, reason and mark, or None; ``amendments`` every
+    version in order)."""
+    by_id: dict[str, list[dict]] = {}
+    for a in sorted(load_amendments(), key=lambda a: int(a["version"])):
+        by_id.setdefault(a["id"], []).append(a)
     rows = []
     for c in _read(paths.claims_file()):
-        a = latest.get(c["id"])
-        rows.append({**c, "original_rule": c["rule"], "rule": a["rule"] if a else c["rule"], "amendment": a})
+        history = by_id.get(c["id"], [])
+        a = history[-1] if history else None
+        rule = a["rule"] if a else c["rule"]
+        rows.append({**c, "original_rule": c["rule"], "rule": rule, "amendment": a, "amendments": history})
     return rows
 
 

@@ -40,8 +40,11 @@ class C4Evidence:
     """What C4's rules read, built by ``studies.effective.c4_evidence`` from one row per input and head.
 
     Attributes:
-        identical_at_or_below_dv: Pearson(A, A_eff) = 1 (to 1e-9) for every head of every input with d_s <= d_v.
+        identical_at_or_below_dv: Pearson(A, A_eff) = 1 (to 1e-9) for every head with an empty LN(T) of every
+            input with d_s <= d_v (version 3 of the rule).
         min_at_or_below_dv: the smallest of those correlations (None without such inputs).
+        deficient_at_or_below_dv: head-inputs at d_s <= d_v whose T is numerically rank-deficient (non-empty
+            LN(T)): left out of the check, counted on the page.
         diverges: some input with d_s > d_v has a median Pearson over heads below 1 - 1e-9.
         trend: Spearman correlation of d_s and the input's median Pearson over heads (inputs with d_s > d_v),
             its interval over inputs.
@@ -57,6 +60,7 @@ class C4Evidence:
 
     identical_at_or_below_dv: bool
     min_at_or_below_dv: float | None
+    deficient_at_or_below_dv: int
     diverges: bool
     trend: Interval
     beyond: Interval
@@ -87,12 +91,16 @@ def judge_c4(
     beyond_below: float = 0.0,
     null: str = "a random subspace of the same rank",
 ) -> Verdict:
-    """C4, amended rule. Decrease: A_eff = A for every head at d_s <= d_v, and the rank correlation of d_s
-    with the median Pearson(A, A_eff) has its interval below ``trend_below``. Beyond dimension counting: the
-    mean paired difference from ``null`` has its interval below ``beyond_below``. Where A_eff = A at every
-    length there is nothing that decreases: the first part fails (its rank correlation is undefined)."""
+    """C4, amended rule. Decrease: A_eff = A for every head with an empty LN(T) at d_s <= d_v, and the rank
+    correlation of d_s with the median Pearson(A, A_eff) has its interval below ``trend_below``. Beyond
+    dimension counting: the mean paired difference from ``null`` has its interval below ``beyond_below``.
+    Where A_eff = A at every length there is nothing that decreases: the first part fails (its rank
+    correlation is undefined)."""
     if not identical_at_or_below_dv:
-        why = f"A_eff differs from A for some head with d_s <= d_v (smallest Pearson {min_at_or_below_dv:.6g})"
+        why = (
+            f"A_eff differs from A for some head with an empty LN(T) at d_s <= d_v (smallest Pearson "
+            f"{min_at_or_below_dv:.6g})"
+        )
         p1 = part_verdict("C4", "decrease", trend, FAILS, why, rule)
     elif not diverges:
         p1 = part_verdict("C4", "decrease", trend, FAILS, "A_eff = A at every length: nothing decorrelates", rule)
