@@ -279,9 +279,14 @@ def _fmt(x) -> str:
 
 
 def labels(models: pd.DataFrame) -> dict[str, str]:
-    """A short name per model for column heads: its role where no other model has it, else its key."""
+    """A short name per model for column heads: its role where no other model has it, its role and seed where
+    its provenance names one (the fine-tune seeds of one task), else its key."""
     counts = models.role.value_counts()
-    return {k: r if counts[r] == 1 and r != "other" else k for k, r in zip(models.model_key, models.role)}
+    out = {}
+    for key, name, r in zip(models.model_key, models.model, models.role):
+        seed = provenance(name).get("seed") if r != "other" and counts[r] > 1 else None
+        out[key] = r if counts[r] == 1 and r != "other" else f"{r}, seed {seed}" if seed is not None else key
+    return out
 
 
 def claims_markdown(df: pd.DataFrame, models: pd.DataFrame) -> str:

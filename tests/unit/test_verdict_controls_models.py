@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from identifiability import aggregate, stats
+from identifiability import across, aggregate, stats
 from identifiability import identity as ident
 from identifiability.fileio import write_json
 from identifiability.models import random_model
@@ -130,6 +130,8 @@ def test_identical_fine_tunes_are_close_with_enough_sentences(tmp_path):
     assert power["chance_of_holding"] > 0.99 and power["sentences_for_power"] < n
     assert v13.original.verdict == NOT_RUN  # the original rule reads other results, which these runs lack
     assert [name for name, _ in v13.robustness] == ["band narrow", "band wide", "unit"]
+    names = list(across.labels(cmp.model_table).values())  # the page's column heads
+    assert names == ["pre-trained", *(f"fine-tuned: lee-pairs, seed {f}" for f in range(3))]
 
 
 def test_without_pairing_the_same_data_would_not_be_close(tmp_path):
@@ -186,6 +188,31 @@ def test_changes_in_the_first_layers_only_make_c14_fail(tmp_path):
     assert v14.verdict == FAILS, v14.reason
     task = v14.parts[0]
     assert [p.verdict for p in task.parts] == [FAILS, FAILS]
+
+
+def test_no_change_where_early_layers_are_at_ceiling_is_flagged_in_c14s_reason(tmp_path):
+    """The real data's shape: every model identifies every token at layers 1-3 (rate 1, no spread) and the
+    fine-tunes change nothing. The rule as written then says C14 holds (|d_L| - |d_1| = |d_L| > 0 in every
+    draw, and the largest |d_l| is where the rates vary); the reason must say that d_L's own interval contains
+    0 and that no layer changed measurably."""
+    rng = np.random.default_rng(9)
+    n = 60
+    base = _base(rng, n)
+    ceiling = np.array([1, 1, 1, 0, 0, 0], dtype=bool)
+
+    def rates():
+        r = _rates(rng, n, base=base)
+        r[..., ceiling] = 1.0
+        return r
+
+    cmp = _compare(tmp_path, rates(), [rates() for _ in range(3)])
+    v14 = judge_c14(cmp.fine_tuning.tasks, None, RULE["C14"])
+    assert cmp.fine_tuning.tasks["lee-pairs"].last.low < 0 < cmp.fine_tuning.tasks["lee-pairs"].last.high
+    assert v14.verdict == HOLDS  # what the rule says here: see the reason
+    assert "contains 0, so the gap can come from the spread of |d_L| alone" in v14.reason
+    assert "d_1 has no spread" in v14.reason and "no layer's d_l interval excludes 0" in v14.reason
+    moved = _compare(tmp_path / "late", rates(), [rates() - np.array([0, 0, 0, 0, 0.1, 0.2]) for _ in range(3)])
+    assert "contains 0" not in judge_c14(moved.fine_tuning.tasks, None, RULE["C14"]).reason
 
 
 def test_a_peak_late_whose_last_layer_changes_less_than_the_first_partly_holds(tmp_path):

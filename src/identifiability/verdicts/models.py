@@ -269,6 +269,30 @@ def _peak_hint(p: Paired, share: float, fail: float) -> str:
     return "; the largest change sits near the middle layer, so more units would not settle it soon"
 
 
+def _contains_0(d: Interval) -> bool:
+    return d.has_interval and d.low <= 0 <= d.high
+
+
+def _noise_note_gap(p: Paired, v1: str) -> str:
+    """The rule compares |d_L| with |d_1|; |mean| is above 0 whenever the draws are, so where d_L's own interval
+    contains 0 a gap above 0 can be the noise of |d_L| alone (e.g. every model identifies every token at layer 1,
+    so d_1 has no spread). Said in the reason; the verdict stays the rule's."""
+    if v1 != HOLDS or not _contains_0(p.last):
+        return ""
+    still = " (d_1 has no spread: both models score the same on every sentence at layer 1)"
+    return (
+        f"; but d_L's own interval ({p.last.low:.3g} to {p.last.high:.3g}) contains 0, so the gap can come from "
+        "the spread of |d_L| alone" + (still if p.layers[0].low == p.layers[0].high else "")
+    )
+
+
+def _noise_note_peak(p: Paired, v2: str) -> str:
+    """'Peak late' read where no layer changed measurably locates the noise, not a change: said in the reason."""
+    if v2 != HOLDS or not all(_contains_0(d) or d.low == d.high == 0 for d in p.layers):
+        return ""
+    return "; but no layer's d_l interval excludes 0, so the largest |d_l| falls where the rates vary most"
+
+
 def _c14_task(name: str, p: Paired, rule: str, share: float, fail: float, min_seeds: int) -> Verdict:
     L = len(p.layers)
     v1, why1 = interval_verdict(p.gap, 0.0, "above")
@@ -282,6 +306,7 @@ def _c14_task(name: str, p: Paired, rule: str, share: float, fail: float, min_se
     why2 = f"{p.peak_late:.0%} of draws have their largest |d_l| in layers {L // 2 + 1}-{L} (holds from {share:.0%})"
     if v2 == INCONCLUSIVE:
         why2 += _peak_hint(p, share, fail)
+    why1, why2 = why1 + _noise_note_gap(p, v1), why2 + _noise_note_peak(p, v2)
     gap = (p.gap.low, p.gap.high)
     parts = [
         Verdict(f"C14.{name}.last beats first", v1, p.gap.estimate, gap, None, "", rule, why1, threshold=0.0),
