@@ -291,14 +291,14 @@ def raw_vs_effective_text(r: RawVsEffective) -> str:
     elif r.c4.identical_at_or_below_dv and not r.c4.deficient_at_or_below_dv:
         below = (
             f"Up to $d_s = d_v = {r.d_v}$ every head of every input has $A_\\text{{eff}} = A$ "
-            f"(smallest correlation {r.pearson_min_at_or_below_dv:.10f})"
+            f"(1 minus the smallest correlation: {1 - r.pearson_min_at_or_below_dv:.1e})"
         )
     elif r.c4.identical_at_or_below_dv:
         below = (
             f"Up to $d_s = d_v = {r.d_v}$ every head with an empty LN(T) has $A_\\text{{eff}} = A$ (smallest "
-            f"correlation {r.c4.min_at_or_below_dv:.10f}); {r.c4.deficient_at_or_below_dv} head-input(s) there have "
-            f"a numerically rank-deficient $T$, so a non-empty LN(T), and $A_\\text{{eff}} \\ne A$ (smallest "
-            f"correlation {r.pearson_min_at_or_below_dv:.5f})"
+            f"correlation 1 minus {1 - r.c4.min_at_or_below_dv:.1e}); {r.c4.deficient_at_or_below_dv} "
+            "head-input(s) there have a numerically rank-deficient $T$, so a non-empty LN(T), and "
+            f"$A_\\text{{eff}} \\ne A$ (smallest correlation {r.pearson_min_at_or_below_dv:.5f})"
         )
     else:
         t = r.table
