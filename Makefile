@@ -103,8 +103,9 @@ models: venv
 # chapters 3 and 6 on BASE, the seed-0 fine-tunes and the control, on the held-out Lee sentences and pairs;
 # chapter 4 on the same models on the pairs; chapter 4 on every model (every fine-tune seed) on the held-out
 # sentences with C13_PARAMS, the runs C13 and C14 pair sentence by sentence; then the book (on BASE), whose
-# page "Across models" shows them side by side. COMPARE_PARAMS and C13_PARAMS keep it within an hour cold on 2
-# quiet cores (about 55 min: 6 fine-tunes 16, the sweeps about 28, the book about 10; README, "Across models").
+# page "Across models" shows them side by side. COMPARE_PARAMS and C13_PARAMS are sized to keep it within an
+# hour cold on 2 quiet cores (estimated 55-60 min: 6 fine-tunes 16, the sweeps about 30, the book about 10; not
+# yet timed cold on a quiet machine: README, "Across models").
 COMPARE_MODELS ?= $(BASE),$(subst $(eval) ,$(comma),$(foreach t,$(FT_TASKS),data/models/$(BASE_TAG)-$(t)-seed$(firstword $(FT_SEEDS)))),$(RANDOM_FOLDER)
 ALL_MODELS = $(BASE),$(subst $(eval) ,$(comma),$(FT_FOLDERS)),$(RANDOM_FOLDER)
 comma := ,
@@ -113,9 +114,10 @@ comma := ,
 COMPARE_PARAMS ?= n_sentences=150 second_corpus= 03:fig1_repeats=1 03:fig1_long_repeats=8 03:viewer_sentences=1 \
 	06:n_sentences=40 06:n_exact=4 06:n_per_quarter=1 06:n_explorer=2
 PAIRS_PARAMS ?= n_sentences=150 second_corpus= epochs=10
-# Chapter 4 on the held-out sentences, for C13 and C14: 15% of n_sentences are test sentences (30 here; the
-# measured variances put C13's 80% power at a true difference of 0 near 5; the page shows the calculation).
-C13_PARAMS ?= n_sentences=200 second_corpus= epochs=10
+# Chapter 4 on the held-out sentences, for C13 and C14: 15% of n_sentences are test sentences (60 here; the
+# measured variances put the sentences for an 80% chance that C13 holds at a true difference of 0 at 5 to 11,
+# and the page shows the calculation; n_sentences=200 saves about 3 min).
+C13_PARAMS ?= n_sentences=400 second_corpus= epochs=10
 SWEEP = $(PY) -m identifiability.cli sweep --seeds 0 $(if $(WORKERS),--workers $(WORKERS))
 compare: models vendor
 	$(SWEEP) --models "$(COMPARE_MODELS)" --corpora lee_heldout,lee_pairs --chapters 03,06 $(foreach p,$(COMPARE_PARAMS),-p $(p))
