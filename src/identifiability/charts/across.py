@@ -145,15 +145,16 @@ def differences_chart(ft, title: str) -> alt.Chart:
         for layer, d in enumerate(p.layers, start=1):
             rows.append({"model": name, "layer": layer, "d": d.estimate, "low": d.low, "high": d.high})
     df = pd.DataFrame(rows, columns=["model", "layer", "d", "low", "high"])
+    y_title = "d_l (fine-tuned − pre-trained rate)"
     base = alt.Chart(df, title=title).encode(
         x=alt.X("layer:O", title="layer l"),
-        color=alt.Color("model:N", title="fine-tuned task", legend=alt.Legend(orient="bottom")),
+        color=alt.Color("model:N", title="fine-tuned task or control", legend=alt.Legend(orient="bottom")),
     )
     zero = alt.Chart(pd.DataFrame({"y": [0.0]})).mark_rule(strokeDash=[4, 4], color="#555").encode(y="y:Q")
     line = base.mark_line(point=True).encode(
-        y=alt.Y("d:Q", title="d_l (fine-tuned − pre-trained rate)"),
+        y=alt.Y("d:Q", title=y_title),
         tooltip=["model", "layer", alt.Tooltip("d:Q", format=".3f"), alt.Tooltip("low:Q", format=".3f"),
                  alt.Tooltip("high:Q", format=".3f")],
     )  # fmt: skip
-    bars = base.mark_errorbar().encode(y="low:Q", y2="high:Q")
+    bars = base.mark_errorbar().encode(y=alt.Y("low:Q", title=y_title), y2="high:Q")
     return (zero + bars + line).properties(width=560, height=260)
