@@ -276,7 +276,7 @@ def _sentences(n: int) -> list[str]:
     return [" ".join(rng.choice(words, rng.integers(6, 12))) + "." for _ in range(n)]
 
 
-EPOCHS = 1  # one epoch leaves the probes imperfect, so the rates vary by sentence and probe seed
+EPOCHS = 1  # probes that start at least squares need no more on a tiny model
 
 
 def _per_sentence_rates(lm, texts, probe_seeds) -> np.ndarray:
@@ -297,10 +297,10 @@ def _per_sentence_rates(lm, texts, probe_seeds) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def tiny_rates():
-    """Per-sentence rates of a tiny random 4-layer BERT (probes trained one epoch, so that a probe's seed
-    matters): the reference with probe seeds 0-2; three "fine-tunes" that are the same model, each with probe
-    seeds of its own; and a copy whose last layer outputs one vector for every token (its output LayerNorm's
-    gain set to 0): identity lost at the last layer only, by construction."""
+    """Per-sentence rates of a tiny random 4-layer BERT: the reference with probe seeds 0-2; three
+    "fine-tunes" that are the same model, each with probe seeds of its own; and a copy whose last layer
+    outputs one vector for every token (its output LayerNorm's gain set to 0): identity lost at the last layer
+    only, by construction."""
     texts = _sentences(200)
     lm = random_model("bert", seed=0, num_hidden_layers=4)
     ref = _per_sentence_rates(lm, texts, (0, 1, 2))
