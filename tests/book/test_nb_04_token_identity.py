@@ -2,7 +2,7 @@
 
 import pytest
 
-from identifiability.verdicts import C6_HOLDS, FAILS, HOLDS, INCONCLUSIVE, PARTLY
+from identifiability.verdicts import C6_HOLDS, C6_PARTLY, FAILS, HOLDS, INCONCLUSIVE, PARTLY
 
 
 @pytest.mark.notebooks
@@ -50,8 +50,19 @@ def test_token_identity_notebook(chapter_run):
     # the amended rule's verdict, its original rule's and the four alternatives the claims table names
     assert c6["original"]["claim"] == "C6" and c6["original"]["baseline"] == r["c6_shuffled_rate"]
     assert [name for name, _ in c6["robustness"]] == ["threshold up", "threshold down", "null", "unit"]
-    # on 60 sentences the probes identify most last-layer tokens, far above what position alone gives
-    assert lo > 0 and c6["verdict"] == (HOLDS if c6["ci95"][0] >= C6_HOLDS else PARTLY)
+    # on 60 sentences (9 test sentences) the probes identify most last-layer tokens, far above what position
+    # alone gives; the verdict is the rule's bands read off the interval, which at this size may straddle one
+    assert lo > 0
+    low, high = c6["ci95"]
+    if low >= C6_HOLDS:
+        expected = HOLDS
+    elif high < C6_PARTLY:
+        expected = FAILS
+    elif low >= C6_PARTLY and high < C6_HOLDS:
+        expected = PARTLY
+    else:
+        expected = INCONCLUSIVE
+    assert c6["verdict"] == expected and (expected != INCONCLUSIVE or "would settle it" in c6["reason"])
     assert c7["estimate"] < 0 and c7["baseline"] == r["chance_sentence"]  # the identity map loses tokens with depth
     assert c7["estimate"] == pytest.approx(naive["cos"][L] - naive["cos"][1], abs=1e-3)
     lo, hi = c7["ci95"]

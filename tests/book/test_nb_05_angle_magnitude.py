@@ -2,6 +2,8 @@
 
 import pytest
 
+from identifiability.verdicts import C8_ANGLE_SLACK, HOLDS, INCONCLUSIVE
+
 
 @pytest.mark.notebooks
 def test_angle_magnitude_notebook(chapter_run):
@@ -45,8 +47,13 @@ def test_angle_magnitude_notebook(chapter_run):
     # the raw probe of seed 0 is the chapter's own linear cosine probe (the rates table is rounded)
     assert [name for name, _ in c8["robustness"]] == ["slack", "spread", "unit"]
     assert c8["original"]["rule"] != c8["rule"]
-    # direction alone loses less than two points, and what the norm adds stays below two points
-    assert c8["verdict"] == "holds" and c8["original"]["verdict"] == "holds"
+    # direction alone loses less than two points and what the norm adds stays below two points, already on 9
+    # test sentences; the norm-only probe's distance to chance may still straddle its 5 points at this size
+    angle, magnitude = c8["parts"]
+    assert angle["ci95"][0] > -C8_ANGLE_SLACK and magnitude["ci95"][1] < C8_ANGLE_SLACK
+    assert magnitude["verdict"] == HOLDS and angle["verdict"] in (HOLDS, INCONCLUSIVE)
+    assert c8["verdict"] == angle["verdict"] == c8["original"]["verdict"]
+    assert angle["verdict"] == HOLDS or "norm only minus chance" in angle["reason"]
     assert 0 < r["c8_unit_norm_rate_last"] <= 1
     assert 0 < r["chance"] < 0.15
     assert set(r["ablations"]) == set(r["ablation_labels"]) and len(r["ablation_labels"]) == 6

@@ -104,7 +104,7 @@ def test_c6_fails_against_the_position_only_lookup_when_only_position_survives()
     cr, _ = _c6(hs)
     v = cr.verdict_c6("rule", "original rule")
     assert cr.c6.position_rate > 3 * cr.c6.chance  # position alone identifies many tokens here
-    assert v.verdict == FAILS and "not above the position null" in v.reason
+    assert v.verdict == FAILS and "not above the position-only lookup" in v.reason
     assert cr.c6.over_shuffled.low > 0  # ... while it beats the shuffled-label probe
 
 

@@ -20,13 +20,14 @@ def norm_model_text(family: str, causal: bool, pre_ln: bool) -> str:
     if pre_ln:
         notes.append(
             "**Pre-LayerNorm model:** the residual stream is never renormalised between layers (only at the very "
-            "end), so hidden-state norms can grow with depth by orders of magnitude. The L2 rows and the norm "
-            "plots below are dominated by that growth; the unit-vector ablation removes it."
+            "end), so hidden-state norms can grow with depth; where they do, the L2 rows and the norm plots below "
+            "show that growth, and the unit-vector ablation removes it."
         )
     else:
         notes.append(
-            f"{family} is post-LayerNorm: every layer ends with a LayerNorm, so hidden-state norms are held near "
-            "the LayerNorm scale and only its learned gain and bias let them differ."
+            f"{family} is post-LayerNorm: every layer ends with a LayerNorm, which gives every $e_i^l$ the same norm "
+            "before its learned gain and bias; only these let the norms differ (the norm plots below show by how "
+            "much)."
         )
     return " ".join(notes)
 
@@ -85,7 +86,8 @@ def ablation_text(r: Ablations, c: CosineL2) -> str:
             "The length is close to useless for identity."
             if r.norm_only_best_max < 3 * c.chance
             else "The length is not useless — it tells the probe something (perhaps about position or word "
-            "frequency; see exercise 2) — but it is far from what the angle carries."
+            "frequency; see exercise 2): at that layer the direction alone identifies "
+            f"{r.unit_linear_cos_cos[r.norm_only_best_max_layer]:.1%}."
         )
         + f"\n* **Rescaling at test time** (factors in [1/{r.rescale_max:g}, {r.rescale_max:g}]). The identity map "
         f"with cosine lookup {naive_cos} (largest change {r.rescale_naive_cos_max_change:.1%}; a cosine ignores "

@@ -78,7 +78,8 @@ def judge_c6(
     others = [
         f"{name} {x:.3g}" for name, x in (("chance", chance), ("shuffled-label probe", shuffled_rate)) if x is not None
     ]
-    note = C6_NULLS[null] + (f" (beside it: {', '.join(others)})" if others and null == "position" else "")
+    note = C6_NULLS[null] + (f"; beside it: {', '.join(others)}" if others and null == "position" else "")
+    name = {"position": "position-only lookup", "shuffled": "shuffled-label probe"}[null]
     base = dict(
         claim="C6",
         estimate=last_rate.estimate,
@@ -93,10 +94,10 @@ def judge_c6(
     side = over_null.side(0.0)
     if side != "above":
         where = "lies below 0" if side == "below" else "contains 0"
-        why = f"not above the {null} null: the interval of the per-sentence difference {where}"
+        why = f"not above the {name}: the interval of the per-sentence difference {where}"
         return Verdict(verdict=FAILS, reason=why, **base)
     v, why = _bands(last_rate, holds, partly)
-    above = f"above the {null} null by {over_null.estimate:.3g} (interval {over_null.low:.3g} to {over_null.high:.3g})"
+    above = f"above the {name} by {over_null.estimate:.3g} (interval {over_null.low:.3g} to {over_null.high:.3g})"
     return Verdict(verdict=v, reason=f"{why}; {above}", **base)
 
 
@@ -225,7 +226,14 @@ def _c8_parts(
     angle = HOLDS if (va, vn) == (HOLDS, HOLDS) else FAILS if FAILS in (va, vn) else INCONCLUSIVE
     parts = [
         part_verdict(
-            "C8", "angle", unit_minus_raw, angle, f"direction only: {whya}; norm only: {whyn}", rule, -angle_slack
+            "C8",
+            "angle",
+            unit_minus_raw,
+            angle,
+            f"direction only minus raw {unit_minus_raw}: {whya}; norm only minus chance {norm_only_minus_chance}: "
+            f"{whyn}",
+            rule,
+            -angle_slack,
         )
     ]
     if norm_spread < min_spread or norm_adds is None:
