@@ -25,6 +25,7 @@ from identifiability.verdicts import (
     HOLDS,
     INCONCLUSIVE,
     NOT_RUN,
+    NOT_TESTABLE,
     PARTLY,
     Interval,
     c13_verdict,
@@ -191,11 +192,11 @@ def test_changes_in_the_first_layers_only_make_c14_fail(tmp_path):
     assert [p.verdict for p in task.parts] == [FAILS, FAILS]
 
 
-def test_no_change_where_early_layers_are_at_ceiling_is_flagged_in_c14s_reason(tmp_path):
+def test_no_change_where_early_layers_are_at_ceiling_makes_c14_not_testable(tmp_path):
     """The real data's shape: every model identifies every token at layers 1-3 (rate 1, no spread) and the
-    fine-tunes change nothing. The rule as written then says C14 holds (|d_L| - |d_1| = |d_L| > 0 in every
-    draw, and the largest |d_l| is where the rates vary); the reason must say that d_L's own interval contains
-    0 and that no layer changed measurably."""
+    fine-tunes change nothing. Version 2 of the rule held C14 there (|d_L| - |d_1| = |d_L| > 0 in every draw,
+    and the largest |d_l| is where the rates vary); version 3 asks for a change first: not testable. The same
+    models with the last two layers moved are testable, and C14 holds."""
     rng = np.random.default_rng(9)
     n = 60
     base = _base(rng, n)
@@ -209,11 +210,24 @@ def test_no_change_where_early_layers_are_at_ceiling_is_flagged_in_c14s_reason(t
     cmp = _compare(tmp_path, rates(), [rates() for _ in range(3)])
     v14 = judge_c14(cmp.fine_tuning.tasks, None, RULE["C14"])
     assert cmp.fine_tuning.tasks["lee-pairs"].last.low < 0 < cmp.fine_tuning.tasks["lee-pairs"].last.high
-    assert v14.verdict == HOLDS  # what the rule says here: see the reason
-    assert "contains 0, so the gap can come from the spread of |d_L| alone" in v14.reason
-    assert "d_1 has no spread" in v14.reason and "no layer's d_l interval excludes 0" in v14.reason
+    assert v14.verdict == NOT_TESTABLE and "no measurable change" in v14.reason, v14.reason
     moved = _compare(tmp_path / "late", rates(), [rates() - np.array([0, 0, 0, 0, 0.1, 0.2]) for _ in range(3)])
-    assert "contains 0" not in judge_c14(moved.fine_tuning.tasks, None, RULE["C14"]).reason
+    assert judge_c14(moved.fine_tuning.tasks, None, RULE["C14"]).verdict == HOLDS
+
+
+def test_a_change_that_misses_the_last_layer_fails_last_beats_first(tmp_path):
+    """A measurable change at layer 5 of 6 only: "last beats first" fails (d_L's interval contains 0 while
+    layer 5 changed) and "peak late" holds, so C14 partly holds."""
+    rng = np.random.default_rng(11)
+    n = 60
+    base = _base(rng, n)
+    shape = np.array([0, 0, 0, 0, -0.2, 0])
+    fts = [_rates(rng, n, base=base, shift=shape, seed_sd=0.01) for _ in range(3)]
+    cmp = _compare(tmp_path, _rates(rng, n, base=base), fts)
+    v14 = judge_c14(cmp.fine_tuning.tasks, None, RULE["C14"])
+    task = v14.parts[0]
+    assert [p.verdict for p in task.parts] == [FAILS, HOLDS], task.reason
+    assert "contains 0 while layer(s) 5 changed" in task.parts[0].reason and v14.verdict == PARTLY
 
 
 def test_a_peak_late_whose_last_layer_changes_less_than_the_first_partly_holds(tmp_path):

@@ -21,6 +21,7 @@ from .core import (
     HOLDS,
     INCONCLUSIVE,
     NOT_RUN,
+    NOT_TESTABLE,
     PARTLY,
     Interval,
     Verdict,
@@ -269,34 +270,28 @@ def _peak_hint(p: Paired, share: float, fail: float) -> str:
     return "; the largest change sits near the middle layer, so more units would not settle it soon"
 
 
-def _contains_0(d: Interval) -> bool:
-    return d.has_interval and d.low <= 0 <= d.high
-
-
-def _noise_note_gap(p: Paired, v1: str) -> str:
-    """The rule compares |d_L| with |d_1|; |mean| is above 0 whenever the draws are, so where d_L's own interval
-    contains 0 a gap above 0 can be the noise of |d_L| alone (e.g. every model identifies every token at layer 1,
-    so d_1 has no spread). Said in the reason; the verdict stays the rule's."""
-    if v1 != HOLDS or not _contains_0(p.last):
-        return ""
-    still = " (d_1 has no spread: both models score the same on every sentence at layer 1)"
-    return (
-        f"; but d_L's own interval ({p.last.low:.3g} to {p.last.high:.3g}) contains 0, so the gap can come from "
-        "the spread of |d_L| alone" + (still if p.layers[0].low == p.layers[0].high else "")
-    )
-
-
-def _noise_note_peak(p: Paired, v2: str) -> str:
-    """'Peak late' read where no layer changed measurably locates the noise, not a change: said in the reason."""
-    if v2 != HOLDS or not all(_contains_0(d) or d.low == d.high == 0 for d in p.layers):
-        return ""
-    return "; but no layer's d_l interval excludes 0, so the largest |d_l| falls where the rates vary most"
+def _changed(d: Interval) -> bool:
+    """d_l measurably non-zero: its 95% interval excludes 0."""
+    return d.has_interval and (d.low > 0 or d.high < 0)
 
 
 def _c14_task(name: str, p: Paired, rule: str, share: float, fail: float, min_seeds: int) -> Verdict:
     L = len(p.layers)
+    gap = (p.gap.low, p.gap.high)
+    few = _too_few_seeds(p, min_seeds)
+    if not few and not any(_changed(d) for d in p.layers):
+        why = (
+            "no measurable change: no layer's d_l interval excludes 0 "
+            f"(d_1 {p.layers[0]}; d_{L} {p.last}), so there is no change to locate"
+        )
+        return Verdict(f"C14.{name}", NOT_TESTABLE, p.gap.estimate, gap, None, "", rule, why)
     v1, why1 = interval_verdict(p.gap, 0.0, "above")
     why1 = f"|d_L| - |d_1|: {why1}"
+    if v1 != FAILS and not _changed(p.last):
+        moved = [str(i + 1) for i, d in enumerate(p.layers) if _changed(d)]
+        v1 = FAILS
+        where = f"({p.last.low:.3g} to {p.last.high:.3g})"
+        why1 = f"d_{L}'s interval {where} contains 0 while layer(s) {', '.join(moved)} changed"
     if p.peak_late >= share:
         v2 = HOLDS
     elif p.peak_late < fail:
@@ -306,13 +301,10 @@ def _c14_task(name: str, p: Paired, rule: str, share: float, fail: float, min_se
     why2 = f"{p.peak_late:.0%} of draws have their largest |d_l| in layers {L // 2 + 1}-{L} (holds from {share:.0%})"
     if v2 == INCONCLUSIVE:
         why2 += _peak_hint(p, share, fail)
-    why1, why2 = why1 + _noise_note_gap(p, v1), why2 + _noise_note_peak(p, v2)
-    gap = (p.gap.low, p.gap.high)
     parts = [
         Verdict(f"C14.{name}.last beats first", v1, p.gap.estimate, gap, None, "", rule, why1, threshold=0.0),
         Verdict(f"C14.{name}.peak late", v2, p.peak_late, None, None, "", rule, why2, threshold=share),
     ]
-    few = _too_few_seeds(p, min_seeds)
     if few:
         v = INCONCLUSIVE
     elif v1 == HOLDS and v2 == HOLDS:
@@ -324,7 +316,7 @@ def _c14_task(name: str, p: Paired, rule: str, share: float, fail: float, min_se
     else:
         v = INCONCLUSIVE
     reason = (f"{few}; " if few else "") + f"last beats first: {v1} ({why1}); peak late: {v2} ({why2})"
-    return Verdict(f"C14.{name}", v, p.gap.estimate, (p.gap.low, p.gap.high), None, "", rule, reason, tuple(parts))
+    return Verdict(f"C14.{name}", v, p.gap.estimate, gap, None, "", rule, reason, tuple(parts))
 
 
 def judge_c14(
@@ -336,18 +328,21 @@ def judge_c14(
     peak_fail: float = C14_PEAK_FAIL,
     min_seeds: int = 3,
 ) -> Verdict:
-    """C14 (amended), per fine-tuned task from the same draws: "last beats first" (the interval of
-    |d_L| - |d_1| above 0) and "peak late" (at least ``peak_share`` of draws have their largest |d_l| in
-    l > L/2; fails below ``peak_fail``). A task holds if both parts hold, fails if both fail, partly holds if
-    one holds and the other fails, else is inconclusive; C14 holds if every task holds, fails if one fails,
-    else is inconclusive if one is, else partly holds. ``control``: the random-initialisation model's."""
+    """C14 (amended, version 3), per fine-tuned task from the same draws. A task where no layer's d_l interval
+    excludes 0 is not testable (no change to locate). "Last beats first": d_L's interval excludes 0 and the
+    interval of |d_L| - |d_1| lies above 0 (fails below 0, or where d_L did not change while another layer
+    did); "peak late": at least ``peak_share`` of draws have their largest |d_l| in l > L/2 (fails below
+    ``peak_fail``). A task holds if both parts hold, fails if both fail, partly holds if one holds and the
+    other fails, else is inconclusive; over the testable tasks C14 holds if every task holds, fails if one
+    fails, else is inconclusive if one is, else partly holds. ``control``: the random-initialisation model's."""
     if not tasks:
         return _not_run("C14", rule)
     parts = [_c14_task(name, p, rule, peak_share, peak_fail, min_seeds) for name, p in tasks.items()]
     first = parts[0]
+    testable = [p.verdict for p in parts if p.verdict != NOT_TESTABLE]
     return Verdict(
         "C14",
-        _overall([p.verdict for p in parts]),
+        _overall(testable) if testable else NOT_TESTABLE,
         first.estimate,
         first.ci95,
         None if control is None else control.gap.estimate,
