@@ -92,14 +92,23 @@ def _finetune_parsers(sub) -> None:
     from .finetune import Settings
     from .tasks import TASKS
 
-    f = sub.add_parser("finetune", help="fine-tune the embedded model on a task (resumable; see README)")
+    f = sub.add_parser("finetune", help="fine-tune a model (the embedded one by default) on a task (resumable; see README)")
     f.add_argument("--task", required=True, help=f"{' | '.join(TASKS)}")
     f.add_argument("--epochs", type=int, default=Settings.epochs, help=f"default {Settings.epochs}")
     f.add_argument("--seed", type=int, default=0, help="default 0")
-    f.add_argument("--base", default=DEFAULT_MODEL, help="model to start from: the embedded one or a local folder")
+    f.add_argument(
+        "--base",
+        default=DEFAULT_MODEL,
+        help="model to start from: the embedded one (default), a local folder or a Hugging Face id such as "
+        "bert-base-uncased (needs the network or a filled cache)",
+    )
     f.add_argument("--out", type=Path, help="model folder (default: data/models/<base>-<task>-seed<seed>)")
     r = sub.add_parser("init-random", help="the same architecture with freshly initialised weights")
-    r.add_argument("--like", default=DEFAULT_MODEL, help="model whose architecture to copy (default: embedded)")
+    r.add_argument(
+        "--like",
+        default=DEFAULT_MODEL,
+        help="model whose architecture to copy: the embedded one (default), a folder or a Hugging Face id",
+    )
     r.add_argument("--seed", type=int, default=0, help="default 0")
     r.add_argument("--out", type=Path, help="model folder (default: data/models/<like>-random-seed<seed>)")
 

@@ -40,8 +40,7 @@ C14_PEAK_FAIL = 0.5  # ... and fails below this share
 C14_PEAK_SHARE_ALT = 0.9  # robustness: the share "peak late" needs
 
 RUN_IT = "run `make compare` (fine-tunes, the random-initialisation control and their chapter runs)"
-# The amended rules bootstrap over "at least 3 fine-tune seeds" per task: the judges' ``min_seeds`` (a count the
-# rule states, not a threshold of the claims table's constants column).
+FT_MIN_SEEDS = 3  # the amended rules bootstrap over at least this many fine-tune seeds per task
 
 
 @dataclass(frozen=True)
@@ -185,7 +184,7 @@ def judge_c13(
     *,
     band: float = C13_BAND,
     power: float = C13_POWER,
-    min_seeds: int = 3,
+    min_seeds: int = FT_MIN_SEEDS,
 ) -> Verdict:
     """C13 (amended): per fine-tuned task, the 95% interval of the paired last-layer difference d_L lies
     inside ±``band``; fails if it lies outside for any task; inconclusive otherwise, naming the test
@@ -326,7 +325,7 @@ def judge_c14(
     *,
     peak_share: float = C14_PEAK_SHARE,
     peak_fail: float = C14_PEAK_FAIL,
-    min_seeds: int = 3,
+    min_seeds: int = FT_MIN_SEEDS,
 ) -> Verdict:
     """C14 (amended, version 3), per fine-tuned task from the same draws. A task where no layer's d_l interval
     excludes 0 is not testable (no change to locate). "Last beats first": d_L's interval excludes 0 and the
