@@ -290,7 +290,8 @@ def _sentences(n: int) -> list[str]:
     return [" ".join(rng.choice(words, rng.integers(6, 12))) + "." for _ in range(n)]
 
 
-EPOCHS = 1  # probes that start at least squares need no more on a tiny model
+EPOCHS = 3  # enough for probes of different seeds to end apart (one epoch from least squares: identical)
+MIX = 10  # the tiny model's linear weights times this: its layers mix tokens, so probes miss some
 
 
 def _per_sentence_rates(lm, texts, probe_seeds) -> np.ndarray:
@@ -309,17 +310,28 @@ def _per_sentence_rates(lm, texts, probe_seeds) -> np.ndarray:
     return np.transpose(np.array(out), (0, 2, 1))
 
 
+def _mixing_model():
+    """A tiny random 4-layer BERT with its encoder's linear weights scaled by ``MIX``: at the default
+    initialisation the residual stream carries every token through and probes identify all of them, which
+    leaves a comparison of the model with itself nothing to vary."""
+    lm = random_model("bert", seed=0, num_hidden_layers=4)
+    with torch.no_grad():
+        for m in lm.model.encoder.modules():
+            if isinstance(m, torch.nn.Linear):
+                m.weight.mul_(MIX)
+    return lm
+
+
 @pytest.fixture(scope="module")
 def tiny_rates():
-    """Per-sentence rates of a tiny random 4-layer BERT: the reference with probe seeds 0-2; three
-    "fine-tunes" that are the same model, each with probe seeds of its own; and a copy whose last layer
-    outputs one vector for every token (its output LayerNorm's gain set to 0): identity lost at the last layer
-    only, by construction."""
+    """Per-sentence rates of a tiny random 4-layer BERT whose layers mix (:func:`_mixing_model`): the reference
+    with probe seeds 0-2; three "fine-tunes" that are the same model, each with probe seeds of its own; and a
+    copy whose last layer outputs one vector for every token (its output LayerNorm's gain set to 0): identity
+    lost at the last layer only, by construction."""
     texts = _sentences(200)
-    lm = random_model("bert", seed=0, num_hidden_layers=4)
+    lm, broken = (_mixing_model() for _ in range(2))  # the same weights, each a copy of its own
     ref = _per_sentence_rates(lm, texts, (0, 1, 2))
     same = [_per_sentence_rates(lm, texts, (3 * f, 3 * f + 1, 3 * f + 2)) for f in (1, 2, 3)]
-    broken = random_model("bert", seed=0, num_hidden_layers=4)  # the same weights, a copy of its own
     with torch.no_grad():
         broken.model.encoder.layer[-1].output.LayerNorm.weight.zero_()
     return ref, same, _per_sentence_rates(broken, texts, (0, 1, 2))
@@ -329,8 +341,8 @@ def test_tiny_model_against_itself_is_close(tmp_path, tiny_rates):
     """The same model with probes of other seeds: the true difference is 0, and C13 holds on the real probe
     pieces."""
     ref, same, _ = tiny_rates
-    # probes that start at least squares identify every token of this tiny model (rate 1 everywhere), so
-    # this control now checks the pairing and the judge on a difference that is exactly 0
+    # not degenerate: the probes miss tokens in the upper layers, and other probe seeds miss other ones
+    assert ref[..., -1].mean() < 0.9 and not np.array_equal(ref, same[0])
     cmp = _compare(tmp_path, ref, same)
     v13 = judge_c13(cmp.fine_tuning.tasks, None, RULE["C13"])
     assert v13.verdict == HOLDS, v13.reason
@@ -340,7 +352,7 @@ def test_tiny_model_whose_last_layer_forgets_tokens(tmp_path, tiny_rates):
     """A last layer that maps every token to one vector: identity at layer L drops to chance, layers below
     are untouched, so C13 fails and C14 holds."""
     ref, _, broken = tiny_rates
-    assert ref[:, :, -1].mean() > 0.5 > broken[:, :, -1].mean()
+    assert ref[:, :, -1].mean() > 2 * broken[:, :, -1].mean()  # about chance (1 / 9 tokens) once forgotten
     assert np.array_equal(ref[..., :-1], broken[..., :-1])  # the same probes on the same layers below
     cmp = _compare(tmp_path, ref, [broken, broken, broken])
     v13, v14 = _verdicts(cmp)
