@@ -92,7 +92,9 @@ def _finetune_parsers(sub) -> None:
     from .finetune import Settings
     from .tasks import TASKS
 
-    f = sub.add_parser("finetune", help="fine-tune a model (the embedded one by default) on a task (resumable; see README)")
+    f = sub.add_parser(
+        "finetune", help="fine-tune a model (the embedded one by default) on a task (resumable; see README)"
+    )
     f.add_argument("--task", required=True, help=f"{' | '.join(TASKS)}")
     f.add_argument("--epochs", type=int, default=Settings.epochs, help=f"default {Settings.epochs}")
     f.add_argument("--seed", type=int, default=0, help="default 0")

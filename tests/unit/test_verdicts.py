@@ -140,4 +140,10 @@ def test_the_verdict_chart_has_one_panel_per_interval_with_its_threshold():
 
 def test_an_interval_prints_for_people():
     assert str(Interval(0.28712, 0.27, 0.3049, n=16)) == "0.287 (95% interval 0.27 to 0.305, 16 units)"
-    assert str(Interval(0.5, float("nan"), float("nan"), n=1)) == "0.5 (no interval: 1 unit(s))"
+    assert str(Interval(0.5, float("nan"), float("nan"), n=1)) == "0.5 (no interval: 1 unit)"
+    named = Interval(0.28712, 0.27, 0.3049, n=16, unit="test sentences")
+    assert str(named) == "0.287 (95% interval 0.27 to 0.305, 16 test sentences)"
+    assert (
+        "about 90 test sentences instead of 40"
+        in interval_verdict(Interval(0.88, 0.85, 0.91, n=40, unit="test sentences"), 0.9, "above")[1]
+    )

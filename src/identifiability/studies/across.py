@@ -21,8 +21,9 @@ SCALES = (2, 4, 8, 16, 32, 64)  # unit multiples at which an inconclusive "peak 
 def _interval(estimate: float, draws: np.ndarray, n: int) -> Interval:
     alpha = (1 - LEVEL) / 2
     if n < 2:
-        return Interval(float(estimate), np.nan, np.nan, n)
-    return Interval(float(estimate), float(np.quantile(draws, alpha)), float(np.quantile(draws, 1 - alpha)), n)
+        return Interval(float(estimate), np.nan, np.nan, n, "test sentences")
+    low, high = float(np.quantile(draws, alpha)), float(np.quantile(draws, 1 - alpha))
+    return Interval(float(estimate), low, high, n, "test sentences")
 
 
 def _late_share(draws: np.ndarray) -> float:

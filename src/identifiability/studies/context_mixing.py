@@ -265,9 +265,10 @@ def _per_token_layers(table: pd.DataFrame, column: str) -> pd.DataFrame:
     return table.pivot_table(index=["sentence", "position"], columns="layer", values=column)
 
 
-def _paired(a, b, seed: int) -> Interval:
-    """The mean of ``a - b`` over paired units (sentences or tokens), with its interval over those units."""
-    return Interval(*paired_ci(a, b, seed=seed), n=int(np.isfinite(np.asarray(a, float) - np.asarray(b, float)).sum()))
+def _paired(a, b, seed: int, unit: str = "sentences") -> Interval:
+    """The mean of ``a - b`` over paired units (``unit``: sentences or tokens), with its interval over them."""
+    n = int(np.isfinite(np.asarray(a, float) - np.asarray(b, float)).sum())
+    return Interval(*paired_ci(a, b, seed=seed), n=n, unit=unit)
 
 
 @dataclass(frozen=True)
@@ -297,8 +298,8 @@ def own_share(corpus: CorpusHTA, seed: int) -> OwnShare:
     by_token = _per_token_layers(table, "own")  # (hidden tokens, L)
     L = int(table.layer.max())
 
-    def steps(t: pd.DataFrame) -> tuple[Interval, ...]:
-        return tuple(_paired(t[layer + 1], t[layer], seed) for layer in range(1, L))
+    def steps(t: pd.DataFrame, unit: str = "sentences") -> tuple[Interval, ...]:
+        return tuple(_paired(t[layer + 1], t[layer], seed, unit) for layer in range(1, L))
 
     return OwnShare(
         own_median_first=float(med[0]),
@@ -310,8 +311,8 @@ def own_share(corpus: CorpusHTA, seed: int) -> OwnShare:
         evidence=C9Evidence(
             steps=steps(by_sentence),
             last_minus_first=_paired(by_sentence[L], by_sentence[1], seed),
-            steps_by_tokens=steps(by_token),
-            last_minus_first_by_tokens=_paired(by_token[L], by_token[1], seed),
+            steps_by_tokens=steps(by_token, "hidden tokens"),
+            last_minus_first_by_tokens=_paired(by_token[L], by_token[1], seed, "hidden tokens"),
             uniform=float((1 / table.n_tokens).mean()),
         ),
     )
@@ -325,7 +326,8 @@ def _share_on_top(last: pd.DataFrame, seed: int) -> tuple[Interval, float]:
     """The share of ``last``'s hidden tokens whose top contributor is their own token, pooled, with its
     interval over sentences; and 1/d_s averaged over those tokens (the chance of it)."""
     groups = [g.top_is_self.to_numpy(dtype=float) for _, g in last.groupby("sentence")]
-    return Interval(*grouped_ci(groups, np.mean, seed=seed), n=len(groups)), float((1 / last.n_tokens).mean())
+    share = Interval(*grouped_ci(groups, np.mean, seed=seed), n=len(groups), unit="sentences")
+    return share, float((1 / last.n_tokens).mean())
 
 
 @dataclass(frozen=True)
@@ -404,11 +406,11 @@ def _c11_intervals(
     if w.empty:  # no hidden token has an input token beyond ``far``
         empty = Interval(math.nan, math.nan, math.nan, 0)
         return tuple(empty for _ in range(L)), empty
-    unit = ["sentence", "position"] if by_tokens else ["sentence"]
+    unit, name = (["sentence", "position"], "hidden tokens") if by_tokens else (["sentence"], "sentences")
     per = w.groupby([*unit, "layer"])[["near", "far"]].mean()
     near_t, far_t = per.near.unstack("layer"), per.far.unstack("layer")  # (units, L)
-    steps = tuple(_paired(near_t[layer], far_t[layer], seed) for layer in range(1, L + 1))
-    return steps, _paired(far_t[L], far_t[1], seed)
+    steps = tuple(_paired(near_t[layer], far_t[layer], seed, name) for layer in range(1, L + 1))
+    return steps, _paired(far_t[L], far_t[1], seed, name)
 
 
 def context_locality(corpus: CorpusHTA, max_offset: int, seed: int) -> Locality:
@@ -469,12 +471,12 @@ def segment_crossing(corpus: CorpusHTA) -> SegmentCrossing:
     return SegmentCrossing(cross_segment=table.round(5).to_dict(orient="list") if len(table) else None, table=table)
 
 
-def _against_zero(values: Sequence[float], seed: int) -> Interval | None:
+def _against_zero(values: Sequence[float], seed: int, unit: str = "sentences") -> Interval | None:
     """The mean of per-unit differences with its interval (NaN bounds from one unit: too few to resample);
     None with no unit at all."""
     if not len(values):
         return None
-    return _paired(values, np.zeros(len(values)), seed)
+    return _paired(values, np.zeros(len(values)), seed, unit)
 
 
 @dataclass(frozen=True)
@@ -512,7 +514,7 @@ def special_tokens(lm: LoadedModel, corpus: CorpusHTA, seed: int, max_offset: in
         sources=src,
         names=names,
         special_minus_words=_against_zero(gaps, seed),
-        special_minus_words_by_tokens=_against_zero(token_gaps, seed),
+        special_minus_words_by_tokens=_against_zero(token_gaps, seed, "special tokens"),
     )
 
 
@@ -529,7 +531,7 @@ def _content_minus_function_by_tokens(words: pd.DataFrame, seed: int) -> Interva
         return float(v[c, 0].mean() - v[~c, 0].mean()) if 0 < c.sum() < len(v) else math.nan
 
     est, lo, hi = grouped_ci(rows, gap, seed=seed)
-    return Interval(est, lo, hi, n=len(rows))
+    return Interval(est, lo, hi, n=len(rows), unit="tokens")
 
 
 @dataclass(frozen=True)

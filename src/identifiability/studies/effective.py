@@ -97,15 +97,15 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
     return float(np.corrcoef(rx, ry)[0, 1])
 
 
-def unit_interval(n: int, statistic: Callable[[np.ndarray], float], seed: int = 0) -> Interval:
+def unit_interval(n: int, statistic: Callable[[np.ndarray], float], seed: int = 0, unit: str = "inputs") -> Interval:
     """A statistic of ``n`` units and its bootstrap interval, resampling the units: ``statistic`` takes an
     (n,) array of unit indices (drawn with replacement) and returns the statistic of those units, so
-    statistics of several paired arrays (a rank correlation) resample their units together."""
+    statistics of several paired arrays (a rank correlation) resample their units together; ``unit`` names them."""
     if n == 0:
-        return Interval(math.nan, math.nan, math.nan, n=0)
+        return Interval(math.nan, math.nan, math.nan, n=0, unit=unit)
     est = float(statistic(np.arange(n)))
     low, high = bootstrap_ci(np.arange(n), lambda idx: statistic(idx.astype(int)), seed)
-    return Interval(est, low, high, n=n)
+    return Interval(est, low, high, n=n, unit=unit)
 
 
 def c4_evidence(table: pd.DataFrame, d_v: int, seed: int = 0) -> C4Evidence:
@@ -136,16 +136,19 @@ def c4_evidence(table: pd.DataFrame, d_v: int, seed: int = 0) -> C4Evidence:
         trend=unit_interval(len(med), lambda i: spearman(ds[up][i], med[i]), seed),
         beyond=unit_interval(len(d_rnd), lambda i: float(np.median(d_rnd[i], axis=1).mean()), seed),
         beyond_random_weights=unit_interval(len(d_rw), lambda i: float(np.median(d_rw[i], axis=1).mean()), seed),
-        trend_by_heads=unit_interval(n_heads, trend_of_heads, seed),
-        beyond_by_heads=unit_interval(n_heads, lambda h: float(np.median(d_rnd[:, h], axis=1).mean()), seed),
+        trend_by_heads=unit_interval(n_heads, trend_of_heads, seed, "heads"),
+        beyond_by_heads=unit_interval(n_heads, lambda h: float(np.median(d_rnd[:, h], axis=1).mean()), seed, "heads"),
         random_trend=spearman(ds[up], np.median(rnd[up], axis=1)) if up.any() else None,
         identical_below_dv=bool((below.pearson > IDENTICAL).all()),
         median_longest=Interval(
             *grouped_ci([g.pearson.to_numpy() for _, g in at_long.groupby("text")], np.median, seed=seed),
             n=int(at_long.text.nunique()),
+            unit="inputs",
         ),
         paired_longest=Interval(
-            *paired_ci(paired_long.to_numpy(), np.zeros(len(paired_long)), seed=seed), n=len(paired_long)
+            *paired_ci(paired_long.to_numpy(), np.zeros(len(paired_long)), seed=seed),
+            n=len(paired_long),
+            unit="inputs",
         ),  # fmt: skip
         random_median_longest=float(at_long.pearson_random.median()),
     )
@@ -307,12 +310,12 @@ def c5_category(per_head: pd.DataFrame, category: str, token: str, seed: int = 0
         token=token,
         separator=category in (END_SEPARATOR, MIDDLE_SEPARATOR),
         peak=float(np.median(raw.sum(1) / (raw.shape[1] * keys))),  # per row: sum / (heads * d_s); share k / d_s
-        ratio=unit_interval(len(model), lambda i: float(model[i].mean()), seed),
-        vs_random=unit_interval(len(model), lambda i: float((model - random)[i].mean()), seed),
+        ratio=unit_interval(len(model), lambda i: float(model[i].mean()), seed, inputs),
+        vs_random=unit_interval(len(model), lambda i: float((model - random)[i].mean()), seed, inputs),
         random=float(random.mean()),
-        ratio_by_heads=unit_interval(len(every_head), lambda h: float(ratios(every_input, h)[0].mean()), seed),
+        ratio_by_heads=unit_interval(len(every_head), lambda h: float(ratios(every_input, h)[0].mean()), seed, "heads"),
         vs_random_by_heads=unit_interval(
-            len(every_head), lambda h: float(np.subtract(*ratios(every_input, h)).mean()), seed
+            len(every_head), lambda h: float(np.subtract(*ratios(every_input, h)).mean()), seed, "heads"
         ),
         inputs=inputs,
     )
@@ -338,8 +341,8 @@ def _ratio_intervals(
     vs_random = (g.effective / g.raw - g.random / g.raw).to_numpy()
     zeros = np.zeros(len(rel))
     return (
-        Interval(*paired_ci(rel, zeros, seed=seed), n=len(rel)),
-        Interval(*paired_ci(vs_random, zeros, seed=seed), n=len(rel)),
+        Interval(*paired_ci(rel, zeros, seed=seed), n=len(rel), unit="sentences"),
+        Interval(*paired_ci(vs_random, zeros, seed=seed), n=len(rel), unit="sentences"),
         float((g.random / g.raw).mean()),
     )
 

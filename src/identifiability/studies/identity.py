@@ -307,8 +307,8 @@ def _seed_training(runs: Sequence[ident.TrainedProbes], seeds: Sequence[int]) ->
 
 def seeds_interval(values: np.ndarray, levels: int, seed: int) -> Interval:
     """Mean of ``values`` (*seeds, sentences) with an interval resampling ``levels`` seed axes and the
-    sentences (:func:`identifiability.stats.hierarchical_ci`)."""
-    return Interval(*hierarchical_ci(values, levels, seed=seed), n=values.shape[levels])
+    test sentences (:func:`identifiability.stats.hierarchical_ci`); ``n`` counts the test sentences."""
+    return Interval(*hierarchical_ci(values, levels, seed=seed), n=values.shape[levels], unit="test sentences")
 
 
 def identity_claims(
@@ -353,7 +353,7 @@ def identity_claims(
         position_rate=float(position.mean()),
         shuffled_rate=float(shuffled_rates.mean()),
         chance=float((1 / sizes).mean()),
-        original_rate=Interval(*grouped_ci(per_token, np.mean, seed=seed), n=len(per_token)),
+        original_rate=Interval(*grouped_ci(per_token, np.mean, seed=seed), n=len(per_token), unit="test sentences"),
     )
     naive_first = ident.correct_by_sentence(probes.probes["naive"], test, 1, "cos", "cos")
     naive_last = ident.correct_by_sentence(probes.probes["naive"], test, L, "cos", "cos")
@@ -386,9 +386,11 @@ def identity_claims(
         c6_unseen_types_ci95=list(unseen_rate[1:]),
         c6_unseen_tokens=int(unseen.sum()),
         c6=c6,
-        naive_drop=Interval(*grouped_ci(drops, np.mean, seed=seed), n=len(drops)),
-        naive_drop_by_token=Interval(float(all_drops.mean()), *bootstrap_ci(all_drops, seed=seed), n=len(all_drops)),
-        unseen=Interval(*unseen_rate, n=len(unseen_groups)),
+        naive_drop=Interval(*grouped_ci(drops, np.mean, seed=seed), n=len(drops), unit="test sentences"),
+        naive_drop_by_token=Interval(
+            float(all_drops.mean()), *bootstrap_ci(all_drops, seed=seed), n=len(all_drops), unit="test tokens"
+        ),
+        unseen=Interval(*unseen_rate, n=len(unseen_groups), unit="test sentences"),
         rates=rates,
         position=position,
     )

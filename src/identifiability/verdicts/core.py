@@ -27,13 +27,19 @@ class Interval:
     low: float
     high: float
     n: int = 0  # units (sentences, inputs) the interval resamples; 0 when exact
+    unit: str = "units"  # what they are, plural ("test sentences", "heads"): the page and the reasons name it
 
     def __str__(self) -> str:
         """How a page prints it: three significant digits, the interval and its units."""
         if not self.has_interval:
-            return f"{self.estimate:.3g} (no interval: {self.n} unit(s))"
-        units = f", {self.n} units" if self.n else ""
+            return f"{self.estimate:.3g} (no interval: {self.count})"
+        units = f", {self.count}" if self.n else ""
         return f"{self.estimate:.3g} (95% interval {self.low:.3g} to {self.high:.3g}{units})"
+
+    @property
+    def count(self) -> str:
+        """'16 test sentences', '1 test sentence'."""
+        return f"{self.n} {self.unit[:-1] if self.n == 1 and self.unit.endswith('s') else self.unit}"
 
     @classmethod
     def exact(cls, value: float) -> Interval:
@@ -122,7 +128,7 @@ def interval_verdict(x: Interval, threshold: float, holds_if: str) -> tuple[str,
     other side, INCONCLUSIVE when it contains it (with the number of units that would settle it) or when there
     is no interval."""
     if not x.has_interval:
-        return INCONCLUSIVE, f"no interval: {x.n or 'fewer than two'} unit(s) measured, too few to resample"
+        return INCONCLUSIVE, f"no interval: {x.n or 'fewer than two'} {x.unit} measured, too few to resample"
     side = x.side(threshold)
     if side == holds_if:
         return HOLDS, f"the interval lies {side} {threshold:g}"
@@ -130,9 +136,9 @@ def interval_verdict(x: Interval, threshold: float, holds_if: str) -> tuple[str,
         return FAILS, f"the interval lies {side} {threshold:g}"
     more = units_to_settle(x.n, (x.low, x.high), x.estimate, threshold) if x.n else None
     if more:
-        hint = f"; about {more} units instead of {x.n} would settle it"
+        hint = f"; about {more} {x.unit} instead of {x.n} would settle it"
     elif x.n:
-        hint = "; the estimate sits on it, so more units would not settle it"
+        hint = f"; the estimate sits on it, so more {x.unit} would not settle it"
     else:
         hint = ""
     return INCONCLUSIVE, f"the interval contains {threshold:g}{hint}"

@@ -215,7 +215,7 @@ def difference(a: Interval, b: Interval) -> Interval:
     independent runs; conservative for runs on the same test sentences, whose errors correlate positively)."""
     half = math.hypot((a.high - a.low) / 2, (b.high - b.low) / 2)
     d = a.estimate - b.estimate
-    return Interval(d, d - half, d + half, min(a.n, b.n))
+    return Interval(d, d - half, d + half, min(a.n, b.n), a.unit)
 
 
 def judge_c13_original(
@@ -359,7 +359,7 @@ def _c14_model(name: str, layers: list[Interval], rule: str) -> Verdict:
     first, last = layers[0], layers[-1]
     gap_est = abs(last.estimate) - abs(first.estimate)
     half = math.hypot((last.high - last.low) / 2, (first.high - first.low) / 2)
-    gap = Interval(gap_est, gap_est - half, gap_est + half, min(last.n, first.n))
+    gap = Interval(gap_est, gap_est - half, gap_est + half, min(last.n, first.n), last.unit)
     if not gap.has_interval:
         v1, why1 = INCONCLUSIVE, "no interval of |d_L| - |d_1|: a run has too few units to resample"
     elif gap.low > 0:
