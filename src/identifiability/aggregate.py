@@ -158,9 +158,17 @@ def read_table(path: Path | None = None) -> pd.DataFrame:
 
 def seed_spread(df: pd.DataFrame) -> pd.DataFrame:
     """Per model × corpus × chapter × parameters × quantity: the spread of the estimate over seeds (mean,
-    sd, min, max, number of seeds) next to the chapter's own 95% interval (its mean bounds over seeds) and
-    the verdicts the seeds gave (e.g. ``holds ×3``)."""
+    sd, min, max, number of seeds) next to the chapter's own 95% interval (its mean bounds over seeds), the
+    verdicts the seeds gave (e.g. ``holds ×3``) and where its runs come from (``sources``: ``book``,
+    ``sweep``, or ``book, sweep`` where a book build and a sweep ran the same parameters on a seed, counted
+    once). A book build and a sweep on other parameters are separate rows, told apart by ``sources``."""
     keys = ["model_key", "corpus", "chapter", "params_key", "kind", "quantity", "index"]
+    sources = (
+        df.groupby(keys, dropna=False)["source"]
+        .agg(lambda s: ", ".join(sorted(set(s.dropna()))))
+        .rename("sources")
+        .reset_index()
+    )
     d = df.drop_duplicates(subset=[*keys, "seed"], keep="last")  # a book build and a sweep of the same run
 
     def verdicts(s: pd.Series) -> str:
@@ -178,4 +186,4 @@ def seed_spread(df: pd.DataFrame) -> pd.DataFrame:
         own_high=("high", "mean"),
         verdicts=("verdict", verdicts),
     ).reset_index()
-    return out
+    return out.merge(sources, on=keys, how="left")

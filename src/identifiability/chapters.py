@@ -5,8 +5,10 @@ Every chapter is one entry of :data:`CHAPTERS`, in the book's order (``_toc.yml`
 - its source, ``notebooks/<stem>.md`` (jupytext MyST);
 - its parameters, declared with their defaults in the source's cell tagged ``parameters``
   (:func:`declared_parameters`, read by :func:`identifiability.executed.cell_parameters`, the one reader of
-  that cell); a given value is converted to its default's type or refused with one line
-  (:class:`Parameter`, :func:`coerce_parameters`);
+  that cell); a given value is converted to its default's type, then checked against what the parameter
+  allows (:data:`ALLOWED`: counts at least 1, seeds at least 0, a device this machine has, the choices of a
+  choice parameter, length expressions that parse), or refused with one line (:class:`Parameter`,
+  :func:`coerce_parameters`);
 - the checks its parameters must pass against the model's config and the text before anything runs
   (``checks``, applied by :func:`identifiability.preflight.check`);
 - how it runs: :func:`run_notebook` executes the source with papermill and cleans the executed notebook;
@@ -21,14 +23,14 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import paths
+from . import paths, stops
 from .errors import UserError
 from .executed import PARAMETERS, cell_parameters, clean_executed
-from .preflight import ChapterRules, at_least, check, layer_head, window
+from .preflight import ChapterRules, ModelInfo, at_least, check, layer_head, window
 
 
 class ParameterError(UserError, ValueError):
@@ -40,16 +42,130 @@ class ChapterFailed(RuntimeError):
 
 
 @dataclass(frozen=True)
+class Allowed:
+    """The values a parameter allows beyond its type: at least ``minimum`` (``why`` says what needs it), one
+    of ``choices``, or what ``test`` accepts (it returns the problem, a few words, or None). Checked for every
+    given value before anything runs; a value left unset (None) is not checked."""
+
+    minimum: float | None = None
+    why: str = ""
+    choices: tuple = ()
+    test: Callable[[object], str | None] | None = None
+
+    def problem(self, value) -> str | None:
+        if value is None:
+            return None
+        if self.minimum is not None and value < self.minimum:
+            return f"must be at least {self.minimum:g} ({self.why})"
+        if self.choices and value not in self.choices:
+            return f"must be one of {', '.join(map(str, self.choices))}"
+        return self.test(value) if self.test else None
+
+
+def _device(value: str) -> str | None:
+    """Why ``value`` is not a torch device this machine has, or None."""
+    import torch
+
+    try:
+        dev = torch.device(value)
+    except (RuntimeError, ValueError):
+        return "is not a device: use cpu, cuda, cuda:N or mps"
+    if dev.type == "cuda" and not (torch.cuda.is_available() and (dev.index or 0) < torch.cuda.device_count()):
+        have = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        return f"is not available here: torch sees {have} CUDA devices"
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        return "is not available here: torch sees no MPS device"
+    if dev.type not in ("cpu", "cuda", "mps"):
+        return "is not a device the chapters run on: use cpu, cuda, cuda:N or mps"
+    return None
+
+
+def _lengths(value: str) -> str | None:
+    """Why ``value`` is not a list of lengths for chapter 2 (integers or [k]dv[+-n]), or None."""
+    from .nullspace.common import parse_lengths
+
+    try:
+        return None if parse_lengths(value, d_v=64) else "gives no length"
+    except ValueError as e:
+        return f"is not a list of lengths: {str(e).splitlines()[0]}"
+
+
+def _text(value: str) -> str | None:
+    return None if value.strip() else "is empty"
+
+
+_COUNT = "a count"
+# What each parameter allows beyond its type: one table for the whole book, since a name means the same
+# thing in every chapter that declares it (a test checks that every number a chapter declares has an entry).
+# Checks that need the model or the text are the chapters' ``checks``.
+ALLOWED: dict[str, Allowed] = {
+    **{
+        name: Allowed(1, _COUNT)
+        for name in (
+            "n_sentences",
+            "example_min_tokens",
+            "example_max_tokens",
+            "lp_rounds",
+            "search_steps",
+            "fig1_max_length",
+            "fig1_n_lengths",
+            "fig1_repeats",
+            "fig1_long_repeats",
+            "viewer_sentences",
+            "viewer_max_tokens",
+            "epochs",
+            "patience",
+            "batch_size",
+            "mlp_hidden",
+            "second_n_sentences",
+            "hist_bins",
+            "n_second",
+            "n_exact",
+            "n_per_quarter",
+            "probes",
+            "n_explorer",
+            "max_offset",
+        )
+    },
+    "max_tokens": Allowed(1, "tokens, special ones included"),
+    "min_tokens": Allowed(1, "tokens, special ones included"),
+    "exact_max_tokens": Allowed(1, "tokens, special ones included"),
+    "n_pairs": Allowed(2, "sentence pairs for C5's middle separator (an interval)"),
+    "seed": Allowed(0, "a random seed"),
+    "example_index": Allowed(0, "an index into the sampled sentences"),
+    "head": Allowed(0, "heads are numbered from 0"),
+    "rescale_max": Allowed(1, "factors are drawn in [1/rescale_max, rescale_max]"),
+    "device": Allowed(test=_device),
+    "precision": Allowed(choices=("float32", "float64")),
+    "hta_mode": Allowed(choices=("estimate", "exact")),
+    "lengths": Allowed(test=_lengths),
+    "example_length": Allowed(test=_lengths),
+    "search_lengths": Allowed(test=_lengths),
+    "jacobian_max_length": Allowed(test=_lengths),
+    "sentence": Allowed(test=_text),
+}
+
+
+@dataclass(frozen=True)
 class Parameter:
     """A parameter a chapter declares, with its default (from the parameters cell). A given value is
-    converted to the default's type (:meth:`coerce`); per-parameter types, ranges and allowed values belong
-    here as they are added."""
+    converted to the default's type, then checked against what it allows (:meth:`coerce`, :data:`ALLOWED`)."""
 
     name: str
     default: object
     kind: type | None = None  # the type of a parameter whose default is None ("not set"); else the default's
+    allowed: Allowed = Allowed()
 
     def coerce(self, value, chapter: str):
+        """``value`` as the parameter's type and within what it allows; ParameterError with one line (and an
+        example) otherwise."""
+        value = self._convert(value, chapter)
+        problem = self.allowed.problem(value)
+        if problem:
+            raise ParameterError(f"{chapter}: {self.name}={value!r} {problem}; pass e.g. -p {self.name}={self.default}")
+        return value
+
+    def _convert(self, value, chapter: str):
         """``value`` as the parameter's type; ParameterError with one line (and an example) otherwise. A default
         of None takes any value, unless the contract gives its type; then "none" or "" leaves it not set."""
         default = self.default
@@ -105,13 +221,27 @@ class ChapterSpec:
 
 _SPECIAL_TOKEN = "a token besides the special ones"
 # Chapters 4 and 5 sample the same sentences for their probes: min_tokens..max_tokens, each with a word.
-_PROBE_CHECKS = ChapterRules(
-    (
-        at_least("max_tokens", lambda p, m: int(p.get("min_tokens", 3)), "at least min_tokens"),
-        at_least("min_tokens", lambda p, m: 3, _SPECIAL_TOKEN),
-    ),
-    (window("min_tokens", "max_tokens"),),
+_PROBE_RULES = (
+    at_least("max_tokens", lambda p, m: int(p.get("min_tokens", 3)), "at least min_tokens"),
+    at_least("min_tokens", lambda p, m: 3, _SPECIAL_TOKEN),
 )
+_EXACT_MIN_TOKENS = 6  # chapter 6's short exact sentences: 6..exact_max_tokens tokens (its ``short``)
+
+
+def _joined_lengths(p: dict, m: ModelInfo, lengths: list[int]) -> str | None:
+    """Chapter 2 cuts texts of exact lengths (its example, its searched lengths, d_v + 4) from consecutive
+    sentences of the corpus: the whole text must hold the longest of them."""
+    from .nullspace.common import parse_lengths
+
+    cap = min(int(p["max_tokens"]), m.max_positions)
+    need = max(parse_lengths(f"{p['search_lengths']},{p['example_length']},dv+4", m.d_v, cap))
+    if sum(lengths) < need:
+        return (
+            f"the corpus has {sum(lengths)} tokens in all, fewer than the {need} of the longest text this chapter "
+            "joins from consecutive sentences; use a longer text, or shorter -p search_lengths=… / -p example_length=…"
+        )
+    return None
+
 
 CHAPTERS: dict[str, ChapterSpec] = {
     c.stem: c
@@ -133,6 +263,8 @@ CHAPTERS: dict[str, ChapterSpec] = {
             "02_nonidentifiability",
             ChapterRules(
                 (at_least("max_tokens", lambda p, m: m.d_v + 2, "inputs just past the threshold d_v + 1"), layer_head),
+                (window(lambda p, m: 3, "max_tokens"),),
+                (_joined_lengths,),
             ),
             study="nonidentifiability",
             optional={"layer": int},
@@ -171,13 +303,17 @@ CHAPTERS: dict[str, ChapterSpec] = {
         ),
         ChapterSpec(
             "04_token_identity",
-            _PROBE_CHECKS,
+            ChapterRules(
+                _PROBE_RULES,
+                (window("min_tokens", "max_tokens"), window("min_tokens", "max_tokens", corpus="second_corpus")),
+                corpora=("second_corpus",),
+            ),
             study="identity",
             quick={"n_sentences": 60, "second_n_sentences": 40, "epochs": 3},
         ),
         ChapterSpec(
             "05_angle_magnitude",
-            _PROBE_CHECKS,
+            ChapterRules(_PROBE_RULES, (window("min_tokens", "max_tokens"),)),
             study="geometry",
             quick={"n_sentences": 60, "epochs": 3},
         ),
@@ -186,10 +322,15 @@ CHAPTERS: dict[str, ChapterSpec] = {
             ChapterRules(
                 (
                     at_least("max_tokens", lambda p, m: 3, _SPECIAL_TOKEN),
-                    at_least("exact_max_tokens", lambda p, m: 3, _SPECIAL_TOKEN),
+                    at_least("exact_max_tokens", lambda p, m: _EXACT_MIN_TOKENS, "its short exact sentences"),
                     at_least("n_per_quarter", lambda p, m: 1, "C10's sample of typical lengths"),
                 ),
-                (window(lambda p, m: 3, "max_tokens"), window(lambda p, m: 3, "exact_max_tokens")),
+                (
+                    window(lambda p, m: 3, "max_tokens"),
+                    window(lambda p, m: _EXACT_MIN_TOKENS, "exact_max_tokens"),
+                    window(lambda p, m: 3, "max_tokens", corpus="second_corpus"),
+                ),
+                corpora=("second_corpus",),
             ),
             study="context_mixing",
             expected_seconds=430.0,
@@ -212,7 +353,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
             swept=False,
             study="explore",
         ),
-        ChapterSpec("08_across_models", swept=False, study="across"),
+        ChapterSpec("08_across_models", ChapterRules(corpora=("judge_corpus",)), swept=False, study="across"),
     )
 }
 
@@ -256,7 +397,10 @@ def declared_parameters(source: Path) -> dict:
 def parameters(source: Path) -> dict[str, Parameter]:
     """Each parameter ``source`` declares, as a :class:`Parameter`."""
     optional = spec_of(source).optional
-    return {name: Parameter(name, d, optional.get(name)) for name, d in declared_parameters(source).items()}
+    return {
+        name: Parameter(name, d, optional.get(name), ALLOWED.get(name, Allowed()))
+        for name, d in declared_parameters(source).items()
+    }
 
 
 def _unknown(name: str, declared: Iterable[str], where: str) -> ParameterError:
@@ -320,16 +464,20 @@ def run_notebook(source: Path, out_dir: Path, parameters: dict, progress: bool =
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"{source.stem}.ipynb"
     nb = jupytext.read(source)
-    try:
-        papermill.execute_notebook(
-            nb,
-            str(target),
-            parameters=params,
-            kernel_name="python3",
-            progress_bar=progress,
-            cwd=str(paths.source_root()),
-        )
-    except papermill.PapermillExecutionError as e:
-        last = (str(e.evalue).strip().splitlines() or [""])[-1]
-        raise ChapterFailed(f"{source.stem} stopped: {e.ename}: {last} (full traceback in {target})") from None
-    return clean_executed(target)
+    # a hidden file until the chapter ends; Ctrl-C or a dead kernel leave the previous notebook (identifiability.stops)
+    with stops.executing(source, target, params) as partial:
+        try:
+            papermill.execute_notebook(
+                nb,
+                str(partial),
+                parameters=params,
+                kernel_name="python3",
+                progress_bar=progress,
+                cwd=str(paths.source_root()),
+                **stops.KERNEL_OPTIONS,
+            )
+        except papermill.PapermillExecutionError as e:
+            last = (str(e.evalue).strip().splitlines() or [""])[-1]
+            raise ChapterFailed(f"{source.stem} stopped: {e.ename}: {last} (full traceback in {target})") from None
+        clean_executed(partial)
+    return target

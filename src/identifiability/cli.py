@@ -7,7 +7,8 @@
 
 Notebook sources are jupytext MyST files in ``notebooks/``; executed ``.ipynb`` files and HTML are build
 output under ``_build/``. The book for the embedded default model goes to ``_build/html``; any other model
-or corpus goes to ``_build/<model>/<corpus>/html`` so runs never overwrite each other.
+or corpus goes to ``_build/<model>/<corpus>/html`` (``run``: ``.../run``) so runs never overwrite each other.
+Every option and chapter parameter is checked before anything runs; a bad one is one line, exit 2.
 """
 
 from __future__ import annotations
@@ -16,8 +17,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import paths
-from .chapters import ChapterFailed, ParameterError, check_parameters, preflight, run_notebook
+from . import keys, paths
+from .chapters import (
+    CHAPTERS,
+    ChapterFailed,
+    ParameterError,
+    check_parameters,
+    declared_parameters,
+    preflight,
+    run_notebook,
+)
 from .errors import UserError, one_line
 from .paths import DEFAULT_MODEL
 
@@ -60,7 +69,12 @@ def _chapter_parsers(sub) -> None:
             s.add_argument("--branch", default="main", help="branch the launch buttons open (default: main)")
         else:
             s.add_argument("notebooks", nargs="+", type=Path)
-            s.add_argument("--out", type=Path, help="folder for the executed notebooks (default: _build/run)")
+            s.add_argument(
+                "--out",
+                type=Path,
+                help="folder for the executed notebooks (default: _build/run for the default model and corpus, "
+                "else _build/<model>/<corpus>/run)",
+            )
 
 
 def _sweep_parsers(sub) -> None:
@@ -123,6 +137,33 @@ def _compare_parser(sub) -> None:
     c.add_argument("--atol", type=float, default=0.0, help="absolute tolerance for numbers (default 0)")
 
 
+# The least value of each numeric option (by its argparse name); checked before anything runs, so that 0
+# is a value (never "not given") and a value below its least is one line.
+_LEAST = {"n": 1, "seed": 0, "max_tokens": 1, "group": 1, "workers": 1, "epochs": 1, "rtol": 0, "atol": 0}
+
+
+def check_options(a: argparse.Namespace) -> None:
+    """ParameterError (one line) for a numeric option below its least value (:data:`_LEAST`)."""
+    for name, least in _LEAST.items():
+        value = getattr(a, name, None)
+        if value is not None and value < least:
+            flag = "--" + name.replace("_", "-")
+            raise ParameterError(f"{flag} must be at least {least}, got {value}; e.g. {flag} {least}")
+
+
+def _hta_preflight(a: argparse.Namespace) -> None:
+    """The model, the corpus and the sentence window of ``hta``, checked as chapter 6's (seconds, no weights)."""
+    from .preflight import ChapterRules, at_least, check, window
+
+    default = declared_parameters(CHAPTERS["06_context_mixing"].source)["max_tokens"]
+    params = {"max_tokens": default if a.max_tokens is None else a.max_tokens}
+    rules = ChapterRules(
+        (at_least("max_tokens", lambda p, m: 3, "a token besides the special ones"),),
+        (window(lambda p, m: 3, "max_tokens", hint="--max-tokens …"),),
+    )
+    check({"hta": (rules, params)}, a.model, a.corpus)
+
+
 def _chapters_main(a) -> int:
     params = parse_params(a.param)
     if a.cmd == "book":
@@ -134,15 +175,18 @@ def _chapters_main(a) -> int:
     base = {"model": a.model, "corpus": a.corpus, **params}
     check_parameters(a.notebooks, base)
     preflight(a.notebooks, base)
+    out = a.out or keys.build_dir(a.model, a.corpus) / "run"  # per model and corpus: another run never overwrites it
     for nb in a.notebooks:
-        print(run_notebook(nb, a.out or paths.build_root() / "run", base, strict=False))
+        print(run_notebook(nb, out, base, strict=False))
     return 0
 
 
 def _sweep_main(a) -> int:
     from . import sweep
 
+    check_options(a)
     if a.cmd == "hta":
+        _hta_preflight(a)
         out = sweep.hta_job(a.model, a.corpus, a.n, a.seed, a.max_tokens, a.group, a.scheduler, a.workers)
         print(
             f"exact HTA: {out['sentences']} sentences, {out['cached_before']} cached before, "
@@ -153,6 +197,8 @@ def _sweep_main(a) -> int:
         seeds = [int(x) for x in a.seeds]
     except ValueError:
         raise ParameterError(f"--seeds must be whole numbers, e.g. --seeds 0,1,2; got {','.join(a.seeds)}") from None
+    if min(seeds, default=0) < 0:
+        raise ParameterError(f"--seeds must be at least 0, got {','.join(a.seeds)}; e.g. --seeds 0,1,2")
     report = sweep.sweep(a.models, a.corpora, seeds, a.chapters, parse_params(a.param), a.scheduler, a.workers)
     print(report.summary())
     return 1 if report.failed else 0
@@ -161,6 +207,7 @@ def _sweep_main(a) -> int:
 def _finetune_main(a) -> int:
     from .finetune import Settings, finetune, init_random
 
+    check_options(a)
     if a.cmd == "finetune":
         prov = finetune(a.task, a.out, a.base, Settings(epochs=a.epochs, seed=a.seed))
         r = prov["held_out"]
@@ -180,6 +227,7 @@ def _finetune_main(a) -> int:
 def _compare_main(a) -> int:
     from .compare import compare_folders
 
+    check_options(a)
     try:
         result = compare_folders(a.old, a.new, rtol=a.rtol, atol=a.atol)
     except FileNotFoundError as e:

@@ -13,7 +13,8 @@
 A sentence pair is one string, the two sentences joined by :data:`PAIR_SEP` (``" ||| "``), so that it
 flows through every function that takes sentences; :func:`encode` (which ``trace.tokenize`` uses)
 tokenises it as a pair: the family's own pair template (two [SEP] for some families) and segment ids
-(``token_type_ids``). A line ``first ||| second`` of a text file is a pair too.
+(``token_type_ids``). A line ``first ||| second`` of a text file is a pair too; a line with ``|||`` that is
+not exactly two non-empty halves is refused with its line number.
 """
 
 from __future__ import annotations
@@ -228,7 +229,7 @@ def load_corpus(name: str = "lee") -> Corpus:
         return _load_glue(name)
     path = Path(name).expanduser()
     if path.is_file():
-        sents = [s.strip() for s in read_text_file(path).splitlines() if s.strip()]
+        sents = [_line(s, path, i) for i, s in enumerate(read_text_file(path).splitlines(), 1) if s.strip()]
         if not sents:
             raise CorpusError(f"text file {path} has no sentences: put one sentence per line")
         return Corpus(path.stem, sents, None, list(range(len(sents))))
@@ -236,6 +237,21 @@ def load_corpus(name: str = "lee") -> Corpus:
         f"unknown corpus {name!r}: use one of {', '.join(EMBEDDED)}, 'glue/<task>' (needs network or cache), "
         "or the path of a text file with one sentence per line"
     )
+
+
+def _line(line: str, path: Path, number: int) -> str:
+    """One line of a text file as a sentence, or as a pair string when it holds ``|||``: exactly two non-empty
+    halves (spaces around ``|||`` optional); CorpusError naming the line otherwise, rather than a sentence
+    with a literal ``|||`` in it."""
+    if "|||" not in line:
+        return line.strip()
+    parts = [part.strip() for part in line.split("|||")]
+    if len(parts) != 2 or not all(parts):
+        raise CorpusError(
+            f"{path}, line {number}: {line.strip()[:60]!r} is not a pair: write 'first sentence ||| second "
+            "sentence' (one '|||', text on both sides), or a single sentence without '|||'"
+        )
+    return join_pair(*parts)
 
 
 def read_text_file(path: Path) -> str:
@@ -256,7 +272,9 @@ def drop_unusable(corpus: Corpus, tokenizer) -> tuple[Corpus, int]:
     """The corpus without lines that tokenise to nothing but special or unknown tokens (emoji, control
     characters, another script), and how many were dropped. Labels and article indices stay aligned."""
     special = set(tokenizer.all_special_ids)
-    ids = encode(tokenizer, corpus.sentences, add_special_tokens=False)["input_ids"] if len(corpus) else []
+    ids = (
+        encode(tokenizer, corpus.sentences, add_special_tokens=False, verbose=False)["input_ids"] if len(corpus) else []
+    )
     keep = [i for i, row in enumerate(ids) if any(t not in special for t in row)]
     if len(keep) == len(corpus):
         return corpus, 0

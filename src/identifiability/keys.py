@@ -5,8 +5,9 @@ and the folders filed under them.
   it (:func:`resolve`); its *content key* is the SHA-256 over those files (:mod:`identifiability.fingerprint`)
   and its *model key* the folder name its results are filed under (:func:`model_key`): a local folder's name
   plus the first 10 hex digits of its content key, so two folders of one name never share results.
-- A corpus is filed under its name (a text file: its stem, :func:`corpus_key`); a run's identity adds a text
-  file's content (:func:`corpus_identity`), so an edited file makes new runs.
+- A corpus is filed under its name; a text file under its stem plus a digest of its content
+  (:func:`corpus_key`, from :func:`corpus_identity`), so two files of one name never share results and an
+  edited file makes new runs.
 """
 
 from __future__ import annotations
@@ -103,16 +104,21 @@ def tensor_key(model) -> str:
 
 
 def corpus_key(name: str) -> str:
-    """The folder name a corpus's results are filed under (a text file: its stem)."""
+    """The folder name a corpus's results and book are filed under: a named corpus its name; a text file its
+    stem plus the first 10 hex digits of its content's SHA-256 (:func:`corpus_identity`), so ``a/sents.txt``
+    and ``b/sents.txt`` never share a folder and an edited file gets a new one."""
     path = Path(name).expanduser()
-    return paths.safe_key(path.stem if path.is_file() else name.replace("/", "_"))
+    if path.is_file():
+        stem, digest = corpus_identity(name).split(":")
+        return f"{stem}-{digest[:10]}"
+    return paths.safe_key(name.replace("/", "_"))
 
 
 def corpus_identity(corpus: str) -> str:
-    """A corpus's name, plus the SHA-256 of a text file's content (an edited file makes new runs)."""
+    """A corpus's name; a text file's stem plus the SHA-256 of its content (an edited file makes new runs)."""
     path = Path(corpus).expanduser()
     if path.is_file():
-        return f"{corpus_key(corpus)}:{hashlib.sha256(path.read_bytes()).hexdigest()[:16]}"
+        return f"{paths.safe_key(path.stem)}:{hashlib.sha256(path.read_bytes()).hexdigest()[:16]}"
     return corpus
 
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .adapters import adapter_for
-from .corpora import Corpus, drop_unusable, load_corpus, token_lengths
-from .errors import UserError
+from .corpora import CorpusError, drop_unusable, load_corpus, token_lengths
+from .errors import UserError, one_line
 from .fingerprint import ModelNotAvailable
 from .keys import resolve
 
@@ -90,51 +90,110 @@ def layer_head(p: dict, m: ModelInfo) -> str | None:
     return None
 
 
-# A window sees the chapter's parameters and the model; it returns (min, max tokens, the parameters that set it).
-Window = Callable[[dict, ModelInfo], tuple[int, int, str]]
+@dataclass(frozen=True)
+class Window:
+    """A sentence-length window a chapter samples sentences in: ``lo`` names a parameter or computes a
+    minimum from the model, ``hi`` names a parameter (clipped to the model's positions); ``corpus`` names the
+    parameter of another corpus sampled in the same window (None: the run's corpus); ``hint`` says how to
+    widen it (default: ``-p lo=… / -p hi=…``)."""
+
+    lo: str | Callable[[dict, ModelInfo], int]
+    hi: str
+    corpus: str | None = None
+    hint: str | None = None
+
+    def bounds(self, p: dict, m: ModelInfo) -> tuple[int, int, str]:
+        """(min, max tokens, how to widen the window)."""
+        low = int(p[self.lo]) if isinstance(self.lo, str) else self.lo(p, m)
+        names = f"-p {self.lo}=… / -p {self.hi}=…" if isinstance(self.lo, str) else f"-p {self.hi}=…"
+        return low, min(int(p[self.hi]), m.max_positions), self.hint or names
 
 
-def window(lo: str | Callable[[dict, ModelInfo], int], hi: str) -> Window:
-    """A sentence-length window of a chapter: (min, max, the parameters that set it). ``lo`` names a
-    parameter, or computes a fixed minimum from the model."""
+def window(
+    lo: str | Callable[[dict, ModelInfo], int], hi: str, corpus: str | None = None, hint: str | None = None
+) -> Window:
+    """A sentence-length window of a chapter (see :class:`Window`)."""
+    return Window(lo, hi, corpus, hint)
 
-    def bounds(p: dict, m: ModelInfo) -> tuple[int, int, str]:
-        low = int(p[lo]) if isinstance(lo, str) else lo(p, m)
-        names = f"-p {lo}=… / -p {hi}=…" if isinstance(lo, str) else f"-p {hi}=…"
-        return low, min(int(p[hi]), m.max_positions), names
 
-    return bounds
+# A text rule sees the parameters, the model and the token counts of the run's corpus (special tokens
+# included, lines of only special or unknown tokens left out); it returns an error (one line) or None.
+TextRule = Callable[[dict, ModelInfo, list[int]], "str | None"]
 
 
 @dataclass(frozen=True)
 class ChapterRules:
-    """What one chapter's parameters must satisfy: rules, and sentence-length windows the corpus must have
-    sentences in."""
+    """What one chapter's parameters must satisfy: rules, sentence-length windows the corpus (or another
+    corpus the chapter names) must have sentences in, rules on the whole text, and the parameters that name
+    further corpora (each must load)."""
 
     rules: tuple[Rule, ...] = ()
     windows: tuple[Window, ...] = ()
+    text: tuple[TextRule, ...] = ()
+    corpora: tuple[str, ...] = ()
+
+
+@dataclass
+class _Texts:
+    """Corpora read once per check: name -> (token counts, lines left out)."""
+
+    tokenizer: object
+    loaded: dict[str, tuple[list[int], int]]
+
+    def lengths(self, name: str, stem: str, param: str | None) -> list[int]:
+        """Token counts of corpus ``name`` (named by parameter ``param`` of chapter ``stem``; None: the run's
+        corpus); PreflightError when no line is left once lines of only special or unknown tokens are out."""
+        if name not in self.loaded:
+            try:
+                text, dropped = drop_unusable(load_corpus(name), self.tokenizer)
+            except CorpusError as e:
+                if param is None:
+                    raise
+                raise PreflightError(f"{stem}: {param}={name!r}: {one_line(e)}") from None
+            self.loaded[name] = (token_lengths(text.sentences, self.tokenizer), dropped)
+        lengths, dropped = self.loaded[name]
+        if not lengths:
+            raise PreflightError(
+                f"{stem}: corpus {Path(name).name!r}: {dropped} lines are only special or unknown tokens: "
+                "check the tokenizer or the text"
+            )
+        return lengths
+
+    def dropped(self, name: str) -> str:
+        n = self.loaded[name][1]
+        return f"; {n} lines of only special or unknown tokens left out" if n else ""
 
 
 def check(chapters: dict[str, tuple[ChapterRules, dict]], model: str | None, corpus: str) -> None:
     """Check each chapter's parameters against the model's config and the corpus: ``{chapter stem: (its rules,
-    its parameters with defaults filled in)}``. Raises PreflightError, ModelNotAvailable,
-    UnsupportedArchitecture or CorpusError with one line."""
+    its parameters with defaults filled in)}``. The corpus is read (and tokenised) once, whichever chapters
+    run. Raises PreflightError, ModelNotAvailable, UnsupportedArchitecture or CorpusError with one line."""
     info = model_info(model)
-    text: Corpus | None = None
-    lengths: list[int] = []
+    texts = _Texts(info.tokenizer, {})
     for stem, (rules, params) in chapters.items():
         for rule in rules.rules:
             err = rule(params, info)
             if err:
                 raise PreflightError(f"{stem}: {err}")
-        for bounds in rules.windows:
-            if text is None:
-                text, _ = drop_unusable(load_corpus(corpus), info.tokenizer)
-                lengths = token_lengths(text.sentences, info.tokenizer)
-            lo, hi, names = bounds(params, info)
-            if not any(lo <= n <= hi for n in lengths):
+        lengths = texts.lengths(corpus, stem, None)
+        for name in rules.corpora:
+            if params.get(name):
+                texts.lengths(str(params[name]), stem, name)
+        for w in rules.windows:
+            other = str(params.get(w.corpus) or "") if w.corpus else corpus
+            if not other:
+                continue  # that corpus is not used ("")
+            have = texts.lengths(other, stem, w.corpus)
+            lo, hi, names = w.bounds(params, info)
+            fix = f"widen the window with {names}"
+            if hi == info.max_positions and min(have) > hi:  # no window helps: the lines are too long to read
+                fix = f"put one sentence per line (the model reads at most {hi} tokens)"
+            if not any(lo <= n <= hi for n in have):
                 raise PreflightError(
-                    f"{stem}: no sentence of corpus {Path(corpus).name!r} has {lo} to {hi} tokens "
-                    f"(its sentences have {min(lengths, default=0)} to {max(lengths, default=0)}); widen the window "
-                    f"with {names}, or use another corpus"
+                    f"{stem}: no sentence of corpus {Path(other).name!r} has {lo} to {hi} tokens (its sentences "
+                    f"have {min(have)} to {max(have)}{texts.dropped(other)}); {fix}, or use another corpus"
                 )
+        for rule in rules.text:
+            err = rule(params, info, lengths)
+            if err:
+                raise PreflightError(f"{stem}: {err}")

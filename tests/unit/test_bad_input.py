@@ -1,6 +1,7 @@
 """Bad or unusual input, as a careful new user would try it: each case gets its exit code and one line that
-names the fix, stops before any chapter executes when the pre-flight step can tell, and never lets two
-different models share a cache entry or a results folder."""
+names the fix, stops before any chapter executes when the pre-flight step can tell, writes nothing and
+overwrites nothing, and never lets two different models or two texts share a cache entry or a results
+folder."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 import torch
 
 from identifiability import cli, keys, paths
+from identifiability.chapters import ALLOWED, CHAPTERS, Allowed, coerce_parameters, declared_parameters
 from identifiability.fileio import write_json
 from identifiability.fingerprint import ModelNotAvailable
 from identifiability.models import load_model, random_model
@@ -136,7 +138,13 @@ CASES = {
     "emoji-only text": (
         lambda t, m: _text(t, "😀😀\n\u200d\u200d\n🎉\n".encode()),
         2,
-        r"no sentence of corpus 'text.txt' has 8 to 24 tokens .*widen the window with -p example_min_tokens",
+        r"corpus 'text.txt': 3 lines are only special or unknown tokens: check the tokenizer or the text$",
+    ),
+    "sentences too short for the window": (
+        lambda t, m: _text(t, "😀😀\nA line.\n".encode()),
+        2,
+        r"no sentence of corpus 'text.txt' has 8 to 24 tokens \(its sentences have 5 to 5; 1 lines of only special "
+        r"or unknown tokens left out\); widen the window with -p example_min_tokens",
     ),
     "typo in a parameter": (lambda t, m: ["-p", "n_sentnces=5"], 2, r"did you mean 'n_sentences'"),
     "wrong type": (lambda t, m: ["-p", "n_sentences=many"], 2, r"must be int"),
@@ -235,3 +243,317 @@ def test_load_model_names_the_damaged_file(tmp_path, tiny_models):
     (folder / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{bad json")
     with pytest.raises(ModelNotAvailable, match="model.safetensors is not a valid safetensors file"):
         load_model(str(folder))
+
+
+# --------------------------------------------------------------------------------------------------
+# every parameter checked before anything runs, and nothing written when a check fails
+# --------------------------------------------------------------------------------------------------
+
+
+def _files(*roots: Path) -> dict[Path, bytes]:
+    """Every file under ``roots`` with its bytes: equal before and after means nothing was written."""
+    return {f: f.read_bytes() for root in roots if root.exists() for f in sorted(root.rglob("*")) if f.is_file()}
+
+
+@pytest.fixture
+def earlier_results(data_folder, tiny_models) -> Path:
+    """A results folder as an earlier run of chapters 1 and 2 on the tiny model and ``lee`` leaves it."""
+    folder = keys.results_dir(str(tiny_models[2]), "lee")
+    for stem in ("01_model_and_data", "02_nonidentifiability"):
+        write_json(folder / f"{stem}.json", {"chapter": stem, "results": {"from": "the earlier run"}})
+    return folder
+
+
+def _fails_writing_nothing(args: list[str], message: str, capsys, *watched: Path, code: int = 2) -> str:
+    """``identifiability ARGS`` exits ``code`` with one line matching ``message`` and changes no file under
+    ``watched`` (nor adds one)."""
+    before = _files(*watched)
+    assert cli.main(args) == code
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err, err
+    assert re.search(message, err), err
+    assert _files(*watched) == before
+    return err
+
+
+# (chapter, parameter) for every number a chapter declares: each has its least value in the contract
+NUMBERS = [
+    (spec.stem, name, type(default))
+    for spec in CHAPTERS.values()
+    for name, default in declared_parameters(spec.source).items()
+    if isinstance(default, int | float) and not isinstance(default, bool)
+]
+
+
+def test_every_number_a_chapter_declares_has_its_least_value_in_the_contract():
+    assert len(NUMBERS) > 40
+    missing = [(stem, name) for stem, name, _ in NUMBERS if ALLOWED.get(name, Allowed()).minimum is None]
+    assert not missing, f"give these a minimum in chapters.ALLOWED: {missing}"
+    for spec in CHAPTERS.values():  # every default passes its own check
+        assert coerce_parameters(spec.source, declared_parameters(spec.source)) == declared_parameters(spec.source)
+
+
+@pytest.mark.parametrize("stem,name,kind", NUMBERS, ids=[f"{s[:2]}-{n}" for s, n, _ in NUMBERS])
+def test_a_number_below_its_least_value_stops_before_anything_runs(stem, name, kind, tmp_path, earlier_results, capsys):
+    least = ALLOWED[name].minimum
+    bad = kind(least) - 1
+    out = tmp_path / "executed"
+    _fails_writing_nothing(
+        ["run", str(NB / f"{stem}.md"), "--out", str(out), "-p", f"{name}={bad}"],
+        rf"^error: {stem}: {name}={bad} must be at least {least:g} \(.+\); pass e\.g\. -p {name}=",
+        capsys,
+        earlier_results.parent.parent,
+    )
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("value", ["0", "-3"])
+def test_n_sentences_below_1_leaves_the_earlier_results_as_they_were(
+    value, tmp_path, tiny_models, earlier_results, capsys
+):
+    for command in (
+        ["run", str(NB / "01_model_and_data.md"), "--out", str(tmp_path / "executed"), "--model", str(tiny_models[2])],
+        ["book", "--model", str(tiny_models[2]), "--only", "01"],
+        ["sweep", "--models", str(tiny_models[2]), "--chapters", "01", "--workers", "1"],
+    ):
+        _fails_writing_nothing(
+            [*command, "-p", f"n_sentences={value}"],
+            rf"n_sentences={value} must be at least 1 \(a count\)",
+            capsys,
+            earlier_results.parent.parent.parent,  # the whole data folder: results, caches, sweeps
+            tmp_path / "executed",
+            keys.build_dir(str(tiny_models[2]), "lee"),
+        )
+
+
+def _absent_cuda() -> str:
+    return f"cuda:{torch.cuda.device_count()}"  # one past the last device: absent on every machine
+
+
+@pytest.mark.parametrize(
+    "stem,params,message",
+    [
+        ("01_model_and_data", ["device=banana"], r"device='banana' is not a device: use cpu, cuda, cuda:N or mps"),
+        ("03_effective_attention", [f"device={_absent_cuda()}"], r"device='cuda:\d+' is not available here"),
+        ("03_effective_attention", ["precision=float16"], r"precision='float16' must be one of float32, float64"),
+        ("07_explore", ["hta_mode=fast"], r"hta_mode='fast' must be one of estimate, exact"),
+        ("07_explore", ["sentence= "], r"sentence=' ' is empty"),
+        ("02_nonidentifiability", ["lengths=abc"], r"lengths='abc' is not a list of lengths: length 'abc' is neither"),
+        ("02_nonidentifiability", ["search_lengths=dv+x"], r"search_lengths='dv\+x' is not a list of lengths"),
+        ("02_nonidentifiability", ["example_length=,"], r"example_length=',' gives no length"),
+        ("06_context_mixing", ["exact_max_tokens=5"], r"exact_max_tokens=5 is too small: .*at least 6"),
+        ("04_token_identity", ["second_corpus=nowhere"], r"second_corpus='nowhere': unknown corpus 'nowhere'"),
+        ("08_across_models", ["judge_corpus=glue"], r"judge_corpus='glue': unknown corpus"),
+        (
+            "06_context_mixing",
+            ["second_corpus=polarity", "max_tokens=4"],
+            r"no sentence of corpus 'polarity' has 3 to 4 tokens",
+        ),
+    ],
+)
+def test_choices_devices_and_length_expressions_are_checked_first(
+    stem, params, message, tmp_path, tiny_models, earlier_results, capsys
+):
+    out = tmp_path / "executed"
+    args = ["run", str(NB / f"{stem}.md"), "--out", str(out), "--model", str(tiny_models[2])]
+    for p in params:
+        args += ["-p", p]
+    if "max_tokens=4" in params:  # the run's own text has sentences of 3 or 4 tokens; the second corpus none
+        args += _text(tmp_path, b"Yes.\nA longer line of text here.\n")
+    _fails_writing_nothing(args, message, capsys, earlier_results.parent.parent)
+    assert not out.exists()
+
+
+def test_a_device_this_machine_has_passes():
+    assert ALLOWED["device"].problem("cpu") is None
+    assert ALLOWED["device"].problem(_absent_cuda())
+
+
+def test_chapter_2_on_one_long_paragraph_says_to_split_it(tmp_path, tiny_models, earlier_results, capsys):
+    from identifiability.corpora import load_corpus
+
+    paragraph = tmp_path / "paragraph.txt"
+    paragraph.write_text(" ".join(load_corpus("lee").sentences[:100]) + "\n", encoding="utf-8")
+    out = tmp_path / "executed"
+    args = ["run", str(NB / "02_nonidentifiability.md"), "--out", str(out), "--model", str(tiny_models[2])]
+    _fails_writing_nothing(
+        [*args, "--corpus", str(paragraph)],
+        r"02_nonidentifiability: no sentence of corpus 'paragraph.txt' has 3 to 128 tokens \(its sentences have "
+        r"2\d\d\d to 2\d\d\d\); put one sentence per line \(the model reads at most 128 tokens\)",
+        capsys,
+        earlier_results.parent.parent,
+    )
+    assert not out.exists()
+
+
+def test_chapter_2_needs_text_enough_for_its_longest_joined_text(tmp_path, tiny_models, capsys):
+    short = tmp_path / "short.txt"
+    short.write_text("A first line of text.\nAnd a second one.\n", encoding="utf-8")
+    out = tmp_path / "executed"
+    args = ["run", str(NB / "02_nonidentifiability.md"), "--out", str(out), "--model", str(tiny_models[2])]
+    _fails_writing_nothing(
+        [*args, "--corpus", str(short)],
+        r"the corpus has 15 tokens in all, fewer than the 128 of the longest text this chapter joins",
+        capsys,
+        tmp_path,
+    )
+
+
+def test_a_tokenizer_that_knows_no_word_is_named_before_chapter_2_runs(tmp_path, tiny_models, capsys):
+    import json
+
+    folder = _folder_without(tmp_path, tiny_models)
+    tok = json.loads((folder / "tokenizer.json").read_text())
+    vocab = tok["model"]["vocab"]
+    tok["model"]["vocab"] = {t: i for t, i in vocab.items() if t.startswith("[") and t.endswith("]")}
+    (folder / "tokenizer.json").write_text(json.dumps(tok))  # every word is now [UNK]
+    out = tmp_path / "executed"
+    _fails_writing_nothing(
+        ["run", str(NB / "02_nonidentifiability.md"), "--out", str(out), "--model", str(folder)],
+        r"02_nonidentifiability: corpus 'lee': \d+ lines are only special or unknown tokens: check the tokenizer "
+        r"or the text$",
+        capsys,
+        tmp_path,
+    )
+    assert not out.exists()
+
+
+# --------------------------------------------------------------------------------------------------
+# nothing overwrites anything else
+# --------------------------------------------------------------------------------------------------
+
+
+def test_two_text_files_of_one_name_get_their_own_results_and_book(tmp_path, tiny_models, data_folder):
+    from identifiability import notebook
+
+    a, b, same = tmp_path / "a" / "sents.txt", tmp_path / "b" / "sents.txt", tmp_path / "c" / "sents.txt"
+    for f, text in ((a, "The first file.\n"), (b, "Another file, other text.\n"), (same, "The first file.\n")):
+        f.parent.mkdir()
+        f.write_text(text, encoding="utf-8")
+    model = str(tiny_models[2])
+    assert keys.results_dir(model, str(a)) != keys.results_dir(model, str(b))
+    assert keys.build_dir(model, str(a)) != keys.build_dir(model, str(b))
+    assert keys.results_dir(model, str(a)) == keys.results_dir(model, str(same))  # the content decides
+    assert keys.corpus_key(str(a)).startswith("sents-") and keys.corpus_key("lee") == "lee"
+    saved = []
+    for f in (a, b):
+        ch = notebook.setup("01_model_and_data", model=model, corpus=str(f))
+        ch.record(corpus_sentences=1)
+        saved.append(ch.save())
+    assert saved[0] != saved[1] and all(p.is_file() for p in saved)
+    assert notebook.load_results(saved[0].parent, "01_model_and_data")["params"]["corpus"] == str(a)
+    a.write_text("The first file, edited.\n", encoding="utf-8")
+    assert keys.results_dir(model, str(a)) != saved[0].parent  # an edited file is new text
+
+
+def test_run_without_out_writes_per_model_and_corpus(tmp_path, tiny_models, monkeypatch):
+    monkeypatch.setattr(paths, "build_root", lambda: tmp_path / "_build")
+    folders = []
+    monkeypatch.setattr(cli, "run_notebook", lambda nb, out, params, strict: folders.append(out) or out / nb.name)
+    nb = str(NB / "01_model_and_data.md")
+    for model, corpus in ((tiny_models[2], "lee"), (tiny_models[0], "lee"), (tiny_models[2], "polarity")):
+        assert cli.main(["run", nb, "--model", str(model), "--corpus", corpus]) == 0
+    assert cli.main(["run", nb]) == 0
+    assert len(set(folders)) == 4 and folders[-1] == tmp_path / "_build" / "run"
+    assert folders[0] == keys.build_dir(str(tiny_models[2]), "lee") / "run"
+
+
+@pytest.mark.parametrize(
+    "line", ["||| the second half alone", "the first half alone |||", "one ||| two ||| three", " ||| "]
+)
+def test_a_pair_line_that_is_not_two_halves_is_refused_with_its_line_number(line, tmp_path, tiny_models, capsys):
+    text = tmp_path / "pairs.txt"
+    text.write_text(f"A first sentence. ||| Its second one.\n\nA plain sentence.\n{line}\n", encoding="utf-8")
+    out = tmp_path / "executed"
+    args = ["run", str(NB / "01_model_and_data.md"), "--out", str(out), "--model", str(tiny_models[2])]
+    _fails_writing_nothing(
+        [*args, "--corpus", str(text)],
+        rf"pairs\.txt, line 4: {re.escape(repr(line.strip()))} is not a pair: write 'first sentence \|\|\| second "
+        r"sentence'",
+        capsys,
+        tmp_path,
+    )
+
+
+def test_well_formed_pair_lines_are_pairs(tmp_path):
+    from identifiability.corpora import PAIR_SEP, load_corpus, split_pair
+
+    text = tmp_path / "pairs.txt"
+    text.write_text("One. ||| Two.\nThree.|||Four.\nFive.\n", encoding="utf-8")
+    corpus = load_corpus(str(text))
+    assert corpus.sentences == [f"One.{PAIR_SEP}Two.", f"Three.{PAIR_SEP}Four.", "Five."]
+    assert split_pair(corpus.sentences[1]) == ("Three.", "Four.")
+
+
+def test_the_seed_spread_tells_a_book_run_from_a_sweep_run():
+    import pandas as pd
+
+    from identifiability import aggregate
+
+    def rows(source: str, n_sentences: int, estimate: float) -> list[dict]:
+        doc = {
+            "chapter": "03_effective_attention",
+            "params": {"model": "m", "corpus": "lee", "seed": 0, "n_sentences": n_sentences},
+            "provenance": {"key": "m", "content_key": "c"},
+            "results": {"claims": {"C4": {"estimate": estimate, "ci95": [0.5, 0.9], "verdict": "holds"}}},
+        }
+        return aggregate.rows_of(doc, source, f"{source}/r")
+
+    def spread(*parts: list[dict]) -> pd.DataFrame:
+        table = pd.DataFrame([r for part in parts for r in part], columns=aggregate.COLUMNS)
+        s = aggregate.seed_spread(table)
+        return s[s.quantity == "C4"]
+
+    other = spread(rows("book", 100, 0.7), rows("sweep", 150, 0.8))  # one seed, two parameter sets
+    assert sorted(other.sources) == ["book", "sweep"] and set(other.seeds) == {1}
+    assert other.set_index("sources")["mean"].to_dict() == {"book": 0.7, "sweep": 0.8}
+    same = spread(rows("book", 100, 0.7), rows("sweep", 100, 0.7))  # one run, built twice: counted once
+    assert list(same.sources) == ["book, sweep"] and list(same.seeds) == [1]
+
+
+# --------------------------------------------------------------------------------------------------
+# the other commands: 0 is a value, values below the least are one line, nothing written
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["hta", "--n", "0"], r"--n must be at least 1, got 0; e\.g\. --n 1$"),
+        (["hta", "--n", "-2"], r"--n must be at least 1, got -2"),
+        (["hta", "--seed", "-1"], r"--seed must be at least 0, got -1"),
+        (["hta", "--max-tokens", "0"], r"--max-tokens must be at least 1, got 0"),
+        (["hta", "--group", "0"], r"--group must be at least 1, got 0"),
+        (["hta", "--workers", "0"], r"--workers must be at least 1, got 0"),
+        (["hta", "--max-tokens", "2"], r"hta: max_tokens=2 is too small"),
+        (["hta", "--corpus", "nowhere"], r"unknown corpus 'nowhere'"),
+        (["hta", "--model", "/nowhere/model"], r"does not exist"),
+        (["sweep", "--seeds", "0,-1"], r"--seeds must be at least 0, got 0,-1"),
+        (["sweep", "--workers", "0"], r"--workers must be at least 1, got 0"),
+        (["sweep", "-p", "06:n_exact=0"], r"06_context_mixing: n_exact=0 must be at least 1"),
+        (["sweep", "-p", "device=banana"], r"device='banana' is not a device"),
+        (["finetune", "--task", "sentiment", "--epochs", "0"], r"--epochs must be at least 1, got 0"),
+        (["finetune", "--task", "sentiment", "--seed", "-1"], r"--seed must be at least 0, got -1"),
+        (["init-random", "--seed", "-1"], r"--seed must be at least 0, got -1"),
+        (["book", "-p", "precision=float16", "--only", "03"], r"precision='float16' must be one of"),
+        (["book", "-p", "device=banana"], r"device='banana' is not a device"),
+    ],
+)
+def test_options_below_their_least_value_are_one_line_before_any_work(
+    args, message, tmp_path, data_folder, monkeypatch, capsys
+):
+    monkeypatch.setattr(paths, "build_root", lambda: tmp_path / "_build")
+    _fails_writing_nothing(args, message, capsys, data_folder, tmp_path)
+    assert not data_folder.exists() and not (tmp_path / "_build").exists()
+
+
+def test_hta_zero_is_a_value_not_a_default(tmp_path, tiny_models, data_folder, monkeypatch, capsys):
+    """0 used to mean "not given" (50 sentences were computed for --n 0); now each 0 reaches the check."""
+    from identifiability import sweep
+
+    called = []
+    monkeypatch.setattr(sweep, "hta_job", lambda *a, **k: called.append(a) or {})
+    for option in ("--n", "--max-tokens", "--group"):
+        assert cli.main(["hta", "--model", str(tiny_models[2]), option, "0"]) == 2
+        assert f"{option} must be at least 1, got 0" in capsys.readouterr().err
+    assert not called
