@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from . import keys, paths
 from .chapters import (
@@ -51,9 +52,21 @@ def _cluster_args(s) -> None:
     s.add_argument("--workers", type=int, help="local cluster: single-threaded worker processes (default: cores)")
 
 
+def _command(sub, name: str, **kwargs) -> argparse.ArgumentParser:
+    """A command's parser whose own errors (a missing option, a value of the wrong type) are one line, as
+    every other error is, instead of argparse's usage block."""
+    parser = sub.add_parser(name, **kwargs)
+
+    def error(message: str) -> NoReturn:
+        parser.exit(2, f"error: {parser.prog}: {message} (see {parser.prog} --help)\n")
+
+    parser.error = error
+    return parser
+
+
 def _chapter_parsers(sub) -> None:
     for name in ("book", "run"):
-        s = sub.add_parser(name)
+        s = _command(sub, name)
         s.add_argument(
             "--model", default=DEFAULT_MODEL, help="Hugging Face id or local folder (default: embedded MiniLM)"
         )
@@ -78,7 +91,7 @@ def _chapter_parsers(sub) -> None:
 
 
 def _sweep_parsers(sub) -> None:
-    s = sub.add_parser("sweep", help="run chapters over models x corpora x seeds on Dask (resumable)")
+    s = _command(sub, "sweep", help="run chapters over models x corpora x seeds on Dask (resumable)")
     s.add_argument("--models", type=_csv, default=[DEFAULT_MODEL], help="comma-separated ids or folders")
     s.add_argument("--corpora", type=_csv, default=[paths.DEFAULT_CORPUS], help="comma-separated corpora")
     s.add_argument("--seeds", type=_csv, default=["0"], help="comma-separated seeds (the chapters' seed)")
@@ -92,7 +105,7 @@ def _sweep_parsers(sub) -> None:
         "chapter, by stem or number, e.g. 06:n_sentences=50)",
     )
     _cluster_args(s)
-    h = sub.add_parser("hta", help="exact HTA for chapter 6's sentences, spread over a Dask cluster")
+    h = _command(sub, "hta", help="exact HTA for chapter 6's sentences, spread over a Dask cluster")
     h.add_argument("--model", default=DEFAULT_MODEL)
     h.add_argument("--corpus", default=paths.DEFAULT_CORPUS)
     h.add_argument("--n", type=int, help="sentences (default: chapter 6's n_sentences)")
@@ -106,8 +119,8 @@ def _finetune_parsers(sub) -> None:
     from .finetune import Settings
     from .tasks import TASKS
 
-    f = sub.add_parser(
-        "finetune", help="fine-tune a model (the embedded one by default) on a task (resumable; see README)"
+    f = _command(
+        sub, "finetune", help="fine-tune a model (the embedded one by default) on a task (resumable; see README)"
     )
     f.add_argument("--task", required=True, help=f"{' | '.join(TASKS)}")
     f.add_argument("--epochs", type=int, default=Settings.epochs, help=f"default {Settings.epochs}")
@@ -119,7 +132,7 @@ def _finetune_parsers(sub) -> None:
         "bert-base-uncased (needs the network or a filled cache)",
     )
     f.add_argument("--out", type=Path, help="model folder (default: data/models/<base>-<task>-seed<seed>)")
-    r = sub.add_parser("init-random", help="the same architecture with freshly initialised weights")
+    r = _command(sub, "init-random", help="the same architecture with freshly initialised weights")
     r.add_argument(
         "--like",
         default=DEFAULT_MODEL,
@@ -130,7 +143,7 @@ def _finetune_parsers(sub) -> None:
 
 
 def _compare_parser(sub) -> None:
-    c = sub.add_parser("compare", help="compare two folders of results files (timings and paths skipped)")
+    c = _command(sub, "compare", help="compare two folders of results files (timings and paths skipped)")
     c.add_argument("old", type=Path)
     c.add_argument("new", type=Path)
     c.add_argument("--rtol", type=float, default=1e-6, help="relative tolerance for numbers (default 1e-6)")

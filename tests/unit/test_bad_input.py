@@ -557,3 +557,21 @@ def test_hta_zero_is_a_value_not_a_default(tmp_path, tiny_models, data_folder, m
         assert cli.main(["hta", "--model", str(tiny_models[2]), option, "0"]) == 2
         assert f"{option} must be at least 1, got 0" in capsys.readouterr().err
     assert not called
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["hta", "--n", "abc"], r"^error: identifiability hta: argument --n: invalid int value: 'abc'"),
+        (["finetune"], r"^error: identifiability finetune: the following arguments are required: --task"),
+        (["sweep", "--workers", "2.5"], r"^error: identifiability sweep: argument --workers: invalid int value"),
+        (["run"], r"^error: identifiability run: the following arguments are required: notebooks"),
+    ],
+)
+def test_an_option_argparse_refuses_is_one_line_too(args, message, tmp_path, data_folder, capsys):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(args)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and re.search(message, err) and err.endswith("--help)"), err
+    assert not data_folder.exists()
