@@ -402,7 +402,7 @@ def claims_spread(table_path: Path, runs: Sequence[Run]) -> str:
     t = read_table(table_path)
     keys = {(r.model_key, r.corpus, r.chapter, r.seed) for r in runs}
     ours = pd.Series([k in keys for k in zip(t.model_key, t.corpus, t.chapter, t.seed)], index=t.index)
-    mine = t[ours & (t.kind == "claim")]
+    mine = t[ours & (t.kind == "claim") & (t.source == "sweep")]  # a book build on the same seed is another run
     mine = mine[~mine.quantity.str.contains(".", regex=False)]  # whole claims; their parts are in the table
     if mine.empty:
         return ""
@@ -481,11 +481,12 @@ def hta_job(
     from .results import cache_file
 
     defaults = declared_parameters(CHAPTERS["06_context_mixing"].source)
-    n = n or defaults["n_sentences"]
+    n = defaults["n_sentences"] if n is None else n
     seed = defaults["seed"] if seed is None else seed
-    max_tokens = max_tokens or defaults["max_tokens"]
-    if group < 1:
-        raise SweepError(f"--group must be at least 1, got {group}")
+    max_tokens = defaults["max_tokens"] if max_tokens is None else max_tokens
+    for name, value in (("--n", n), ("--max-tokens", max_tokens), ("--group", group)):
+        if value < 1:
+            raise SweepError(f"{name} must be at least 1, got {value}")
     texts = job_sentences(model, corpus, n, seed, max_tokens)
     # what is cached already, by the keys hta_corpus uses
     ckey, folder = keys.content_key_of(model), cache_folder(keys.model_key(model))
