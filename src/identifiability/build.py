@@ -191,7 +191,9 @@ def build_book(
         "-n",
         "--keep-going",
     ]
-    subprocess.run(cmd, check=True)
+    # Its own session: a Ctrl-C reaches this process alone, which stops the build in one line
+    # (identifiability.stops) and kills it, rather than Sphinx printing its own report.
+    subprocess.run(cmd, check=True, start_new_session=True)
     shutil.move(str(root / "jb" / "_build" / "html"), html)
     shutil.rmtree(root / "jb", ignore_errors=True)
     book.write_downloads(root / "downloads", html)  # the .ipynb each page offers: the executed chapter

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import paths
+from . import paths, stops
 from .errors import UserError
 from .executed import PARAMETERS, cell_parameters, clean_executed
 from .preflight import ChapterRules, ModelInfo, at_least, check, layer_head, window
@@ -464,16 +464,20 @@ def run_notebook(source: Path, out_dir: Path, parameters: dict, progress: bool =
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"{source.stem}.ipynb"
     nb = jupytext.read(source)
-    try:
-        papermill.execute_notebook(
-            nb,
-            str(target),
-            parameters=params,
-            kernel_name="python3",
-            progress_bar=progress,
-            cwd=str(paths.source_root()),
-        )
-    except papermill.PapermillExecutionError as e:
-        last = (str(e.evalue).strip().splitlines() or [""])[-1]
-        raise ChapterFailed(f"{source.stem} stopped: {e.ename}: {last} (full traceback in {target})") from None
-    return clean_executed(target)
+    # a hidden file until the chapter ends; Ctrl-C or a dead kernel leave the previous notebook (identifiability.stops)
+    with stops.executing(source, target, params) as partial:
+        try:
+            papermill.execute_notebook(
+                nb,
+                str(partial),
+                parameters=params,
+                kernel_name="python3",
+                progress_bar=progress,
+                cwd=str(paths.source_root()),
+                **stops.KERNEL_OPTIONS,
+            )
+        except papermill.PapermillExecutionError as e:
+            last = (str(e.evalue).strip().splitlines() or [""])[-1]
+            raise ChapterFailed(f"{source.stem} stopped: {e.ename}: {last} (full traceback in {target})") from None
+        clean_executed(partial)
+    return target

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from . import keys, paths
+from . import keys, paths, stops  # stops before .chapters loads torch: a Ctrl-C meanwhile is one line too
 from .chapters import (
     CHAPTERS,
     ChapterFailed,
@@ -274,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     _compare_parser(sub)
     a = ap.parse_args(argv)
     try:
-        return COMMANDS[a.cmd](a)
+        # Ctrl-C: one line, exit 130 (identifiability.stops); a caller that passes its own argv handles it itself
+        return stops.run(lambda: COMMANDS[a.cmd](a), resumes=a.cmd in ("sweep", "hta"), handle=argv is None)
     except ChapterFailed as e:  # what earlier chapters wrote stays where it is
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -15,8 +15,10 @@ A model folder holds ``model.safetensors``, ``config.json``, the tokenizer files
 loads its encoder like any other folder. Training writes a checkpoint after every epoch to
 ``<out>/checkpoint`` and an interrupted run resumes from it with the same result, bit for bit, as a run
 that was never interrupted: each epoch's data order comes from a generator seeded by seed + epoch, and
-the checkpoint holds the weights, the optimiser's state tensors and the torch RNG state (dropout). Nothing
-is pickled: weights and states are safetensors, everything else JSON.
+the checkpoint holds the weights, the optimiser's state tensors and the torch RNG state (dropout). A run
+stopped in its first epoch has no checkpoint yet and starts again from the beginning; Ctrl-C says which of
+the two a rerun does (:func:`interrupted`). Nothing is pickled: weights and states are safetensors,
+everything else JSON.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from .fingerprint import folder_key
 from .keys import resolve
 from .paths import data_root, safe_key
 from .stats import bootstrap_ci
+from .stops import Interrupted
 from .tasks import TASKS, Example, FinetuneError, TaskData, load_task
 
 PROVENANCE = "provenance.json"
@@ -228,6 +231,31 @@ def load_checkpoint(folder: Path, model: torch.nn.Module, opt: torch.optim.Optim
 # -- training ------------------------------------------------------------------------------------------
 
 
+def interrupted(out: Path, epochs: int) -> Interrupted:
+    """What running the same fine-tune again does after a Ctrl-C: resume after the epoch of ``out``'s
+    checkpoint, or, stopped in the first epoch (no checkpoint yet), start over from the beginning."""
+    state = out / CHECKPOINT / "state.json"
+    if (out / PROVENANCE).is_file():  # stopped while removing the checkpoint: the model is saved
+        return Interrupted(f"interrupted; the model is saved in {out}")
+    if state.is_file():
+        done = read_json(state)["epochs_done"]
+        return Interrupted(f"interrupted; run the same command again to resume after epoch {done} of {epochs}")
+    return Interrupted(
+        "interrupted in the first epoch, which has no checkpoint yet; run the same command again to restart "
+        "from the beginning"
+    )
+
+
+@contextmanager
+def _rerun_line(out: Path, epochs: int):
+    try:
+        yield
+    except Interrupted:
+        raise
+    except KeyboardInterrupt:
+        raise interrupted(out, epochs) from None
+
+
 def _subset(rows: list[Example], limit: int | None) -> list[Example]:
     if limit is None or limit >= len(rows):
         return rows
@@ -368,81 +396,82 @@ def finetune(
     if state == "done":
         return {**prov, "folder": str(out), "already_there": True}  # type: ignore[dict-item]
 
-    model, tokenizer = _load_classifier(folder, data.labels, settings.seed)
-    params = list(model.named_parameters())
-    opt = torch.optim.AdamW(
-        [
-            {"params": [p for _, p in params if p.ndim >= 2], "weight_decay": settings.weight_decay},
-            {"params": [p for _, p in params if p.ndim < 2], "weight_decay": 0.0},
-        ],
-        lr=settings.lr,
-    )
-    per_epoch = -(-len(train) // settings.batch_size)
-    total = per_epoch * settings.epochs
-    meta = {"identity": identity, "base": {"name": display}, "steps": 0, "seconds": 0.0, "losses": []}
-    start = 0
-    if state == "resume":
-        meta = load_checkpoint(out / CHECKPOINT, model, opt)
-        start = meta["epochs_done"]
-        tqdm.write(f"{out}: resuming after epoch {start} of {settings.epochs} (step {meta['steps']})")
-    step, t0 = meta["steps"], time.time() - meta["seconds"]
-    for epoch in range(start, settings.epochs):
-        model.train()
-        order = epoch_order(len(train), settings.seed, epoch).tolist()
-        bar = tqdm(
-            range(per_epoch),
-            desc=f"{task} epoch {epoch + 1}/{settings.epochs}",
-            unit="step",
-            disable=not progress,
-            leave=True,
+    with _rerun_line(out, settings.epochs):  # Ctrl-C says whether a rerun resumes or starts over
+        model, tokenizer = _load_classifier(folder, data.labels, settings.seed)
+        params = list(model.named_parameters())
+        opt = torch.optim.AdamW(
+            [
+                {"params": [p for _, p in params if p.ndim >= 2], "weight_decay": settings.weight_decay},
+                {"params": [p for _, p in params if p.ndim < 2], "weight_decay": 0.0},
+            ],
+            lr=settings.lr,
         )
-        running = []
-        for b in bar:
-            rows = [train[i] for i in order[b * settings.batch_size : (b + 1) * settings.batch_size]]
-            enc = _batch(tokenizer, rows, settings.max_length)
-            for group in opt.param_groups:
-                group["lr"] = _lr_at(step, total, settings)
-            loss = model(**enc).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            step += 1
-            running.append(loss.item())
-            bar.set_postfix(loss=f"{np.mean(running[-20:]):.3f}")
-            if on_step is not None:
-                on_step(epoch, step)
-        losses = [*meta["losses"], float(np.mean(running))]
-        meta = {**meta, "steps": step, "seconds": time.time() - t0, "losses": losses}
-        save_checkpoint(out / CHECKPOINT, model, opt, epoch + 1, meta)
+        per_epoch = -(-len(train) // settings.batch_size)
+        total = per_epoch * settings.epochs
+        meta = {"identity": identity, "base": {"name": display}, "steps": 0, "seconds": 0.0, "losses": []}
+        start = 0
+        if state == "resume":
+            meta = load_checkpoint(out / CHECKPOINT, model, opt)
+            start = meta["epochs_done"]
+            tqdm.write(f"{out}: resuming after epoch {start} of {settings.epochs} (step {meta['steps']})")
+        step, t0 = meta["steps"], time.time() - meta["seconds"]
+        for epoch in range(start, settings.epochs):
+            model.train()
+            order = epoch_order(len(train), settings.seed, epoch).tolist()
+            bar = tqdm(
+                range(per_epoch),
+                desc=f"{task} epoch {epoch + 1}/{settings.epochs}",
+                unit="step",
+                disable=not progress,
+                leave=True,
+            )
+            running = []
+            for b in bar:
+                rows = [train[i] for i in order[b * settings.batch_size : (b + 1) * settings.batch_size]]
+                enc = _batch(tokenizer, rows, settings.max_length)
+                for group in opt.param_groups:
+                    group["lr"] = _lr_at(step, total, settings)
+                loss = model(**enc).loss
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                step += 1
+                running.append(loss.item())
+                bar.set_postfix(loss=f"{np.mean(running[-20:]):.3f}")
+                if on_step is not None:
+                    on_step(epoch, step)
+            losses = [*meta["losses"], float(np.mean(running))]
+            meta = {**meta, "steps": step, "seconds": time.time() - t0, "losses": losses}
+            save_checkpoint(out / CHECKPOINT, model, opt, epoch + 1, meta)
 
-    report = held_out_report(predict(model, tokenizer, held, settings.max_length), held, data.labels)
-    import transformers
+        report = held_out_report(predict(model, tokenizer, held, settings.max_length), held, data.labels)
+        import transformers
 
-    prov = {
-        "identity": identity,
-        "kind": "fine-tuned",
-        "task": task,
-        "labels": list(data.labels),
-        "base": {"name": display, "content_key": base_key},
-        "data": {
-            "hash": data_hash,
-            "split": data.split,
-            "train_examples": len(train),
-            "held_out_examples": len(held),
-        },
-        "settings": asdict(settings),
-        "seed": settings.seed,
-        "epochs": settings.epochs,
-        "steps": step,
-        "train_loss_per_epoch": [float(x) for x in meta["losses"]],
-        "held_out": report,
-        "seconds": round(time.time() - t0, 1),
-        "software": {"torch": torch.__version__, "transformers": transformers.__version__},
-    }
-    _save_folder(out, model, tokenizer, prov)
-    shutil.rmtree(out / CHECKPOINT, ignore_errors=True)
-    return {**prov, "folder": str(out)}
+        prov = {
+            "identity": identity,
+            "kind": "fine-tuned",
+            "task": task,
+            "labels": list(data.labels),
+            "base": {"name": display, "content_key": base_key},
+            "data": {
+                "hash": data_hash,
+                "split": data.split,
+                "train_examples": len(train),
+                "held_out_examples": len(held),
+            },
+            "settings": asdict(settings),
+            "seed": settings.seed,
+            "epochs": settings.epochs,
+            "steps": step,
+            "train_loss_per_epoch": [float(x) for x in meta["losses"]],
+            "held_out": report,
+            "seconds": round(time.time() - t0, 1),
+            "software": {"torch": torch.__version__, "transformers": transformers.__version__},
+        }
+        _save_folder(out, model, tokenizer, prov)
+        shutil.rmtree(out / CHECKPOINT, ignore_errors=True)
+        return {**prov, "folder": str(out)}
 
 
 def _save_folder(out: Path, model, tokenizer, provenance: dict) -> None:
