@@ -5,6 +5,9 @@ rebuild check, the pair data keeps its article split, and bad requests are one l
 from __future__ import annotations
 
 import json
+import os
+import signal
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -12,7 +15,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from identifiability import cli, paths
+from identifiability import cli, paths, stops
 from identifiability.corpora import (
     PAIR_SEP,
     is_held_out,
@@ -25,6 +28,8 @@ from identifiability.finetune import Settings, finetune, init_random
 from identifiability.models import load_model, random_model
 from identifiability.tasks import FinetuneError, lee_pairs_data
 from identifiability.trace import tokenize, trace_batch
+
+from .test_stops import finish, start, stop_lines, wait_for
 
 # 2 steps per epoch: tiny enough for seconds; dropout, AdamW's state and the data order all matter.
 SMALL = Settings(epochs=2, batch_size=8, max_length=32, limit=16, held_out_limit=16)
@@ -84,6 +89,74 @@ def test_an_interrupted_run_resumes_to_the_same_weights_bit_for_bit(base, pairs,
     assert a.keys() == b.keys()
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert json.loads((uninterrupted / "provenance.json").read_text())["held_out"] == prov["held_out"]
+
+
+# The command line, in a process of its own, with SMALL's settings and a hook that stops in epoch ``hold``
+# (0-based; -1: never) at its first step: it writes the marker, then waits for the test's SIGINT.
+_HELD_COMMAND_LINE = """
+import dataclasses, runpy, sys, time
+from pathlib import Path
+import identifiability.finetune as ft
+
+marker, hold, real = Path(sys.argv[1]), int(sys.argv[2]), ft.finetune
+
+def wait_for_the_signal(epoch, step):
+    if epoch == hold:
+        marker.with_suffix(".tmp").write_text(str(step))
+        marker.with_suffix(".tmp").replace(marker)
+        while True:
+            time.sleep(0.05)
+
+def small(task, out, base, settings, **kw):
+    s = dataclasses.replace(settings, batch_size=8, max_length=32, limit=16, held_out_limit=16)
+    return real(task, out, base, s, on_step=wait_for_the_signal, **kw)
+
+ft.finetune = small
+sys.argv = ["identifiability", *sys.argv[3:]]
+runpy.run_module("identifiability.cli", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_ctrl_c_after_epoch_1_is_one_line_exit_130_and_the_rerun_resumes_to_the_same_weights(
+    base, uninterrupted, tmp_path
+):
+    script, out, marker = tmp_path / "held.py", tmp_path / "cli-run", tmp_path / "marker"
+    script.write_text(_HELD_COMMAND_LINE)
+    args = ["finetune", "--task", "lee-pairs", "--base", str(base), "--out", str(out)]
+    proc = start([sys.executable, str(script), str(marker), "1", *args], tmp_path / "logs")
+    assert wait_for(marker, proc, tmp_path / "logs") == "3"  # epoch 2's first step: epoch 1 is checkpointed
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
+    code, stderr = finish(proc, tmp_path / "logs")
+    line = "interrupted; run the same command again to resume after epoch 1 of 2"
+    assert code == 130 and stop_lines(stderr) == [line] and stderr.splitlines()[-1] == line, stderr
+    assert json.loads((out / "checkpoint" / "state.json").read_text())["epochs_done"] == 1
+    assert not (out / "provenance.json").exists()
+
+    rerun = start([sys.executable, str(script), str(marker), "-1", *args], tmp_path / "logs2")
+    code, stderr = finish(rerun, tmp_path / "logs2")
+    assert code == 0, stderr
+    assert "resuming after epoch 1 of 2" in (tmp_path / "logs2" / "stdout").read_text()
+    a, b = _weights(uninterrupted), _weights(out)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_stopped_in_the_first_epoch_a_fine_tune_says_it_will_restart_from_the_beginning(
+    base, pairs, uninterrupted, tmp_path
+):
+    out = tmp_path / "first"
+
+    def ctrl_c_in_epoch_1(epoch: int, step: int) -> None:
+        raise KeyboardInterrupt  # what the signal raises, after the first step
+
+    with pytest.raises(
+        stops.Interrupted, match="in the first epoch, which has no checkpoint yet; .* restart from the beg"
+    ):
+        finetune("lee-pairs", out, str(base), SMALL, progress=False, on_step=ctrl_c_in_epoch_1, data=pairs)
+    assert not (out / "checkpoint" / "state.json").exists() and not (out / "provenance.json").exists()
+    # and a rerun does: it trains both epochs, to the weights of a run never stopped
+    prov = finetune("lee-pairs", out, str(base), SMALL, progress=False, data=pairs)
+    a, b = _weights(uninterrupted), _weights(out)
+    assert prov["steps"] == 4 and all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_the_seed_matters_so_the_resume_test_can_fail(base, pairs, uninterrupted, tmp_path):
