@@ -187,9 +187,9 @@ def write_claims_page(stage: Path, results_dir: Path) -> None:
         "Generated from `data/claims.csv`, `data/amendments.csv` and the chapters' results files; each id links "
         "to its chapter.",
         "",
-        "| | claim (where; the paper's value) | this build (95% interval) | baseline | verdict | robustness "
-        "| original rule's verdict |",
-        "|---|---|---|---|---|---|---|",
+        "| | claim (where; the paper's value) | this build (95% interval) | baseline "
+        "| verdict (robustness; original rule's verdict) |",
+        "|---|---|---|---|---|",  # one verdict column: seven columns do not fit the page's 690 px
     ]
     table = claims_table(results_dir)
     for r in table:
@@ -198,11 +198,12 @@ def write_claims_page(stage: Path, results_dir: Path) -> None:
         if ci and ci[0] != ci[1]:
             est += f" ({_fmt(ci[0])} to {_fmt(ci[1])})"
         original = r.get("original")
-        before = verdict_label(original) if original else ("—" if r["amendment"] is None else "not measured")
+        before = verdict_label(original) if original else (None if r["amendment"] is None else "not measured")
+        notes = [robustness_summary(r) or "robustness not measured"] + ([f"original rule: {before}"] if before else [])
         lines.append(
             f"| {{doc}}`{r['id']} <../notebooks/{r['chapter']}>` | {esc(r['claim'])} ({esc(r['source'])}, "
             f"{esc(r['where'])}; *{esc(r['paper_value'])}*) | {est} | {_fmt(r.get('baseline'))} "
-            f"| **{verdict_label(r)}** | {robustness_summary(r) or '—'} | {before} |"
+            f"| **{verdict_label(r)}** ({'; '.join(notes)}) |"
         )
     lines += ["", "## Why each verdict", ""]
     for r in table:

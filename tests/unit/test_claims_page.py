@@ -40,12 +40,12 @@ def test_the_page_shows_robustness_and_the_original_verdict_of_an_amended_claim(
     pages.write_claims_page(tmp_path, results)
     page = (tmp_path / "book" / "claims.md").read_text()
     rows = {line.split("`")[1].split(" ")[0]: line for line in page.splitlines() if line.startswith("| {doc}")}
-    assert rows["C1"].endswith("| **partly holds** | robust | — |")
-    assert rows["C2"].endswith("| **partly holds** | sensitive to share | holds |")
+    assert rows["C1"].endswith("| **partly holds** (robust) |")
+    assert rows["C2"].endswith("| **partly holds** (sensitive to share; original rule: holds) |")
     assert "Under the original rule: **holds** (one input, no margin)." in page
     assert f"*Reason:* {c2['amendment']['reason']}" in page and "*post hoc: amended after the original" in page
     assert f"*Original rule (version 1):* {c2['original_rule']}" in page and c2["rule"] in page
     c4 = CLAIMS["C4"]  # amended twice: both versions and both reasons are on the page
     assert len(c4["amendments"]) == 2 and all(a["reason"] in page and a["rule"] in page for a in c4["amendments"])
     assert "Under the alternatives: share: holds; margin: partly holds." in page
-    assert rows["C6"].endswith("| **not measured** | — | not measured |")  # amended, chapter not run
+    assert rows["C6"].endswith("| **not measured** (robustness not measured; original rule: not measured) |")
