@@ -59,7 +59,7 @@ def main() -> None:
     assert not problems, problems
     t0 = time.perf_counter()
     for run in runs:
-        sweep.execute(run, str(paths.sweep_root()), str(data))
+        sweep.file_run(run, paths.sweep_root(), sweep.execute(run, str(data)), attempts=1)
     seq = time.perf_counter() - t0
 
     _fresh_data("dask")

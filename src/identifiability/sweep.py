@@ -7,23 +7,29 @@
 Each (model, corpus, seed, chapter) is one Dask task that executes the chapter with papermill on a worker
 (``seed`` is the chapter's own ``seed`` parameter). The default cluster is a ``LocalCluster`` with one
 single-threaded worker process per core; ``--scheduler`` connects to any running scheduler instead (e.g.
-one started by ``dask-jobqueue`` on SLURM or PBS, which must see the same data folder).
+one started by ``dask-jobqueue`` on SLURM or PBS). Workers need no shared data folder: a worker executes a
+run in its own data folder and sends the finished run's files back with the task's result; the client files
+them in its own (:func:`file_run`). The model must be reachable from every worker by the same id or path.
 
 A run is keyed by the model's content key, the corpus (and a text file's content), the chapter, its
 parameters and a hash of the chapter source, the package source and the claims table (:class:`Run`). A
 run is finished when its folder holds ``run.json``; finished runs are skipped, so a sweep can be stopped
-and started again. A chapter executes into a private ``.partial-*`` folder and its files are moved into
-place before ``run.json`` is written last: a killed worker or a Ctrl-C never leaves a half-written or
-half-finished run behind, and a retried task writes the same folder. A failing task is retried once
-(``retries=1``) and then reported with its one-line reason while the others go on.
+and started again. A chapter executes into a private ``.partial-*`` folder of the worker; the client writes
+the files it gets back into a private folder of its own, ``run.json`` last, and renames that folder into
+place: a killed worker or a Ctrl-C never leaves a half-written or half-finished run behind, and a retried
+task writes the same folder. A failing task is retried once (``retries=1``) and then reported with its
+one-line reason while the others go on. Each attempt is logged on the scheduler (an event), so a run's
+``attempts`` count the attempts of workers that were killed.
 
 Chapters stay in-process on their worker: a papermill kernel inside a worker must not wait on the workers.
-Exact HTA at corpus scale is its own job (:func:`hta_job`): one task per group of sentences, writing the
-very per-sentence cache entries chapter 6 reads (:func:`identifiability.hta.cache_params`).
+Exact HTA at corpus scale is its own job (:func:`hta_job`): one task per group of sentences, sending back the
+very per-sentence cache entries chapter 6 reads (:func:`identifiability.hta.cache_params`), which the client
+writes into its own cache.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -47,13 +53,26 @@ from .chapters import (
     run_notebook,
 )
 from .errors import UserError, one_line
-from .fileio import read_json, write_json
+from .fileio import atomic_write, read_json, write_json
 
 RUN_FILE = "run.json"
 
 
 class SweepError(UserError, ValueError):
     """A sweep that cannot start; the message is one line that says what to do."""
+
+
+class RunFailed(RuntimeError):
+    """A run's chapter stopped with an error on a worker: the message (its first line says why), the executed
+    notebook's bytes (None when the kernel died before writing it) and the worker's path of it, which the
+    message names and the client replaces with where it keeps the notebook."""
+
+    def __init__(self, message: str, notebook: bytes | None = None, named: str = ""):
+        super().__init__(message, notebook, named)
+        self.message, self.notebook, self.named = message, notebook, named
+
+    def __str__(self) -> str:
+        return self.message
 
 
 @dataclass(frozen=True)
@@ -211,51 +230,77 @@ def longest_first(runs: Sequence[Run], root: Path) -> list[Run]:
     return sorted(runs, key=expected, reverse=True)  # stable: ties keep the plan's order
 
 
-def execute(run: Run, root: str, data_root: str) -> dict:
-    """Execute one run (on a worker): the chapter runs into a private folder, its files are moved into the
-    run's folder, and ``run.json`` is written last. Returns the run's manifest.
+def execute(run: Run, data_root: str | None = None, topic: str | None = None) -> dict:
+    """Execute one run (on a worker) into a private folder of the worker's data folder (``data_root``, else
+    its own); returns its files, ``{name: bytes}`` under ``files``, and its seconds and end time, for the
+    client to file (:func:`file_run`). Raises :class:`RunFailed` with the executed notebook when the chapter
+    fails."""
+    from distributed import get_worker
 
-    Every attempt is counted in the run's ``attempts.json`` (a retried run says so in ``run.json``); a
-    failed attempt leaves its executed notebook as ``<chapter>.failed.ipynb`` in the run's folder, the
-    place its error message names.
-    """
-    os.environ[paths.DATA_ENV] = data_root  # the kernel files its caches where the client looks
-    final = run.folder(Path(root))
-    if (final / RUN_FILE).is_file():  # finished by an earlier attempt that was reported lost
-        return read_json(final / RUN_FILE)
-    final.mkdir(parents=True, exist_ok=True)
-    tries = final / "attempts.json"
-    attempt = (read_json(tries)["attempts"] if tries.is_file() else 0) + 1
-    write_json(tries, {"attempts": attempt})
-    partial = final.parent / f".partial-{final.name}-{uuid.uuid4().hex[:8]}"
+    if data_root:
+        os.environ[paths.DATA_ENV] = data_root  # a local cluster: the kernel files its caches where the client looks
+    if topic:  # the attempt is counted on the scheduler: a worker killed mid-run loses its own files
+        with contextlib.suppress(ValueError):  # not on a worker (called directly)
+            get_worker().log_event(topic, {"run": run.key, "pid": os.getpid()})
+    own = run.folder(paths.sweep_root())
+    partial = own.parent / f".partial-{own.name}-{uuid.uuid4().hex[:8]}"
     t0 = time.time()
     try:
         params = {**run.params, "model": run.model, "corpus": run.corpus, "seed": run.seed}
         params["results_dir"] = str(partial)
+        notebook = partial / f"{run.chapter}.ipynb"
         try:
             run_notebook(CHAPTERS[run.chapter].source, partial, params, progress=False, strict=False)
         except ChapterFailed as e:
-            kept = final / f"{run.chapter}.failed.ipynb"
-            if (partial / f"{run.chapter}.ipynb").is_file():
-                os.replace(partial / f"{run.chapter}.ipynb", kept)
-            raise ChapterFailed(str(e).replace(str(partial / f"{run.chapter}.ipynb"), str(kept))) from None
-        result = read_json(partial / f"{run.chapter}.json")
-        result["params"]["results_dir"] = str(final)  # where it lives, not where it was written
-        write_json(final / f"{run.chapter}.json", result)
-        os.replace(partial / f"{run.chapter}.ipynb", final / f"{run.chapter}.ipynb")
-        manifest = {
-            **asdict(run),
-            "key": run.key,
-            "attempts": attempt,
-            "seconds": round(time.time() - t0, 2),
-            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        }
-        write_json(final / RUN_FILE, manifest)
-        for stale in (tries, final / f"{run.chapter}.failed.ipynb"):
-            stale.unlink(missing_ok=True)
+            raise RunFailed(str(e), notebook.read_bytes() if notebook.is_file() else None, str(notebook)) from None
+        files = {f.name: f.read_bytes() for f in (partial / f"{run.chapter}.json", notebook)}
+        finished = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        return {"files": files, "seconds": round(time.time() - t0, 2), "finished": finished}
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+def file_run(run: Run, root: Path, result: dict, attempts: int) -> dict:
+    """Write a finished run's files (:func:`execute`'s result) into its folder under ``root``, atomically: into
+    a private folder, ``run.json`` last, renamed into place (what failed attempts left there goes). Returns
+    the run's manifest."""
+    final = run.folder(root)
+    if (final / RUN_FILE).is_file():  # a run the scheduler lost and ran again, filed by the first
+        return read_json(final / RUN_FILE)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    partial = final.parent / f".partial-{final.name}-{uuid.uuid4().hex[:8]}"
+    partial.mkdir()
+    try:
+        for name, data in result["files"].items():
+            if name == f"{run.chapter}.json":
+                doc = json.loads(data)
+                doc["params"]["results_dir"] = str(final)  # where it lives, not where it was written
+                write_json(partial / name, doc)
+            else:
+                (partial / Path(name).name).write_bytes(data)
+        manifest = {**asdict(run), "key": run.key, "attempts": attempts}
+        manifest |= {"seconds": result["seconds"], "finished": result["finished"]}
+        write_json(partial / RUN_FILE, manifest)
+        if final.exists():  # not finished: an attempts count, a failed attempt's notebook
+            shutil.rmtree(final)
+        os.rename(partial, final)
         return manifest
     finally:
         shutil.rmtree(partial, ignore_errors=True)
+
+
+def file_failure(run: Run, root: Path, error: BaseException, attempts: int) -> str:
+    """Keep a failed run's attempts count and executed notebook (``<chapter>.failed.ipynb``) in its folder;
+    returns the error's line, naming that notebook."""
+    why = one_line(error)
+    final = run.folder(root)
+    final.mkdir(parents=True, exist_ok=True)
+    write_json(final / "attempts.json", {"attempts": attempts})
+    if isinstance(error, RunFailed) and error.notebook is not None:
+        kept = final / f"{run.chapter}.failed.ipynb"
+        atomic_write(kept, lambda p: p.write_bytes(error.notebook))
+        why = why.replace(error.named, str(kept))
+    return why
 
 
 def clean_partials(runs: Sequence[Run], root: Path) -> int:
@@ -311,6 +356,17 @@ def dashboard(client) -> str | None:
     return link if page and not (b"bokeh" in page and b"install" in page) else None
 
 
+def _local_data(client) -> str | None:
+    """The client's data folder when its cluster runs on this machine (a LocalCluster: its workers share the
+    caches), else None: a worker then uses its own."""
+    return str(paths.data_root()) if getattr(client, "cluster", None) is not None else None
+
+
+def _attempts(client, topic: str, run: Run) -> int:
+    """How many attempts of ``run`` the workers logged under ``topic`` (at least the one that ended)."""
+    return max(1, sum(msg.get("run") == run.key for _, msg in client.get_events(topic)))
+
+
 def _close(client, own: bool) -> None:
     if own:
         cluster = client.cluster
@@ -359,24 +415,28 @@ def sweep(
             waiting = list(reversed(longest_first(todo, root)))
             running = as_completed()
             futures = {}
+            topic, data_root = f"identifiability-attempts-{uuid.uuid4().hex}", _local_data(client)
+            tries = {r.key: r.folder(root) / "attempts.json" for r in todo}  # failed attempts of earlier sweeps
+            before = {k: read_json(t)["attempts"] if t.is_file() else 0 for k, t in tries.items()}
 
             def submit_more() -> None:
                 while waiting and running.count() < _slots(client):  # not yet returned: running or done
                     run = waiting.pop()
                     key = f"{run.chapter}-{run.model_key}-{run.corpus_key.split(':')[0]}-s{run.seed}-{run.key[:8]}"
-                    fut = client.submit(execute, run, str(root), str(paths.data_root()), key=key, retries=1, pure=False)
+                    fut = client.submit(execute, run, data_root, topic, key=key, retries=1, pure=False)
                     futures[fut] = run
                     running.add(fut)
 
             bar = tqdm(total=len(todo), desc="sweep", unit="run", disable=not progress)
             submit_more()
             for fut in running:
-                run = futures[fut]
+                run = futures.pop(fut)
+                attempts = before[run.key] + _attempts(client, topic, run)
                 if fut.status == "finished":
+                    file_run(run, root, fut.result(), attempts)
                     report.ran.append(run)
                 else:
-                    err = fut.exception()
-                    report.failed.append((run, one_line(err)))
+                    report.failed.append((run, file_failure(run, root, fut.exception(), attempts)))
                     bar.write(f"failed: {run.label()}: {report.failed[-1][1]}")
                 bar.update()
                 submit_more()
@@ -435,18 +495,37 @@ def _worker_model(model: str):
     return _MODELS[model]
 
 
-def hta_group(model: str, texts: list[str], data_root: str) -> dict:
-    """Exact HTA of ``texts`` into the per-sentence cache (on a worker); returns counts and seconds."""
+def hta_group(model: str, texts: list[str], data_root: str | None = None) -> dict:
+    """Exact HTA of ``texts`` into the per-sentence cache of the worker's data folder (``data_root``, else its
+    own); returns their cache entries, ``{path below the cache folder: bytes}`` under ``entries``, for the
+    client to write into its own cache."""
     import torch
 
-    from .hta import hta_corpus
+    from .hta import cache_folder, cache_params, hta_corpus
+    from .results import cache_file
 
-    os.environ[paths.DATA_ENV] = data_root
+    if data_root:
+        os.environ[paths.DATA_ENV] = data_root
     if os.environ.get("OMP_NUM_THREADS") == "1":
         torch.set_num_threads(1)
     t0 = time.time()
-    hta_corpus(_worker_model(model), texts, mode="exact", cache=True, progress=False)
-    return {"sentences": len(texts), "seconds": time.time() - t0}
+    lm = _worker_model(model)
+    hta_corpus(lm, texts, mode="exact", cache=True, progress=False)
+    entries = {}
+    for text in texts:
+        f = cache_file(cache_folder(lm.key), cache_params(lm.content_key, text))
+        for part in (f.with_suffix(".json"), f):  # the tensors last: an entry exists once they do
+            entries[part.relative_to(paths.cache_root()).as_posix()] = part.read_bytes()
+    return {"sentences": len(texts), "seconds": time.time() - t0, "entries": entries}
+
+
+def file_entries(entries: dict[str, bytes], root: Path) -> None:
+    """Write cache entries a worker sent (:func:`hta_group`) under the cache folder ``root``, each through a
+    rename, in their order (an entry's tensors last)."""
+    for rel, data in entries.items():
+        if Path(rel).is_absolute() or ".." in Path(rel).parts:
+            raise ValueError(f"a cache entry outside the cache folder: {rel}")
+        atomic_write(root / rel, lambda p, data=data: p.write_bytes(data))
 
 
 def job_sentences(model: str, corpus: str, n: int, seed: int, max_tokens: int, min_tokens: int = 3) -> list[str]:
@@ -498,13 +577,14 @@ def hta_job(
         own = client is None
         client = client or connect(scheduler, workers)
         try:
-            futures = [
-                client.submit(hta_group, model, g, str(paths.data_root()), retries=1, pure=False) for g in groups
-            ]
+            data_root = _local_data(client)
+            futures = [client.submit(hta_group, model, g, data_root, retries=1, pure=False) for g in groups]
             bar = tqdm(total=len(todo), desc="exact HTA", unit="sentence", disable=not progress)
             for fut in as_completed(futures):
-                done += fut.result()["sentences"]
-                bar.update(len(groups[futures.index(fut)]))
+                out = fut.result()
+                file_entries(out["entries"], paths.cache_root())
+                done += out["sentences"]
+                bar.update(out["sentences"])
             bar.close()
         finally:
             _close(client, own)

@@ -162,12 +162,13 @@ def test_a_killed_worker_is_retried_and_leaves_nothing_partial(env):
 
 def test_a_failing_run_is_retried_once_then_reported(env, monkeypatch):
     good, _ = sweep.plan(env["models"][:1], ["lee"], [9], ["01"], {"n_sentences": 3})
-    failing = sweep.Run(**{**good[0].__dict__, "params": {"n_sentences": 0}})
+    # a window no sentence of the corpus fits: the chapter itself stops (the pre-flight would refuse it)
+    failing = sweep.Run(**{**good[0].__dict__, "params": {"n_sentences": 3, "example_min_tokens": 900}})
     monkeypatch.setattr(sweep, "plan", lambda *a, **k: ([failing, *good], []))
     report = sweep.sweep([], [], [], client=env["client"], progress=False)
     assert [r.seed for r in report.ran] == [9] and len(report.failed) == 1  # the other run finished
     run, why = report.failed[0]
-    assert run == failing and "n_sentences must be at least 1" in why and "\n" not in why
+    assert run == failing and why.startswith("01_model_and_data stopped: ") and "\n" not in why
     folder = failing.folder(env["data"] / "sweeps")
     assert read_json(folder / "attempts.json")["attempts"] == 2  # the first try and one retry
     kept = folder / "01_model_and_data.failed.ipynb"

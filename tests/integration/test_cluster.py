@@ -1,7 +1,9 @@
-"""A sweep on a Dask cluster started outside the tool: a scheduler and two workers as separate processes,
-started with Dask's own command-line tools (``dask scheduler``, ``dask worker``), and the sweep run through
-the command line with ``--scheduler ADDRESS``. One worker, and the chapter kernel it started, is killed
-while it executes a run (a machine that dies): the sweep still ends with one finished folder per run."""
+"""Sweeps and the exact-HTA job on a Dask cluster started outside the tool: a scheduler and two workers as
+separate processes, started with Dask's own command-line tools (``dask scheduler``, ``dask worker``), each
+worker with a data folder of its own (not the client's), and the commands run through the command line with
+``--scheduler ADDRESS``. In the sweep, one worker and the chapter kernel it started are killed while it
+executes a run (a machine that dies): the sweep still ends with one finished folder per run, in the client's
+data folder. The HTA job's cache entries come back to the client's cache."""
 
 from __future__ import annotations
 
@@ -113,9 +115,8 @@ def cluster(tmp_path):
             p.wait(timeout=30)
 
 
-def _sweep_cli(model: Path, address: str, data: Path, seeds: str) -> subprocess.Popen:
-    args = ["sweep", "--models", str(model), "--corpora", "lee", "--seeds", seeds, "--chapters", "01"]
-    args += [x for k, v in PARAMS.items() for x in ("-p", f"{k}={v}")]
+def _cli(args: list[str], address: str, data: Path) -> subprocess.Popen:
+    """The command line, as a client whose data folder is ``data``."""
     env = {**os.environ, **QUIET, paths.DATA_ENV: str(data)}
     return subprocess.Popen(
         [sys.executable, "-m", "identifiability.cli", *args, "--scheduler", address],
@@ -152,11 +153,12 @@ def _finished_runs(root: Path) -> list[Path]:
 
 def test_a_sweep_on_an_external_scheduler_survives_a_killed_worker(cluster, tiny_model_folder, tmp_path):
     model = tiny_model_folder(0, "tiny")
-    data = tmp_path / "data"
-    address, workers, client = cluster(None)  # the workers file runs in the client's data folder
-    sweep = _sweep_cli(model, address, data, "0,1")
+    data, elsewhere = tmp_path / "data", tmp_path / "workers"
+    address, workers, client = cluster(elsewhere)
+    args = ["sweep", "--models", str(model), "--corpora", "lee", "--seeds", "0,1", "--chapters", "01"]
+    sweep = _cli(args + [x for k, v in PARAMS.items() for x in ("-p", f"{k}={v}")], address, data)
     try:
-        killed = _kill_a_worker_running_a_run(client, workers, data / "sweeps", sweep)
+        killed = _kill_a_worker_running_a_run(client, workers, elsewhere, sweep)
         out, _ = sweep.communicate(timeout=WAIT)
     finally:
         if sweep.poll() is None:
@@ -175,3 +177,25 @@ def test_a_sweep_on_an_external_scheduler_survives_a_killed_worker(cluster, tiny
         ]
     assert sorted(read_json(r / "run.json")["attempts"] for r in runs) == [1, 2]  # the killed run ran again
     assert not list((data / "sweeps").rglob(".partial-*"))
+    assert not list(elsewhere.rglob("run.json"))  # the runs were filed by the client, not in the workers' folders
+
+
+def _entries(cache: Path) -> dict[str, bytes]:
+    return {p.relative_to(cache).as_posix(): p.read_bytes() for p in sorted(cache.rglob("*")) if p.is_file()}
+
+
+def test_exact_hta_on_an_external_scheduler_fills_the_clients_cache(cluster, tiny_model_folder, tmp_path):
+    model = tiny_model_folder(0, "tiny")
+    data, elsewhere = tmp_path / "data", tmp_path / "workers"
+    address, _, _ = cluster(elsewhere)
+    args = ["hta", "--model", str(model), "--corpus", "lee", "--n", "3", "--max-tokens", "16"]
+    out, _ = _cli(args, address, data).communicate(timeout=WAIT)
+    assert "exact HTA: 3 sentences, 0 cached before, 3 computed" in out, out
+    mine = _entries(data / "cache" / "hta")
+    assert sorted(Path(k).suffix for k in mine) == [".json"] * 3 + [".safetensors"] * 3, sorted(mine)
+    theirs = {}
+    for i in (0, 1):
+        theirs |= _entries(elsewhere / str(i) / "cache" / "hta")
+    assert theirs == mine  # the very entries the workers computed, byte for byte
+    out, _ = _cli(args, address, data).communicate(timeout=WAIT)
+    assert "exact HTA: 3 sentences, 3 cached before, 0 computed" in out, out

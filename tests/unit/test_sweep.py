@@ -228,3 +228,46 @@ def test_hta_job_takes_0_as_a_value_and_refuses_it(kwargs):
     """0 is not "not given": the library refuses it before any sentence is read, as the command line does."""
     with pytest.raises(sweep.SweepError, match="must be at least 1, got 0"):
         sweep.hta_job(paths.DEFAULT_MODEL, "lee", **kwargs, progress=False)
+
+
+def _result(chapter: str = "03_effective_attention") -> dict:
+    doc = {"chapter": chapter, "params": {"results_dir": "/on/the/worker/.partial-x"}, "results": {"claims": {}}}
+    files = {f"{chapter}.json": json.dumps(doc).encode(), f"{chapter}.ipynb": b'{"cells": []}'}
+    return {"files": files, "seconds": 1.5, "finished": "2026-01-01T00:00:00Z"}
+
+
+def test_a_run_a_worker_sent_back_is_filed_whole_over_a_failed_attempt(tmp_path):
+    """The client writes what a worker returned into its own folder: a failed attempt's notebook and attempts
+    count go, the results file names the folder it lives in, and no private folder is left."""
+    run, root = _run(), tmp_path / "sweeps"
+    why = sweep.file_failure(
+        run, root, sweep.RunFailed("03 stopped: boom (full traceback in /w/x.ipynb)", b"{}", "/w/x.ipynb"), 2
+    )
+    kept = run.folder(root) / "03_effective_attention.failed.ipynb"
+    assert why == f"03 stopped: boom (full traceback in {kept})" and kept.read_bytes() == b"{}"
+    assert json.loads((run.folder(root) / "attempts.json").read_text()) == {"attempts": 2}
+    assert not sweep.is_finished(run, root)
+
+    manifest = sweep.file_run(run, root, _result(), attempts=3)
+    folder = run.folder(root)
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "03_effective_attention.ipynb",
+        "03_effective_attention.json",
+        "run.json",
+    ]
+    assert json.loads((folder / "03_effective_attention.json").read_text())["params"]["results_dir"] == str(folder)
+    assert manifest["attempts"] == 3 and manifest["key"] == run.key and sweep.is_finished(run, root)
+    assert not list(root.rglob(".partial-*"))
+    again = _result()
+    again["files"]["03_effective_attention.ipynb"] = b"other"
+    assert sweep.file_run(run, root, again, attempts=4) == manifest  # a finished run is never overwritten
+    assert (folder / "03_effective_attention.ipynb").read_bytes() == b'{"cells": []}'
+
+
+def test_cache_entries_a_worker_sent_back_are_written_and_kept_inside_the_cache(tmp_path):
+    sweep.file_entries({"hta/m/a.json": b"{}", "hta/m/a.safetensors": b"x"}, tmp_path)
+    assert (tmp_path / "hta/m/a.safetensors").read_bytes() == b"x" and (tmp_path / "hta/m/a.json").is_file()
+    for bad in ("../outside.safetensors", "/etc/outside"):
+        with pytest.raises(ValueError, match="outside the cache folder"):
+            sweep.file_entries({bad: b"x"}, tmp_path / "cache")
+    assert not (tmp_path / "outside.safetensors").exists()
