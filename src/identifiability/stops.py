@@ -85,6 +85,21 @@ def _silence() -> None:
     os.close(devnull)
 
 
+def _restore() -> None:
+    """Undo :func:`_silence`: a KeyboardInterrupt that some library caught (one imported while the signal came
+    did) never reached :func:`run`, and the command went on."""
+    global _saved_stderr
+    if _saved_stderr is None:
+        return
+    try:
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    os.dup2(_saved_stderr, 2)
+    os.close(_saved_stderr)
+    _saved_stderr = None
+
+
 def _on_sigint(signum, frame) -> None:
     _silence()
     raise KeyboardInterrupt
@@ -137,11 +152,17 @@ def run(command: Callable[[], int], resumes: bool, handle: bool = True) -> int:
     if not handle:
         return command()
     install()
+    _restore()  # a Ctrl-C while the modules loaded that an import caught: it did not stop this command
     try:
-        return command()
+        status = command()
     except KeyboardInterrupt as e:
         report(e.line if isinstance(e, Interrupted) else RESUME if resumes else RESTART)
         return EXIT_INTERRUPTED
+    except BaseException:
+        _restore()  # a Ctrl-C that some library swallowed must not hide this error
+        raise
+    _restore()
+    return status
 
 
 def kernel_died(chapter: str, params: dict) -> str:
