@@ -28,17 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import paths, stops
-from .errors import UserError
+from .errors import ChapterFailed, UserError
 from .executed import PARAMETERS, cell_parameters, clean_executed
 from .preflight import ChapterRules, ModelInfo, at_least, check, layer_head, window
 
 
 class ParameterError(UserError, ValueError):
     """A chapter parameter or chapter name that is not declared, or a value of the wrong type."""
-
-
-class ChapterFailed(RuntimeError):
-    """A chapter stopped with an error; the message is its last line and where the full traceback is."""
 
 
 @dataclass(frozen=True)
@@ -465,7 +461,7 @@ def run_notebook(source: Path, out_dir: Path, parameters: dict, progress: bool =
     target = out_dir / f"{source.stem}.ipynb"
     nb = jupytext.read(source)
     # a hidden file until the chapter ends; Ctrl-C or a dead kernel leave the previous notebook (identifiability.stops)
-    with stops.executing(source, target, params) as partial:
+    with stops.executing(source, target, {**declared_parameters(source), **params}) as partial:
         try:
             papermill.execute_notebook(
                 nb,

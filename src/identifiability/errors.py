@@ -12,6 +12,10 @@ class UserError(Exception):
     """An input that cannot work; the message is one line that says what to pass instead."""
 
 
+class ChapterFailed(RuntimeError):
+    """A chapter stopped with an error; the message is its last line and where the full traceback is."""
+
+
 def one_line(error: BaseException) -> str:
     """The first line of an error's message (its type's name when it has none)."""
     return (str(error).splitlines() or [type(error).__name__])[0]

@@ -29,6 +29,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from .errors import ChapterFailed
+
 EXIT_INTERRUPTED = 130
 RESUME = "interrupted; run the same command again to resume"
 RESTART = "interrupted; run the same command again to restart"
@@ -187,7 +189,7 @@ def executing(source: Path, target: Path, params: dict) -> Iterator[Path]:
     it was; a dead kernel raises ``ChapterFailed`` with :func:`kernel_died`'s line.
 
     Args:
-        params: the parameters given to the chapter (its declared defaults fill the rest).
+        params: the chapter's parameters, its declared defaults included.
     """
     from nbclient.exceptions import DeadKernelError
 
@@ -201,9 +203,7 @@ def executing(source: Path, target: Path, params: dict) -> Iterator[Path]:
         raise
     except DeadKernelError:
         partial.unlink(missing_ok=True)
-        from .chapters import ChapterFailed, declared_parameters
-
-        raise ChapterFailed(kernel_died(source.stem, {**declared_parameters(source), **params})) from None
+        raise ChapterFailed(kernel_died(source.stem, params)) from None
     except BaseException:  # the chapter's own error: its notebook holds the traceback the message points to
         if partial.exists():
             os.replace(partial, target)
