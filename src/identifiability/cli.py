@@ -267,6 +267,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="identifiability", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    # "unrecognized arguments" (an option no command takes) is raised by this parser: one line too
+    ap.error = lambda message: ap.exit(2, f"error: identifiability: {message} (see identifiability --help)\n")
     sub = ap.add_subparsers(dest="cmd", required=True)
     _chapter_parsers(sub)
     _sweep_parsers(sub)

@@ -566,6 +566,8 @@ def test_hta_zero_is_a_value_not_a_default(tmp_path, tiny_models, data_folder, m
         (["finetune"], r"^error: identifiability finetune: the following arguments are required: --task"),
         (["sweep", "--workers", "2.5"], r"^error: identifiability sweep: argument --workers: invalid int value"),
         (["run"], r"^error: identifiability run: the following arguments are required: notebooks"),
+        (["hta", "--out", "x"], r"^error: identifiability: unrecognized arguments: --out x"),
+        ([], r"^error: identifiability: the following arguments are required: cmd"),
     ],
 )
 def test_an_option_argparse_refuses_is_one_line_too(args, message, tmp_path, data_folder, capsys):
