@@ -319,7 +319,6 @@ CHAPTERS: dict[str, ChapterSpec] = {
                 (
                     at_least("max_tokens", lambda p, m: 3, _SPECIAL_TOKEN),
                     at_least("exact_max_tokens", lambda p, m: _EXACT_MIN_TOKENS, "its short exact sentences"),
-                    at_least("n_per_quarter", lambda p, m: 1, "C10's sample of typical lengths"),
                 ),
                 (
                     window(lambda p, m: 3, "max_tokens"),
