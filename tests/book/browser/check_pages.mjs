@@ -5,7 +5,10 @@
 // their box, how many output lines and printed blocks were read (so a page structure the check no longer
 // recognises cannot pass for clean), console errors, requests that
 // left localhost, the bytes of the first load (gzip-compressed, as a static host serves text), and whether
-// moving each chart control changes the data the chart's vega view holds.
+// moving each chart control changes the data the chart's vega view holds; and what a reader meets at each
+// width (issue 25): the smallest chart text as drawn (its font size times the svg's scale on screen),
+// sideways scroll of the page, code boxes whose content runs past them, chart controls with a single option
+// or wider than their area, and each verdict line with the rows of the verdict chart that follows it.
 // Usage: node check_pages.mjs <base-url> <page> [<page> ...]   -> JSON on stdout
 import { createRequire } from "module";
 import zlib from "zlib";
@@ -29,8 +32,16 @@ function inspect() {
     const drawing = e.querySelector("svg, canvas");
     const area = outputArea(e);
     const d = drawing ? box(drawing) : null, a = box(area);
+    // The smallest text as drawn: the font size in the svg's units times their scale on screen.
+    let minText = null;
+    for (const t of drawing?.tagName === "svg" ? drawing.querySelectorAll("text") : []) {
+      const st = getComputedStyle(t), m = t.getScreenCTM(), s = t.textContent.trim();
+      if (!s || !m || st.display === "none" || st.visibility === "hidden" || box(t).width === 0) continue;
+      const px = parseFloat(st.fontSize) * Math.hypot(m.a, m.b);
+      if (!minText || px < minText.px) minText = { px: Math.round(px * 10) / 10, text: s.slice(0, 40) };
+    }
     return {
-      id: e.id, drawn: !!drawing,
+      id: e.id, drawn: !!drawing, minText,
       title: (e.querySelector("svg .role-title-text")?.textContent || e.querySelector("svg .role-axis-title text")?.textContent || "").slice(0, 60), width: Math.round(d?.width ?? 0), area: Math.round(a.width),
       inside: !!d && d.left >= a.left - 1 && d.right <= a.right + 1,
       controls: e.querySelectorAll(".vega-bindings input, .vega-bindings select").length,
@@ -64,7 +75,78 @@ function inspect() {
   const cut = [...document.querySelectorAll(".cell_output pre")].filter((e) => e.scrollWidth > e.clientWidth + 1)
     .map((e) => ({ width: e.scrollWidth, box: e.clientWidth, text: e.textContent.split("\n").sort((a, b) => b.length - a.length)[0].slice(0, 120) }));
   const printed = document.querySelectorAll(".cell_output pre").length;
-  return { charts, tables, lines, mathOk, cut, printed };
+  // Code a reader must scroll sideways to read: code cells' inputs and the prose's code blocks.
+  const code = [...document.querySelectorAll("article pre")].filter((e) => !e.closest(".cell_output"))
+    .filter((e) => e.scrollWidth > e.clientWidth + 1)
+    .map((e) => ({ kind: e.closest(".cell_input") ? "input" : "text", width: e.scrollWidth, box: e.clientWidth,
+                   text: e.textContent.split("\n").sort((a, b) => b.length - a.length)[0].slice(0, 120) }));
+  const root = document.scrollingElement || document.documentElement;
+  const scroll = { width: root.scrollWidth, viewport: window.innerWidth, wide: root.scrollWidth > window.innerWidth ? widest() : [] };
+  return { charts, tables, lines, mathOk, cut, printed, code, scroll, controls: controls(), verdicts: verdicts(charts) };
+
+  // The deepest elements that reach past the right edge of the window, outside any box that scrolls or clips.
+  function widest() {
+    const out = [];
+    for (const e of document.body.querySelectorAll("*")) {
+      const r = box(e);
+      if (r.right <= window.innerWidth + 1 || r.width === 0) continue;
+      let clipped = false;
+      for (let p = e.parentElement; p && p !== document.body; p = p.parentElement)
+        if (getComputedStyle(p).overflowX !== "visible") { clipped = true; break; }
+      if (clipped || [...e.children].some((c) => box(c).right > window.innerWidth + 1)) continue;
+      out.push({ tag: e.tagName.toLowerCase(), cls: String(e.className || "").slice(0, 40), right: Math.round(r.right),
+                 text: (e.textContent || "").trim().slice(0, 60) });
+      if (out.length === 5) break;
+    }
+    return out;
+  }
+
+  // Each control of a chart: its options (a select's or a radio group's; null for a slider or a checkbox) and
+  // whether it lies inside the output area.
+  function controls() {
+    return [...document.querySelectorAll(".vega-bindings .vega-bind")].map((b) => {
+      const sel = b.querySelector("select"), radios = b.querySelectorAll("input[type=radio]");
+      const parts = [...b.querySelectorAll("select, input, label, span")].map(box).filter((r) => r.width > 0);
+      const right = Math.max(...parts.map((r) => r.right), box(b).left);
+      const area = box(outputArea(b));
+      return { chart: b.closest(".vega-chart")?.id || "", name: (b.querySelector(".vega-bind-name")?.textContent || "").trim(),
+               kind: sel ? "select" : radios.length ? "radio" : (b.querySelector("input")?.type || "?"),
+               options: sel ? sel.options.length : radios.length || null,
+               width: Math.round(right - Math.min(...parts.map((r) => r.left), right)), inside: right <= area.right + 1 };
+    });
+  }
+
+  // Each verdict line ("C5 — partly holds ...") with the rows (quantity, verdict) of the first chart after it,
+  // before the next section heading, read from the data its vega view holds.
+  function verdicts(charts) {
+    const OUTCOME = /^(C\d+)\s*\u2014\s*(partly holds|holds|fails|inconclusive|not testable on this model|not run in this build)\b/;
+    const after = (a, b) => !!(a.compareDocumentPosition(b) & Node.DOCUMENT_POSITION_FOLLOWING);
+    const heads = [...document.querySelectorAll("article h1, article h2, article h3")];
+    const drawn = [...document.querySelectorAll(".vega-chart")];
+    const out = [];
+    for (const s of document.querySelectorAll("article strong")) {
+      const m = s.textContent.trim().match(OUTCOME);
+      if (!m) continue;
+      const line = s.closest("p, li") || s.parentElement;
+      const next = heads.find((h) => after(s, h));
+      const chart = drawn.find((c) => after(s, c) && (!next || after(c, next)));
+      out.push({ claim: m[1], verdict: m[2], text: line.textContent.replace(/\s+/g, " ").trim().slice(0, 600),
+                 chart: chart ? chart.id : null, rows: chart ? chartRows(chart.id) : [] });
+    }
+    return out;
+  }
+
+  function chartRows(id) {
+    const view = (window.vegaViews || {})[id];
+    if (!view) return [];
+    const names = Object.keys(view.getState({ data: () => true, signals: () => false, recurse: true }).data ?? {});
+    const seen = new Map();
+    for (const n of names) for (const row of view.data(n) || []) {
+      const q = row.quantity ?? row.claim;
+      if (typeof q === "string" && typeof row.verdict === "string") seen.set(`${q}\t${row.verdict}`, { quantity: q, verdict: row.verdict });
+    }
+    return [...seen.values()];
+  }
 }
 
 const REPR = [
@@ -160,7 +242,8 @@ for (const page of pages) {
     await p.waitForTimeout(800);  // MathJax typesets, fonts arrive
     const seen = await p.evaluate(inspect);
     const result = { charts: seen.charts, tables: seen.tables, raw: rawOutput(seen.lines), mathOk: seen.mathOk, cut: seen.cut,
-                     read: seen.lines.length, printed: seen.printed };
+                     read: seen.lines.length, printed: seen.printed, code: seen.code, scroll: seen.scroll,
+                     controls: seen.controls, verdicts: seen.verdicts };
     if (width === WIDTHS[0]) {
       result.interactions = await moveControls(p, seen.charts);
       entry.bytes = sizes.reduce((a, b) => a + b, 0);
