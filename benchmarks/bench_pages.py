@@ -8,7 +8,8 @@ the same book (``genindex.html``: the theme's scripts and styles, no content) in
 pages interleaved. Per page it prints the median time from navigation start to the last chart drawn (to the
 load event on pages without charts), that time as a ratio against the empty page measured in the same run
 (the machine is shared and noisy: only ratios and medians measured together mean anything), and the bytes
-moved, gzip-compressed as a static host serves text. Targets: under 3 s to the last chart, under 2 MB.
+moved, gzip-compressed as a static host serves text. Targets (issue 25): under 3 s to the last chart at 1280 px
+on a quiet machine, under 1.2 MB (the book tier's browser test fails a page over it).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 NPM_ROOT = ROOT / ".cache" / "npm" / "node_modules"
 EMPTY = "genindex.html"
+TARGET_MS = 3000  # to the last chart drawn, at 1280 px
+TARGET_BYTES = 1_200_000  # first load, gzip-compressed (tests/book/test_book.py's PAGE_BUDGET)
 
 
 def _serve(html: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
@@ -70,7 +73,7 @@ def main() -> int:
     print(f"{'page':<38}{'charts':>7}{'to last chart':>15}{'/ empty page':>14}{'gzip MB':>9}{'requests':>10}")
     for p in pages:
         r = next(r for r in runs if r["page"] == p)
-        flag = "  over budget" if med[p] > 3000 or r["bytes"] > 2_000_000 else ""
+        flag = "  over budget" if med[p] > TARGET_MS or r["bytes"] > TARGET_BYTES else ""
         print(
             f"{p:<38}{r['charts']:>7}{med[p] / 1000:>13.2f} s{med[p] / med[EMPTY]:>13.1f}x"
             f"{r['bytes'] / 1e6:>9.2f}{r['requests']:>10}{flag}"
