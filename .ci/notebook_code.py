@@ -1,17 +1,68 @@
-"""Write the code cells of each chapter (notebooks/*.md, jupytext MyST) as a Python file for ruff.
+"""Code a reader sees in a box of the book: every chapter's code cells, and the command blocks of the prose
+pages and the README, checked against the width of the box.
 
-Usage: python .ci/notebook_code.py OUT_FOLDER. Markdown cells are left out (prose wraps at the page's width,
-code at the 80 characters of the book's code box); each cell keeps its jupytext percent marker and tags.
+Usage: python .ci/notebook_code.py OUT_FOLDER. Writes the code cells of each chapter (notebooks/*.md,
+jupytext MyST) as a Python file for ruff (each cell keeps its jupytext percent marker and tags; Markdown
+cells are left out: prose wraps at the page's width), then exits 1, naming each line, if a code cell or a
+fenced command block of book/*.md or README.md has a line wider than CODE_WIDTH.
+
+CODE_WIDTH was measured in Chromium on a built page at a 1280 px window: a code cell's box is 684 px wide,
+652 px inside its padding, and a character of the theme's 14 px monospace font (DejaVu Sans Mono there;
+Menlo, SF Mono and Source Code Pro are as wide) is 8.43 px, so 77 characters fit. One is kept in hand for
+a glyph drawn from a wider fallback font. At 390 px the boxes scroll sideways inside themselves.
 """
 
+from __future__ import annotations
+
+import re
 import sys
 from pathlib import Path
 
-import jupytext
+CODE_WIDTH = 76
+# a fence that opens a block of code; "```{directive}" (MyST) is not code, except a code cell
+FENCE = re.compile(r"^(`{3,}|~{3,})(.*)$")
 
-out = Path(sys.argv[1])
-out.mkdir(parents=True, exist_ok=True)
-for source in sorted(Path("notebooks").glob("*.md")):
-    nb = jupytext.read(source)
-    nb.cells = [c for c in nb.cells if c.cell_type == "code"]
-    jupytext.write(nb, out / f"{source.stem}.py", fmt="py:percent")
+
+def fenced_lines(text: str) -> list[tuple[int, str]]:
+    """(line number, line) of every line inside a fenced code block of Markdown ``text``, MyST directives
+    (```{name}) left out except ``code-cell``."""
+    out, fence, code = [], None, False
+    for n, line in enumerate(text.splitlines(), 1):
+        m = FENCE.match(line.strip())
+        if fence is None and m:
+            fence, info = m.group(1), m.group(2).strip()
+            code = not info.startswith("{") or info.startswith("{code-cell}")
+        elif fence is not None and line.strip() == fence:
+            fence = None
+        elif fence is not None and code:
+            out.append((n, line))
+    return out
+
+
+def too_wide(root: Path, width: int = CODE_WIDTH) -> list[str]:
+    """'path:line: N characters' for each line of code in a box wider than ``width``."""
+    sources = sorted((root / "notebooks").glob("*.md")) + sorted((root / "book").glob("*.md"))
+    sources += [root / "README.md"]
+    return [
+        f"{path.relative_to(root)}:{n}: {len(line)} characters (the code box holds {width})"
+        for path in sources
+        for n, line in fenced_lines(path.read_text(encoding="utf-8"))
+        if len(line) > width
+    ]
+
+
+def write_cells(root: Path, out: Path) -> None:
+    import jupytext
+
+    out.mkdir(parents=True, exist_ok=True)
+    for source in sorted((root / "notebooks").glob("*.md")):
+        nb = jupytext.read(source)
+        nb.cells = [c for c in nb.cells if c.cell_type == "code"]
+        jupytext.write(nb, out / f"{source.stem}.py", fmt="py:percent")
+
+
+if __name__ == "__main__":
+    write_cells(Path("."), Path(sys.argv[1]))
+    wide = too_wide(Path("."))
+    print("\n".join(wide))
+    sys.exit(1 if wide else 0)
