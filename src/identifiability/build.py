@@ -174,6 +174,7 @@ def build_book(
         [s.stem for s in chapter_sources()],
         os.cpu_count(),
         str(params.get("device", "cpu")),
+        repository=repository,
     )
     pages.write_claims_page(stage, results_dir)
     book.prepare_pages(stage / "notebooks", root / "downloads")  # charts get the HTML the pages draw them with

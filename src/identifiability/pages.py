@@ -135,15 +135,34 @@ def chapter_title(stem: str) -> str:
 
 
 RUN_TIMES_MARKER = "<!-- chapter run times: written by the build -->"
+LAUNCH_MARKER = "<!-- launch buttons: written by the build -->"
+
+
+def launch_text(repository: str | None) -> str:
+    """What the teachers' page says about launch buttons: they exist only in a copy built with the book's
+    public repository (:func:`identifiability.build.repository_url`)."""
+    if repository:
+        return (
+            f"In this copy, each chapter page also has a launch button (Binder) that opens the chapter in "
+            f"JupyterLab on mybinder.org, built from {repository}."
+        )
+    return (
+        "This copy was built without a repository address, so its chapter pages have no launch button; a copy "
+        "built with one (`make book REPO_URL=https://github.com/<owner>/<repo>`, {doc}`rerun`) has a Binder "
+        "button on every chapter page."
+    )
 
 
 def _minutes(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
 
 
-def write_teachers_page(stage: Path, notebooks: Path, stems: list[str], cores: int | None, device: str) -> Path:
+def write_teachers_page(
+    stage: Path, notebooks: Path, stems: list[str], cores: int | None, device: str, repository: str | None = None
+) -> Path:
     """Fill the run-time table of ``book/teachers.md`` from the executed chapters (papermill's measured
-    duration of each), for the machine that built this copy."""
+    duration of each), for the machine that built this copy, and say whether its pages have launch buttons
+    (``repository``: the address they open, None without buttons)."""
     rows, total = ["| chapter | run time in this build |", "|---|---|"], 0.0
     for stem in stems:
         f = Path(notebooks) / f"{stem}.ipynb"
@@ -158,9 +177,11 @@ def write_teachers_page(stage: Path, notebooks: Path, stems: list[str], cores: i
     )
     path = stage / "book" / "teachers.md"
     text = path.read_text(encoding="utf-8")
-    if RUN_TIMES_MARKER not in text:
-        raise ValueError(f"{path.name} has lost its marker line {RUN_TIMES_MARKER!r}")
-    path.write_text(text.replace(RUN_TIMES_MARKER, table), encoding="utf-8")
+    for marker in (RUN_TIMES_MARKER, LAUNCH_MARKER):
+        if marker not in text:
+            raise ValueError(f"{path.name} has lost its marker {marker!r}")
+    text = text.replace(RUN_TIMES_MARKER, table).replace(LAUNCH_MARKER, launch_text(repository))
+    path.write_text(text, encoding="utf-8")
     return path
 
 

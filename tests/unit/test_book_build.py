@@ -175,7 +175,7 @@ def test_the_build_page_lists_each_chapters_parameters_and_the_model(tmp_path):
 
 def test_the_teachers_page_gets_the_measured_run_times(tmp_path):
     (tmp_path / "book").mkdir()
-    (tmp_path / "book" / "teachers.md").write_text(f"# T\n\n{pages.RUN_TIMES_MARKER}\n")
+    (tmp_path / "book" / "teachers.md").write_text(f"# T\n\n{pages.RUN_TIMES_MARKER}\n{pages.LAUNCH_MARKER}\n")
     (tmp_path / "nb").mkdir()
     nb = _executed()
     nb["metadata"]["papermill"]["duration"] = 150.0
@@ -186,6 +186,41 @@ def test_the_teachers_page_gets_the_measured_run_times(tmp_path):
     (tmp_path / "book" / "teachers.md").write_text("# T\n")
     with pytest.raises(ValueError, match="marker"):
         pages.write_teachers_page(tmp_path, tmp_path / "nb", ["01_a"], 2, "cpu")
+
+
+def _teachers_page(tmp_path, repository: str | None) -> str:
+    """The teachers' page of this checkout as a build with or without a repository address writes it."""
+    (tmp_path / "book").mkdir(exist_ok=True)
+    (tmp_path / "book" / "teachers.md").write_text((paths.source_root() / "book" / "teachers.md").read_text())
+    stems = [s.stem for s in chapter_sources()]
+    return pages.write_teachers_page(tmp_path, tmp_path, stems, 2, "cpu", repository=repository).read_text()
+
+
+def test_the_teachers_page_promises_launch_buttons_only_when_the_build_has_a_repository(tmp_path):
+    without = _teachers_page(tmp_path, None)
+    promises = re.compile(r"(each|every) chapter page (also )?has a launch button", re.I)
+    assert "no launch button" in without and not promises.search(without)
+    assert "REPO_URL=" in without  # and says how a copy gets them
+    with_repo = _teachers_page(tmp_path, "https://github.com/o/r")
+    assert promises.search(with_repo) and "https://github.com/o/r" in with_repo and "no launch button" not in with_repo
+    for text in (without, with_repo):
+        assert pages.LAUNCH_MARKER not in text and pages.RUN_TIMES_MARKER not in text
+
+
+def _toc_chapters() -> list[str]:
+    import yaml
+
+    toc = yaml.safe_load((paths.source_root() / "_toc.yml").read_text())
+    files = [c["file"] for part in toc["parts"] for c in part["chapters"]]
+    return [f.split("/", 1)[1] for f in files if f.startswith("notebooks/")]
+
+
+@pytest.mark.parametrize("page", ["intro", "teachers"])
+def test_the_intro_and_the_session_plan_list_every_chapter_of_the_toc(page):
+    """The intro's table of chapters and the teachers' session plan: one row per chapter, in the toc's order."""
+    text = (paths.source_root() / "book" / f"{page}.md").read_text()
+    rows = re.findall(r"^\|.*?\{doc\}`\.\./notebooks/(\w+)`", text, re.M)
+    assert _toc_chapters() and rows == _toc_chapters()
 
 
 def test_the_book_loads_the_page_scripts_extension():
