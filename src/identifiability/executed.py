@@ -12,7 +12,9 @@
 from __future__ import annotations
 
 import ast
+import io
 import json
+import tokenize
 from pathlib import Path
 
 PARAMETERS = "parameters"  # the tag of a chapter's parameters cell
@@ -46,6 +48,34 @@ def cell_parameters(source: str) -> dict:
             out[name] = ast.literal_eval(nodes[-1])
         except ValueError:
             out[name] = ast.get_source_segment(source, nodes[-1])
+    return out
+
+
+def cell_comments(source: str) -> dict[str, str]:
+    """{name: its help} of a parameters cell: the comment lines right above a ``name = value`` statement and
+    the comment at the end of its last line, joined (names without a comment are left out). The page "This
+    build" shows them beside each value, so the help lives once, in the cell."""
+    comments = {
+        tok.start[0]: tok.string.lstrip("#").strip()
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+        if tok.type == tokenize.COMMENT
+    }
+    lines = source.splitlines()
+    out = {}
+    for stmt in ast.parse(source).body:  # the statement, not its value: a value in brackets ends earlier
+        target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
+        target = stmt.target if isinstance(stmt, ast.AnnAssign) else target
+        if not isinstance(target, ast.Name):
+            continue
+        above, k = [], stmt.lineno - 1
+        while k >= 1 and lines[k - 1].lstrip().startswith("#") and k in comments:
+            above.insert(0, comments[k])
+            k -= 1
+        parts = [*above, *([comments[stmt.end_lineno]] if stmt.end_lineno in comments else [])]
+        if parts:
+            out[target.id] = "; ".join(parts)
+        else:
+            out.pop(target.id, None)
     return out
 
 

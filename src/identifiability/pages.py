@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import paths
-from .executed import BUILD_LOCATION, read_notebook, run_seconds
+from .chapters import ALLOWED
+from .executed import BUILD_LOCATION, PARAMETERS, assignments, cell_comments, read_notebook, run_seconds
 from .fileio import read_json
 from .verdicts.claims import claims_table
 from .verdicts.core import robustness_summary, verdict_label
@@ -104,8 +105,9 @@ def write_run_page(stage: Path, params: dict, results_dir: Path, chapters: dict[
         "## The chapters' parameters",
         "",
         "Each chapter's parameters cell as it ran in this build: its own defaults, with the values given to "
-        "`make book` (`MODEL`, `CORPUS`, `PARAMS`) in their place. Every chapter ran on the model and text "
-        "above; rerunning with other values is described in {doc}`rerun`.",
+        "`make book` (`MODEL`, `CORPUS`, `PARAMS`) in their place, and what each sets (the comments of the "
+        "cell, with the least value a parameter allows). Every chapter ran on the model and text above; "
+        "rerunning with other values is described in {doc}`rerun`.",
         "",
     ]
     for stem, values in chapters.items():
@@ -113,9 +115,10 @@ def write_run_page(stage: Path, params: dict, results_dir: Path, chapters: dict[
         if values is None:
             lines += ["Not run in this build (`--only`).", ""]
             continue
-        lines += ["| parameter | value |", "|---|---|"]
+        helps = parameter_help(stem)
+        lines += ["| parameter | value | what it sets |", "|---|---|---|"]
         lines += [
-            f"| `{name}` | {_cell(value, code=True)} |"
+            f"| `{name}` | {_cell(value, code=True)} | {helps.get(name, '—')} |"
             for name, value in values.items()
             if name not in ("model", "corpus", *BUILD_LOCATION)
         ]
@@ -123,6 +126,39 @@ def write_run_page(stage: Path, params: dict, results_dir: Path, chapters: dict[
     path = stage / "book" / "this_build.md"
     path.write_text("\n".join(lines), encoding="utf-8")
     return path
+
+
+def _markdown_text(text: str) -> str:
+    """``text`` for a Markdown table cell: its `code` kept, elsewhere the characters Markdown would read
+    (a pipe, ``<task>`` as an HTML tag, ``*`` and ``_`` as emphasis) escaped."""
+    parts = text.split("`")
+    for k in range(0, len(parts), 2):  # outside code spans
+        for ch in "\\|<>*_":
+            parts[k] = parts[k].replace(ch, "\\" + ch)
+    return "`".join(parts)
+
+
+def parameter_help(stem: str) -> dict[str, str]:
+    """{name: what it sets} for a chapter's parameters: the comments of its source's parameters cell
+    (:func:`identifiability.executed.cell_comments`, the one place the help is written), with the least value
+    the chapter contract allows (:data:`identifiability.chapters.ALLOWED`)."""
+    import jupytext
+
+    source = paths.source_root() / "notebooks" / f"{stem}.md"
+    if not source.exists():
+        return {}
+    cell = next((c for c in jupytext.read(source).cells if PARAMETERS in c.metadata.get("tags", [])), None)
+    if cell is None:
+        return {}
+    help_, out = cell_comments(cell.source), {}
+    for name in assignments(cell.source):
+        text = _markdown_text(help_.get(name, ""))
+        least = ALLOWED[name].minimum if name in ALLOWED else None
+        if least is not None:
+            text += f"{'; ' if text else ''}at least {least:g}"
+        if text:
+            out[name] = text
+    return out
 
 
 def chapter_title(stem: str) -> str:

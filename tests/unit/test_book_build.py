@@ -173,6 +173,20 @@ def test_the_build_page_lists_each_chapters_parameters_and_the_model(tmp_path):
     assert "| `model` |" not in text  # shown once, above
 
 
+def test_the_build_page_gives_each_parameters_help_from_its_cell_comments(tmp_path):
+    """The help for a parameter is written once, as the comment of the chapter's parameters cell; the page
+    shows it beside the value, with the least value the contract allows, escaped for Markdown."""
+    cell = '# the head shown in detail\nlayer = None  # 1..L\nhead = 0\nx = (\n    "a"  # inner\n)  # a | b <c>\n'
+    assert executed.cell_comments(cell) == {"layer": "the head shown in detail; 1..L", "x": "a | b <c>"}
+    (tmp_path / "book").mkdir()
+    values = {"n_sentences": 40, "corpus": "lee", "seed": 3, "example_index": 1}
+    text = pages.write_run_page(tmp_path, {}, tmp_path, {"01_model_and_data": values}).read_text()
+    assert "| `n_sentences` | `40` | sentences for the corpus statistics; at least 1 |" in text
+    assert "| `example_index` | `1` | which sampled sentence to show in detail; at least 0 |" in text
+    help_ = pages.parameter_help("01_model_and_data")
+    assert help_["corpus"].startswith(r"lee \| lee\_test \|") and r"glue/\<task\>" in help_["corpus"]
+
+
 def test_the_teachers_page_gets_the_measured_run_times(tmp_path):
     (tmp_path / "book").mkdir()
     (tmp_path / "book" / "teachers.md").write_text(f"# T\n\n{pages.RUN_TIMES_MARKER}\n{pages.LAUNCH_MARKER}\n")
