@@ -5,6 +5,7 @@ a control is offered only where moving it changes the data."""
 import re
 import warnings
 
+import altair as alt
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,7 +13,9 @@ import torch
 import vl_convert as vlc
 
 from identifiability.charts import effective as eff_charts
+from identifiability.charts import hta as hta_charts
 from identifiability.charts import identity as id_charts
+from identifiability.charts import narrow, render
 from identifiability.charts import nullspace as ns_charts
 from identifiability.charts.render import label_stride, token_axis
 
@@ -136,3 +139,217 @@ def test_a_probe_menu_with_one_option_left_is_no_menu():
     spec = id_charts.overlay_chart(pd.DataFrame(rows), "t").to_dict()
     assert "bind" not in str(spec)
     assert {r["probe"] for r in next(iter(spec["datasets"].values()))} == {"linear map, l2/cos loss, l2/cos lookup"}
+
+
+# --- what a reader meets on a phone and in chart text (issue 25) --------------------------------------------------
+
+PHONE_AREA = 358  # px: the output area of a chapter page at 390 px
+
+
+def spec_of(chart) -> dict:
+    """The spec as a notebook stores it and a page draws it (through the offline renderer)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return render.plain_titles(chart.to_dict())
+
+
+def texts_of(spec, key: str | None = None):
+    """Every string under a title, subtitle or text key of a spec, data left out."""
+    if isinstance(spec, dict):
+        for k, v in spec.items():
+            if k not in ("datasets", "data"):
+                yield from texts_of(v, k if k in ("title", "subtitle", "text") else key)
+    elif isinstance(spec, list):
+        for v in spec:
+            yield from texts_of(v, key)
+    elif isinstance(spec, str) and key:
+        yield spec
+
+
+def neighbour_rows() -> pd.DataFrame:
+    rows = [
+        {"mapping": m, "loss": "none" if m == "naive" else lo, "lookup": lk, "layer": la, "offset": k,
+         "share": 0.01 * (la + abs(k)) + (0.02 if lo == "l2" else 0), "chance": 0.05}
+        for m in ("naive", "linear") for lo in ("cos", "l2") for lk in ("cos", "l2") for la in range(3)
+        for k in (-2, -1, 1, 2)
+    ]  # fmt: skip
+    return pd.DataFrame(rows).drop_duplicates(["mapping", "loss", "lookup", "layer", "offset"])
+
+
+def test_chart_text_shows_notation_as_unicode_not_tex():
+    assert (
+        render.plain_notation("x_{i+k} instead of x_i, e_i^l, d_s = d_v + 1") == "xᵢ₊ₖ instead of xᵢ, eᵢˡ, dₛ = dᵥ + 1"
+    )
+    assert render.plain_notation("val_loss_last, A_eff") == "val_loss_last, A_eff"  # words keep their underscores
+    # chapter 4's title as the notebook passes it
+    spec = spec_of(id_charts.neighbour_chart(neighbour_rows(), "Nearest input embedding is x_{i+k} instead of x_i"))
+    texts = list(texts_of(spec))
+    assert any("xᵢ₊ₖ" in t for t in texts)
+    assert not [t for t in texts if "_{" in t or "^{" in t]
+
+
+def dash_symbols(svg: str, title: str) -> list[str]:
+    """The symbol paths of the legend titled ``title`` in a rendered chart."""
+    start = svg.index(f"legend titled '{title}'")
+    end = svg.find('class="mark-group role-legend"', start)
+    return re.findall(r'<path transform="translate\([^)]*\)" d="[^"]*"[^>]*>', svg[start : end if end > 0 else None])
+
+
+@pytest.mark.parametrize("which", ["separators", "combo", "rate"])
+def test_a_dash_legend_shows_its_dashes(which):
+    """Solid and dashed lines got two identical filled circles in the legend (chapter 5's lookup)."""
+    rows = neighbour_rows().drop(columns="offset").drop_duplicates(["mapping", "loss", "lookup", "layer"])
+    rows = rows.rename(columns={"share": "rate"})
+    seps = pd.DataFrame(
+        [
+            {"layer": la, "separator": s, "raw": 0.1 * la, "effective": 0.05 * la}
+            for la in (1, 2)
+            for s in ("first", "second")
+        ]
+    )
+    splits = pd.concat([rows.assign(split=s, candidates="sentence") for s in ("test", "train")])
+    chart, title = {
+        "separators": (eff_charts.separator_chart(seps), "attention"),
+        "combo": (id_charts.combo_chart(rows, "t"), "lookup"),
+        "rate": (id_charts.rate_chart(splits, "t"), "split"),
+    }[which]
+    symbols = dash_symbols(svg_of(chart), title)
+    assert len(symbols) == 2
+    dashes = [re.search(r'stroke-dasharray="([^"]*)"', s).group(1) for s in symbols]
+    assert dashes[0] != dashes[1]
+    for s in symbols:  # drawn: a visible stroke, a line segment rather than a filled dot
+        assert re.search(r'stroke="#[0-9a-f]{3,6}"', s) and re.search(r'd="M-?[\d.]+,0L', s)
+
+
+def axis_label_xs(svg: str) -> list[list[float]]:
+    """The x positions of the shown labels of each horizontal axis in a rendered chart, per axis."""
+    out = []
+    for axis in re.findall(r"role-axis-label.*?</g>", svg, flags=re.S):
+        shown = re.findall(r'<text[^>]*transform="translate\(([-\d.]+),([-\d.]+)\)[^>]*>([^<]+)</text>', axis)
+        if len(shown) > 1 and len({y for _, y, _ in shown}) == 1:
+            out.append(sorted(float(x) for x, _, _ in shown))
+    return out
+
+
+def test_context_share_heat_map_labels_do_not_overlap():
+    """Chapter 6's heat map of the context share by relative position: 33 offsets on 240 px overlapped."""
+    prof = pd.DataFrame(
+        [{"layer": la, "offset": o, "context_share": 0.5, "mean_c": 0.1, "share": 0.1 + 0.01 * abs(o)}
+         for la in range(1, 7) for o in range(-16, 17)]
+    )  # fmt: skip
+    svg = svg_of(hta_charts.distance_figure(prof, 15))
+    labels = re.findall(r">(≤-16|≥16|-?\d+)</text>", svg)
+    assert "≤-16" in labels and "≥16" in labels and "0" in labels
+    xs = axis_label_xs(svg)
+    assert len(xs) == 2  # both panels' position axes
+    assert all(min(b - a for a, b in zip(x, x[1:])) >= 11 for x in xs)
+
+
+def test_probe_table_shows_counts_as_integers_and_headers_in_words():
+    summary = pd.DataFrame(
+        [{"mapping": m, "loss": lo, "layer": la, "epochs run": 10 + la, "best epoch": 5 + la,
+          "stopped early": la % 2 == 0, "best val loss": 0.1 * la}
+         for m in ("linear", "mlp") for lo in ("cos", "l2") for la in range(7)]
+    )  # fmt: skip
+    overview = (
+        summary.groupby(["mapping", "loss"])
+        .agg(probes=("layer", "size"), stopped_early=("stopped early", "sum"), epochs_run=("epochs run", "median"),
+             best_epoch_min=("best epoch", "min"), best_epoch_max=("best epoch", "max"),
+             val_loss_first=("best val loss", "first"), val_loss_last=("best val loss", "last"))
+        .round(3)
+    )  # fmt: skip
+    assert overview.epochs_run.dtype == float  # what the study hands over
+    cells = re.findall(r">([^<>]+)</t[hd]>", id_charts.probe_table(overview).to_html())
+    assert not [c for c in cells if "_" in c]  # no snake_case header
+    assert "13" in cells and "13.0" not in cells and "5–11" in cells and "0.600" in cells
+    assert not [c for c in cells if re.fullmatch(r"\d+\.0", c)]
+
+
+def test_search_chart_draws_distances_of_zero_as_markers_with_a_note():
+    """Chapter 2's LP line was drawn along a floor at 1e-16: a log axis cannot show 0."""
+    search = pd.DataFrame(
+        [{"d_s": d, "layer": 1, "head": 0, "lp_tv_mean": 0.0, "me_tv_mean": 0.01 * d if d > 33 else 0.0,
+          "search_tv_mean": 0.02 * d if d > 33 else 1e-18} for d in (16, 32, 34, 64)]
+    )  # fmt: skip
+    spec = spec_of(ns_charts.search_distance_chart(search, 32, "t"))
+    lines, zeros, _ = spec["layer"]
+    rows = spec["datasets"]
+    drawn = {r["kind"] for r in rows[lines["data"]["name"]]}
+    at_zero = rows[zeros["data"]["name"]]
+    assert not [r for r in rows[lines["data"]["name"]] if r["tv"] <= 1e-12]  # no line along a floor
+    assert {r["kind"] for r in at_zero} == {"row-stochastic, LP (paper's set)", "realisable: max-entropy",
+                                           "realisable: search"}  # fmt: skip
+    assert "row-stochastic, LP (paper's set)" not in drawn
+    assert len({(r["d_s"], r["tv"]) for r in at_zero}) == len(at_zero)  # no marker hides another
+    assert max(r["tv"] for r in at_zero) < min(r["tv"] for r in rows[lines["data"]["name"]])
+    assert "distance 0" in spec["title"]["subtitle"]
+
+
+def viewer_examples(n_tokens=(39, 39, 40), layers=6, heads=12):
+    g = torch.Generator().manual_seed(0)
+    out = []
+    for n in n_tokens:
+        a = torch.softmax(2 * torch.randn(layers, heads, n, n, generator=g), -1)
+        out.append(([f"w{i}" for i in range(n)], a, a - 0.05 * torch.randn(layers, heads, n, n, generator=g)))
+    return out
+
+
+def test_head_viewer_stays_within_its_page_budget_and_its_text_is_readable():
+    """Chapter 3's default viewer (3 sentences of 39-40 tokens, 6 x 12 heads) was 1.83 MB, 0.63 MB gzip-compressed,
+    the largest part of a 1.6 MB (gzip) page; in hundredths it is 1.45 MB, 0.31 MB (measured on the real model)."""
+    import gzip
+    import json
+
+    chart = eff_charts.head_viewer(viewer_examples())
+    spec = spec_of(chart)
+    assert render.spec_bytes(chart) < 1_600_000
+    assert len(gzip.compress(json.dumps(spec).encode())) < 450_000
+    sizes = [v for k, v in _walk(spec) if k.lower().endswith("fontsize")]
+    assert sizes and min(sizes) >= 9
+    assert spec["usermeta"] == {"narrow": "keep-width"}  # its token labels are thinned for 180 px panels
+
+
+def _walk(spec):
+    if isinstance(spec, dict):
+        for k, v in spec.items():
+            if k != "datasets":
+                yield k, v
+                yield from _walk(v)
+    elif isinstance(spec, list):
+        for v in spec:
+            yield from _walk(v)
+
+
+def fit_in_node(spec: dict, width: int) -> dict:
+    """``window.vegaFit(spec, width)`` of the page script, run by Node."""
+    import json
+    import shutil
+    import subprocess
+
+    if not shutil.which("node"):
+        pytest.skip("needs Node.js")
+    call = f"window.vegaFit({json.dumps(spec)}, {width})"
+    script = f"var window = {{}};\n{narrow.FIT_JS}\nprocess.stdout.write(JSON.stringify({call}));"
+    return json.loads(subprocess.run(["node", "-e", script], capture_output=True, text=True, check=True).stdout)
+
+
+def test_a_phone_gets_stacked_views_plot_widths_that_fit_and_wrapped_titles():
+    rows = neighbour_rows()
+    side_by_side = alt.hconcat(
+        alt.Chart(rows).mark_line().encode(x="layer:O", y="share:Q").properties(width=300, title="a " * 40),
+        alt.Chart(rows).mark_point().encode(x="layer:O", y="share:Q").properties(width=300),
+    )
+    fitted = fit_in_node(spec_of(side_by_side), PHONE_AREA)
+    assert "hconcat" not in fitted and len(fitted["vconcat"]) == 2
+    assert all(v["width"] <= PHONE_AREA - 80 for v in fitted["vconcat"])
+    assert isinstance(fitted["vconcat"][0]["title"], list)  # wrapped to the area
+    assert fitted["config"]["legend"]["orient"] == "bottom"
+    mass = pd.DataFrame([{"layer": 1, "head": 0, "category": "a", "raw": 0.5, "effective": 0.4}])
+    faceted = fit_in_node(spec_of(eff_charts.mass_chart(mass, {"a": "A"})), PHONE_AREA)
+    assert faceted["columns"] == 1 and "column" not in faceted["facet"] and faceted["spec"]["width"] <= PHONE_AREA - 80
+    # a chart labelled for its width is stacked but keeps its widths
+    viewer = fit_in_node(spec_of(eff_charts.head_viewer(viewer_examples((8,), 1, 1))), PHONE_AREA)
+    assert "vconcat" in viewer and [v["width"] for v in viewer["vconcat"]] == [180, 180, 180]
+    # on a desktop page nothing moves
+    desktop = fit_in_node(spec_of(side_by_side), OUTPUT_AREA)
+    assert "hconcat" in desktop and [v["width"] for v in desktop["hconcat"]] == [300, 300]

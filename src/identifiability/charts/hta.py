@@ -29,7 +29,7 @@ from ..studies.context_mixing import (
     TypicalSample,
 )
 from ..verdicts import C10_HIGH, C10_LOW, C10_WIDE, C11_FAR, C11_NEAR, C10Evidence, Verdict
-from .render import sentence_label_expr
+from .render import KEEP_WIDTH, sentence_label_expr, thinned_axis
 
 
 def estimator_scatter(
@@ -105,11 +105,12 @@ def distance_figure(prof: pd.DataFrame, max_offset: int) -> alt.HConcatChart:
         lambda o: f"≤{o}" if o < -max_offset else f"≥{o}" if o > max_offset else str(o)
     )
     order = [prof.label[prof.offset == o].iloc[0] for o in sorted(prof.offset.unique())]
+    k_axis = lambda title, px: thinned_axis(order, title, px, order.index("0"), (order[0], order[-1]))
     heat = (
         alt.Chart(prof[prof.offset != 0])
         .mark_rect()
         .encode(
-            x=alt.X("label:O", sort=order, title="relative position k of the input token"),
+            x=alt.X("label:O", sort=order, axis=k_axis("relative position k of the input token", 240)),
             y=alt.Y("layer:O"),
             color=alt.Color(
                 "context_share:Q",
@@ -131,7 +132,7 @@ def distance_figure(prof: pd.DataFrame, max_offset: int) -> alt.HConcatChart:
         alt.Chart(prof[prof.layer.isin(picked)])
         .mark_line(point=True)
         .encode(
-            x=alt.X("label:O", sort=order, title="relative position k"),
+            x=alt.X("label:O", sort=order, axis=k_axis("relative position k", 220)),
             y=alt.Y("share:Q", title="share of all contribution", scale=alt.Scale(type="sqrt")),
             color=alt.Color("layer:O", scale=alt.Scale(scheme="viridis"), legend=alt.Legend(orient="bottom")),
             tooltip=["layer", "label", alt.Tooltip("share:Q", format=".4f")],
@@ -210,11 +211,9 @@ def contribution_explorer(
     results: Sequence[HTAResult], labels: Sequence[str] | None = None, digits: int = 3
 ) -> alt.LayerChart:
     """An interactive heatmap, drawn in the static page: pick a sentence and a hidden token; rows are
-    layers, columns input tokens, colour is c[l, i, j].
-
-    One row per (sentence, layer, hidden token) carries that row of c as an array
-    (:func:`identifiability.hta.explorer_rows`, flattened in the browser), which keeps the page small.
-    """
+    layers, columns input tokens, colour is c[l, i, j]. One row per (sentence, layer, hidden token) carries
+    that row of c as an array (:func:`identifiability.hta.explorer_rows`, flattened in the browser), which
+    keeps the page small. One column per token: on a phone it scrolls sideways rather than narrows."""
     df = explorer_rows(results, digits)
     L = results[0].S.shape[0] - 1
     labels = list(labels) if labels is not None else [f"{s}: {r.text[:60]}" for s, r in enumerate(results)]
@@ -239,13 +238,13 @@ def contribution_explorer(
             j="datum.j1 - 1", input=f"{token_lists}[datum.s][datum.j1 - 1]", hidden=f"{token_lists}[datum.s][datum.i]"
         )
     )
-    width = max(300, min(560, 22 * max_n))
+    width = max(300, min(540, 22 * max_n))
     heat = base.mark_rect().encode(
         x=alt.X(
             "j:O",
             title="input token j",
             axis=alt.Axis(
-                labelExpr=sentence_label_expr([list(r.tokens) for r in results], width),
+                labelExpr=sentence_label_expr([list(r.tokens) for r in results], width, label_px=14),  # at -60°
                 labelAngle=-60,
                 labelOverlap=False,
             ),
@@ -268,6 +267,7 @@ def contribution_explorer(
         (heat + own)
         .add_params(sent, tok)
         .properties(
+            usermeta=KEEP_WIDTH,
             width=width,
             height=28 * L,
             title=alt.TitleParams(

@@ -16,8 +16,11 @@ import pandas as pd
 from altair.expr.core import Expression
 
 from ..identity import CANDIDATES, LOOKUPS, LOSSES, MAPPINGS
+from .render import dash_legend, plain_notation
 
 if TYPE_CHECKING:
+    from pandas.io.formats.style import Styler
+
     from ..studies.identity import (
         ClaimsResult,
         GeneralisationResult,
@@ -130,16 +133,13 @@ def rate_chart(
         & (alt.datum.lookup == lookup)
         & (alt.datum.candidates == cands)
     )
-    probe = (
-        base.transform_filter(sel)
-        .mark_line(point=True)
-        .encode(
-            y=y,
-            strokeDash=alt.StrokeDash("split:N", title="split", sort=["test", "train"]),
-            color=alt.value("#1f77b4"),
-            tooltip=["mapping", "loss", "lookup", "candidates", "split", "layer", alt.Tooltip("rate:Q", format=".3f")],
-        )
+    chosen = base.transform_filter(sel).encode(
+        y=y,
+        color=alt.value("#1f77b4"),
+        tooltip=["mapping", "loss", "lookup", "candidates", "split", "layer", alt.Tooltip("rate:Q", format=".3f")],
     )
+    split = alt.StrokeDash("split:N", title="split", sort=["test", "train"], legend=dash_legend())
+    probe = chosen.mark_line().encode(strokeDash=split) + chosen.mark_point(filled=True).encode(detail="split:N")
     nsel = (
         (alt.datum.mapping == "naive")
         & (alt.datum.lookup == lookup)
@@ -217,7 +217,8 @@ def generalisation_chart(gen: pd.DataFrame, title: str) -> alt.Chart:
 
 
 def neighbour_chart(nb: pd.DataFrame, title: str) -> alt.Chart:
-    """Share of tokens whose nearest same-sentence input embedding is x_{i+k}, per layer, one line per k."""
+    """Share of tokens whose nearest same-sentence input embedding is x_{i+k}, per layer, one line per k.
+    The title's notation shows as Unicode scripts (:func:`identifiability.charts.render.plain_notation`)."""
     df = nb[nb.offset != 0][["mapping", "loss", "lookup", "layer", "offset", "share", "chance"]].copy()
     df["share"] = df["share"].round(4)
     df, params, sel = _probe_choice(df, naive=True, measures=["share", "chance"], default="linear")
@@ -227,7 +228,7 @@ def neighbour_chart(nb: pd.DataFrame, title: str) -> alt.Chart:
         .mark_line(point=True)
         .encode(
             x=alt.X("layer:O", title="layer l"),
-            y=alt.Y("share:Q", title="nearest candidate is x_{i+k} (share of tokens)"),
+            y=alt.Y("share:Q", title="nearest candidate is xᵢ₊ₖ (share of tokens)"),
             color=alt.Color(
                 "offset:O",
                 title="k",
@@ -245,7 +246,7 @@ def neighbour_chart(nb: pd.DataFrame, title: str) -> alt.Chart:
             ],
         )
         .add_params(*params)
-        .properties(title=title, width=460, height=260)
+        .properties(title=plain_notation(title), width=460, height=260)
     )
 
 
@@ -258,14 +259,18 @@ def combo_chart(rates: pd.DataFrame, title: str) -> alt.Chart:
     df["pair"] = np.where(df.mapping == "naive", "—", df.loss) + " loss / " + df.lookup + " lookup"
     mapping = _dropdown("mapping", [m for m in MAPPINGS if m in set(df.mapping)], "linear")
     base = alt.Chart(df).transform_filter(alt.datum.mapping == mapping).encode(x=alt.X("layer:O", title="layer l"))
-    lines = base.mark_line(point=True).encode(
+    shown = base.encode(
         y=alt.Y("rate:Q", title="identified tokens (test)", scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("pair:N", title="training loss / lookup"),
-        strokeDash=alt.StrokeDash("lookup:N", title="lookup"),
         tooltip=["mapping", "loss", "lookup", "layer", alt.Tooltip("rate:Q", format=".3f")],
     )
+    lines = shown.mark_line().encode(strokeDash=alt.StrokeDash("lookup:N", title="lookup", legend=dash_legend()))
     chance = base.mark_line(color="crimson", strokeDash=[2, 2]).encode(y="chance:Q")
-    return alt.layer(lines, chance).add_params(mapping).properties(title=title, width=460, height=280)
+    return (
+        alt.layer(lines, shown.mark_point(filled=True), chance)
+        .add_params(mapping)
+        .properties(title=title, width=460, height=280)
+    )
 
 
 def ablation_chart(df: pd.DataFrame, title: str) -> alt.Chart:
@@ -379,6 +384,38 @@ def epochs_chart(curves: pd.DataFrame, title: str) -> alt.Chart:
             tooltip=["probe", "epoch", alt.Tooltip("rate:Q", format=".3f"), "stopping"],
         )
         .properties(title=title, width=460, height=260)
+    )
+
+
+def probe_table(overview: pd.DataFrame) -> Styler:
+    """Chapter 4's training overview (``ProbesResult.overview``: per mapping and loss) as a reader reads it:
+    headers in words, counts and epochs as integers (a median of two middle values keeps its .5), the kept
+    epochs as one range, losses to three decimals."""
+    t = overview.reset_index()
+    kept = [f"{a:.0f}" if a == b else f"{a:.0f}–{b:.0f}" for a, b in zip(t.best_epoch_min, t.best_epoch_max)]
+    table = pd.DataFrame(
+        {
+            "map": t.mapping,
+            "training loss": t.loss,
+            "probes": t.probes.astype(int),
+            "stopped early": t.stopped_early.astype(int),
+            "epochs run (median)": t.epochs_run,
+            "epoch kept": kept,
+            "best validation loss, layer 0": t.val_loss_first,
+            "best validation loss, last layer": t.val_loss_last,
+        }
+    )
+    headers = [{"selector": "th", "props": "white-space: normal; max-width: 8em; vertical-align: bottom"}]
+    return (
+        table.style.hide(axis="index")
+        .set_table_styles(headers)
+        .format(
+            {
+                "epochs run (median)": "{:g}",
+                "best validation loss, layer 0": "{:.3f}",
+                "best validation loss, last layer": "{:.3f}",
+            }
+        )
     )
 
 

@@ -28,6 +28,12 @@ if TYPE_CHECKING:
     )
 
 DIMENSIONS = {"rank_T": "rank(T)", "dim_LN_T": "dim LN(T)", "dim_LN_T1": "dim LN([T,1])"}
+ZERO_TV = 1e-12  # a mean TV distance below this is 0 up to float64 rounding of the LP and the search
+SEARCH_KINDS = {  # the search's alternatives, each a column of mean TV distances
+    "lp_tv_mean": "row-stochastic, LP (paper's set)",
+    "me_tv_mean": "realisable: max-entropy",
+    "search_tv_mean": "realisable: search",
+}
 
 
 def dimensions_chart(dims: pd.DataFrame, d_v: int) -> alt.LayerChart:
@@ -165,7 +171,8 @@ def alternative_viewer(
             .properties(width=size, height=size)
         )
 
-    weight = alt.Color("w:Q", scale=alt.Scale(scheme="blues", domain=[0, 1], type="sqrt"), title="weight")
+    sqrt = alt.Scale(scheme="blues", domain=[0, 1], type="sqrt")
+    weight = alt.Color("w:Q", scale=sqrt, title="weight", legend=alt.Legend(values=[0, 0.1, 0.5, 1]))
     diff = alt.Color("w:Q", scale=alt.Scale(scheme="redblue", domain=[-big, big], reverse=True), title="A' − A")
     left = heat("A (real)", alt.datum.which == "A", weight)
     right = heat("A' (alternative)", alt.datum.which == pick, weight, y_labels=False).add_params(pick)
@@ -230,34 +237,27 @@ def search_distance_chart(search: pd.DataFrame, d_v: int, title: str, per_layer:
     max-entropy and realisable search; d_v + 1 marked. ``search``: rows of
     :func:`identifiability.nullspace.search_by_length`; ``per_layer``: one line per layer."""
     tv_long = search.melt(
-        id_vars=["d_s", "layer", "head"],
-        value_vars=["lp_tv_mean", "me_tv_mean", "search_tv_mean"],
-        var_name="kind",
-        value_name="tv",
+        id_vars=["d_s", "layer", "head"], value_vars=list(SEARCH_KINDS), var_name="kind", value_name="tv"
     )
-    tv_long["kind"] = tv_long.kind.map(
-        {
-            "lp_tv_mean": "row-stochastic, LP (paper's set)",
-            "me_tv_mean": "realisable: max-entropy",
-            "search_tv_mean": "realisable: search",
-        }
-    )
-    tv_long["tv"] = tv_long.tv.clip(lower=1e-16)
+    tv_long["kind"] = tv_long.kind.map(SEARCH_KINDS)
     tv_long["series"] = tv_long.kind + (" · layer " + tv_long.layer.astype(str) if per_layer else "")
-    thr_rule = alt.Chart(pd.DataFrame({"x": [d_v + 1]})).mark_rule(color="crimson", strokeDash=[4, 3]).encode(x="x:Q")
-    return (
-        alt.Chart(tv_long, title=title)
-        .mark_line(point=True)
-        .encode(
-            x=alt.X("d_s:Q", scale=alt.Scale(type="log", base=2), title="d_s (red: d_v + 1)"),
-            y=alt.Y("tv:Q", scale=alt.Scale(type="log"), title="mean TV(a_i, a'_i) over rows"),
-            color=alt.Color("kind:N", title=""),
-            detail="series:N",
-            tooltip=["d_s", "layer", "kind", alt.Tooltip("tv:Q", format=".2e")],
-        )
-        .properties(width=460, height=300)
-        + thr_rule
+    # a log axis has no 0: a distance of 0 is a marker at its bottom, each kind's a factor 2 above the last's
+    positive, zeros = tv_long[tv_long.tv > ZERO_TV], tv_long[tv_long.tv <= ZERO_TV]
+    floor = 10 ** np.floor(np.log10(positive.tv.min())) / 10 if len(positive) else 1e-6
+    kinds = list(dict.fromkeys(tv_long.kind))
+    zeros = zeros.assign(tv=floor * 2.0 ** zeros.kind.map(kinds.index), shown=f"0 (below {ZERO_TV:.0e})")
+    enc = dict(
+        x=alt.X("d_s:Q", scale=alt.Scale(type="log", base=2), title="d_s (red: d_v + 1)"),
+        y=alt.Y("tv:Q", scale=alt.Scale(type="log"), title="mean TV(a_i, a'_i) over rows"),
+        color=alt.Color("kind:N", title="", scale=alt.Scale(domain=kinds)),
     )
+    lines = alt.Chart(positive).mark_line(point=True).encode(**enc, detail="series:N")
+    lines = lines.encode(tooltip=["d_s", "layer", "kind", alt.Tooltip("tv:Q", format=".2e")])
+    at_zero = alt.Chart(zeros).mark_point(shape="triangle-down", filled=True, size=70, opacity=1)
+    at_zero = at_zero.encode(**enc, tooltip=["d_s", "layer", "kind", alt.Tooltip("shown:N", title="TV")])
+    thr_rule = alt.Chart(pd.DataFrame({"x": [d_v + 1]})).mark_rule(color="crimson", strokeDash=[4, 3]).encode(x="x:Q")
+    note = alt.TitleParams(title, subtitle=f"▼ distance 0 (below {ZERO_TV:.0e}), which a log axis cannot show")
+    return alt.layer(lines, at_zero, thr_rule).properties(width=460, height=300, title=note if len(zeros) else title)
 
 
 # ------------------------------------------------------------------------------------ generated text

@@ -5,45 +5,82 @@ Vega-Lite spec alone, under the MIME type JupyterLab draws with its built-in veg
 network, no trust needed). JupyterLab 4 has no renderer for Altair 6's ``vegalite.v6`` type, but draws
 these specs with its vega-lite 5 (the book test compiles every chapter's charts with vega-lite 5.8).
 For the book's pages the build adds :func:`chart_html` beside each spec (``identifiability.book``): a bare
-``<div>`` plus a ``vegaEmbed(...)`` call, with vega/vega-lite/vega-embed vendored once per page that has
-a chart (``book/_vendor/vega-bundle.js``, written by :func:`write_vega_bundle`). A notebook carries each
+``<div>`` plus a ``vegaDraw(...)`` call, with vega/vega-lite/vega-embed and the narrow-page layout
+(:mod:`identifiability.charts.narrow`) vendored once per page that has a chart (``book/_vendor/vega-bundle.js``,
+written by :func:`write_vega_bundle`). Chart text shows the paper's notation as Unicode scripts
+(:func:`plain_notation`), here and in JupyterLab. A notebook carries each
 chart once; JupyterLab would prefer an HTML copy to the spec and show it without its script.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import uuid
 import warnings
 from pathlib import Path
 
 import altair as alt
 
+from .narrow import FIT_JS, KEEP_WIDTH  # noqa: F401 (KEEP_WIDTH: for the chart modules)
+
 VEGALITE_MIME = "application/vnd.vegalite.v5+json"  # what JupyterLab 4 draws (see above)
 MAX_ROWS = 20_000
 
 
+# Unicode sub- and superscripts for the paper's notation in chart text (x_{i+k} -> xᵢ₊ₖ): chart text is plain
+# text, where TeX would show as typed.
+_SUB = dict(zip("0123456789+-−=()aehijklmnoprstuvx", "₀₁₂₃₄₅₆₇₈₉₊₋₋₌₍₎ₐₑₕᵢⱼₖₗₘₙₒₚᵣₛₜᵤᵥₓ"))
+_SUP = dict(zip("0123456789+-−=()abcdefghijklmnoprstuvwxyzTL", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁻⁼⁽⁾ᵃᵇᶜᵈᵉᶠᵍʰⁱʲᵏˡᵐⁿᵒᵖʳˢᵗᵘᵛʷˣʸᶻᵀᴸ"))
+_SCRIPT = re.compile(r"([_^])(?:\{([^{}]*)\}|([0-9A-Za-z])(?![0-9A-Za-z]))")
+
+
+def plain_notation(text: str) -> str:
+    """``text`` with TeX-style scripts (``x_{i+k}``, ``e_i^l``, ``d_s``) as Unicode sub- and superscripts.
+    A script with a character Unicode has no such form keeps its underscore or caret, without braces."""
+
+    def script(m: re.Match) -> str:
+        table = _SUB if m[1] == "_" else _SUP
+        body = m[2] if m[2] is not None else m[3]
+        if body and all(c in table for c in body.replace(" ", "")):
+            return "".join(table[c] for c in body.replace(" ", ""))
+        return m[1] + (body if len(body) <= 1 or m[2] is None else f"({body})")
+
+    return _SCRIPT.sub(script, text)
+
+
+def plain_titles(node: object, in_title: bool = False) -> object:
+    """Every title, subtitle and header text of a spec through :func:`plain_notation` (data and expressions
+    are left alone)."""
+    if isinstance(node, str):
+        return plain_notation(node) if in_title else node
+    if isinstance(node, list):
+        return [plain_titles(v, in_title) for v in node]
+    if isinstance(node, dict):
+        return {
+            k: v if k in ("datasets", "data", "values") else plain_titles(v, in_title or k in ("title", "subtitle"))
+            for k, v in node.items()
+        }
+    return node
+
+
 def _render(spec: dict, **_) -> dict:
-    return {VEGALITE_MIME: spec}
+    return {VEGALITE_MIME: plain_titles(spec)}
 
 
 def chart_html(spec: dict) -> str:
     """The HTML that draws ``spec`` on a static page that loads the vega bundle.
 
-    A chart wider than its output area (a phone, or a narrow window) is scaled down to the area's width with
-    its proportions kept, rather than cut off; charts are designed to fit the 688 px output column of a
-    desktop page unscaled. Only pages do this: JupyterLab draws the spec itself, at its own size.
+    The chart is laid out for the width of its output area before it is drawn (``window.vegaDraw``,
+    :mod:`identifiability.charts.narrow`): on a phone its views stack and narrow, and its text keeps its size.
+    Charts are designed to fit the 688 px output column of a desktop page. Only pages do this: JupyterLab
+    draws the spec itself, at its own size.
     """
     div = f"vis-{uuid.uuid4().hex[:12]}"
     return (
         f'<div id="{div}" class="vega-chart" style="max-width:100%"></div>\n'
         "<script>(function(){var spec=" + json.dumps(spec).replace("</", "<\\/") + ";"  # a token "</script>" stays text
-        f'if(window.vegaEmbed){{vegaEmbed("#{div}",spec,{{actions:false,renderer:"svg"}})'
-        ".then(function(r){"
-        f'var e=document.getElementById("{div}"),d=e.querySelector("svg,canvas");'
-        'e.style.display="block";if(d){d.style.maxWidth="100%";d.style.height="auto";}'
-        # the view, for the book's browser test (it compares the data a control leaves in view)
-        f'(window.vegaViews=window.vegaViews||{{}})["{div}"]=r.view;}}).catch(console.error);}}'
+        f'if(window.vegaDraw){{vegaDraw("{div}",spec);}}'
         f'else{{document.getElementById("{div}").textContent="(chart: vega is not loaded on this page)";}}'
         "})();</script>"
     )
@@ -59,7 +96,8 @@ def enable_offline() -> None:
 
 
 def write_vega_bundle(path: str | Path) -> Path:
-    """Write vega + vega-lite + vega-embed as one script that defines ``window.vegaEmbed``.
+    """Write vega + vega-lite + vega-embed as one script that defines ``window.vegaEmbed``, and the
+    narrow-page layout that draws with it (``window.vegaDraw``, :mod:`identifiability.charts.narrow`).
 
     Wrapped in a function scope because the bundle's top-level ``const _`` clashes with Sphinx's ``_``.
     """
@@ -68,7 +106,7 @@ def write_vega_bundle(path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     js = vlc.javascript_bundle(vl_version=alt.SCHEMA_VERSION.rsplit(".", 1)[0])
-    path.write_text("(function () {\n" + js + "\n})();\n", encoding="utf-8")
+    path.write_text("(function () {\n" + js + "\n})();\n" + FIT_JS, encoding="utf-8")
     return path
 
 
@@ -93,11 +131,27 @@ def sentence_label_expr(token_lists: list[list[str]], pixels: int, label_px: int
     return f"datum.value % {every}[{param}] == 0 ? {labels}[{param}][datum.value] : ''"
 
 
+def thinned_axis(labels: list[str], title: str, pixels: int, anchor: int = 0, keep: tuple[str, ...] = ()) -> alt.Axis:
+    """An axis over ordinal ``labels`` (in axis order) ``pixels`` long that labels every k-th of them
+    (:func:`label_stride`), counted from position ``anchor``, and those in ``keep``: labels that do not overlap."""
+    every = label_stride(len(labels), pixels)
+    shown = json.dumps([s for i, s in enumerate(labels) if (i - anchor) % every == 0 or s in keep])
+    return alt.Axis(title=title, labelOverlap=False, labelExpr=f"indexof({shown}, datum.value) >= 0 ? datum.value : ''")
+
+
 def label_stride(n: int, pixels: int | None, label_px: int = 11) -> int:
     """Label every k-th of ``n`` positions on an axis ``pixels`` long, so labels are ``label_px`` apart."""
     if not pixels or n * label_px <= pixels:
         return 1
     return -(-n * label_px // pixels)
+
+
+def dash_legend(**kwargs) -> alt.Legend:
+    """A legend for a ``strokeDash`` channel whose symbols show the dashes: line segments long enough for a
+    dash pattern, where a line drawn with points gets a filled circle per entry, the same for every dash.
+    Draw the points as a layer of their own: on a line with ``point=True`` Vega-Lite strokes these symbols
+    in transparent."""
+    return alt.Legend(symbolType="stroke", symbolSize=300, symbolStrokeWidth=2, symbolStrokeColor="#444", **kwargs)
 
 
 def token_tooltip(tokens: list[str], field: str) -> str:
