@@ -99,6 +99,15 @@ def curves(rows: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=["model", "role", "corpus", "curve", "label", "layer", "value"])
 
 
+def compared(curves_: pd.DataFrame) -> pd.DataFrame:
+    """The curves of the corpora on which at least two models have curves, when some corpus has: a corpus with
+    one model's curves compares nothing (a plain build's book corpus, beside the held-out text its control
+    ran on). All of them when no corpus has two models."""
+    per_corpus = curves_.groupby("corpus").model.nunique()
+    shared = per_corpus[per_corpus >= 2].index
+    return curves_[curves_.corpus.isin(shared)].reset_index(drop=True) if len(shared) else curves_
+
+
 def without_separator(rows: pd.DataFrame, models: pd.DataFrame) -> list[str]:
     """The models (named as in :func:`labels`) with chapter 3 attention-mass curves but none for the separator:
     their tokenizer adds no separator token to a sentence."""
@@ -292,7 +301,9 @@ def labels(models: pd.DataFrame) -> dict[str, str]:
 def claims_markdown(df: pd.DataFrame, models: pd.DataFrame) -> str:
     """:func:`claims` as a Markdown table: one row per claim and corpus, one column per model (named by
     :func:`labels`, in the order of ``models``), each cell the verdict, the estimate with its interval and
-    the baseline; "—" where a model has no run."""
+    the baseline; "—" where a model has no run. A sentence instead of a table without rows."""
+    if df.empty:
+        return "No run these models share judges a claim."
     names = labels(models)
     head = ["claim", "corpus", *names.values()]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

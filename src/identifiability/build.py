@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import book, keys, pages, paths
+from . import book, chapters, keys, pages, paths
 from .chapters import CHAPTERS, ParameterError, chapter_sources, check_parameters, find, preflight, run_notebook
 from .executed import parameters_used
 
@@ -113,6 +113,29 @@ def stage_config(stage: Path, repository: str | None, branch: str = "main") -> N
     (stage / "_config.yml").write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True), encoding="utf-8")
 
 
+# Chapter 8 in every build: the book's model and its random-initialisation control (seconds to make) through
+# chapter 4 on the held-out text, small enough to add under a minute to a build (measured in README, "Across
+# models"); `make compare` adds the fine-tunes and larger runs, which the page then prefers.
+CONTROL_PARAMS = {"n_sentences": 150, "second_corpus": "", "epochs": 5}
+
+
+def control_runs(model: str, judge_corpus: str, seed: int = 0, params: dict | None = None) -> list[str]:
+    """Make the random-initialisation control of ``model`` (kept in the data folder's ``models/``) and run
+    chapter 4 on ``model`` and on it (``params``, default :data:`CONTROL_PARAMS`) as sweep runs, which later
+    builds reuse; returns a line per run that could not be made (the page then says what is missing)."""
+    from .errors import one_line
+    from .finetune import init_random
+    from .sweep import sweep
+
+    try:
+        control = init_random(model, seed=0)["folder"]
+        report = sweep([model, control], [judge_corpus], [seed], ["04"], params or CONTROL_PARAMS, workers=2,
+                       progress=False)  # fmt: skip
+    except Exception as e:  # noqa: BLE001 - no other page needs these runs: the build goes on, chapter 8 says so
+        return [one_line(e)]
+    return [f"{what if isinstance(what, str) else what.label()}: {why}" for what, why in report.failed]
+
+
 def build_book(
     model: str | None,
     corpus: str,
@@ -154,6 +177,11 @@ def build_book(
     vendor(stage / "book" / "_vendor")
     for source in tqdm(sources, desc="chapters", unit="notebook"):
         t0 = time.time()
+        if source.stem == "08_across_models" and executed is None:
+            judge = params.get("judge_corpus") or chapters.declared_parameters(source)["judge_corpus"]
+            for line in control_runs(params["model"], judge, int(params.get("seed", 0))):
+                tqdm.write(f"  the comparison across models lacks a run: {line}")
+            tqdm.write(f"  08_across_models: control runs {time.time() - t0:.0f} s")
         if executed is not None:
             (stage / "notebooks").mkdir(parents=True, exist_ok=True)
             shutil.copy2(executed / f"{source.stem}.ipynb", stage / "notebooks" / f"{source.stem}.ipynb")

@@ -1,7 +1,14 @@
 """Chapter 8 on the book's own results (one model): it says how to add models, judges C13 and C14 as not run
 in this build (current and original rules, and every alternative) with the command that runs them, and shows
-the default model's verdicts."""
+the default model's verdicts. Beside the random-initialisation control a build makes (``build.control_runs``)
+it compares the two on the held-out text: both curves in one chart with no menu of a single option, the
+control's change per layer with its intervals, and still no verdict on C13 or C14."""
 
+import json
+
+from identifiability import build, paths
+from identifiability.chapters import CHAPTERS, run_notebook
+from identifiability.fileio import read_json
 from identifiability.verdicts.claims import load_claims, robustness_names
 
 
@@ -19,3 +26,40 @@ def test_across_models_page_on_one_model(chapter_run):
         assert v["original"]["verdict"] == "not run in this build"
         assert [name for name, _ in v["robustness"]] == robustness_names(claims[cid])
         assert {label for _, label in v["robustness"]} == {"not run in this build"}
+    page = (chapter_run.dir / "notebooks" / "08_across_models.ipynb").read_text()
+    assert "Nothing to compare" in page and "no interval to show" not in page
+
+
+def _outputs(notebook) -> tuple[list[dict], str]:
+    """(Vega-Lite specs, Markdown and text) of an executed notebook's outputs."""
+    nb = json.loads(notebook.read_text())
+    data = [o.get("data", {}) for c in nb["cells"] for o in c.get("outputs", [])]
+    specs = [v for d in data for k, v in d.items() if k.startswith("application/vnd.vegalite")]
+    text = "\n".join("".join(d.get(k, "")) for d in data for k in ("text/markdown", "text/plain"))
+    return specs, text
+
+
+def test_across_models_page_beside_the_random_initialisation_control(tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    monkeypatch.setenv(paths.DATA_ENV, str(data))
+    small = {**CHAPTERS["04_token_identity"].quick, "second_corpus": ""}
+    assert build.control_runs(paths.DEFAULT_MODEL, "lee_heldout", 0, small) == []
+    assert [p.name for p in (data / "models").iterdir()] == [f"{paths.DEFAULT_MODEL}-random-seed0"]
+    assert build.control_runs(paths.DEFAULT_MODEL, "lee_heldout", 0, small) == []  # reused, not rerun
+    assert len(list((data / "sweeps").rglob("run.json"))) == 2
+    params = {"results_dir": str(tmp_path / "results"), "data_folder": str(data)}
+    notebook = run_notebook(CHAPTERS["08_across_models"].source, tmp_path / "notebooks", params, progress=False)
+    r = read_json(tmp_path / "results" / "08_across_models.json")["results"]
+    assert r["models"] == 2 and set(r["fine_tuning_power"]) == {"random init"}
+    assert {r["claims"][c]["verdict"] for c in ("C13", "C14")} == {"not run in this build"}
+    specs, text = _outputs(notebook)
+    assert "No fine-tuned model has results" in text and "random-initialisation control against the reference" in text
+    assert "no interval to show" not in text and "Nothing to compare" not in text
+    curves = next(s for s in specs if "layer (0 = input embedding x)" in json.dumps(s))
+    assert "params" not in curves  # one corpus and one quantity: no menu
+    drawn = {row["model"] for rows in curves["datasets"].values() for row in rows}
+    assert drawn == {"pre-trained", "random init"}
+    change = next(s for s in specs if "Rate change per layer" in json.dumps(s))
+    rows = [row for rows in change["datasets"].values() for row in rows if "low" in row]
+    assert {row["model"] for row in rows} == {"random init"} and all(row["low"] <= row["high"] for row in rows)
+    assert len(specs) == 2  # C13 and C14 not run: no verdict chart with nothing to draw

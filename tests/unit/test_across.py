@@ -206,3 +206,89 @@ def test_the_reference_text_says_what_the_reference_is():
     assert "contrastively" in default and "fine-tune with a further fine-tune" in default
     other = reference_text("bert-base-uncased", False)
     assert "bert-base-uncased" in other and "contrastively" not in other
+
+
+def _curve_rows(corpora_by_model: dict, labels=("rate",)) -> pd.DataFrame:
+    roles = {"pre-trained": "pre-trained", "random init": "random init"}
+    return pd.DataFrame(
+        [
+            {"model": m, "role": roles.get(m, "fine-tuned: x"), "corpus": c, "curve": lab, "label": lab,
+             "layer": la, "value": 0.5}
+            for m, corpora in corpora_by_model.items()
+            for c in corpora
+            for lab in labels
+            for la in range(3)
+        ]
+    )  # fmt: skip
+
+
+def test_a_curves_menu_is_shown_only_where_it_offers_a_choice():
+    """A plain build compares the reference and its control on one corpus and one quantity: no menu then (a
+    menu of one option changes nothing), the quantity names the axis and the corpus the subtitle; with two
+    quantities the quantity menu returns, and both curves are drawn either way."""
+    from identifiability.charts.across import curves_chart
+
+    one = curves_chart(_curve_rows({"pre-trained": ["lee_heldout"], "random init": ["lee_heldout"]}), "t").to_dict()
+    assert "params" not in one and one["encoding"]["y"]["title"] == "rate"
+    assert one["title"]["subtitle"] == "on lee_heldout"
+    two = _curve_rows({"pre-trained": ["lee_heldout"], "random init": ["lee_heldout"]}, labels=("rate", "share"))
+    params = {p["name"]: p for p in curves_chart(two, "t").to_dict()["params"]}
+    assert set(params) == {"quantity"} and params["quantity"]["bind"]["options"] == ["rate", "share"]
+
+
+def test_only_corpora_two_models_share_are_compared():
+    """The book's own corpus has the reference alone: once another corpus has two models, its curves go."""
+    plain = across.compared(_curve_rows({"pre-trained": ["lee", "lee_heldout"], "random init": ["lee_heldout"]}))
+    assert set(plain.corpus) == {"lee_heldout"} and set(plain.model) == {"pre-trained", "random init"}
+    alone = _curve_rows({"pre-trained": ["lee"]})
+    assert across.compared(alone).equals(alone)  # nothing shared: the one model's curves stay
+
+
+def test_the_page_says_what_this_build_compares_and_what_fills_the_rest():
+    """One model: nothing to compare, and the commands that add models; the reference and its control only: no
+    fine-tune, and `make compare`; with a fine-tune, neither sentence."""
+    from types import SimpleNamespace
+
+    from identifiability.charts.across import comparison_text, control_text
+    from identifiability.verdicts.models import FineTuning, Paired
+
+    def cmp(roles):
+        models = pd.DataFrame({"model_key": [f"k{i}" for i in range(len(roles))], "model": ["m"] * len(roles),
+                               "role": roles})  # fmt: skip
+        return SimpleNamespace(table_rows=10, runs=2, models_in_table=len(roles), models=len(roles), model_table=models)
+
+    alone, control, tuned = (
+        comparison_text(cmp(r), 0)
+        for r in (["pre-trained"], ["pre-trained", "random init"], ["pre-trained", "fine-tuned: x", "random init"])
+    )
+    assert "Nothing to compare" in alone and "`make book`" in alone and "`make compare`" in alone
+    assert "No fine-tuned model" in control and "`make compare`" in control and "Nothing" not in control
+    assert "make compare" not in tuned
+    d = Interval(-0.6, -0.7, -0.5, 22, "test sentences")
+    paired = Paired((Interval(0.0, -0.01, 0.01, 22, "test sentences"), d), d, 1.0, 0.0, 0.1, 1, 3, 22)
+    text = control_text(FineTuning(control=paired))
+    assert f"$d_L$ = {d}" in text and "22 test sentences" in text and "`make compare`" in text
+    assert control_text(FineTuning(tasks={"x": paired}, control=paired)) == "" == control_text(FineTuning())
+
+
+def test_the_reference_beside_its_control_alone(tmp_path):
+    """What a plain build compares (the reference and its random-initialisation control on the held-out text):
+    the control's paired change per layer is drawn and worded, and C13 and C14 are not run."""
+    import numpy as np
+
+    from identifiability.charts.across import control_text, differences_chart
+
+    from .test_verdict_controls_models import _base, _compare, _rates, _verdicts
+
+    rng = np.random.default_rng(3)
+    n = 20
+    cmp = _compare(tmp_path, _rates(rng, n, base=_base(rng, n)), [], np.clip(rng.normal(0.3, 0.1, (3, n, 6)), 0, 1))
+    ft = cmp.fine_tuning
+    assert cmp.models == 2 and not ft.tasks and ft.control.last.estimate < -0.4
+    assert {v.verdict for v in _verdicts(cmp)} == {NOT_RUN}
+    chart = differences_chart(ft, "t").to_dict()
+    rows = next(d for d in chart["datasets"].values() if "model" in d[0])
+    assert {(r["model"], r["layer"]) for r in rows} == {("random init", la) for la in range(1, 7)}
+    assert str(ft.control.last) in control_text(ft)
+    assert across.claims_markdown(cmp.claim_table, cmp.model_table) == "No run these models share judges a claim."
+    assert chart["title"] == "t"  # on the layered chart, where the page shows it

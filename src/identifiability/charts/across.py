@@ -19,27 +19,36 @@ VERDICT_COLOURS = {
 
 def curves_chart(df: pd.DataFrame, title: str) -> alt.Chart:
     """Overlaid per-layer curves (``across.curves``): a menu picks the quantity and one the corpus (first: the
-    corpus most models have curves on, so the comparison shows); colour is the model, the line style its role
-    (pre-trained solid, fine-tuned dashed, random init dotted), in one legend."""
+    corpus most models have curves on, so the comparison shows), each only where there is a choice (a menu of
+    one option changes nothing); colour is the model, the line style its role (pre-trained solid, fine-tuned
+    dashed, random init dotted), in one legend."""
     labels = list(dict.fromkeys(df.label))
     corpora = sorted(df.corpus.unique())
     most = df.groupby("corpus").model.nunique().reindex(corpora)
-    quantity = alt.param(name="quantity", value=labels[0], bind=alt.binding_select(options=labels, name="quantity "))
-    corpus = alt.param(
-        name="corpus", value=str(most.idxmax()), bind=alt.binding_select(options=corpora, name="corpus ")
-    )
+    menus, shown = [], alt.datum.label == labels[0]
+    if len(labels) > 1:
+        bind = alt.binding_select(options=labels, name="quantity ")
+        quantity = alt.param(name="quantity", value=labels[0], bind=bind)
+        menus, shown = [quantity], alt.datum.label == quantity
+    if len(corpora) > 1:
+        bind = alt.binding_select(options=corpora, name="corpus ")
+        corpus = alt.param(name="corpus", value=str(most.idxmax()), bind=bind)
+        menus, shown = [*menus, corpus], shown & (alt.datum.corpus == corpus)
+    y_title = "value of the chosen quantity" if len(labels) > 1 else labels[0]
+    if len(corpora) == 1:
+        title = alt.Title(title, subtitle=f"on {corpora[0]}")
     # One legend: colour and line style both keyed by the model (a model's dash is its role's), so each entry
     # shows the line as drawn.
     roles = df.drop_duplicates("model").set_index("model").role
     models = sorted(roles.index)
     dashes = {"pre-trained": [1, 0], "random init": [2, 2]}
     legend = alt.Legend(orient="bottom", columns=1, labelLimit=400, symbolType="stroke", symbolSize=400)
-    return (
+    chart = (
         alt.Chart(df, title=title)
         .mark_line(point=True)
         .encode(
             x=alt.X("layer:O", title="layer (0 = input embedding x)"),
-            y=alt.Y("value:Q", title="value of the chosen quantity", scale=alt.Scale(zero=False)),
+            y=alt.Y("value:Q", title=y_title, scale=alt.Scale(zero=False)),
             color=alt.Color("model:N", title="model", scale=alt.Scale(domain=models), legend=legend),
             strokeDash=alt.StrokeDash(
                 "model:N",
@@ -49,10 +58,10 @@ def curves_chart(df: pd.DataFrame, title: str) -> alt.Chart:
             ),
             tooltip=["model", "role", "corpus", "label", "layer", alt.Tooltip("value:Q", format=".3f")],
         )
-        .add_params(quantity, corpus)
-        .transform_filter((alt.datum.label == quantity) & (alt.datum.corpus == corpus))
-        .properties(width=560, height=300)
     )
+    if menus:
+        chart = chart.add_params(*menus)
+    return chart.transform_filter(shown).properties(width=560, height=300)
 
 
 def no_separator_text(models: list[str]) -> str:
@@ -73,8 +82,15 @@ def comparison_text(c, seed: int) -> str:
     )
     if c.models < 2:
         text += (
-            "\n\nOnly one model has results: run `make compare` (or `identifiability sweep --models ...`) to add "
-            "fine-tuned models and the random-initialisation control, then rebuild the book."
+            "\n\n**Nothing to compare:** no other model has results with these parameters; `make book` runs the "
+            "random-initialisation control beside this model (chapter 4 on the held-out text) and `make compare` "
+            "adds the fine-tuned models."
+        )
+    elif not any(r.startswith("fine-tuned") for r in c.model_table.role):
+        text += (
+            "\n\n**No fine-tuned model has results:** this build compares the model with its random-"
+            "initialisation control only, on a small chapter 4 run the build makes; `make compare` adds the "
+            "fine-tunes the paper compares (two tasks, three seeds each), then rebuilds the book."
         )
     return text
 
@@ -136,16 +152,31 @@ def power_text(power: dict, band: float, target: float, level: float = 0.95) -> 
     return "How many test sentences C13 needs, from the measured variances:\n\n" + "\n".join(lines)
 
 
+def control_text(ft) -> str:
+    """What the random-initialisation control shows when it is the only model compared with the reference
+    (``ft``: a ``verdicts.models.FineTuning``); "" when fine-tunes were compared or no control ran."""
+    if ft.control is None or ft.tasks:
+        return ""
+    first, last = ft.control.layers[0], ft.control.last
+    return (
+        f"**The random-initialisation control against the reference:** the identifiability rate changes by "
+        f"$d_1$ = {first} at the first layer and $d_L$ = {last} at the last: what changing "
+        "every weight does, the baseline a fine-tune's change is read against. No fine-tuned model has results, "
+        "so C13 and C14 are not run in this build; `make compare` makes the fine-tunes and runs them."
+    )
+
+
 def differences_chart(ft, title: str) -> alt.Chart:
-    """d_l, fine-tuned minus pre-trained identifiability rate per layer, with 95% intervals (``ft``: a
-    ``verdicts.models.FineTuning``), one colour per fine-tuned task and the random-initialisation control."""
+    """d_l, a fine-tuned model's (or the control's) minus the reference's identifiability rate per layer, with
+    95% intervals (``ft``: a ``verdicts.models.FineTuning``), one colour per fine-tuned task and the
+    random-initialisation control."""
     rows = []
     series = {**ft.tasks, **({"random init": ft.control} if ft.control is not None else {})}
     for name, p in series.items():
         for layer, d in enumerate(p.layers, start=1):
             rows.append({"model": name, "layer": layer, "d": d.estimate, "low": d.low, "high": d.high})
     df = pd.DataFrame(rows, columns=["model", "layer", "d", "low", "high"])
-    y_title = "d_l (fine-tuned − pre-trained rate)"
+    y_title = "rate − the reference's rate"
     base = alt.Chart(df, title=title).encode(
         x=alt.X("layer:O", title="layer l"),
         color=alt.Color("model:N", title="fine-tuned task or control", legend=alt.Legend(orient="bottom")),
@@ -157,4 +188,4 @@ def differences_chart(ft, title: str) -> alt.Chart:
                  alt.Tooltip("high:Q", format=".3f")],
     )  # fmt: skip
     bars = base.mark_errorbar().encode(y=alt.Y("low:Q", title=y_title), y2="high:Q")
-    return (zero + bars + line).properties(width=560, height=260)
+    return (zero + bars + line).properties(width=560, height=260, title=title)

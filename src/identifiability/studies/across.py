@@ -138,7 +138,7 @@ class Comparison(Study):
     models_in_table: int = data()
     model_table: pd.DataFrame = data()  # one row per compared model: model_key, model, role
     claim_table: pd.DataFrame = data()  # across.claims
-    curves: pd.DataFrame = data()  # across.curves
+    curves: pd.DataFrame = data()  # across.curves, of the corpora two models share (across.compared)
     no_separator: list[str] = data()  # models whose tokenizer adds no separator to a sentence
     fine_tuning: FineTuning = data()  # what C13 and C14 take (verdicts.models.FineTuning)
 
@@ -160,7 +160,7 @@ def comparison(
         models_in_table=int(table.model_key.nunique()) if len(table) else 0,
         model_table=models,
         claim_table=across.claims(rows, models),
-        curves=across.curves(rows, models),
+        curves=across.compared(across.curves(rows, models)),
         no_separator=across.without_separator(rows, models),
         fine_tuning=ft,
     )
