@@ -353,3 +353,21 @@ def test_a_phone_gets_stacked_views_plot_widths_that_fit_and_wrapped_titles():
     # on a desktop page nothing moves
     desktop = fit_in_node(spec_of(side_by_side), OUTPUT_AREA)
     assert "hconcat" in desktop and [v["width"] for v in desktop["hconcat"]] == [300, 300]
+
+
+def test_token_labels_of_a_single_view_follow_the_width_a_phone_draws():
+    """A chart that a narrow page may narrow computes its label stride from the drawn width (Vega's signal)."""
+    axis = token_axis(TOKENS, "key", "width")
+    assert "ceil(704 / width)" in axis.labelExpr  # 64 tokens x 11 px
+    expr = render.sentence_label_expr([TOKENS, TOKENS[:10]], "width", label_px=14)
+    assert "[896, 140][sentence] / width" in expr
+    # evaluated as the browser would: every 4th of 64 tokens at 220 px, every token of 10 at 220 px
+    spec = {
+        "data": {"values": [{"k": i} for i in range(N)]},
+        "params": [{"name": "sentence", "value": 0}],
+        "mark": "tick",
+        "encoding": {"x": {"field": "k", "type": "ordinal", "axis": {"labelExpr": expr, "labelOverlap": False}}},
+        "width": 220,
+    }
+    shown = re.findall(r">(w\d+)</text>", vlc.vegalite_to_svg(spec))
+    assert shown[:3] == ["w0", "w5", "w10"] and len(shown) == 13  # 14 px apart: every 5th of 64 at 220 px

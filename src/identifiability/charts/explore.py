@@ -7,7 +7,7 @@ import textwrap
 import altair as alt
 import numpy as np
 
-from .render import token_axis, token_tooltip
+from .render import KEEP_WIDTH, token_axis, token_tooltip
 
 # (x, y) axis titles of an attention map: columns are keys, rows are queries
 ATTENTION_AXES = ("key (attended-to token)", "query (attending token)")
@@ -94,7 +94,8 @@ def attention_explorer(
             )
             .mark_rect()
             .encode(
-                x=alt.X("k:O", axis=token_axis(tokens, x_title, size)),
+                # one panel is a view of its own, whose drawn width the labels can follow on a narrow page
+                x=alt.X("k:O", axis=token_axis(tokens, x_title, "width" if len(panels) == 1 else size)),
                 y=alt.Y("q:O", axis=y_axis),
                 color=alt.Color(
                     "v:Q",
@@ -114,4 +115,5 @@ def attention_explorer(
         return charts[0].add_params(layer, head)
     if title:  # a long sentence as a one-line title would widen the chart past the page
         title = textwrap.wrap(title, 80)
-    return alt.concat(*charts, columns=2, title=title).add_params(layer, head).resolve_scale(color="independent")
+    together = alt.concat(*charts, columns=2, title=title, usermeta=KEEP_WIDTH)  # labels thinned for `size`
+    return together.add_params(layer, head).resolve_scale(color="independent")

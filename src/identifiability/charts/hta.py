@@ -29,7 +29,7 @@ from ..studies.context_mixing import (
     TypicalSample,
 )
 from ..verdicts import C10_HIGH, C10_LOW, C10_WIDE, C11_FAR, C11_NEAR, C10Evidence, Verdict
-from .render import KEEP_WIDTH, sentence_label_expr, thinned_axis
+from .render import sentence_label_expr, thinned_axis
 
 
 def estimator_scatter(
@@ -213,7 +213,7 @@ def contribution_explorer(
     """An interactive heatmap, drawn in the static page: pick a sentence and a hidden token; rows are
     layers, columns input tokens, colour is c[l, i, j]. One row per (sentence, layer, hidden token) carries
     that row of c as an array (:func:`identifiability.hta.explorer_rows`, flattened in the browser), which
-    keeps the page small. One column per token: on a phone it scrolls sideways rather than narrows."""
+    keeps the page small. Its token labels are thinned for the width drawn, which a phone narrows."""
     df = explorer_rows(results, digits)
     L = results[0].S.shape[0] - 1
     labels = list(labels) if labels is not None else [f"{s}: {r.text[:60]}" for s, r in enumerate(results)]
@@ -244,7 +244,7 @@ def contribution_explorer(
             "j:O",
             title="input token j",
             axis=alt.Axis(
-                labelExpr=sentence_label_expr([list(r.tokens) for r in results], width, label_px=14),  # at -60°
+                labelExpr=sentence_label_expr([list(r.tokens) for r in results], "width", label_px=14),  # at -60°
                 labelAngle=-60,
                 labelOverlap=False,
             ),
@@ -267,7 +267,6 @@ def contribution_explorer(
         (heat + own)
         .add_params(sent, tok)
         .properties(
-            usermeta=KEEP_WIDTH,
             width=width,
             height=28 * L,
             title=alt.TitleParams(

@@ -14,7 +14,7 @@ import torch
 from pandas.io.formats.style import Styler
 
 from ..verdicts.attention import C2_MARGIN, C3_REALISABLE_TV
-from .render import token_axis, token_tooltip
+from .render import KEEP_WIDTH, token_axis, token_tooltip
 
 if TYPE_CHECKING:
     from ..studies.nonidentifiability import (
@@ -188,7 +188,8 @@ def alternative_viewer(
         )
         .properties(width=120, height=size)
     )
-    return alt.concat(left, right, delta, bars, columns=2).resolve_scale(color="independent")
+    together = alt.concat(left, right, delta, bars, columns=2, usermeta=KEEP_WIDTH)  # labels thinned for `size`
+    return together.resolve_scale(color="independent")
 
 
 def head_distance_chart(survey: pd.DataFrame, d_s: int) -> alt.Chart:

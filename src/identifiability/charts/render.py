@@ -110,25 +110,37 @@ def write_vega_bundle(path: str | Path) -> Path:
     return path
 
 
-def token_axis(tokens: list[str], title: str, pixels: int | None = None) -> alt.Axis:
+def token_axis(tokens: list[str], title: str, pixels: int | str | None = None) -> alt.Axis:
     """An axis over integer positions that shows each position's token (labels live in the spec once).
 
     ``pixels``: the axis length; when the tokens would be closer than a label's height (11 px), only every
     k-th is labelled (positions 0, k, 2k, ...) so the labels stay readable; the rest show on hover
-    (:func:`token_tooltip`).
+    (:func:`token_tooltip`). A signal name (``"width"`` of a single view) computes k in the browser from the
+    length drawn, which a narrow page may cut (:mod:`identifiability.charts.narrow`).
     """
     labels = json.dumps([f"{i} {t}" for i, t in enumerate(tokens)])
+    if isinstance(pixels, str):
+        every = f"max(1, ceil({len(tokens) * 11} / {pixels}))"
+        return alt.Axis(
+            title=title, labelOverlap=False, labelExpr=f"datum.value % {every} == 0 ? {labels}[datum.value] : ''"
+        )
     every = label_stride(len(tokens), pixels)
     expr = f"{labels}[datum.value]" if every == 1 else f"datum.value % {every} == 0 ? {labels}[datum.value] : ''"
     return alt.Axis(title=title, labelExpr=expr, labelOverlap=False)
 
 
-def sentence_label_expr(token_lists: list[list[str]], pixels: int, label_px: int = 11, param: str = "sentence") -> str:
+def sentence_label_expr(
+    token_lists: list[list[str]], pixels: int | str, label_px: int = 11, param: str = "sentence"
+) -> str:
     """A ``labelExpr`` for an axis over token positions of the sentence a chart parameter ``param`` picks:
-    that sentence's token at every k-th position (:func:`label_stride` of its length), '' elsewhere."""
-    every = json.dumps([label_stride(len(t), pixels, label_px) for t in token_lists])
+    that sentence's token at every k-th position (:func:`label_stride` of its length), '' elsewhere.
+    ``pixels`` may name a signal (``"width"`` of a single view), as for :func:`token_axis`."""
+    if isinstance(pixels, str):
+        every = f"max(1, ceil({json.dumps([len(t) * label_px for t in token_lists])}[{param}] / {pixels}))"
+    else:
+        every = f"{json.dumps([label_stride(len(t), pixels, label_px) for t in token_lists])}[{param}]"
     labels = json.dumps(token_lists)
-    return f"datum.value % {every}[{param}] == 0 ? {labels}[{param}][datum.value] : ''"
+    return f"datum.value % {every} == 0 ? {labels}[{param}][datum.value] : ''"
 
 
 def thinned_axis(labels: list[str], title: str, pixels: int, anchor: int = 0, keep: tuple[str, ...] = ()) -> alt.Axis:
