@@ -218,7 +218,8 @@ def test_head_viewer_ships_the_matrices(tiny_lm, tiny_traces):
     n = tiny_traces[1].n_tokens
     unit = 10.0**-VIEWER_DIGITS
     raw = torch.tensor([int(x) for x in row["r"].split(",")]).reshape(n, n) * unit
-    eff = torch.tensor([int(x) for x in row["e"].split(",")]).reshape(n, n) * unit
+    null = torch.tensor([int(x) for x in row["z"].split(",")]).reshape(n, n) * unit  # raw - effective
+    eff = raw - null
     torch.testing.assert_close(raw.float(), tiny_traces[1].attentions[1, 2], atol=0.51 * unit, rtol=0)
     torch.testing.assert_close(eff.float(), effs[1].effective[1, 2], atol=0.51 * unit, rtol=0)
     assert spec_bytes(chart) < 20 * 2 * L * H * max(tr.n_tokens for tr in tiny_traces[:2]) ** 2 + 50_000

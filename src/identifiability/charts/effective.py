@@ -167,29 +167,32 @@ def head_viewer(
         labels: dropdown labels of the sentences (default: their first words).
         digits: decimals kept; values are shipped as integers in units of 10^-digits.
 
-    Page weight: one record per (sentence, layer, head) holds the whole matrix of raw and of effective
-    attention, each as one string of comma-separated integers (a string is one token in the page's JSON,
-    and in the notebook file, where a list would take a line per number). The browser splits and flattens
-    them, recovers query and key from the position, and computes the null part as raw - effective.
-    In hundredths, chapter 3's default viewer (3 sentences of 39-40 tokens, 72 heads) is 1.42 MB of JSON,
-    0.30 MB gzip-compressed; in thousandths it was 1.83 MB and 0.62 MB.
+    Page weight: one record per (sentence, layer, head) holds the whole matrix of raw attention and of its
+    null part (raw - effective, small numbers around 0 that compress better than the effective attention),
+    each as one string of comma-separated integers (a string is one token in the page's JSON, and in the
+    notebook file, where a list would take a line per number). The browser splits and flattens them,
+    recovers query and key from the position, and computes the effective attention as raw - null part.
+    Chapter 3's default viewer (3 sentences of 39-40 tokens, 72 heads) is 1.50 MB of JSON, 0.30 MB
+    gzip-compressed; in thousandths, with the effective attention shipped, it was 1.83 MB and 0.62 MB.
     """
     scale = 10**digits
     recs = []
     tokens = []
 
-    def encode(m: torch.Tensor) -> list[list[str]]:
-        ints = (m.double() * scale).round().to(torch.int64)
+    def ints(m: torch.Tensor) -> torch.Tensor:
+        return (m.double() * scale).round().to(torch.int64)
+
+    def encode(ints: torch.Tensor) -> list[list[str]]:
         L, H, n, _ = ints.shape
         return [[",".join(map(str, ints[layer, h].flatten().tolist())) for h in range(H)] for layer in range(L)]
 
     for s, (toks, raw, eff) in enumerate(examples):
         L, H, n, _ = raw.shape
-        r, e = encode(raw), encode(eff)
+        r, z = encode(ints(raw)), encode(ints(raw) - ints(eff))
         tokens.append([f"{i} {t}" for i, t in enumerate(toks)])
         for layer in range(L):
             for h in range(H):
-                recs.append({"s": s, "layer": layer + 1, "head": h, "n": n, "r": r[layer][h], "e": e[layer][h]})
+                recs.append({"s": s, "layer": layer + 1, "head": h, "n": n, "r": r[layer][h], "z": z[layer][h]})
     L, H = examples[0][1].shape[:2]
     labels = (
         list(labels)
@@ -215,15 +218,15 @@ def head_viewer(
     base = (
         alt.Chart(pd.DataFrame(recs))
         .transform_filter((alt.datum.s == sentence) & (alt.datum.layer == layer) & (alt.datum.head == head))
-        .transform_calculate(rv="split(datum.r, ',')", ev="split(datum.e, ',')")
-        .transform_flatten(["rv", "ev"])
+        .transform_calculate(rv="split(datum.r, ',')", zv="split(datum.z, ',')")
+        .transform_flatten(["rv", "zv"])
         .transform_window(i="row_number()", groupby=["s", "layer", "head"])
         .transform_calculate(
             q="floor((datum.i - 1) / datum.n)",
             k="(datum.i - 1) % datum.n",
             raw=f"toNumber(datum.rv) / {scale}",
-            effective=f"toNumber(datum.ev) / {scale}",
-            null=f"(toNumber(datum.rv) - toNumber(datum.ev)) / {scale}",
+            effective=f"(toNumber(datum.rv) - toNumber(datum.zv)) / {scale}",
+            null=f"toNumber(datum.zv) / {scale}",
         )
         .transform_calculate(query=f"{tok_json}[sentence][datum.q]", key=f"{tok_json}[sentence][datum.k]")
         .mark_rect()
@@ -467,6 +470,6 @@ def page_text(page: dict[str, int], r: ViewerExamples, n_layers: int, n_heads: i
     unit = {1: "tenths", 2: "hundredths", 3: "thousandths"}.get(digits, f"units of 10^-{digits}")
     return (
         f"Page weight of this chapter's largest charts: Figure 1 (a) {page['figure_1a'] / 1e3:.0f} kB, head viewer "
-        f"{page['head_viewer'] / 1e6:.2f} MB ({cells:,} attention cells, shipped as integers in {unit}; the "
-        "null part is computed in the browser)."
+        f"{page['head_viewer'] / 1e6:.2f} MB ({cells:,} attention cells of raw attention and of its null part, "
+        f"shipped as integers in {unit}; the effective attention is computed in the browser)."
     )
