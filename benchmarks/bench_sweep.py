@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from identifiability import paths, sweep
+from identifiability import cluster, paths, sweep
 
 PARAMS = {
     "n_sentences": 24,
@@ -63,7 +63,7 @@ def main() -> None:
     seq = time.perf_counter() - t0
 
     _fresh_data("dask")
-    client = sweep.connect(workers=a.workers)
+    client = cluster.connect(workers=a.workers)
     try:
         t0 = time.perf_counter()
         futures = [client.submit(lambda: None, pure=False) for _ in range(50)]
@@ -80,9 +80,7 @@ def main() -> None:
         sweep.hta_job(paths.DEFAULT_MODEL, "lee", n=a.hta_n, seed=0, max_tokens=64, client=client, progress=False)
         hta_par = time.perf_counter() - t0
     finally:
-        cluster = client.cluster
-        client.close()
-        cluster.close()
+        cluster.close(client, own=True)
 
     from identifiability.hta import hta_corpus
     from identifiability.models import load_model

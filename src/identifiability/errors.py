@@ -12,6 +12,10 @@ class UserError(Exception):
     """An input that cannot work; the message is one line that says what to pass instead."""
 
 
+class SweepError(UserError, ValueError):
+    """A sweep or cluster job that cannot start; the message is one line that says what to do."""
+
+
 class ChapterFailed(RuntimeError):
     """A chapter stopped with an error; the message is its last line and where the full traceback is."""
 

@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import keys, paths
+from . import cluster, keys, paths
 from .chapters import (
     CHAPTERS,
     ChapterFailed,
@@ -52,14 +52,10 @@ from .chapters import (
     preflight,
     run_notebook,
 )
-from .errors import UserError, one_line
+from .errors import SweepError, UserError, one_line
 from .fileio import atomic_write, read_json, write_json
 
 RUN_FILE = "run.json"
-
-
-class SweepError(UserError, ValueError):
-    """A sweep that cannot start; the message is one line that says what to do."""
 
 
 class RunFailed(RuntimeError):
@@ -315,64 +311,9 @@ def clean_partials(runs: Sequence[Run], root: Path) -> int:
     return n
 
 
-def connect(scheduler: str | None = None, workers: int | None = None, timeout: float = 10.0):
-    """A Dask client: to ``scheduler`` if given, else to a new LocalCluster with ``workers`` single-threaded
-    worker processes (default: one per core)."""
-    from distributed import Client, LocalCluster
-
-    if scheduler:
-        try:
-            return Client(scheduler, timeout=timeout)
-        except (OSError, TimeoutError) as e:
-            raise SweepError(
-                f"cannot reach the Dask scheduler at {scheduler} ({type(e).__name__}); start one with "
-                "`dask scheduler` (and workers with `dask worker ADDRESS`), or leave out --scheduler for a local "
-                "cluster"
-            ) from None
-    if workers is not None and workers < 1:
-        raise SweepError(f"--workers must be at least 1, got {workers}")
-    cluster = LocalCluster(
-        n_workers=workers or os.cpu_count() or 1,
-        threads_per_worker=1,
-        processes=True,
-        # one thread per worker: the kernels it starts inherit these, and torch reads them at import
-        env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"},
-    )
-    return Client(cluster)
-
-
-def dashboard(client) -> str | None:
-    """The dashboard address of the client's scheduler when its status page answers (the page needs
-    ``bokeh`` on the scheduler's machine; without it the address serves nothing worth printing)."""
-    import urllib.request
-
-    link = client.dashboard_link
-    try:
-        with urllib.request.urlopen(link, timeout=2) as r:
-            page = r.read(4096).lower() if r.status == 200 else b""
-    except (OSError, ValueError):
-        return None
-    # without bokeh the scheduler still answers, with a page that says to install it
-    return link if page and not (b"bokeh" in page and b"install" in page) else None
-
-
-def _local_data(client) -> str | None:
-    """The client's data folder when its cluster runs on this machine (a LocalCluster: its workers share the
-    caches), else None: a worker then uses its own."""
-    return str(paths.data_root()) if getattr(client, "cluster", None) is not None else None
-
-
 def _attempts(client, topic: str, run: Run) -> int:
     """How many attempts of ``run`` the workers logged under ``topic`` (at least the one that ended)."""
     return max(1, sum(msg.get("run") == run.key for _, msg in client.get_events(topic)))
-
-
-def _close(client, own: bool) -> None:
-    if own:
-        cluster = client.cluster
-        client.close()
-        if cluster is not None:
-            cluster.close()
 
 
 def sweep(
@@ -388,7 +329,7 @@ def sweep(
 ) -> Report:
     """Run every (model, corpus, seed, chapter) not finished yet, then rebuild the results table.
 
-    ``client``: an existing Dask client (the caller closes it); else one from :func:`connect`.
+    ``client``: an existing Dask client (the caller closes it); else one from :func:`identifiability.cluster.connect`.
     """
     from distributed import as_completed
     from tqdm import tqdm
@@ -404,9 +345,9 @@ def sweep(
     if todo:
         clean_partials(todo, root)
         own = client is None
-        client = client or connect(scheduler, workers)
+        client = client or cluster.connect(scheduler, workers)
         try:
-            link = dashboard(client)
+            link = cluster.dashboard(client)
             if link and progress:
                 print(f"Dask dashboard: {link}")
             # Runs are handed out one per free worker thread, longest first: submitted all at once, Dask
@@ -415,7 +356,7 @@ def sweep(
             waiting = list(reversed(longest_first(todo, root)))
             running = as_completed()
             futures = {}
-            topic, data_root = f"identifiability-attempts-{uuid.uuid4().hex}", _local_data(client)
+            topic, data_root = f"identifiability-attempts-{uuid.uuid4().hex}", cluster.local_data(client)
             tries = {r.key: r.folder(root) / "attempts.json" for r in todo}  # failed attempts of earlier sweeps
             before = {k: read_json(t)["attempts"] if t.is_file() else 0 for k, t in tries.items()}
 
@@ -442,7 +383,7 @@ def sweep(
                 submit_more()
             bar.close()
         finally:
-            _close(client, own)
+            cluster.close(client, own)
             clean_partials(todo, root)  # a worker killed mid-run leaves its private folder behind
     report.table = write_table()
     report.spread = claims_spread(report.table, [*report.ran, *report.skipped])
@@ -575,9 +516,9 @@ def hta_job(
     done = 0
     if groups:
         own = client is None
-        client = client or connect(scheduler, workers)
+        client = client or cluster.connect(scheduler, workers)
         try:
-            data_root = _local_data(client)
+            data_root = cluster.local_data(client)
             futures = [client.submit(hta_group, model, g, data_root, retries=1, pure=False) for g in groups]
             bar = tqdm(total=len(todo), desc="exact HTA", unit="sentence", disable=not progress)
             for fut in as_completed(futures):
@@ -587,7 +528,7 @@ def hta_job(
                 bar.update(out["sentences"])
             bar.close()
         finally:
-            _close(client, own)
+            cluster.close(client, own)
     return {
         "sentences": len(texts),
         "computed": done,

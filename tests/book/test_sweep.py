@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from identifiability import aggregate, keys, paths, sweep
+from identifiability import aggregate, cluster, keys, paths, sweep
 from identifiability.fileio import read_json
 from identifiability.models import load_model
 
@@ -34,13 +34,11 @@ def env(tmp_path_factory, tiny_model_folder):
     models = [str(tiny_model_folder(seed, f"tiny{seed}")) for seed in (3, 4)]
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(paths.DATA_ENV, str(base / "data"))
-        client = sweep.connect(workers=2)
+        client = cluster.connect(workers=2)
         try:
             yield {"models": models, "data": base / "data", "client": client, "base": base}
         finally:
-            cluster = client.cluster
-            client.close()
-            cluster.close()
+            cluster.close(client, own=True)
 
 
 def test_sweep_completes_builds_the_table_and_resumes(env):

@@ -172,7 +172,7 @@ def test_a_comment_with_an_equals_sign_does_not_hide_a_parameter(tmp_path):
         "fingerprint.ModelNotAvailable",
         "adapters.UnsupportedArchitecture",
         "corpora.CorpusError",
-        "sweep.SweepError",
+        "errors.SweepError",
         "tasks.FinetuneError",
     ],
 )

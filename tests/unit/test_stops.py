@@ -146,6 +146,51 @@ def test_a_kernel_that_dies_is_one_line_naming_the_chapter_and_exit_1(chapter_ru
     _untouched(earlier)
 
 
+def _group(pgid: int) -> list[int]:
+    """The live processes of process group ``pgid``."""
+    found = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+                found.append(int(d.name))
+    return found
+
+
+def test_ctrl_c_during_a_sweep_on_a_local_cluster_is_one_line_and_stops_every_worker(
+    tmp_path, tiny_model_folder, monkeypatch
+):
+    """The LocalCluster's worker processes are in the terminal's process group and get the Ctrl-C too: they
+    must not print (a warning, a traceback) after the command's line, and none may outlive the command."""
+    data = tmp_path / "data"
+    monkeypatch.setenv(paths.DATA_ENV, str(data))
+    cmd = [
+        *(sys.executable, "-m", "identifiability.cli", "sweep", "--models", str(tiny_model_folder(0, "tiny"))),
+        *("--corpora", "lee", "--seeds", "0", "--chapters", "07", "--workers", "1"),
+    ]
+    logs = tmp_path / "logs"
+    proc = start(cmd, logs)
+    deadline = time.monotonic() + MARKER_WAIT
+    while not any(data.rglob(".partial-*")):  # a worker has started the run: its private folder
+        assert proc.poll() is None, (
+            f"the sweep ended ({proc.returncode}) before its run began: {(logs / 'stderr').read_text()}"
+        )
+        assert time.monotonic() < deadline, "the run never began"
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)
+    code, stderr = finish(proc, logs)
+    assert code == stops.EXIT_INTERRUPTED, stderr
+    assert stop_lines(stderr) == [stops.RESUME], stderr
+    deadline = time.monotonic() + 60  # a kernel notices within about a second that its worker has gone
+    while _group(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _group(proc.pid), "a worker or kernel outlived the sweep"
+    assert not list(data.rglob(".partial-*")), "the interrupted run left its private folder"
+
+
 # -- the pieces, in this process -------------------------------------------------------------------------
 
 

@@ -8,9 +8,10 @@ import json
 import pandas as pd
 import pytest
 
-from identifiability import aggregate, paths, sweep
+from identifiability import aggregate, cluster, paths, sweep
 from identifiability.chapters import ParameterError
 from identifiability.cli import main
+from identifiability.errors import SweepError
 from identifiability.fileio import write_json
 
 
@@ -217,16 +218,16 @@ def test_the_dashboard_address_is_printed_only_when_a_dashboard_answers(page, sh
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         link = f"http://127.0.0.1:{server.server_port}/status"
-        assert sweep.dashboard(SimpleNamespace(dashboard_link=link)) == (link if shown else None)
+        assert cluster.dashboard(SimpleNamespace(dashboard_link=link)) == (link if shown else None)
     finally:
         server.shutdown()
-    assert sweep.dashboard(SimpleNamespace(dashboard_link="http://127.0.0.1:9/status")) is None  # nothing there
+    assert cluster.dashboard(SimpleNamespace(dashboard_link="http://127.0.0.1:9/status")) is None  # nothing there
 
 
 @pytest.mark.parametrize("kwargs", [{"n": 0}, {"max_tokens": 0}, {"group": 0}])
 def test_hta_job_takes_0_as_a_value_and_refuses_it(kwargs):
     """0 is not "not given": the library refuses it before any sentence is read, as the command line does."""
-    with pytest.raises(sweep.SweepError, match="must be at least 1, got 0"):
+    with pytest.raises(SweepError, match="must be at least 1, got 0"):
         sweep.hta_job(paths.DEFAULT_MODEL, "lee", **kwargs, progress=False)
 
 

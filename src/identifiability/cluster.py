@@ -1,0 +1,79 @@
+"""The Dask client a sweep or a cluster job runs on: a LocalCluster by default, any running scheduler by address.
+
+A terminal's Ctrl-C goes to every process of its foreground process group, a LocalCluster's workers and
+their chapters' kernels included; the command reports it in one line (:mod:`identifiability.stops`) and
+closes the cluster it made, which stops the workers (tests/unit/test_stops.py checks that nothing else is
+printed and that no worker or kernel outlives the command).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from . import paths
+from .errors import SweepError
+
+
+def connect(scheduler: str | None = None, workers: int | None = None, timeout: float = 10.0):
+    """A Dask client: to ``scheduler`` if given, else to a new LocalCluster with ``workers`` single-threaded
+    worker processes (default: one per core)."""
+    from distributed import Client, LocalCluster
+
+    if scheduler:
+        try:
+            return Client(scheduler, timeout=timeout)
+        except (OSError, TimeoutError) as e:
+            raise SweepError(
+                f"cannot reach the Dask scheduler at {scheduler} ({type(e).__name__}); start one with "
+                "`dask scheduler` (and workers with `dask worker ADDRESS`), or leave out --scheduler for a local "
+                "cluster"
+            ) from None
+    if workers is not None and workers < 1:
+        raise SweepError(f"--workers must be at least 1, got {workers}")
+    cluster = LocalCluster(
+        n_workers=workers or os.cpu_count() or 1,
+        threads_per_worker=1,
+        processes=True,
+        # one thread per worker: the kernels it starts inherit these, and torch reads them at import
+        env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"},
+        # a worker's errors reach the client with its task; its routine notices would only interleave with
+        # the progress bar
+        silence_logs=logging.ERROR,
+    )
+    try:
+        return Client(cluster)
+    except BaseException:  # a Ctrl-C while the client connects: no worker outlives the command
+        cluster.close()
+        raise
+
+
+def dashboard(client) -> str | None:
+    """The dashboard address of the client's scheduler when its status page answers (the page needs
+    ``bokeh`` on the scheduler's machine; without it the address serves nothing worth printing)."""
+    import urllib.request
+
+    link = client.dashboard_link
+    try:
+        with urllib.request.urlopen(link, timeout=2) as r:
+            page = r.read(4096).lower() if r.status == 200 else b""
+    except (OSError, ValueError):
+        return None
+    # without bokeh the scheduler still answers, with a page that says to install it
+    return link if page and not (b"bokeh" in page and b"install" in page) else None
+
+
+def local_data(client) -> str | None:
+    """The client's data folder when its cluster runs on this machine (a LocalCluster: its workers share the
+    caches), else None: a worker then uses its own."""
+    return str(paths.data_root()) if getattr(client, "cluster", None) is not None else None
+
+
+def close(client, own: bool) -> None:
+    """Close ``client`` and its LocalCluster when this command made them (``own``); a client passed in is
+    the caller's to close."""
+    if own:
+        cluster = client.cluster
+        client.close()
+        if cluster is not None:
+            cluster.close()
