@@ -130,7 +130,8 @@ window.vegaDraw = function (id, spec) {
     e.innerHTML = "";
     return vegaEmbed(e, spec, { actions: false, renderer: "svg" }).then(function (r) {
       e.style.display = "block";
-      var d = e.querySelector("svg"), over = d ? d.getBoundingClientRect().width - width : 0;
+      // an area not laid out (a hidden output: width 0) has nothing to fit to
+      var d = e.querySelector("svg"), over = d && width ? d.getBoundingClientRect().width - width : 0;
       if (over > 1 && tries < 2 && window.vegaFit.again(spec, over)) { r.finalize(); return draw(tries + 1); }
       if (over > 1) {
         var box = document.createElement("div");
