@@ -21,6 +21,10 @@ SEEDS ?= 0
 CHAPTERS ?=
 SCHEDULER ?=
 WORKERS ?=
+# A command stopped by Ctrl-C prints its one line ("interrupted; run the same command again to resume") and
+# exits 130. make, which gets the same Ctrl-C, stops there by itself; counting 130 as done keeps it from
+# adding its own "*** [target] Error 130" line (make still exits by the interrupt: the shell reports 130).
+INTERRUPTED := || [ $$? -eq 130 ]
 NPM_PACKAGES := mathjax@3.2.2 @jupyter-widgets/html-manager@1.0.15 requirejs@2.3.8 playwright-core@1.65.1
 
 .PHONY: book test test-fast lint venv vendor browser bench clean models sweep compare
@@ -44,10 +48,12 @@ venv: $(VENV)/.installed
 
 vendor: .cache/npm/.installed
 
+# the book on model $(1); compare calls it directly: a nested make would add its own line on Ctrl-C
+book_on = $(PY) -m identifiability.cli book --model "$(1)" --corpus "$(CORPUS)" \
+	$(foreach p,$(PARAMS),-p $(p)) $(if $(ONLY),--only $(ONLY)) \
+	$(if $(REPO_URL),--repository "$(REPO_URL)") --branch "$(BRANCH)" $(INTERRUPTED)
 book: venv vendor
-	$(PY) -m identifiability.cli book --model "$(MODEL)" --corpus "$(CORPUS)" \
-		$(foreach p,$(PARAMS),-p $(p)) $(if $(ONLY),--only $(ONLY)) \
-		$(if $(REPO_URL),--repository "$(REPO_URL)") --branch "$(BRANCH)"
+	$(call book_on,$(MODEL))
 
 .PHONY: lab handout
 
@@ -97,8 +103,8 @@ FT_FOLDERS = $(foreach t,$(FT_TASKS),$(foreach s,$(FT_SEEDS),data/models/$(BASE_
 RANDOM_FOLDER = data/models/$(BASE_TAG)-random-seed0
 models: venv
 	$(foreach t,$(FT_TASKS),$(foreach s,$(FT_SEEDS),$(PY) -m identifiability.cli finetune --task $(t) --seed $(s) \
-		--base "$(BASE)" --out data/models/$(BASE_TAG)-$(t)-seed$(s) &&)) true
-	$(PY) -m identifiability.cli init-random --like "$(BASE)" --seed 0 --out $(RANDOM_FOLDER)
+		--base "$(BASE)" --out data/models/$(BASE_TAG)-$(t)-seed$(s) &&)) true $(INTERRUPTED)
+	$(PY) -m identifiability.cli init-random --like "$(BASE)" --seed 0 --out $(RANDOM_FOLDER) $(INTERRUPTED)
 
 # The comparison across models: fine-tune (skipped when done), then three sweeps (finished runs are reused):
 # chapters 3 and 6 on BASE, the seed-0 fine-tunes and the control, on the held-out Lee sentences and pairs;
@@ -121,17 +127,17 @@ PAIRS_PARAMS ?= n_sentences=150 second_corpus= epochs=10
 C13_PARAMS ?= n_sentences=400 second_corpus= epochs=10
 SWEEP = $(PY) -m identifiability.cli sweep --seeds 0 $(if $(WORKERS),--workers $(WORKERS))
 compare: models vendor
-	$(SWEEP) --models "$(COMPARE_MODELS)" --corpora lee_heldout,lee_pairs --chapters 03,06 $(foreach p,$(COMPARE_PARAMS),-p $(p))
-	$(SWEEP) --models "$(COMPARE_MODELS)" --corpora lee_pairs --chapters 04 $(foreach p,$(PAIRS_PARAMS),-p $(p))
-	$(SWEEP) --models "$(ALL_MODELS)" --corpora lee_heldout --chapters 04 $(foreach p,$(C13_PARAMS),-p $(p))
-	$(MAKE) book MODEL="$(BASE)"
+	$(SWEEP) --models "$(COMPARE_MODELS)" --corpora lee_heldout,lee_pairs --chapters 03,06 $(foreach p,$(COMPARE_PARAMS),-p $(p)) $(INTERRUPTED)
+	$(SWEEP) --models "$(COMPARE_MODELS)" --corpora lee_pairs --chapters 04 $(foreach p,$(PAIRS_PARAMS),-p $(p)) $(INTERRUPTED)
+	$(SWEEP) --models "$(ALL_MODELS)" --corpora lee_heldout --chapters 04 $(foreach p,$(C13_PARAMS),-p $(p)) $(INTERRUPTED)
+	$(call book_on,$(BASE))
 
 # Chapters over models x corpora x seeds on Dask (resumable: finished runs are skipped), then the
 # results table data/results.parquet. See "Sweeps" in README.md.
 sweep: venv
 	$(PY) -m identifiability.cli sweep --models "$(MODELS)" --corpora "$(CORPORA)" --seeds "$(SEEDS)" \
 		$(if $(CHAPTERS),--chapters "$(CHAPTERS)") $(foreach p,$(PARAMS),-p $(p)) \
-		$(if $(SCHEDULER),--scheduler "$(SCHEDULER)") $(if $(WORKERS),--workers $(WORKERS))
+		$(if $(SCHEDULER),--scheduler "$(SCHEDULER)") $(if $(WORKERS),--workers $(WORKERS)) $(INTERRUPTED)
 
 bench: venv
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -40,6 +40,9 @@ def connect(scheduler: str | None = None, workers: int | None = None, timeout: f
         # a worker's errors reach the client with its task; its routine notices would only interleave with
         # the progress bar
         silence_logs=logging.ERROR,
+        # any free port: the default 8787 may be another cluster's (Dask then warns in four lines); the
+        # address is printed when a dashboard answers there
+        dashboard_address=":0",
     )
     try:
         return Client(cluster)
