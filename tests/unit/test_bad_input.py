@@ -293,6 +293,15 @@ def test_every_number_a_chapter_declares_has_its_least_value_in_the_contract():
         assert coerce_parameters(spec.source, declared_parameters(spec.source)) == declared_parameters(spec.source)
 
 
+def test_chapter_6s_pre_flight_checks_the_shortest_length_the_chapter_uses():
+    """The pre-flight's window for chapter 6's exact sentences starts where the chapter's own ``short``
+    does: a chapter that changed its lower bound alone would pass a window it cannot fill."""
+    from identifiability import chapters
+
+    source = CHAPTERS["06_context_mixing"].source.read_text(encoding="utf-8")
+    assert f"short = ({chapters._EXACT_MIN_TOKENS}, exact_max_tokens)" in source
+
+
 @pytest.mark.parametrize("stem,name,kind", NUMBERS, ids=[f"{s[:2]}-{n}" for s, n, _ in NUMBERS])
 def test_a_number_below_its_least_value_stops_before_anything_runs(stem, name, kind, tmp_path, earlier_results, capsys):
     least = ALLOWED[name].minimum
