@@ -110,9 +110,8 @@ models: venv
 # chapters 3 and 6 on BASE, the seed-0 fine-tunes and the control, on the held-out Lee sentences and pairs;
 # chapter 4 on the same models on the pairs; chapter 4 on every model (every fine-tune seed) on the held-out
 # sentences with C13_PARAMS, the runs C13 and C14 pair sentence by sentence; then the book (on BASE), whose
-# page "Across models" shows them side by side. COMPARE_PARAMS and C13_PARAMS are sized to keep it within an
-# hour cold on 2 quiet cores (estimated 55-60 min: 6 fine-tunes 16, the sweeps about 30, the book about 10; not
-# yet timed cold on a quiet machine: README, "Across models").
+# page "Across models" shows them side by side. Not yet timed cold on 2 quiet cores, and likely over an hour
+# (the six fine-tunes 25-45 min, the sweeps about 30, the book about 12: README, "Across models").
 COMPARE_MODELS ?= $(BASE),$(subst $(eval) ,$(comma),$(foreach t,$(FT_TASKS),data/models/$(BASE_TAG)-$(t)-seed$(firstword $(FT_SEEDS)))),$(RANDOM_FOLDER)
 ALL_MODELS = $(BASE),$(subst $(eval) ,$(comma),$(FT_FOLDERS)),$(RANDOM_FOLDER)
 comma := ,
