@@ -59,7 +59,7 @@ def test_across_models_page_beside_the_random_initialisation_control(tmp_path, m
     assert "params" not in curves  # one corpus and one quantity: no menu
     drawn = {row["model"] for rows in curves["datasets"].values() for row in rows}
     assert drawn == {"pre-trained", "random init"}
-    change = next(s for s in specs if "Rate change per layer" in json.dumps(s))
+    change = next(s for s in specs if "Change per layer, 95% CI" in json.dumps(s))
     rows = [row for rows in change["datasets"].values() for row in rows if "low" in row]
     assert {row["model"] for row in rows} == {"random init"} and all(row["low"] <= row["high"] for row in rows)
     assert len(specs) == 2  # C13 and C14 not run: no verdict chart with nothing to draw
