@@ -81,14 +81,14 @@ test: venv vendor browser
 test-fast: venv
 	$(PY) -m pytest -q tests/unit $(PYTEST_ARGS)
 
-# The chapters' code cells are linted too, at the 76 characters the book's code box holds at 1280 px
+# The chapters' code cells are linted too, at the 75 characters the book's code box holds at 1280 px
 # (.ci/notebook_code.py writes them as Python, and fails on a wider line of code in a chapter, a prose page or
 # the README; E402: imports follow the parameters cell; B018: a cell's last expression is its output).
 lint: venv
 	$(VENV)/bin/ruff check src tests benchmarks .ci
 	$(VENV)/bin/ruff format --check src tests benchmarks .ci
 	rm -rf .cache/lint && $(PY) .ci/notebook_code.py .cache/lint
-	$(VENV)/bin/ruff check --line-length 76 --extend-ignore E402,B018 .cache/lint/*.py
+	$(VENV)/bin/ruff check --line-length 75 --extend-ignore E402,B018 .cache/lint/*.py
 
 # The models of the comparison across models, into data/models/: BASE (a hub id or a folder; default the
 # embedded model) fine-tuned on each task with each seed of FT_SEEDS (C13 and C14 resample the fine-tune seeds:

@@ -6,10 +6,11 @@ jupytext MyST) as a Python file for ruff (each cell keeps its jupytext percent m
 cells are left out: prose wraps at the page's width), then exits 1, naming each line, if a code cell or a
 fenced command block of book/*.md or README.md has a line wider than CODE_WIDTH.
 
-CODE_WIDTH was measured in Chromium on a built page at a 1280 px window: a code cell's box is 684 px wide,
-652 px inside its padding, and a character of the theme's 14 px monospace font (DejaVu Sans Mono there;
-Menlo, SF Mono and Source Code Pro are as wide) is 8.43 px, so 77 characters fit. One is kept in hand for
-a glyph drawn from a wider fallback font. At 390 px the boxes scroll sideways inside themselves.
+CODE_WIDTH was measured in Chromium on built chapter pages at a 1280 px window: a character of the
+theme's 14 px monospace font (DejaVu Sans Mono there; Menlo, SF Mono and Source Code Pro are as wide) is
+8.43 px; a code cell's box is 684 px wide, 652 px inside its padding (77 characters), and a cell whose
+source is folded away (hide-input, a solution) is 666 px, 634 inside: 75 characters, the rule for every
+box. At 390 px the boxes scroll sideways inside themselves, never the page.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import re
 import sys
 from pathlib import Path
 
-CODE_WIDTH = 76
+CODE_WIDTH = 75
 # a fence that opens a block of code; "```{directive}" (MyST) is not code, except a code cell
 FENCE = re.compile(r"^(`{3,}|~{3,})(.*)$")
 
