@@ -116,7 +116,7 @@ def stage_config(stage: Path, repository: str | None, branch: str = "main") -> N
 # Chapter 8 in every build: the book's model and its random-initialisation control (seconds to make) through
 # chapter 4 on the held-out text, small enough to add under a minute to a build (measured in README, "Across
 # models"); `make compare` adds the fine-tunes and larger runs, which the page then prefers.
-CONTROL_PARAMS = {"n_sentences": 150, "second_corpus": "", "epochs": 5}
+CONTROL_PARAMS = {"n_sentences": 80, "second_corpus": "", "epochs": 3}
 
 
 def control_runs(model: str, judge_corpus: str, seed: int = 0, params: dict | None = None) -> list[str]:
