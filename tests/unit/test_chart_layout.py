@@ -60,8 +60,8 @@ def test_head_viewer_fits_and_its_labels_do_not_overlap(attention):
     svg = svg_of(eff_charts.head_viewer([(TOKENS, attention.float(), (0.9 * attention).float())]))
     assert width_of(svg) <= OUTPUT_AREA
     labels = token_labels(svg)
-    # query axis of the first panel + key axes of three panels, each thinned to at most 180 / 9 labels
-    assert 0 < len(labels) <= 4 * (180 // 9 + 1)
+    # query axis of the first panel + key axes of three panels, each thinned to at most 176 / 9 labels
+    assert 0 < len(labels) <= 4 * (176 // 9 + 1)
     assert "0 w0" in labels and "1 w1" not in labels
 
 
@@ -306,7 +306,7 @@ def test_head_viewer_stays_within_its_page_budget_and_its_text_is_readable():
     assert len(gzip.compress(json.dumps(spec).encode())) < 450_000
     sizes = [v for k, v in _walk(spec) if k.lower().endswith("fontsize")]
     assert sizes and min(sizes) >= 9
-    assert spec["usermeta"] == {"narrow": "keep-width"}  # its token labels are thinned for 180 px panels
+    assert spec["usermeta"] == {"narrow": "keep-width"}  # its token labels are thinned for 176 px panels
 
 
 def _walk(spec):
@@ -349,7 +349,7 @@ def test_a_phone_gets_stacked_views_plot_widths_that_fit_and_wrapped_titles():
     assert faceted["columns"] == 1 and "column" not in faceted["facet"] and faceted["spec"]["width"] <= PHONE_AREA - 80
     # a chart labelled for its width is stacked but keeps its widths
     viewer = fit_in_node(spec_of(eff_charts.head_viewer(viewer_examples((8,), 1, 1))), PHONE_AREA)
-    assert "vconcat" in viewer and [v["width"] for v in viewer["vconcat"]] == [180, 180, 180]
+    assert "vconcat" in viewer and [v["width"] for v in viewer["vconcat"]] == [176, 176, 176]
     # on a desktop page nothing moves
     desktop = fit_in_node(spec_of(side_by_side), OUTPUT_AREA)
     assert "hconcat" in desktop and [v["width"] for v in desktop["hconcat"]] == [300, 300]

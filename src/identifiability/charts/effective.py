@@ -157,7 +157,7 @@ def head_viewer(
     examples: Sequence[tuple[list[str], torch.Tensor, torch.Tensor]],
     labels: Sequence[str] | None = None,
     digits: int = VIEWER_DIGITS,
-    size: int = 180,  # three panels a row, with the query labels, fit the page's 688 px output column
+    size: int = 176,  # three panels a row, with the query labels (cut at 64 px), fit the 688 px output column
 ) -> alt.HConcatChart:
     """Raw, effective and null attention side by side, with a sentence dropdown, a layer slider and a head
     dropdown; works in a static page (Altair params, no Python callbacks).
@@ -212,7 +212,11 @@ def head_viewer(
 
     def axis(title: str) -> alt.Axis:
         return alt.Axis(
-            title=title, labelExpr=sentence_label_expr(tokens, size, label_px=11), labelOverlap=False, labelFontSize=9
+            title=title,
+            labelExpr=sentence_label_expr(tokens, size, label_px=11),
+            labelOverlap=False,
+            labelFontSize=9,
+            labelLimit=64,  # a long token is cut with "…"; the tooltip shows it whole
         )
 
     base = (
