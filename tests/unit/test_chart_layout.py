@@ -248,7 +248,7 @@ def test_context_share_heat_map_labels_do_not_overlap():
 def test_probe_table_shows_counts_as_integers_and_headers_in_words():
     summary = pd.DataFrame(
         [{"mapping": m, "loss": lo, "layer": la, "epochs run": 10 + la, "best epoch": 5 + la,
-          "stopped early": la % 2 == 0, "best val loss": 0.1 * la}
+          "stopped early": la % 2 == 0, "best val loss": 0.1 * la - 1e-5}
          for m in ("linear", "mlp") for lo in ("cos", "l2") for la in range(7)]
     )  # fmt: skip
     overview = (
@@ -261,7 +261,14 @@ def test_probe_table_shows_counts_as_integers_and_headers_in_words():
     assert overview.epochs_run.dtype == float  # what the study hands over
     cells = re.findall(r">([^<>]+)</t[hd]>", id_charts.probe_table(overview).to_html())
     assert not [c for c in cells if "_" in c]  # no snake_case header
-    assert "13" in cells and "13.0" not in cells and "5–11" in cells and "0.600" in cells
+    assert (
+        "13" in cells
+        and "13.0" not in cells
+        and "5–11" in cells
+        and "0.600" in cells
+        and "0.000" in cells
+        and "-0.000" not in cells
+    )
     assert not [c for c in cells if re.fullmatch(r"\d+\.0", c)]
 
 

@@ -405,17 +405,16 @@ def probe_table(overview: pd.DataFrame) -> Styler:
             "best validation loss, last layer": t.val_loss_last,
         }
     )
-    headers = [{"selector": "th", "props": "white-space: normal; max-width: 8em; vertical-align: bottom"}]
+    styles = [
+        {"selector": "th", "props": "white-space: normal; max-width: 8em; vertical-align: bottom"},
+        {"selector": "th, td", "props": "padding: 0.15em 0.6em"},
+    ]
+    loss = lambda v: f"{0.0 if abs(v) < 5e-4 else v:.3f}"  # no "-0.000" for a cosine loss a rounding below 0
+    losses = ["best validation loss, layer 0", "best validation loss, last layer"]
     return (
         table.style.hide(axis="index")
-        .set_table_styles(headers)
-        .format(
-            {
-                "epochs run (median)": "{:g}",
-                "best validation loss, layer 0": "{:.3f}",
-                "best validation loss, last layer": "{:.3f}",
-            }
-        )
+        .set_table_styles(styles)
+        .format({"epochs run (median)": "{:g}"} | dict.fromkeys(losses, loss))
     )
 
 
