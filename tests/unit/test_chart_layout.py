@@ -378,3 +378,10 @@ def test_token_labels_of_a_single_view_follow_the_width_a_phone_draws():
     }
     shown = re.findall(r">(w\d+)</text>", vlc.vegalite_to_svg(spec))
     assert shown[:3] == ["w0", "w5", "w10"] and len(shown) == 13  # 14 px apart: every 5th of 64 at 220 px
+
+
+def test_a_head_viewer_of_one_sentence_has_no_sentence_menu():
+    """Each sentence adds about 0.1 MB (gzip) to chapter 3's page; a viewer of one offers no one-option menu."""
+    params = spec_of(eff_charts.head_viewer(viewer_examples((36,), 1, 2)))["params"]
+    bound = {p["name"] for p in params if "bind" in p}
+    assert bound == {"layer", "head"} and "sentence" in {p["name"] for p in params}

@@ -201,11 +201,8 @@ def head_viewer(
             f"{i}: {' '.join(t for t in toks[1:6])} … ({len(toks)} tokens)" for i, (toks, _, _) in enumerate(examples)
         ]
     )
-    sentence = alt.param(
-        name="sentence",
-        value=0,
-        bind=alt.binding_select(options=list(range(len(examples))), labels=labels, name="sentence "),
-    )
+    menu = alt.binding_select(options=list(range(len(examples))), labels=labels, name="sentence ")
+    sentence = alt.param(name="sentence", value=0, **({"bind": menu} if len(examples) > 1 else {}))  # no 1-option menu
     layer = alt.param(name="layer", value=L, bind=alt.binding_range(min=1, max=L, step=1, name="layer "))
     head = alt.param(name="head", value=0, bind=alt.binding_select(options=list(range(H)), name="head "))
     tok_json = json.dumps(tokens)
