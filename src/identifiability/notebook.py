@@ -23,7 +23,7 @@ from .fileio import jsonable, read_json, write_json
 from .loaded_model import LoadedModel
 from .models import load_model
 from .paths import DEFAULT_MODEL
-from .verdicts import Verdict, render
+from .verdicts import Verdict, anchor, render
 from .verdicts.claims import load_claims, robustness_names
 
 
@@ -74,7 +74,8 @@ class Chapter:
 
     def verdict(self, v: Verdict) -> str:
         """Record a verdict from :mod:`identifiability.verdicts` (estimate, interval, baseline, rule, verdict)
-        in this chapter's results; returns the sentence the page shows. An amended claim's verdict must carry
+        in this chapter's results; returns the sentence the page shows, led by the anchor the claims page links
+        to (``verdicts.anchor``: an HTML id on the chapter's page). An amended claim's verdict must carry
         its original rule's verdict (``verdicts.amended``), and every verdict the alternatives its claims-table
         row names (``verdicts.with_robustness``)."""
         claim = self._claim(v.claim)
@@ -92,7 +93,7 @@ class Chapter:
                 f"data/claims.csv names, {names} (verdicts.with_robustness)"
             )
         self.results.setdefault("claims", {})[v.claim] = v.to_json()
-        return render(v, claim["claim"])
+        return f'<span id="{anchor(v.claim)}"></span>' + render(v, claim["claim"])
 
     def save(self) -> Path:
         """Write ``<results_dir>/<chapter>.json`` with the results, parameters and model provenance, after

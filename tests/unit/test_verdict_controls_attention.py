@@ -71,7 +71,7 @@ def test_c2_holds_on_generic_heads_and_fails_when_rows_repeat():
 def test_c2_is_partly_when_some_inputs_are_degenerate():
     mixed = pd.concat([_margins(2), _margins(1, repeat_rows=True).assign(text=2)], ignore_index=True)
     v = vd.judge_c2(True, mixed, True, R)
-    assert v.verdict == PARTLY and v.estimate == pytest.approx(2 / 3) and "only 67%" in v.reason
+    assert v.verdict == PARTLY and v.estimate == pytest.approx(2 / 3) and "only 66.7%" in v.reason
     assert vd.judge_c2(False, _margins(3), True, R).verdict == PARTLY  # the exact example must agree
 
 

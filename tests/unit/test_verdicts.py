@@ -5,6 +5,7 @@ positive and negative controls in ``test_verdict_controls_<chapter>.py``."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from identifiability import stats
@@ -58,7 +59,7 @@ def test_the_rendered_sentence_states_the_verdict_and_the_numbers(x):
     assert verdict.verdict == {0.9: HOLDS, 0.3: FAILS, 0.5: INCONCLUSIVE}[x.estimate]
     text = vd.render(verdict, "Tokens stay identifiable")
     assert text.startswith(f"**C6 — {verdict.verdict}.** Tokens stay identifiable.")
-    assert f"{verdict.estimate:.3g}" in text and f"95% interval {x.low:.3g} to {x.high:.3g}" in text
+    assert f"= {vd.fmt(verdict.estimate)}" in text and f"95% interval {vd.fmt(x.low)} to {vd.fmt(x.high)}" in text
     assert verdict.reason in text and "nan" not in text.lower() and "None" not in text
     assert verdict.to_json()["verdict"] == verdict.verdict
 
@@ -121,28 +122,37 @@ def test_compound_claims_combine_part_by_part():
     assert combine_parts("C9", parts(bad, bad), R, good, 0.1, "", first_is_core=False).verdict == FAILS
 
 
-def test_the_verdict_chart_has_one_panel_per_interval_with_its_threshold():
+def test_the_verdict_chart_has_one_panel_per_part_and_one_for_the_headline_with_thresholds():
     from identifiability.charts.verdicts import verdict_chart
 
     a, b = iv(0.3, 0.25, 0.35), iv(-0.1, -0.15, -0.05)
     p1 = part_verdict("C4", "decrease", a, *interval_verdict(a, 0.9, "below"), R, 0.9)
     p2 = part_verdict("C4", "beyond dimension counting", b, *interval_verdict(b, 0.0, "below"), R, 0.0)
     c4 = combine_parts("C4", [p1, p2], R, a, 0.5, "random subspace")
-    c2 = vd.judge_c2_original(True, 1.0, True, R)  # an exact count: no interval, no panel
+    c2 = vd.judge_c2_original(True, 1.0, True, R)  # an exact count: its point, no interval
     chart = verdict_chart([c4.to_json(), c2.to_json()])
     assert chart.to_dict()["vconcat"]
     panels = chart.vconcat
-    assert len(panels) == 2  # C4's two parts (C4's own interval is the first part's)
-    assert [p.title.text for p in panels] == ["C4.decrease — holds", "C4.beyond dimension counting — holds"]
-    thresholds = [float(layer.data["t"].iloc[0]) for p in panels for layer in p.layer if "t" in layer.data]
-    assert thresholds == [0.9, 0.0]
+    assert [p.title.text for p in panels] == [
+        "C4 · decrease — holds",
+        "C4 · beyond dimension counting — holds",
+        "C4: holds",
+        "C2: holds",
+    ]
+    thresholds = [
+        float(layer.data["t"].iloc[0])
+        for p in panels
+        for layer in p.layer
+        if isinstance(layer.data, pd.DataFrame) and "t" in layer.data
+    ]
+    assert thresholds == [0.9, 0.0]  # a compound headline has no single threshold
 
 
 def test_an_interval_prints_for_people():
-    assert str(Interval(0.28712, 0.27, 0.3049, n=16)) == "0.287 (95% interval 0.27 to 0.305, 16 units)"
-    assert str(Interval(0.5, float("nan"), float("nan"), n=1)) == "0.5 (no interval: 1 unit)"
+    assert str(Interval(0.28712, 0.27, 0.3049, n=16)) == "0.287 (95% interval 0.270 to 0.305, 16 units)"
+    assert str(Interval(0.5, float("nan"), float("nan"), n=1)) == "0.500 (no interval: 1 unit)"
     named = Interval(0.28712, 0.27, 0.3049, n=16, unit="test sentences")
-    assert str(named) == "0.287 (95% interval 0.27 to 0.305, 16 test sentences)"
+    assert str(named) == "0.287 (95% interval 0.270 to 0.305, 16 test sentences)"
     assert (
         "about 90 test sentences instead of 40"
         in interval_verdict(Interval(0.88, 0.85, 0.91, n=40, unit="test sentences"), 0.9, "above")[1]

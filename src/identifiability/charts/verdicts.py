@@ -1,12 +1,18 @@
-"""The interval behind each verdict, next to the threshold its rule compares it with."""
+"""Each verdict as a page shows it in a chart: one row per part of a compound claim and one for the headline
+verdict, each with its estimate, 95% interval and the rule's threshold, coloured by its outcome, so the
+chart and the verdict's sentence always agree."""
 
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 
 import altair as alt
 import pandas as pd
+
+from ..verdicts.core import verdict_label
+from ..verdicts.text import plain
 
 COLOURS = {
     "holds": "#2a9d8f",
@@ -18,77 +24,101 @@ COLOURS = {
 }
 
 
-def _rows(v: dict) -> list[dict]:
-    """One row per interval: a compound claim's parts (its own interval repeats one of theirs), else the claim."""
-    out = []
-    for p in v.get("parts") or [v]:
-        ci = p.get("ci95")
-        if p.get("estimate") is None or ci is None:
-            continue
-        if not all(isinstance(b, (int, float)) and math.isfinite(b) for b in ci):  # no interval: the point alone
-            ci = (p["estimate"], p["estimate"])
-        out.append(
-            {
-                "quantity": p["claim"],
-                "verdict": p["verdict"],
-                "estimate": p["estimate"],
-                "low": ci[0],
-                "high": ci[1],
-                "threshold": p.get("threshold"),
-                "reason": p["reason"],
-            }
-        )
-    return out
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def verdict_chart(verdicts: Sequence[dict], width: int = 420) -> alt.VConcatChart | alt.Chart:
-    """One small panel per measured quantity of the given verdicts (``Verdict.to_json()`` dicts): the
-    estimate, its 95% interval (bar) and the rule's threshold (dashed), coloured by the verdict; each panel
-    has its own axis, since a rate and a difference do not share one."""
-    rows = [r for v in verdicts for r in _rows(v)]
-    if not rows:
-        return alt.Chart(pd.DataFrame({"text": ["no interval to show"]})).mark_text().encode(text="text:N")
-    panels = []
-    for r in rows:
-        df = pd.DataFrame([r])
-        lo = min(r["low"], r["threshold"] if r["threshold"] is not None else r["low"])
-        hi = max(r["high"], r["threshold"] if r["threshold"] is not None else r["high"])
-        pad = (hi - lo) * 0.15 or 0.05
-        scale = alt.Scale(domain=[lo - pad, hi + pad], nice=False)
-        x = alt.X("estimate:Q", title=None, scale=scale)
-        colour = alt.Color(
-            "verdict:N", scale=alt.Scale(domain=list(COLOURS), range=list(COLOURS.values())), legend=None
+def _row(p: dict, title: str, headline: bool) -> dict:
+    ci = p.get("ci95")
+    est = p.get("estimate") if _finite(p.get("estimate")) else None
+    if est is not None and not (ci and all(_finite(b) for b in ci)):
+        ci = (est, est)  # no interval: the point alone
+    q = p.get("estimate_of") or {}
+    return {
+        "claim": p["claim"],  # the verdict's id or its part's ('C4.decrease'): the browser check reads it
+        "title": title,
+        "headline": headline,
+        "verdict": p["verdict"],
+        "estimate": est,
+        "low": None if est is None else ci[0],
+        "high": None if est is None else ci[1],
+        "threshold": p.get("threshold") if _finite(p.get("threshold")) else None,
+        "measures": plain(q.get("words", "")),
+        "reason": plain(p.get("reason", "")),
+    }
+
+
+def rows(v: dict) -> list[dict]:
+    """A verdict's rows (``Verdict.to_json()``): each of its parts, then the headline with the claim's own
+    outcome. A part or headline without a single interval (judged per layer, or nothing measured) still has
+    its row, which says so."""
+    out = [_row(p, f"{p['claim'].replace('.', ' · ', 1)} — {verdict_label(p)}", False) for p in v.get("parts") or ()]
+    return out + [_row(v, f"{v['claim']}: {verdict_label(v)}", True)]
+
+
+def _panel(r: dict, width: int) -> alt.LayerChart | alt.Chart:
+    title = alt.Title(
+        r["title"],
+        subtitle=textwrap.wrap(r["measures"], 56)[:3] if r["measures"] else alt.Undefined,
+        fontSize=12 if r["headline"] else 11,
+        fontWeight="bold" if r["headline"] else "normal",
+        subtitleFontSize=10,
+        subtitleColor="#555",
+        anchor="start",
+    )
+    if r["estimate"] is None:  # nothing to draw on an axis: the reason in words, wrapped to the panel
+        lines = textwrap.wrap(r["reason"], 52, max_lines=4, placeholder=" …") or [r["verdict"]]
+        data = pd.DataFrame({"text": ["\n".join(lines)], "claim": [r["claim"]], "verdict": [r["verdict"]]})
+        text = alt.Chart(data).mark_text(
+            align="left", baseline="top", x=0, y=0, fontSize=11, lineHeight=14, lineBreak="\n", color="#333"
         )
-        tip = [
-            "quantity:N",
-            "verdict:N",
-            alt.Tooltip("estimate:Q", format=".3g"),
-            alt.Tooltip("low:Q", format=".3g"),
-            alt.Tooltip("high:Q", format=".3g"),
-            "reason:N",
-        ]
-        base = alt.Chart(df)
-        layers = [
-            base.mark_rule(strokeWidth=3).encode(
-                x=alt.X("low:Q", title=None, scale=scale), x2="high:Q", color=colour, tooltip=tip
-            ),
-            base.mark_point(filled=True, size=70).encode(x=x, color=colour, tooltip=tip),
-        ]
-        if r["threshold"] is not None:
-            layers.append(
-                alt.Chart(pd.DataFrame({"t": [r["threshold"]]}))
-                .mark_rule(strokeDash=[4, 3], color="black")
-                .encode(x=alt.X("t:Q", scale=alt.Scale(domain=[lo - pad, hi + pad], nice=False)))
-            )
-        panels.append(
-            alt.layer(*layers).properties(
-                width=width,
-                height=22,
-                title=alt.Title(f"{r['quantity']} — {r['verdict']}", fontSize=11, anchor="start"),
-            )
+        return text.encode(text="text:N").properties(width=width, height=14 * len(lines), title=title)
+    lo = min(r["low"], r["threshold"] if r["threshold"] is not None else r["low"])
+    hi = max(r["high"], r["threshold"] if r["threshold"] is not None else r["high"])
+    pad = (hi - lo) * 0.15 or 0.05
+    scale = alt.Scale(domain=[lo - pad, hi + pad], nice=False)
+    colour = alt.Color("verdict:N", scale=alt.Scale(domain=list(COLOURS), range=list(COLOURS.values())), legend=None)
+    tip = [
+        "title:N",
+        alt.Tooltip("estimate:Q", format=".3g"),
+        alt.Tooltip("low:Q", format=".3g"),
+        alt.Tooltip("high:Q", format=".3g"),
+        "reason:N",
+    ]
+    keep = ("claim", "title", "verdict", "estimate", "low", "high", "reason")
+    base = alt.Chart(pd.DataFrame([{k: r[k] for k in keep}]))
+    layers = [
+        base.mark_rule(strokeWidth=4 if r["headline"] else 3).encode(
+            x=alt.X("low:Q", title=None, scale=scale, axis=alt.Axis(tickCount=5)),
+            x2="high:Q",
+            color=colour,
+            tooltip=tip,
+        ),
+        base.mark_point(filled=True, size=80 if r["headline"] else 60).encode(
+            x=alt.X("estimate:Q", title=None, scale=scale, axis=alt.Axis(tickCount=5)), color=colour, tooltip=tip
+        ),
+    ]
+    if r["threshold"] is not None:
+        layers.append(
+            alt.Chart(pd.DataFrame({"t": [r["threshold"]]}))
+            .mark_rule(strokeDash=[4, 3], color="black")
+            .encode(x=alt.X("t:Q", scale=scale))
         )
-    return alt.vconcat(*panels, spacing=6).properties(
+    return alt.layer(*layers).properties(width=width, height=22, title=title)
+
+
+def verdict_chart(verdicts: Sequence[dict], width: int = 420) -> alt.VConcatChart:
+    """One small panel per row of the given verdicts (``Verdict.to_json()`` dicts; :func:`rows`): each part
+    of a compound claim, then the claim's headline outcome, with the estimate, its 95% interval (bar) and the
+    rule's threshold (dashed), coloured by the outcome; each panel has its own axis, since a rate and a
+    difference do not share one."""
+    panels = [_panel(r, width) for v in verdicts for r in rows(v)]
+    return alt.vconcat(*panels, spacing=8).properties(
         title=alt.Title(
-            "Each verdict's interval (bar: 95%, dot: estimate) and its rule's threshold (dashed)", anchor="start"
+            [
+                "Each verdict: its parts, then its headline",
+                "bar: 95% interval, dot: estimate, dashed: the threshold",
+            ],
+            anchor="start",
         )
     )

@@ -40,8 +40,10 @@ from .core import (
     PARTLY,
     VERDICTS,
     Interval,
+    Quantity,
     Verdict,
     amended,
+    from_json,
     render,
     robustness_summary,
     with_robustness,
@@ -129,6 +131,7 @@ from .models import (
     judge_c14,
     judge_c14_original,
 )
+from .text import anchor, fmt, math_text
 
 __all__ = [
     "C1_RANK_TOL_ALT",
@@ -232,4 +235,9 @@ __all__ = [
     "judge_c10_original",
     "judge_c11_original",
     "render",
+    "Quantity",
+    "anchor",
+    "fmt",
+    "from_json",
+    "math_text",
 ]

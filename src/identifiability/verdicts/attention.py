@@ -3,6 +3,8 @@ over every head: exact, no sampling, so the robustness alternatives move toleran
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 
 from .core import (
@@ -11,11 +13,19 @@ from .core import (
     NOT_TESTABLE,
     PARTLY,
     Interval,
+    Quantity,
     Verdict,
     with_robustness,
 )
+from .text import pct
 
 C1_RANK_TOL_ALT = 1e-6  # the robustness alternative's relative rank tolerance (the book's: max(d_s, d+1) * eps)
+C1_QUANTITY = Quantity("smallest input length from which every head admits alternatives", r"d_s^{\min}", "tokens", True)
+C2_QUANTITY = Quantity(
+    "share of (head, input) pairs with a single solution at d_s = d_v + 1 (full rank of [T,1])",
+    r"\Pr[\operatorname{rank}\,[T,1] = d_s]",
+)
+C3_QUANTITY = Quantity("share of the paper's constructed alternatives that fail the exact realisability test")
 
 
 def min_dims(table: pd.DataFrame, rtol: float | None = None) -> dict[int, int]:
@@ -60,7 +70,7 @@ def judge_c1(table: pd.DataFrame, d_v: int, rule: str) -> Verdict:
     """C1: non-identifiable for every d_s > d_v. ``table``: one row per (text, layer, head) of
     ``nullspace.null_space_table``. The estimate is the smallest d_s from which every head admits
     alternatives; robustness: the same with a rank tolerance of ``C1_RANK_TOL_ALT``."""
-    v = _c1(min_dims(table), d_v, rule)
+    v = replace(_c1(min_dims(table), d_v, rule), estimate_of=C1_QUANTITY)
     return with_robustness(v, {"tolerance": _c1(min_dims(table, C1_RANK_TOL_ALT), d_v, rule)})
 
 
@@ -91,7 +101,7 @@ def _c2(
     note = "dimension count d_s - d_v - 1 = 0 at d_s = d_v + 1: uniqueness expected for a generic T"
     if share < C2_FAIL_SHARE:
         return Verdict(
-            "C2", FAILS, x.estimate, None, 1.0, note, rule, f"only {share:.0%} of {what} are unique at d_v + 1"
+            "C2", FAILS, x.estimate, None, 1.0, note, rule, f"only {pct(share)} of {what} are unique at d_v + 1"
         )
     if exact_unique and share >= unique_needed and alternatives_at_dv2:
         return Verdict(
@@ -102,14 +112,14 @@ def _c2(
             1.0,
             note,
             rule,
-            f"the exact example and {share:.0%} of {what} are unique at d_s = d_v + 1, "
+            f"the exact example and {pct(share)} of {what} are unique at d_s = d_v + 1, "
             "and every head admits alternatives at d_v + 2",
         )
     missing = [
         w
         for w, ok in (
             ("the exact example is not unique", exact_unique),
-            (f"only {share:.0%} of {what} are unique", share >= unique_needed),
+            (f"only {pct(share)} of {what} are unique", share >= unique_needed),
             ("not every head admits alternatives at d_v + 2", alternatives_at_dv2),
         )
         if not ok
@@ -123,7 +133,7 @@ def judge_c2(exact_unique: bool, margins: pd.DataFrame, alternatives_at_dv2: boo
     the rank counted full only above the margin ``C2_MARGIN``."""
     n_texts = int(margins.text.nunique()) if "text" in margins else 1
     what = f"(head, input) pairs ({n_texts} inputs)"
-    v = _c2(exact_unique, unique_share(margins), alternatives_at_dv2, rule, what=what)
+    v = replace(_c2(exact_unique, unique_share(margins), alternatives_at_dv2, rule, what=what), estimate_of=C2_QUANTITY)
     alts = {
         "share": _c2(exact_unique, unique_share(margins), alternatives_at_dv2, rule, C2_UNIQUE_SHARE_ALT, what),
         "margin": _c2(exact_unique, unique_share(margins, C2_MARGIN_ALT), alternatives_at_dv2, rule, what=what),
@@ -134,7 +144,8 @@ def judge_c2(exact_unique: bool, margins: pd.DataFrame, alternatives_at_dv2: boo
 def judge_c2_original(exact_unique: bool, share_one_text: float, alternatives_at_dv2: bool, rule: str) -> Verdict:
     """C2's original rule as its first code applied it: the share of heads with rank([T,1]) = d_s on one
     input, with no margin checked."""
-    return _c2(exact_unique, share_one_text, alternatives_at_dv2, rule, what="real heads (one input, no margin)")
+    v = _c2(exact_unique, share_one_text, alternatives_at_dv2, rule, what="real heads (one input, no margin)")
+    return replace(v, estimate_of=replace(C2_QUANTITY, words="share of heads with full rank of [T,1] on one input"))
 
 
 C3_FAILING_SHARE = 0.95  # share of the paper's constructed alternatives that must fail the exact test
@@ -172,10 +183,10 @@ def _c3(
         why = "the real attention fails the exact test, so the test cannot judge alternatives"
         return Verdict("C3", NOT_TESTABLE, failing_share, None, None, note, rule, why + extra)
     if failing_share >= needed:
-        why = f"{failing_share:.0%} of the constructed alternatives are not realisable"
+        why = f"{pct(failing_share)} of the constructed alternatives are not realisable"
         return Verdict("C3", HOLDS, failing_share, None, None, note, rule, why + extra)
     verdict = FAILS if failing_share < 0.5 else PARTLY
-    why = f"only {failing_share:.0%} of the constructed alternatives fail the test"
+    why = f"only {pct(failing_share)} of the constructed alternatives fail the test"
     return Verdict("C3", verdict, failing_share, None, None, note, rule, why + extra)
 
 
@@ -184,5 +195,5 @@ def judge_c3(real_passes: bool | None, failing_share: float, realisable_by_ds: d
     exact test does not apply (a causal mask makes realisability a low-rank completion problem);
     ``realisable_by_ds``: each length d_s >= d_v + 2 searched -> whether a realisable alternative was found
     (reported in the sentence, not part of the verdict)."""
-    v = _c3(real_passes, failing_share, realisable_by_ds, rule)
+    v = replace(_c3(real_passes, failing_share, realisable_by_ds, rule), estimate_of=C3_QUANTITY)
     return with_robustness(v, {"share": _c3(real_passes, failing_share, realisable_by_ds, rule, C3_FAILING_SHARE_ALT)})

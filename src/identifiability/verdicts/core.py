@@ -7,6 +7,7 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 
 from ..stats import units_to_settle
+from .text import Quantity, fmt, math_text, quantity_of
 
 HOLDS, PARTLY, FAILS, INCONCLUSIVE, NOT_TESTABLE, NOT_RUN = (
     "holds",
@@ -32,9 +33,9 @@ class Interval:
     def __str__(self) -> str:
         """How a page prints it: three significant digits, the interval and its units."""
         if not self.has_interval:
-            return f"{self.estimate:.3g} (no interval: {self.count})"
+            return f"{fmt(self.estimate)} (no interval: {self.count})"
         units = f", {self.count}" if self.n else ""
-        return f"{self.estimate:.3g} (95% interval {self.low:.3g} to {self.high:.3g}{units})"
+        return f"{fmt(self.estimate)} (95% interval {fmt(self.low)} to {fmt(self.high)}{units})"
 
     @property
     def count(self) -> str:
@@ -76,6 +77,8 @@ class Verdict:
     qualifier: str = ""  # what was tested when it is less than the claim, e.g. "angle part only"
     original: Verdict | None = None  # an amended claim: the verdict its original rule gives (:func:`amended`)
     robustness: tuple[tuple[str, str], ...] = ()  # (alternative named in the claims table, its verdict)
+    estimate_of: Quantity | None = None  # what the estimate measures, in words, symbol and unit
+    baseline_of: Quantity | None = None  # what the baseline measures where it is not the estimate's quantity
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
@@ -145,7 +148,14 @@ def interval_verdict(x: Interval, threshold: float, holds_if: str) -> tuple[str,
 
 
 def part_verdict(
-    claim: str, name: str, x: Interval | None, verdict: str, reason: str, rule: str, threshold: float | None = None
+    claim: str,
+    name: str,
+    x: Interval | None,
+    verdict: str,
+    reason: str,
+    rule: str,
+    threshold: float | None = None,
+    estimate_of: Quantity | None = None,
 ) -> Verdict:
     """One part of a compound claim's verdict (``<claim>.<name>``), for :func:`combine_parts`."""
     return Verdict(
@@ -158,6 +168,7 @@ def part_verdict(
         rule,
         reason,
         threshold=threshold,
+        estimate_of=estimate_of,
     )
 
 
@@ -201,23 +212,52 @@ def combine_parts(
 # --------------------------------------------------------------------------------------------------
 
 
-def _num(x: float | None) -> str:
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "—"
-    return f"{x:.3g}"
+def _estimate(v: Verdict) -> str:
+    """'rank correlation ..., $\\rho_S(...)$ = -0.899 (95% interval -0.95 to -0.80)'."""
+    q = v.estimate_of or Quantity("estimate")
+    text = f"{q.named()} = {q.value(v.estimate)}"
+    if v.ci95 is not None and not all(b is not None and math.isfinite(b) for b in v.ci95):
+        return text + " (no interval)"
+    if v.ci95 is not None and v.ci95[0] != v.ci95[1]:
+        text += f" (95% interval {fmt(v.ci95[0], q.integer)} to {fmt(v.ci95[1], q.integer)})"
+    return text
+
+
+def _baseline(v: Verdict) -> str:
+    """The baseline with what it measures: the estimate's quantity under the null, or, said so, another one."""
+    note = math_text(v.baseline_note)
+    if v.baseline is None:
+        return f" *Baseline:* {note}." if note else ""
+    own = v.estimate_of or Quantity("")
+    if v.baseline_of is None:
+        return f" *Baseline* (the same quantity): {own.value(v.baseline)}, {note}."
+    b = v.baseline_of
+    return f" *Baseline* (another quantity, for scale only): {b.named()} = {b.value(v.baseline)}, {note}."
 
 
 def render(v: Verdict, claim_text: str = "") -> str:
-    """The sentence a page shows for a verdict (Markdown): claim, verdict, estimate with interval, baseline, reason."""
-    est = _num(v.estimate)
-    if v.ci95 is not None and v.estimate is not None and not all(math.isfinite(b) for b in v.ci95):
-        est += " (no interval)"
-    elif v.ci95 is not None and v.ci95[0] != v.ci95[1]:
-        est += f" (95% interval {_num(v.ci95[0])} to {_num(v.ci95[1])})"
-    base = (
-        f"; baseline {_num(v.baseline)} ({v.baseline_note})"
-        if v.baseline is not None
-        else (f"; baseline: {v.baseline_note}" if v.baseline_note else "")
-    )
-    head = f"**{v.claim} — {v.label}.**" + (f" {claim_text}." if claim_text else "")
-    return f"{head} Estimate {est}{base}. Why: {v.reason}."
+    """The sentence a page shows for a verdict (Markdown, its notation as MyST math): claim, verdict, what the
+    estimate measures with its value and interval, the baseline and what it measures, and why."""
+    head = f"**{v.claim} — {v.label}.**" + (f" {math_text(claim_text)}." if claim_text else "")
+    why = math_text(v.reason)
+    unnamed = [p for p in v.parts if p.claim.split(".", 1)[-1].lower() not in v.reason.lower()]
+    if unnamed:  # every part the chart draws is named in the sentence too
+        why += "; " + "; ".join(f"{p.claim.split('.', 1)[-1]}: {p.label}" for p in unnamed)
+    if v.verdict == NOT_RUN:
+        return f"{head} Nothing was measured in this build: {why}."
+    if v.estimate is None:
+        return f"{head} No estimate.{_baseline(v)} *Why:* {why}."
+    return f"{head} *Estimate:* {_estimate(v)}.{_baseline(v)} *Why:* {why}."
+
+
+def from_json(d: dict) -> Verdict:
+    """A verdict read back from a results file (:meth:`Verdict.to_json`); fields a newer version added are
+    left at their defaults."""
+    known = {f: d[f] for f in Verdict.__dataclass_fields__ if f in d}
+    known["parts"] = tuple(from_json(p) for p in d.get("parts") or ())
+    known["original"] = None if d.get("original") is None else from_json(d["original"])
+    known["robustness"] = tuple(tuple(r) for r in d.get("robustness") or ())
+    known["ci95"] = None if d.get("ci95") is None else tuple(d["ci95"])
+    known["estimate_of"] = quantity_of(d.get("estimate_of"))
+    known["baseline_of"] = quantity_of(d.get("baseline_of"))
+    return Verdict(**known)

@@ -19,6 +19,7 @@ from .core import (
     NOT_TESTABLE,
     PARTLY,
     Interval,
+    Quantity,
     Verdict,
     amended,
     combine_parts,
@@ -26,6 +27,7 @@ from .core import (
     part_verdict,
     with_robustness,
 )
+from .text import fmt
 
 # --------------------------------------------------------------------------------------------------
 # C4: raw and effective attention diverge as d_s grows beyond d_v
@@ -33,6 +35,25 @@ from .core import (
 
 C4_PEARSON = 0.9  # the original rule: median Pearson(A, A_eff) at the longest length must lie below this
 C4_SHIFT = 0.05  # robustness 'threshold': both parts' thresholds moved this far towards the claim
+C4_TREND = Quantity(
+    "Spearman rank correlation of input length d_s with the input's median Pearson(A, A_eff) over heads, "
+    "inputs with d_s > d_v",
+    r"\rho_S\big(d_s,\ \mathrm{med}_h\, r(A, A_{\mathrm{eff}})\big)",
+)
+C4_BEYOND = Quantity(
+    "mean over inputs with d_s >= d_v + 2 of the median over heads of Pearson(A, A_eff) minus Pearson(A, A "
+    "projected onto {null})",
+    r"\overline{r(A, A_{\mathrm{eff}}) - r(A, A_{\mathrm{null}})}",
+)
+C4_MEDIAN = Quantity(
+    "median over heads and inputs of Pearson(A, A_eff) at the longest input length",
+    r"\mathrm{med}\, r(A, A_{\mathrm{eff}})",
+)
+C4_PAIRED = Quantity(
+    "mean paired difference at the longest length, Pearson(A, A_eff) minus Pearson(A, A projected onto a random "
+    "subspace of the same rank)",
+    r"\overline{r(A, A_{\mathrm{eff}}) - r(A, A_{\mathrm{rand}})}",
+)
 
 
 @dataclass(frozen=True)
@@ -99,14 +120,15 @@ def judge_c4(
     if not identical_at_or_below_dv:
         why = (
             f"A_eff differs from A for some head with an empty LN(T) at d_s <= d_v (smallest Pearson "
-            f"{min_at_or_below_dv:.6g})"
+            f"{fmt(min_at_or_below_dv)})"
         )
-        p1 = part_verdict("C4", "decrease", trend, FAILS, why, rule)
+        p1 = part_verdict("C4", "decrease", trend, FAILS, why, rule, estimate_of=C4_TREND)
     elif not diverges:
-        p1 = part_verdict("C4", "decrease", trend, FAILS, "A_eff = A at every length: nothing decorrelates", rule)
+        why = "A_eff = A at every length: nothing decorrelates"
+        p1 = part_verdict("C4", "decrease", trend, FAILS, why, rule, estimate_of=C4_TREND)
     else:
         v, why = interval_verdict(trend, trend_below, "below")
-        p1 = part_verdict("C4", "decrease", trend, v, _with_numbers(why, trend), rule, trend_below)
+        p1 = part_verdict("C4", "decrease", trend, v, _with_numbers(why, trend), rule, trend_below, C4_TREND)
     v, why = interval_verdict(beyond, beyond_below, "below")
     p2 = part_verdict(
         "C4",
@@ -116,10 +138,12 @@ def judge_c4(
         _with_numbers(f"against {null}: {why}", beyond),
         rule,
         beyond_below,
+        replace(C4_BEYOND, words=C4_BEYOND.words.format(null=null)),
     )
-    return combine_parts(
+    v = combine_parts(
         "C4", [p1, p2], rule, trend, random_trend, "the same rank correlation for a random subspace of the same rank"
     )
+    return replace(v, estimate_of=C4_TREND)
 
 
 def judge_c4_original(
@@ -128,15 +152,14 @@ def judge_c4_original(
     """C4, original rule: A_eff = A below d_v (as its first code tested: d_s < d_v), the median Pearson at
     the longest length below ``C4_PEARSON``, and the paired difference from a random subspace there below 0."""
     if not identical_below_dv:
-        p1 = part_verdict(
-            "C4", "decorrelation", median_longest, FAILS, "A_eff differs from A for some d_s <= d_v", rule
-        )
+        why = "A_eff differs from A for some d_s <= d_v"
+        p1 = part_verdict("C4", "decorrelation", median_longest, FAILS, why, rule, estimate_of=C4_MEDIAN)
     else:
         v, why = interval_verdict(median_longest, C4_PEARSON, "below")
-        p1 = part_verdict("C4", "decorrelation", median_longest, v, why, rule, C4_PEARSON)
+        p1 = part_verdict("C4", "decorrelation", median_longest, v, why, rule, C4_PEARSON, C4_MEDIAN)
     v, why = interval_verdict(paired_longest, 0.0, "below")
-    p2 = part_verdict("C4", "beyond dimension counting", paired_longest, v, why, rule, 0.0)
-    return combine_parts(
+    p2 = part_verdict("C4", "beyond dimension counting", paired_longest, v, why, rule, 0.0, C4_PAIRED)
+    v = combine_parts(
         "C4",
         [p1, p2],
         rule,
@@ -144,6 +167,7 @@ def judge_c4_original(
         random_median,
         "median Pearson(A, A projected onto a random subspace of the same rank)",
     )
+    return replace(v, estimate_of=C4_MEDIAN)
 
 
 def c4_verdict(e: C4Evidence, rule: str, original_rule: str) -> Verdict:
@@ -173,6 +197,21 @@ C5_PEAK = 3.0  # a peak: mean raw mass per query row at least this many times th
 C5_PEAK_LOW = 2.0  # robustness 'peak 2x'
 C5_PEAK_HIGH = 5.0  # robustness 'peak 5x'
 C5_RATIO_SHIFT = 0.1  # robustness 'threshold': the ratio threshold moved this far towards the claim
+C5_RATIO_Q = Quantity(
+    "effective over raw attention mass on {token}, each summed over heads, layers and query rows",
+    r"m_{\mathrm{eff}} / m_{\mathrm{raw}}",
+)
+C5_VS_RANDOM_Q = Quantity(
+    "that ratio minus the ratio of a random subspace of the same rank, per input",
+    r"m_{\mathrm{eff}} / m_{\mathrm{raw}} - m_{\mathrm{rand}} / m_{\mathrm{raw}}",
+)
+C5_ORIGINAL_Q = Quantity(
+    "effective (rows normalised to sum to one) over raw attention mass on [SEP]", r"m_{\mathrm{eff}} / m_{\mathrm{raw}}"
+)
+
+
+def _ratio_quantity(token: str) -> Quantity:
+    return replace(C5_RATIO_Q, words=C5_RATIO_Q.words.format(token=token))
 
 
 @dataclass(frozen=True)
@@ -219,8 +258,12 @@ def _judge_category(c: C5Category, ratio: float, by_heads: bool, rule: str) -> t
     v1, why1 = interval_verdict(r, ratio, "below")
     v2, why2 = interval_verdict(d, 0.0, "below")
     parts = [
-        part_verdict("C5", f"{c.label} mostly null", r, v1, _with_numbers(why1, r), rule, ratio),
-        part_verdict("C5", f"{c.label} beyond a random subspace", d, v2, _with_numbers(why2, d), rule, 0.0),
+        part_verdict(
+            "C5", f"{c.label} mostly null", r, v1, _with_numbers(why1, r), rule, ratio, _ratio_quantity(c.label)
+        ),
+        part_verdict(
+            "C5", f"{c.label} beyond a random subspace", d, v2, _with_numbers(why2, d), rule, 0.0, C5_VS_RANDOM_Q
+        ),
     ]
     if v1 == HOLDS and v2 == HOLDS:
         v = HOLDS
@@ -231,7 +274,7 @@ def _judge_category(c: C5Category, ratio: float, by_heads: bool, rule: str) -> t
     else:
         v = PARTLY  # mostly removed, but no more than a random subspace of the same rank removes
     reason = (
-        f"{c.label}, {c.peak:.1f}x the uniform share on {c.inputs}: mostly null {v1} ({_with_numbers(why1, r)}), "
+        f"{c.label}, {fmt(c.peak)}x the uniform share on {c.inputs}: mostly null {v1} ({_with_numbers(why1, r)}), "
         f"beyond a random subspace {v2} ({_with_numbers(why2, d)})"
     )
     return v, reason, parts, r
@@ -249,13 +292,13 @@ def judge_c5(
     ``ratio`` of its summed raw mass in effective attention, and less than a random subspace keeps. With no
     peaked separator, partly holds if this model's sink meets both; not testable with no peak at all."""
     note = "the same ratio for projection onto a random subspace of the same rank"
-    peaks = ", ".join(f"{c.label} {c.peak:.1f}x" for c in categories) or "no special token"
+    peaks = ", ".join(f"{c.label} {fmt(c.peak)}x" for c in categories) or "no special token"
     peaked = [c for c in categories if c.peak >= peak]
     sink = sink_of(peaked)
     if sink is None:
         why = f"no special token has a peak of {peak:g}x the uniform share ({peaks})"
         return Verdict("C5", NOT_TESTABLE, None, None, None, note, rule, why)
-    sink_note = f"this model's sink is {sink.label} ({sink.peak:.1f}x the uniform share)"
+    sink_note = f"this model's sink is {sink.label} ({fmt(sink.peak)}x the uniform share)"
     separators = [c for c in peaked if c.separator]
     judged = separators or [sink]
     results = [(c, *_judge_category(c, ratio, by_heads, rule)) for c in judged]
@@ -274,7 +317,20 @@ def judge_c5(
         if v == PARTLY:
             qualifier = "no more than a random subspace"
     others = [p for res in results if res[0] is not c for p in res[3]]
-    return Verdict("C5", v, r.estimate, (r.low, r.high), c.random, note, rule, why, (*parts, *others), ratio, qualifier)
+    return Verdict(
+        "C5",
+        v,
+        r.estimate,
+        (r.low, r.high),
+        c.random,
+        note,
+        rule,
+        why,
+        (*parts, *others),
+        ratio,
+        qualifier,
+        estimate_of=_ratio_quantity(c.label),
+    )
 
 
 @dataclass(frozen=True)
@@ -322,10 +378,10 @@ def judge_c5_original(
         else (INCONCLUSIVE, "no random-subspace baseline was measured")
     )
     parts = [
-        part_verdict("C5", "[SEP] mostly null", sep_ratio, v1, why1, rule, C5_RATIO),
-        part_verdict("C5", "beyond a random subspace", sep_vs_random, v2, why2, rule, 0.0),
+        part_verdict("C5", "[SEP] mostly null", sep_ratio, v1, why1, rule, C5_RATIO, C5_ORIGINAL_Q),
+        part_verdict("C5", "beyond a random subspace", sep_vs_random, v2, why2, rule, 0.0, C5_VS_RANDOM_Q),
     ]
-    combined = combine_parts("C5", parts, rule, sep_ratio, random_ratio, note)
+    combined = replace(combine_parts("C5", parts, rule, sep_ratio, random_ratio, note), estimate_of=C5_ORIGINAL_Q)
     if combined.verdict in (FAILS, INCONCLUSIVE) and peak_ratio is not None and peak_vs_random is not None:
         pv, pwhy = interval_verdict(peak_ratio, C5_RATIO, "below")
         pr, _ = interval_verdict(peak_vs_random, 0.0, "below")

@@ -7,7 +7,7 @@ the pre-registered rules of the two amended claims."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .core import (
     FAILS,
@@ -16,6 +16,7 @@ from .core import (
     NOT_TESTABLE,
     PARTLY,
     Interval,
+    Quantity,
     Verdict,
     amended,
     combine_parts,
@@ -23,6 +24,7 @@ from .core import (
     part_verdict,
     with_robustness,
 )
+from .text import fmt, pct
 
 # --------------------------------------------------------------------------------------------------
 # C6, C7: token identity per layer (chapter 4)
@@ -31,6 +33,15 @@ from .core import (
 C6_HOLDS, C6_PARTLY = 0.85, 0.70  # last-layer rate: the paper's 93% (12 layers), 8 points of tolerance
 C6_SHIFT = 0.05  # the robustness alternatives move both bounds up or down by this much
 C7_SHIFT = 0.02  # the robustness alternative asks the naive drop to lie below -C7_SHIFT instead of 0
+C6_QUANTITY = Quantity(
+    "last-layer identifiability rate: share of test tokens the learned linear map and cosine lookup identify",
+    r"r^{L}",
+)
+C7_QUANTITY = Quantity(
+    "naive identifiability rate (nearest neighbour of e_i^l itself) at the last layer minus at layer 1",
+    r"r_{\mathrm{naive}}^{L} - r_{\mathrm{naive}}^{1}",
+)
+C7_CHANCE = Quantity("chance identifiability rate, one over the tokens of a sentence (a rate, not a change)", r"1/d_s")
 
 C6_NULLS = {
     "position": "the position-only lookup: the mean input embedding of each token's position (training "
@@ -76,7 +87,7 @@ def judge_c6(
         chance, shuffled_rate: shown beside the position-only baseline.
     """
     others = [
-        f"{name} {x:.3g}" for name, x in (("chance", chance), ("shuffled-label probe", shuffled_rate)) if x is not None
+        f"{name} {fmt(x)}" for name, x in (("chance", chance), ("shuffled-label probe", shuffled_rate)) if x is not None
     ]
     note = C6_NULLS[null] + (f"; beside it: {', '.join(others)}" if others and null == "position" else "")
     name = {"position": "position-only lookup", "shuffled": "shuffled-label probe"}[null]
@@ -88,6 +99,7 @@ def judge_c6(
         baseline_note=note,
         rule=rule,
         threshold=holds,
+        estimate_of=C6_QUANTITY,
     )
     if not (last_rate.has_interval and over_null.has_interval):
         return Verdict(verdict=INCONCLUSIVE, reason=interval_verdict(last_rate, holds, "above")[1], **base)
@@ -97,7 +109,7 @@ def judge_c6(
         why = f"not above the {name}: the interval of the per-sentence difference {where}"
         return Verdict(verdict=FAILS, reason=why, **base)
     v, why = _bands(last_rate, holds, partly)
-    above = f"above the {name} by {over_null.estimate:.3g} (interval {over_null.low:.3g} to {over_null.high:.3g})"
+    above = f"above the {name} by {fmt(over_null.estimate)} (interval {fmt(over_null.low)} to {fmt(over_null.high)})"
     return Verdict(verdict=v, reason=f"{why}; {above}", **base)
 
 
@@ -115,6 +127,7 @@ def judge_c6_original(last_rate: Interval, shuffled_rate: float, rule: str) -> V
         rule,
         why,
         threshold=C6_HOLDS,
+        estimate_of=C6_QUANTITY,
     )
 
 
@@ -183,6 +196,8 @@ def judge_c7(last_minus_first: Interval, chance: float, rule: str, *, bound: flo
         rule,
         why,
         threshold=bound,
+        estimate_of=C7_QUANTITY,
+        baseline_of=C7_CHANCE,
     )
 
 
@@ -207,6 +222,14 @@ C8_MIN_SPREAD = 0.05  # relative norm spread (IQR / median) below which the magn
 C8_ANGLE_SLACK_ALT = 0.05  # robustness: unit-normalised probes may lose 5 points
 C8_MIN_SPREAD_ALT = 0.02  # robustness: the magnitude part judged from a 2% spread
 ANGLE_ONLY = "angle part only"
+C8_ANGLE_Q = Quantity(
+    "identifiability rate of direction-only (unit-vector) probes minus raw probes', last layer",
+    r"r_{e/\lVert e\rVert} - r_{e}",
+)
+C8_NORM_Q = Quantity(
+    "rate of unit-vector probes given the norm as one more input minus without it",
+    r"r_{e/\lVert e\rVert,\,\lVert e\rVert} - r_{e/\lVert e\rVert}",
+)
 
 
 def _c8_parts(
@@ -234,15 +257,16 @@ def _c8_parts(
             f"{whyn}",
             rule,
             -angle_slack,
+            C8_ANGLE_Q,
         )
     ]
     if norm_spread < min_spread or norm_adds is None:
-        why = f"relative norm spread {norm_spread:.1%} < {min_spread:.0%}: LayerNorm fixes the norm"
+        why = f"relative norm spread {pct(norm_spread)} < {min_spread:.0%}: LayerNorm fixes the norm"
         parts.append(part_verdict("C8", "magnitude", None, NOT_TESTABLE, why, rule))
     else:
         # the claim is that the norm adds little: holds when the norm's contribution stays below the slack
         vm, whym = interval_verdict(norm_adds, magnitude_slack, "below")
-        parts.append(part_verdict("C8", "magnitude", norm_adds, vm, whym, rule, magnitude_slack))
+        parts.append(part_verdict("C8", "magnitude", norm_adds, vm, whym, rule, magnitude_slack, C8_NORM_Q))
     return parts
 
 
@@ -286,9 +310,13 @@ def judge_c8(
                 reason,
                 tuple(parts),
                 qualifier=ANGLE_ONLY,
+                estimate_of=C8_ANGLE_Q,
             )
-        return Verdict("C8", v.verdict, v.estimate, v.ci95, None, C8_BASELINE_NOTE, rule, reason, tuple(parts))
-    return combine_parts("C8", parts, rule, unit_minus_raw, None, C8_BASELINE_NOTE)
+        parts_ = tuple(parts)
+        return Verdict(
+            "C8", v.verdict, v.estimate, v.ci95, None, C8_BASELINE_NOTE, rule, reason, parts_, estimate_of=C8_ANGLE_Q
+        )
+    return replace(combine_parts("C8", parts, rule, unit_minus_raw, None, C8_BASELINE_NOTE), estimate_of=C8_ANGLE_Q)
 
 
 def judge_c8_original(
@@ -302,7 +330,7 @@ def judge_c8_original(
     holding gives a bare "holds"."""
     v = judge_c8(unit_minus_raw, norm_only_minus_chance, norm_spread, norm_adds, rule)
     if v.qualifier == ANGLE_ONLY:
-        return Verdict("C8", HOLDS, v.estimate, v.ci95, None, C8_BASELINE_NOTE, rule, v.reason, v.parts)
+        return replace(v, verdict=HOLDS, qualifier="")
     return v
 
 

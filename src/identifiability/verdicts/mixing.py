@@ -20,6 +20,7 @@ from .core import (
     INCONCLUSIVE,
     NOT_TESTABLE,
     Interval,
+    Quantity,
     Verdict,
     amended,
     combine_parts,
@@ -27,15 +28,11 @@ from .core import (
     part_verdict,
     with_robustness,
 )
+from .text import layers
 
 CONTENT_TAGS = ("NOUN", "VERB", "ADJ", "ADV")  # content words, as the C12 rule names them
 FUNCTION_TAGS = ("DET", "ADP", "PRON", "CCONJ", "AUX")  # function words, as the C12 rule names them
-
-
-def _layers(numbers: Sequence[int]) -> str:
-    """'layer 4' or 'layers 4, 5 and 6'."""
-    n = [str(x) for x in numbers]
-    return f"layer {n[0]}" if len(n) == 1 else f"layers {', '.join(n[:-1])} and {n[-1]}"
+OWN_UNIFORM = Quantity("own-token share under uniform mixing (a share, not a difference)", r"1/d_s")
 
 
 def _settle(xs: Sequence[Interval], threshold: float, unit: str) -> str:
@@ -61,11 +58,11 @@ def _per_layer(
     open_ = [i for i, v in enumerate(verdicts) if v == INCONCLUSIVE]
     if not failing and not open_:
         return HOLDS, what[HOLDS]
-    reasons = [f"{_layers(failing)}: {what[FAILS]}"] if failing else []
+    reasons = [f"{layers(failing)}: {what[FAILS]}"] if failing else []
     if open_:
         opened = [xs[i] for i in open_]
         reasons.append(
-            f"{_layers([first + i for i in open_])}: the interval contains {threshold:g}, "
+            f"{layers([first + i for i in open_])}: the interval contains {threshold:g}, "
             f"{_settle(opened, threshold, unit)}"
         )
     return (FAILS if failing else INCONCLUSIVE), "; ".join(reasons)
@@ -76,6 +73,13 @@ def _per_layer(
 # --------------------------------------------------------------------------------------------------
 
 C9_SHIFT = 0.005  # robustness 'threshold': a step falls when its interval lies below +0.005 instead of 0
+C9_QUANTITY = Quantity(
+    "median share of its own input token in a hidden token at the last layer minus at layer 1",
+    r"s_{\mathrm{own}}^{L} - s_{\mathrm{own}}^{1}",
+)
+C9_STEP = Quantity(
+    "change of the median own-token share at each layer step", r"s_{\mathrm{own}}^{l+1} - s_{\mathrm{own}}^{l}"
+)
 
 
 @dataclass(frozen=True)
@@ -117,11 +121,12 @@ def judge_c9(
         unit,
         {HOLDS: "every step falls", FAILS: f"the step to it does not fall (interval above {step_below:g})"},
     )
-    p1 = part_verdict("C9", "monotone", None, mono, why, rule, step_below)
+    p1 = part_verdict("C9", "monotone", None, mono, why, rule, step_below, C9_STEP)
     v2, why2 = interval_verdict(last_minus_first, 0.0, "below")
-    p2 = part_verdict("C9", "decreasing", last_minus_first, v2, f"{last_minus_first}; {why2}", rule, 0.0)
+    p2 = part_verdict("C9", "decreasing", last_minus_first, v2, f"{last_minus_first}; {why2}", rule, 0.0, C9_QUANTITY)
     # the paper's core statement is the decrease; monotonicity is the stronger part
-    return combine_parts("C9", [p2, p1], rule, last_minus_first, uniform, "uniform mixing, 1/d_s")
+    v = combine_parts("C9", [p2, p1], rule, last_minus_first, uniform, "uniform mixing, 1/d_s")
+    return replace(v, estimate_of=C9_QUANTITY, baseline_of=OWN_UNIFORM)
 
 
 def c9_verdict(e: C9Evidence, rule: str) -> Verdict:
@@ -142,6 +147,10 @@ def c9_verdict(e: C9Evidence, rule: str) -> Verdict:
 
 C10_LOW, C10_HIGH = 0.55, 0.85  # own token on top at the last layer: the paper's ~70%, 15 points of tolerance
 C10_WIDE = 0.05  # robustness 'band wide' / 'band narrow': both bounds moved out / in by this much
+C10_QUANTITY = Quantity(
+    "share of hidden tokens whose largest contributor at the last layer is their own input token",
+    r"\Pr[\operatorname{argmax}_j\, c^{L}_{ij} = i]",
+)
 
 
 @dataclass(frozen=True)
@@ -183,6 +192,7 @@ def judge_c10(
         baseline=chance,
         baseline_note="1/d_s: the own token on top by chance",
         rule=rule,
+        estimate_of=C10_QUANTITY,
     )
     band = f"[{low:g}, {high:g}]"
     if not x.has_interval:
@@ -223,6 +233,26 @@ def c10_verdict(e: C10Evidence, rule: str, original_rule: str) -> Verdict:
 
 C11_NEAR, C11_FAR = 3, 8  # near: distances 1 to 3; far: beyond distance 8
 C11_NEAR_ALT, C11_FAR_ALT = 2, 5  # robustness 'distances'
+C11_GROWTH = Quantity(
+    "mean contribution of one input token beyond distance {far} at the last layer minus at layer 1",
+    r"\bar c_{\mathrm{far}}^{L} - \bar c_{\mathrm{far}}^{1}",
+)
+C11_LOCAL = Quantity(
+    "mean contribution of one input token within distance {near} minus one beyond {far}, per layer",
+    r"\bar c_{\mathrm{near}}^{l} - \bar c_{\mathrm{far}}^{l}",
+)
+C11_SHARE_GROWTH = Quantity(
+    "context share beyond distance 8 at the last layer minus at layer 1 (window sums)",
+    r"s_{\mathrm{far}}^{L} - s_{\mathrm{far}}^{1}",
+)
+C11_POSITION_ONLY = Quantity(
+    "context share beyond distance 8 under uniform mixing (a share, not its growth)",
+    r"s_{\mathrm{far}}^{\mathrm{uniform}}",
+)
+
+
+def _at(q: Quantity, near: int, far: int) -> Quantity:
+    return replace(q, words=q.words.format(near=near, far=far))
 
 
 @dataclass(frozen=True)
@@ -266,9 +296,10 @@ def _c11_parts(
             FAILS: f"far {what} (beyond {far}) outweighs near (within {near})",
         },
     )
-    p1 = part_verdict("C11", "local", None, local, why, rule, 0.0)
+    p1 = part_verdict("C11", "local", None, local, why, rule, 0.0, _at(C11_LOCAL, near, far))
     v2, why2 = interval_verdict(far_growth, 0.0, "above")
-    p2 = part_verdict("C11", "long range grows", far_growth, v2, f"{far_growth}; {why2}", rule, 0.0)
+    growth = _at(C11_GROWTH, near, far) if what == "per-token mean" else C11_SHARE_GROWTH
+    p2 = part_verdict("C11", "long range grows", far_growth, v2, f"{far_growth}; {why2}", rule, 0.0, growth)
     return [p1, p2]
 
 
@@ -285,7 +316,7 @@ def judge_c11(
     more than one beyond ``far`` (intervals of the difference above 0), and one far token contributes more at
     the last layer than at the first. Under uniform mixing both differences are 0, the baseline."""
     parts = _c11_parts(near_minus_far, far_growth, rule, near, far, unit, "per-token mean")
-    return combine_parts(
+    v = combine_parts(
         "C11",
         parts,
         rule,
@@ -294,6 +325,7 @@ def judge_c11(
         "uniform mixing: every input token contributes 1/d_s, so both differences are 0",
         first_is_core=False,
     )
+    return replace(v, estimate_of=_at(C11_GROWTH, near, far))
 
 
 def judge_c11_original(
@@ -302,7 +334,7 @@ def judge_c11_original(
     """C11, original rule, on window sums: the context share within C11_NEAR exceeds the share beyond
     C11_FAR at every layer, and the share beyond C11_FAR grows from the first layer to the last."""
     parts = _c11_parts(near_minus_far, far_last_minus_first, rule, C11_NEAR, C11_FAR, "sentences", "share")
-    return combine_parts(
+    v = combine_parts(
         "C11",
         parts,
         rule,
@@ -311,6 +343,7 @@ def judge_c11_original(
         "position-only model: the shares under uniform mixing over the positions present",
         first_is_core=False,
     )
+    return replace(v, estimate_of=C11_SHARE_GROWTH, baseline_of=C11_POSITION_ONLY)
 
 
 def c11_verdict(e: C11Evidence, rule: str, original_rule: str) -> Verdict:
@@ -352,11 +385,21 @@ class C12Evidence:
     uniform: float
 
 
-def _c12_part(name: str, x: Interval | None, holds_if: str, absent: str, rule: str) -> Verdict:
+C12_SPECIAL = Quantity(
+    "own-token share of the special tokens minus the median word token's, last layer",
+    r"s_{\mathrm{own}}^{\mathrm{special}} - s_{\mathrm{own}}^{\mathrm{word}}",
+)
+C12_CONTENT = Quantity(
+    "own-token share of content words minus function words', last layer",
+    r"s_{\mathrm{own}}^{\mathrm{content}} - s_{\mathrm{own}}^{\mathrm{function}}",
+)
+
+
+def _c12_part(name: str, x: Interval | None, holds_if: str, absent: str, rule: str, q: Quantity) -> Verdict:
     if x is None:
-        return part_verdict("C12", name, None, NOT_TESTABLE, absent, rule)
+        return part_verdict("C12", name, None, NOT_TESTABLE, absent, rule, estimate_of=q)
     v, why = interval_verdict(x, 0.0, holds_if)
-    return part_verdict("C12", name, x, v, f"{x}; {why}", rule, 0.0)
+    return part_verdict("C12", name, x, v, f"{x}; {why}", rule, 0.0, q)
 
 
 def judge_c12(
@@ -372,6 +415,7 @@ def judge_c12(
             "below",
             "this tokenizer adds no special tokens to a sentence",
             rule,
+            C12_SPECIAL,
         ),
         _c12_part(
             "content words keep more",
@@ -379,13 +423,23 @@ def judge_c12(
             "above",
             "no sentence has both content and function words tagged",
             rule,
+            C12_CONTENT,
         ),
     ]
     testable = [p for p in parts if p.verdict != NOT_TESTABLE]
     note = "uniform mixing, 1/d_s"
     if not testable:
         return Verdict(
-            "C12", NOT_TESTABLE, None, None, uniform, note, rule, "; ".join(p.reason for p in parts), tuple(parts)
+            "C12",
+            NOT_TESTABLE,
+            None,
+            None,
+            uniform,
+            note,
+            rule,
+            "; ".join(p.reason for p in parts),
+            tuple(parts),
+            baseline_of=OWN_UNIFORM,
         )
     combined = combine_parts(
         "C12", testable, rule, special_minus_words or content_minus_function, uniform, note, first_is_core=False
@@ -393,7 +447,8 @@ def judge_c12(
     reason = "; ".join(f"{p.claim.split('.', 1)[1]}: {p.verdict} ({p.reason})" for p in parts)
     # a verdict from one part says which: the other part's tokens are absent, so less than the claim was tested
     only = "" if len(testable) == len(parts) else f"{testable[0].claim.split('.', 1)[1]} part only"
-    return replace(combined, reason=reason, parts=tuple(parts), qualifier=only)
+    q = C12_SPECIAL if special_minus_words is not None else C12_CONTENT
+    return replace(combined, reason=reason, parts=tuple(parts), qualifier=only, estimate_of=q, baseline_of=OWN_UNIFORM)
 
 
 def c12_verdict(e: C12Evidence, rule: str) -> Verdict:

@@ -24,12 +24,14 @@ from .core import (
     NOT_TESTABLE,
     PARTLY,
     Interval,
+    Quantity,
     Verdict,
     amended,
     combine_parts,
     interval_verdict,
     with_robustness,
 )
+from .text import fmt, layers, pct
 
 C13_BAND = 0.05  # "close": the last-layer difference within 5 points of identifiability rate
 C13_BAND_NARROW = 0.03  # robustness: a stricter band
@@ -39,7 +41,26 @@ C14_PEAK_SHARE = 0.95  # "peak late" holds when at least this share of draws pea
 C14_PEAK_FAIL = 0.5  # ... and fails below this share
 C14_PEAK_SHARE_ALT = 0.9  # robustness: the share "peak late" needs
 
-RUN_IT = "run `make compare` (fine-tunes, the random-initialisation control and their chapter runs)"
+RUN_IT = (
+    "`make compare` fine-tunes the model (three seeds per task), runs the chapters on every fine-tune and the "
+    "random-initialisation control, then rebuilds the book"
+)
+C13_QUANTITY = Quantity(
+    "paired last-layer difference of identifiability rate, fine-tuned minus pre-trained (the task farthest from 0)",
+    r"\bar d_L",
+)
+C13_TASK = Quantity("paired last-layer difference of identifiability rate, fine-tuned minus pre-trained", r"\bar d_L")
+C14_GAP = Quantity(
+    "change at the last layer minus change at layer 1, in absolute value (first task)",
+    r"\lvert\bar d_L\rvert - \lvert\bar d_1\rvert",
+)
+C14_PEAK = Quantity(
+    "share of bootstrap draws whose largest |d_l| lies in the upper half of the layers",
+    r"\Pr[\operatorname{argmax}_l \lvert d_l\rvert > L/2]",
+)
+C14_PEAK_LAYER = Quantity(
+    "layer with the largest |difference|", r"\operatorname{argmax}_l \lvert d_l\rvert", integer=True
+)
 FT_MIN_SEEDS = 3  # the amended rules bootstrap over at least this many fine-tune seeds per task
 
 
@@ -128,9 +149,8 @@ def sentences_for_power(
 
 
 def _not_run(claim: str, rule: str) -> Verdict:
-    return Verdict(
-        claim, NOT_RUN, None, None, None, "", rule, f"no fine-tuned model has results with the reference's {RUN_IT}"
-    )
+    why = f"this build has no fine-tuned model with results on these parameters; {RUN_IT}"
+    return Verdict(claim, NOT_RUN, None, None, None, "", rule, why)
 
 
 def _too_few_seeds(p: Paired, min_seeds: int) -> str | None:
@@ -144,7 +164,7 @@ def _power_hint(p: Paired, band: float, power: float) -> str:
     if n is None:
         return (
             f"no number of test sentences would give it a chance of {power:.0%} of holding at a true difference of 0: "
-            f"the seeds' variance alone ({p.seed_var:.2g}) is too large, so more fine-tune seeds are needed"
+            f"the seeds' variance alone ({fmt(p.seed_var)}) is too large, so more fine-tune seeds are needed"
         )
     return (
         f"about {n} test sentences instead of {p.sentences} would give it a chance of {power:.0%} of holding at a "
@@ -165,7 +185,9 @@ def _c13_task(name: str, p: Paired, rule: str, band: float, power: float, min_se
         v, why = FAILS, f"the interval lies outside ±{band:g}"
     else:
         v, why = INCONCLUSIVE, f"the interval straddles ±{band:g}; {_power_hint(p, band, power)}"
-    return Verdict(f"C13.{name}", v, d.estimate, (d.low, d.high), None, "", rule, why, threshold=band)
+    return Verdict(
+        f"C13.{name}", v, d.estimate, (d.low, d.high), None, "", rule, why, threshold=band, estimate_of=C13_TASK
+    )
 
 
 def _overall(verdicts: list[str]) -> str:
@@ -207,6 +229,7 @@ def judge_c13(
         "; ".join(f"{p.claim.split('.', 1)[1]}: {p.verdict} ({p.reason})" for p in parts),
         tuple(parts),
         threshold=band,
+        estimate_of=C13_QUANTITY,
     )
 
 
@@ -236,7 +259,10 @@ def judge_c13_original(
         else:
             more = "; more test sentences or seeds narrow it"
             v, why = INCONCLUSIVE, f"the interval straddles ±{band:g}{more}"
-        parts.append(Verdict(f"C13.{name}", v, d.estimate, (d.low, d.high), None, "", rule, why, threshold=band))
+        d_ = (d.low, d.high)
+        parts.append(
+            Verdict(f"C13.{name}", v, d.estimate, d_, None, "", rule, why, threshold=band, estimate_of=C13_TASK)
+        )
     verdicts = [p.verdict for p in parts]
     overall = HOLDS if all(v == HOLDS for v in verdicts) else FAILS if FAILS in verdicts else INCONCLUSIVE
     worst = max(diffs.values(), key=lambda d: abs(d.estimate))
@@ -253,6 +279,7 @@ def judge_c13_original(
         "; ".join(f"{p.claim.split('.', 1)[1]}: {p.verdict} ({p.reason})" for p in parts),
         tuple(parts),
         threshold=band,
+        estimate_of=C13_QUANTITY,
     )
 
 
@@ -283,26 +310,40 @@ def _c14_task(name: str, p: Paired, rule: str, share: float, fail: float, min_se
             "no measurable change: no layer's d_l interval excludes 0 "
             f"(d_1 {p.layers[0]}; d_{L} {p.last}), so there is no change to locate"
         )
-        return Verdict(f"C14.{name}", NOT_TESTABLE, p.gap.estimate, gap, None, "", rule, why)
+        return Verdict(f"C14.{name}", NOT_TESTABLE, p.gap.estimate, gap, None, "", rule, why, estimate_of=C14_GAP)
     v1, why1 = interval_verdict(p.gap, 0.0, "above")
     why1 = f"|d_L| - |d_1|: {why1}"
     if v1 != FAILS and not _changed(p.last):
-        moved = [str(i + 1) for i, d in enumerate(p.layers) if _changed(d)]
+        moved = [i + 1 for i, d in enumerate(p.layers) if _changed(d)]
         v1 = FAILS
-        where = f"({p.last.low:.3g} to {p.last.high:.3g})"
-        why1 = f"d_{L}'s interval {where} contains 0 while layer(s) {', '.join(moved)} changed"
+        where = f"({fmt(p.last.low)} to {fmt(p.last.high)})"
+        changed = f"while {layers(moved)} changed" if moved else "and no layer changed measurably"
+        why1 = f"d_{L}'s interval {where} contains 0 {changed}"
     if p.peak_late >= share:
         v2 = HOLDS
     elif p.peak_late < fail:
         v2 = FAILS
     else:
         v2 = INCONCLUSIVE
-    why2 = f"{p.peak_late:.0%} of draws have their largest |d_l| in layers {L // 2 + 1}-{L} (holds from {share:.0%})"
+    why2 = f"{pct(p.peak_late)} of draws have their largest |d_l| in layers {L // 2 + 1}-{L} (holds from {share:.0%})"
     if v2 == INCONCLUSIVE:
         why2 += _peak_hint(p, share, fail)
     parts = [
-        Verdict(f"C14.{name}.last beats first", v1, p.gap.estimate, gap, None, "", rule, why1, threshold=0.0),
-        Verdict(f"C14.{name}.peak late", v2, p.peak_late, None, None, "", rule, why2, threshold=share),
+        Verdict(
+            f"C14.{name}.last beats first",
+            v1,
+            p.gap.estimate,
+            gap,
+            None,
+            "",
+            rule,
+            why1,
+            threshold=0.0,
+            estimate_of=C14_GAP,
+        ),
+        Verdict(
+            f"C14.{name}.peak late", v2, p.peak_late, None, None, "", rule, why2, threshold=share, estimate_of=C14_PEAK
+        ),
     ]
     if few:
         v = INCONCLUSIVE
@@ -315,7 +356,7 @@ def _c14_task(name: str, p: Paired, rule: str, share: float, fail: float, min_se
     else:
         v = INCONCLUSIVE
     reason = (f"{few}; " if few else "") + f"last beats first: {v1} ({why1}); peak late: {v2} ({why2})"
-    return Verdict(f"C14.{name}", v, p.gap.estimate, gap, None, "", rule, reason, tuple(parts))
+    return Verdict(f"C14.{name}", v, p.gap.estimate, gap, None, "", rule, reason, tuple(parts), estimate_of=C14_GAP)
 
 
 def judge_c14(
@@ -351,6 +392,7 @@ def judge_c14(
         rule,
         "; ".join(f"{p.claim.split('.', 1)[1]}: {p.verdict} ({p.reason})" for p in parts),
         tuple(parts),
+        estimate_of=C14_GAP,
     )
 
 
@@ -373,8 +415,18 @@ def _c14_model(name: str, layers: list[Interval], rule: str) -> Verdict:
     v2 = HOLDS if peak > n / 2 else FAILS
     why2 = f"the largest |difference| is at layer {peak} of {n}"
     parts = (
-        Verdict(f"C14.{name}.last beats first", v1, gap.estimate, (gap.low, gap.high), None, "", rule, why1),
-        Verdict(f"C14.{name}.peak late", v2, float(peak), None, None, "", rule, why2),
+        Verdict(
+            f"C14.{name}.last beats first",
+            v1,
+            gap.estimate,
+            (gap.low, gap.high),
+            None,
+            "",
+            rule,
+            why1,
+            estimate_of=C14_GAP,
+        ),
+        Verdict(f"C14.{name}.peak late", v2, float(peak), None, None, "", rule, why2, estimate_of=C14_PEAK_LAYER),
     )
     if v1 == HOLDS and v2 == HOLDS:
         v = HOLDS
@@ -385,7 +437,9 @@ def _c14_model(name: str, layers: list[Interval], rule: str) -> Verdict:
     else:
         v = FAILS
     reason = f"last beats first: {v1} ({why1}); peak late: {v2} ({why2})"
-    return Verdict(f"C14.{name}", v, gap.estimate, (gap.low, gap.high), None, "", rule, reason, parts)
+    return Verdict(
+        f"C14.{name}", v, gap.estimate, (gap.low, gap.high), None, "", rule, reason, parts, estimate_of=C14_GAP
+    )
 
 
 def judge_c14_original(per_model: dict[str, list[Interval]], control: list[Interval] | None, rule: str) -> Verdict:
@@ -402,7 +456,18 @@ def judge_c14_original(per_model: dict[str, list[Interval]], control: list[Inter
     )
     combined = combine_parts("C14", parts, rule, None, base, note, first_is_core=False)
     first = parts[0]
-    return Verdict("C14", combined.verdict, first.estimate, first.ci95, base, note, rule, combined.reason, tuple(parts))
+    return Verdict(
+        "C14",
+        combined.verdict,
+        first.estimate,
+        first.ci95,
+        base,
+        note,
+        rule,
+        combined.reason,
+        tuple(parts),
+        estimate_of=C14_GAP,
+    )
 
 
 # --------------------------------------------------------------------------------------------------

@@ -1,0 +1,225 @@
+"""How verdicts read on a page: one number format, the quantity an estimate measures, the notation of the
+claims table typeset as MyST math, and the anchor each verdict gets in its chapter."""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def fmt(x: float | int | None, integer: bool = False) -> str:
+    """Every number a verdict prints: three significant digits with their trailing zeros ('1.00', '0.0395',
+    '-0.287'), integers whole, powers of ten written out ('1.23 × 10⁻⁵'), '—' for none or NaN."""
+    if x is None or isinstance(x, bool):
+        return "—" if x is None else str(x)
+    if isinstance(x, float) and not math.isfinite(x):
+        return "—"
+    if integer or isinstance(x, numbers.Integral):
+        return str(int(round(x)))
+    rounded = float(f"{x:.3g}")
+    if rounded == 0:
+        return "0"
+    exponent = math.floor(math.log10(abs(rounded)))
+    if -3 <= exponent < 6:
+        return f"{rounded:.{max(0, 2 - exponent)}f}"
+    mantissa = rounded / 10**exponent
+    return f"{mantissa:.2f} × 10{str(exponent).translate(_SUPERSCRIPT)}"
+
+
+def pct(share: float) -> str:
+    """A measured share as a percentage with the same three significant digits: '66.7%'."""
+    return fmt(100 * share) + "%"
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """What an estimate (or a baseline) measures: in words, as a symbol (LaTeX, typeset on pages; charts
+    show the words) and its unit ('' for a share, a rate or a correlation, whose words say so)."""
+
+    words: str
+    symbol: str = ""
+    unit: str = ""
+    integer: bool = False  # a count or a length: printed whole
+
+    def value(self, x: float | None) -> str:
+        """'34 tokens', '-0.287'."""
+        return fmt(x, self.integer) + (f" {self.unit}" if self.unit and x is not None else "")
+
+    def named(self) -> str:
+        """'smallest input length with alternatives in every head, $d_s^{\\min}$' (Markdown, math typeset)."""
+        words = math_text(self.words)
+        return f"{words}, ${self.symbol}$" if self.symbol else words
+
+
+_SUBSCRIPT = dict(zip("0123456789aehijklmnoprstuvx", "₀₁₂₃₄₅₆₇₈₉ₐₑₕᵢⱼₖₗₘₙₒₚᵣₛₜᵤᵥₓ"))
+
+
+def plain(text: str) -> str:
+    """Text for a chart, which typesets no math: 'd_s >= d_v + 2' -> 'dₛ ≥ dᵥ + 2' (subscripts Unicode has)."""
+    text = text.replace("$", "").replace("`", "").replace(">=", "≥").replace("<=", "≤").replace("^T", "ᵀ")
+    return re.sub(
+        r"\b([A-Za-z])_([0-9a-z])\b", lambda m: m.group(1) + _SUBSCRIPT.get(m.group(2), "_" + m.group(2)), text
+    )
+
+
+def quantity_of(d: dict | Quantity | None) -> Quantity | None:
+    """A quantity read back from a results file (a dict), or as given."""
+    if d is None or isinstance(d, Quantity):
+        return d
+    return Quantity(**d)
+
+
+def layers(numbers: Sequence[int]) -> str:
+    """'layer 4' or 'layers 4, 5 and 6': never a Python list."""
+    n = [str(x) for x in numbers]
+    if not n:
+        return "no layer"
+    return f"layer {n[0]}" if len(n) == 1 else f"layers {', '.join(n[:-1])} and {n[-1]}"
+
+
+def anchor(claim: str) -> str:
+    """The HTML id of a claim's verdict on its chapter's page ('verdict-c4'): the claims page links to it."""
+    return f"verdict-{claim.lower()}"
+
+
+# --------------------------------------------------------------------------------------------------
+# ASCII notation of the claims table -> MyST math
+# --------------------------------------------------------------------------------------------------
+
+# a name with one subscript and/or superscript (d_s, A_eff, e_i^l, QK^T); a known function called or applied
+_NAME = r"[A-Za-z]+'?(?:_\{?[A-Za-z0-9]+\}?(?:\^[A-Za-z0-9]+)?|\^[A-Za-z0-9]+)'?(?![\w{])"
+_FUNCS = ("LN", "softmax", "sqrt", "rank", "dim", "max", "min", "log", "Pearson", "Spearman", "argmax")
+_TOKEN = re.compile(
+    r"(?P<code>`[^`]*`|\w*_\w*_\w*)"  # code spans and snake_case names stay as they are
+    rf"|(?P<name>\b{_NAME})|(?P<func>\b(?:{'|'.join(_FUNCS)})(?=\(|\s+(?:LN\b|[A-Za-z]_|[A-Z]\b)))"
+    r"|(?P<num>\b\d+(?:\.\d+)?(?:e-?\d+)?\b)|(?P<op>>=|<=|!=|[=<>+*/|-])|(?P<open>[(\[])|(?P<close>[)\]])"
+    r"|(?P<comma>,)|(?P<space> +)|(?P<letter>\b(?:A'|[A-Z]|[dklnr])(?![\w']))|(?P<other>.)",
+    re.S,
+)
+_LATEX = {
+    ">=": r"\geq ",
+    "<=": r"\leq ",
+    "!=": r"\neq ",
+    "*": r"\cdot ",
+    "LN": r"\mathrm{LN}",
+    "softmax": r"\mathrm{softmax}",
+    "rank": r"\operatorname{rank}",
+    "dim": r"\dim",
+    "max": r"\max",
+    "min": r"\min",
+    "log": r"\log",
+    "Pearson": r"\mathrm{Pearson}",
+    "Spearman": r"\mathrm{Spearman}",
+    "argmax": r"\operatorname{argmax}",
+}
+_MATH = {"name", "func", "num", "op", "open", "close", "comma", "space", "letter"}
+_COMPARE = {"=", "<", ">", ">=", "<=", "!="}
+_VALUE = {"name", "num", "letter"}
+
+
+def _latex_name(name: str) -> str:
+    """d_s -> d_s, A_eff -> A_{\\mathrm{eff}}, e_i^l -> e_i^l, QK^T -> QK^\\top."""
+
+    def sub(m: re.Match) -> str:
+        mark, body = m.group(1), m.group(2).strip("{}")
+        if mark == "^" and body == "T":
+            return r"^\top"
+        if len(body) > 1 and body.isalpha():
+            return f"{mark}{{\\mathrm{{{body}}}}}"
+        return f"{mark}{{{body}}}" if len(body) > 1 else f"{mark}{body}"
+
+    return re.sub(r"([_^])(\{?[A-Za-z0-9]+\}?)", sub, name)
+
+
+def _latex(tokens: list[tuple[str, str]]) -> str:
+    out, i = [], 0
+    while i < len(tokens):
+        kind, text = tokens[i]
+        if text == "sqrt" and i + 1 < len(tokens) and tokens[i + 1][1] == "(":
+            depth, j = 0, i + 1  # sqrt(x) -> \sqrt{x}
+            while j < len(tokens):
+                depth += {"(": 1, ")": -1}.get(tokens[j][1], 0)
+                if depth == 0:
+                    break
+                j += 1
+            out.append(r"\sqrt{" + _latex(tokens[i + 2 : j]) + "}")
+            i = j + 1
+            continue
+        if kind == "name":
+            out.append(_latex_name(text))
+        elif kind == "num" and "e" in text:
+            mantissa, exponent = text.split("e")
+            out.append(("" if mantissa == "1" else mantissa + r" \cdot ") + f"10^{{{int(exponent)}}}")
+        elif text == "|":
+            opening = not out or out[-1].rstrip().endswith(("(", "-", "+", "=", "rvert", ",")) or out[-1] == " "
+            out.append(r"\lvert " if opening else r"\rvert ")
+        else:
+            out.append(_LATEX.get(text, text))
+        i += 1
+    return "".join(out).strip()
+
+
+def _depth(tokens: list[tuple[str, str]]) -> int:
+    return sum({"(": 1, "[": 1, ")": -1, "]": -1}.get(t, 0) for _, t in tokens)
+
+
+def _formula(run: list[tuple[str, str]]) -> str:
+    """A run of math-like tokens as text: its core typeset where it holds a formula, prose around it kept."""
+    head, tail = [], []
+    while run and (run[0][0] in ("space", "comma", "close") or run[0][1] in ("+", "-", "=", "/", "*")):
+        head.append(run.pop(0))
+    while run and (run[-1][0] in ("space", "comma", "open", "op") and run[-1][1] != "|" or run[-1][1] == "'"):
+        tail.insert(0, run.pop())
+    stack, unmatched = [], []
+    for i, (_, t) in enumerate(run):
+        if t in "([":
+            stack.append(i)
+        elif t in ")]":
+            if stack:
+                stack.pop()
+            else:
+                unmatched.append(i)  # a bracket the prose opened before the run
+    cuts = sorted(unmatched + stack)  # brackets opened or closed by the prose: formulas lie between them
+    if cuts:
+        pieces, start = [], 0
+        for i in cuts:
+            pieces += [_formula(run[start:i]), run[i][1]]
+            start = i + 1
+        pieces.append(_formula(run[start:]))
+        return "".join(t for _, t in head) + "".join(pieces) + "".join(t for _, t in tail)
+    if len(run) > 2 and run[0][1] == "(" and run[-1][1] == ")" and _depth(run[1:-1]) == 0:
+        head, tail = head + run[:1], run[-1:] + tail  # "(l > L/2)": the brackets are the prose's
+        run = run[1:-1]
+    kinds = {k for k, _ in run}
+    texts = "".join(t for _, t in run)
+    strong = "name" in kinds or "[T,1]" in texts or ("func" in kinds and len(run) > 1)
+    strong |= bool({t for _, t in run} & _COMPARE) and "letter" in kinds
+    balanced = _depth(run) == 0 and texts.count("|") % 2 == 0
+    core = f"${_latex(run)}$" if run and strong and balanced else texts
+    return "".join(t for _, t in head) + core + "".join(t for _, t in tail)
+
+
+def math_text(text: str) -> str:
+    """``text`` with its ASCII notation ('dim LN([T,1]) >= 1', 'softmax(QK^T/sqrt(d_q))', '|d_L| - |d_1|')
+    as MyST math: a run of names, numbers, operators and brackets that holds a subscripted name, a known
+    function, [T,1] or a comparison of symbols becomes one $...$; prose and code spans are left as they are."""
+    out: list[str] = []
+    run: list[tuple[str, str]] = []
+    for m in _TOKEN.finditer(text):
+        if m.lastgroup in _MATH:
+            solid = [k for k, _ in run if k != "space"]
+            if m.lastgroup in _VALUE and run and run[-1][0] == "space" and solid and solid[-1] in _VALUE | {"close"}:
+                out.append(_formula(run))  # two values side by side ('d_1 0.05'): two things, not one formula
+                run = []
+            run.append((m.lastgroup, m.group()))
+            continue
+        out.append(_formula(run))
+        run = []
+        out.append(m.group())
+    out.append(_formula(run))
+    return "".join(out)

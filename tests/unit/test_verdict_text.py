@@ -1,0 +1,211 @@
+"""How verdicts read: every estimate and baseline named with its quantity, three significant digits, no
+Python list in a reason, the states 'inconclusive' and 'not run in this build' saying what would settle or
+fill them, ASCII notation typeset as math, and verdict charts whose rows are the verdict's parts and its
+headline."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from identifiability import verdicts as vd
+from identifiability.charts.verdicts import rows, verdict_chart
+from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_RUN, NOT_TESTABLE, Interval
+from identifiability.verdicts.claims import load_claims
+from identifiability.verdicts.effective import C5Category, judge_c4, judge_c5
+from identifiability.verdicts.identity import judge_c6, judge_c7, judge_c8
+from identifiability.verdicts.mixing import judge_c9, judge_c10, judge_c11, judge_c11_original, judge_c12
+from identifiability.verdicts.models import Paired, judge_c13, judge_c14
+from identifiability.verdicts.text import math_text
+
+R = "the rule"
+
+
+def iv(est: float, low: float, high: float, n: int = 40, unit: str = "sentences") -> Interval:
+    return Interval(est, low, high, n, unit)
+
+
+def _paired(layers: list[tuple[float, float, float]], peak_late: float) -> Paired:
+    ls = tuple(iv(*x, n=30, unit="test sentences") for x in layers)
+    gap = abs(ls[-1].estimate) - abs(ls[0].estimate)
+    return Paired(ls, iv(gap, gap - 0.01, gap + 0.01, 30, "test sentences"), peak_late, 1e-5, 0.01, 3, 3, 30)
+
+
+def _cases() -> dict[str, tuple[vd.Verdict, vd.Verdict]]:
+    """Per claim, a verdict on each side of its rule (built by the judges, from intervals on either side)."""
+    cats = lambda r: [C5Category("end separator", "[SEP]", True, 6.0, r, iv(-0.2, -0.3, -0.1), 0.6, r, r)]  # noqa: E731
+    far_open = [iv(0.1, 0.05, 0.15), iv(0.01, -0.005, 0.02), iv(0.01, -0.01, 0.03), iv(0.2, 0.1, 0.3)]
+    return {
+        "C4": (
+            judge_c4(True, 1.0, True, iv(-0.899, -0.95, -0.8), iv(-0.1, -0.15, -0.05), -0.1, R),
+            judge_c4(True, 1.0, True, iv(0.3, 0.2, 0.4), iv(0.1, 0.05, 0.15), -0.1, R),
+        ),
+        "C5": (judge_c5(cats(iv(0.2, 0.1, 0.3)), R), judge_c5(cats(iv(0.8, 0.7, 0.9)), R)),
+        "C6": (
+            judge_c6(iv(0.95, 0.9, 0.97), iv(0.5, 0.4, 0.6), 0.33, R, chance=0.05),
+            judge_c6(iv(0.4, 0.3, 0.5), iv(0.05, 0.01, 0.1), 0.33, R, chance=0.05),
+        ),
+        "C7": (judge_c7(iv(-0.287, -0.3, -0.27), 0.05, R), judge_c7(iv(0.1, 0.05, 0.15), 0.05, R)),
+        "C8": (
+            judge_c8(iv(0.0, -0.01, 0.01), iv(0.0, -0.01, 0.01), 0.01, None, R),
+            judge_c8(iv(-0.3, -0.4, -0.2), iv(0.0, -0.01, 0.01), 0.01, None, R),
+        ),
+        "C9": (
+            judge_c9([iv(-0.1, -0.15, -0.05)] * 3, iv(-0.287, -0.3, -0.27), 0.05, R),
+            judge_c9([iv(0.1, 0.05, 0.15)] * 3, iv(0.2, 0.1, 0.3), 0.05, R),
+        ),
+        "C10": (judge_c10(iv(0.7, 0.65, 0.75), 0.05, R), judge_c10(iv(0.3, 0.25, 0.35), 0.05, R)),
+        "C11": (
+            judge_c11([iv(0.1, 0.05, 0.15)] * 4, iv(0.0395, 0.02, 0.06), R),
+            judge_c11(far_open, iv(0.0395, 0.02, 0.06), R),
+        ),
+        "C12": (
+            judge_c12(iv(-0.2, -0.3, -0.1), iv(0.1, 0.05, 0.15), 0.05, R),
+            judge_c12(iv(0.2, 0.1, 0.3), iv(-0.1, -0.15, -0.05), 0.05, R),
+        ),
+        "C13": (
+            judge_c13({"lee-pairs": _paired([(0.0, -0.01, 0.01)] * 6, 0.5)}, None, R),
+            judge_c13({}, None, R),
+        ),
+        "C14": (
+            judge_c14({"lee-pairs": _paired([(0, -0.01, 0.01)] * 4 + [(-0.1, -0.12, -0.08)] * 2, 0.99)}, None, R),
+            judge_c14({"lee-pairs": _paired([(-0.1, -0.12, -0.08), (0, -0.01, 0.01)] * 3, 0.1)}, None, R),
+        ),
+    }
+
+
+CASES = _cases()
+
+
+def _all(v: vd.Verdict):
+    yield v
+    for p in v.parts:
+        yield from _all(p)
+
+
+@pytest.mark.parametrize("claim", list(CASES))
+def test_a_claim_judged_on_either_side_reads_differently_and_names_what_it_measured(claim):
+    one, other = CASES[claim]
+    assert one.verdict != other.verdict
+    a, b = vd.render(one), vd.render(other)
+    assert a != b and f"— {one.label}." in a and f"— {other.label}." in b
+    for v, text in ((one, a), (other, b)):
+        if v.verdict == NOT_RUN:
+            continue
+        assert v.estimate_of is not None, f"{claim}: the estimate does not say what it measures"
+        assert v.estimate_of.words in text.replace("$", "") or math_text(v.estimate_of.words) in text
+        assert f"${v.estimate_of.symbol}$" in text and f"= {v.estimate_of.value(v.estimate)}" in text
+        if v.baseline is not None:  # the baseline says whether it measures the same thing
+            assert "(the same quantity)" in text or "(another quantity, for scale only)" in text
+
+
+def test_baselines_of_another_quantity_say_so():
+    """C7's chance rate, C9's and C12's uniform own share, C11's original far share: not the estimate's
+    quantity (a change or a difference), and the sentence says so."""
+    c11_original = judge_c11_original([iv(0.1, 0.05, 0.15)], iv(0.0395, 0.02, 0.06), 0.49, R)
+    for v in (CASES["C7"][0], CASES["C9"][0], CASES["C12"][0], c11_original):
+        assert v.baseline_of is not None and "(another quantity, for scale only)" in vd.render(v), v.claim
+    for v in (CASES["C6"][0], CASES["C10"][0], CASES["C11"][0]):  # the same quantity under the null
+        assert v.baseline_of is None and "(the same quantity)" in vd.render(v), v.claim
+
+
+def _significant(number: str) -> int:
+    digits = number.lstrip("-").replace(".", "").lstrip("0")
+    return len(digits)
+
+
+def test_every_number_a_verdict_prints_has_three_significant_digits():
+    assert [vd.fmt(x) for x in (34.0, 1.0, 0.0395, -0.287, 0.27, 0.99996, 1234.5, 1.234e-5, 0.0)] == [
+        "34.0",
+        "1.00",
+        "0.0395",
+        "-0.287",
+        "0.270",
+        "1.00",
+        "1230",
+        "1.23 × 10⁻⁵",
+        "0",
+    ]
+    assert vd.fmt(34.0, integer=True) == "34" and vd.fmt(None) == "—" and vd.fmt(float("nan")) == "—"
+    for one, other in CASES.values():
+        for v in (one, other):
+            text = vd.render(v).split("*Why:*")[0]  # the estimate, its interval and the baseline
+            for number in re.findall(r"-?\d+\.\d+", text.replace("$", " ")):
+                assert _significant(number) == 3, f"{v.claim}: {number} in {text}"
+
+
+def test_no_reason_holds_a_python_list():
+    for one, other in CASES.values():
+        for v in (one, other):
+            for part in _all(v):
+                assert not re.search(r"\[\d+(?:, \d+)*\]|\(s\)|\[\]", part.reason), f"{part.claim}: {part.reason}"
+
+
+def test_an_inconclusive_verdict_says_how_many_units_would_settle_it():
+    c11 = CASES["C11"][1]
+    assert c11.verdict == INCONCLUSIVE
+    local = c11.parts[0]
+    assert re.search(r"layers 2 and 3: the interval contains 0, about \d+ sentences instead of 40 would", local.reason)
+    assert "would settle" in vd.render(c11)
+
+
+def test_not_run_is_its_own_state_with_the_command_that_fills_it():
+    v = CASES["C13"][1]
+    assert v.verdict == NOT_RUN and v.verdict != NOT_TESTABLE
+    text = vd.render(v, "Fine-tuning leaves token identifiability close to the pre-trained model's")
+    assert text.startswith("**C13 — not run in this build.**") and "`make compare`" in text
+    assert "Nothing was measured in this build" in text and "not testable" not in text and "Estimate" not in text
+    assert rows(v.to_json())[0]["reason"].startswith("this build has no fine-tuned model")
+
+
+@pytest.mark.parametrize("claim", list(CASES))
+def test_the_verdict_chart_draws_every_part_and_the_headline(claim):
+    """Chart and sentence agree: one row per part of the verdict, then the headline with the verdict's own
+    outcome (chapter 6's C11 once drew only its holding part; chapter 3's C5 only its failing parts)."""
+    for v in CASES[claim]:
+        d = v.to_json()
+        panels = verdict_chart([d]).vconcat
+        titles = [p.title.text for p in panels]
+        assert len(panels) == len(v.parts) + 1
+        assert titles[-1] == f"{v.claim}: {v.label}"
+        for title, part in zip(titles, v.parts):
+            assert title.startswith(part.claim.replace(".", " · ", 1)) and title.endswith(f"— {part.label}")
+        colours = [r["verdict"] for r in rows(d)]
+        assert colours == [p.verdict for p in v.parts] + [v.verdict]
+        spec = verdict_chart([d]).to_dict()
+        spec.pop("$schema")
+        text = str(spec)
+        assert "NaN" not in text and "$" not in text and "_{" not in text  # no raw notation in chart text
+
+
+def test_math_text_typesets_the_notation_of_the_claims_table():
+    assert math_text("once d_s > d_v") == "once $d_s > d_v$"
+    assert (
+        math_text("need not be softmax(QK^T/sqrt(d_q)) with")
+        == r"need not be $\mathrm{softmax}(QK^\top/\sqrt{d_q})$ with"
+    )
+    assert math_text("has dim LN([T,1]) >= 1 at") == r"has $\dim \mathrm{LN}([T,1]) \geq  1$ at"
+    assert math_text("that of |d_L| - |d_1| lies") == r"that of $\lvert d_L\rvert  - \lvert d_1\rvert$ lies"
+    assert math_text("the upper half (l > L/2) is") == "the upper half ($l > L/2$) is"
+    assert math_text("run `d_s = 3` or n_per_quarter=1") == "run `d_s = 3` or n_per_quarter=1"  # code stays code
+    assert math_text("at least 95% of real (head, input) pairs") == "at least 95% of real (head, input) pairs"
+    ascii_math = re.compile(r"\b[A-Za-z]+_[A-Za-z0-9]+\b|>=|<=|\bsqrt\(|\^T\b")
+    for c in load_claims():
+        for field in ("claim", "rule", "original_rule", "paper_value"):
+            text = math_text(c[field])
+            outside = re.sub(r"\$[^$]*\$", "", text)
+            assert text.count("$") % 2 == 0, (c["id"], field, text)
+            assert not ascii_math.search(outside), f"{c['id']} {field}: {ascii_math.findall(outside)}"
+
+
+def test_verdicts_read_back_from_json_render_the_same():
+    for one, other in CASES.values():
+        for v in (one, other):
+            assert vd.render(vd.from_json(v.to_json())) == vd.render(v)
+
+
+def test_holds_and_fails_constants_are_the_states_the_chart_colours():
+    from identifiability.charts.verdicts import COLOURS
+
+    assert set(COLOURS) == set(vd.VERDICTS) and HOLDS in COLOURS and FAILS in COLOURS
