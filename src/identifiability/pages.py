@@ -11,7 +11,8 @@ from .chapters import ALLOWED
 from .executed import BUILD_LOCATION, PARAMETERS, assignments, cell_comments, read_notebook, run_seconds
 from .fileio import read_json
 from .verdicts.claims import claims_table
-from .verdicts.core import robustness_summary, verdict_label
+from .verdicts.core import NOT_RUN, Verdict, from_json, render, robustness_summary, verdict_label
+from .verdicts.text import anchor, fmt, math_text
 
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 
@@ -221,10 +222,32 @@ def write_teachers_page(
     return path
 
 
-def _fmt(x) -> str:
-    if x is None:
+def _measured(v: Verdict) -> str:
+    """The estimate in a table cell: its symbol (or its words) = value (interval); the command that fills a
+    comparison this build did not run."""
+    if v.verdict == NOT_RUN:
+        return "not run in this build: `make compare`"
+    if v.estimate is None:
+        return "no estimate"
+    q = v.estimate_of
+    text = (f"${q.symbol}$" if q.symbol else math_text(q.words)) + f" = {q.value(v.estimate)}" if q else fmt(v.estimate)
+    lo, hi = v.ci95 or (None, None)
+    if v.ci95 is not None and not all(b is not None and b == b for b in v.ci95):
+        return text + " (no interval)"
+    if v.ci95 is not None and lo != hi:
+        integer = bool(q and q.integer)
+        text += f" ({fmt(lo, integer)} to {fmt(hi, integer)})"
+    return text
+
+
+def _base(v: Verdict) -> str:
+    """The baseline in a table cell, saying when it measures another quantity than the estimate."""
+    if v.baseline is None:
         return "—"
-    return f"{x:.3g}" if isinstance(x, float) else str(x)
+    if v.baseline_of is None:
+        return (v.estimate_of.value(v.baseline) if v.estimate_of else fmt(v.baseline)) + " (same quantity)"
+    b = v.baseline_of
+    return f"${b.symbol}$ = {b.value(v.baseline)} (another quantity)" if b.symbol else b.value(v.baseline)
 
 
 def write_claims_page(stage: Path, results_dir: Path) -> None:
@@ -242,36 +265,41 @@ def write_claims_page(stage: Path, results_dir: Path) -> None:
         "unit of resampling): *robust* when none changes it. Where a rule was amended after its first verdict was "
         "seen, the original rule's verdict stands beside the current one, and the amendment's reason is below. "
         "Generated from `data/claims.csv`, `data/amendments.csv` and the chapters' results files; each id links "
-        "to its chapter.",
+        "to the verdict in its chapter. Numbers have three significant digits; each estimate and baseline is "
+        "named below with what it measures.",
         "",
-        "| | claim (where; the paper's value) | this build (95% interval) | baseline "
-        "| verdict (robustness; original rule's verdict) |",
+        "| | verdict (robustness; original rule's verdict) | this build (95% interval) | baseline "
+        "| claim (where; the paper's value) |",
         "|---|---|---|---|---|",  # one verdict column: seven columns do not fit the page's 690 px
     ]
     table = claims_table(results_dir)
+    # the row's claim text replaced the verdict's own ``claim`` field (its id) in claims_table
+    verdicts = {r["id"]: None if r["verdict"] == "not measured" else from_json({**r, "claim": r["id"]}) for r in table}
     for r in table:
-        est = _fmt(r.get("estimate"))
-        ci = r.get("ci95")
-        if ci and ci[0] != ci[1]:
-            est += f" ({_fmt(ci[0])} to {_fmt(ci[1])})"
+        v = verdicts[r["id"]]
+        est, base = (_measured(v), _base(v)) if v else ("—", "—")
         original = r.get("original")
         before = verdict_label(original) if original else (None if r["amendment"] is None else "not measured")
         notes = [robustness_summary(r) or "robustness not measured"] + ([f"original rule: {before}"] if before else [])
-        lines.append(
-            f"| {{doc}}`{r['id']} <../notebooks/{r['chapter']}>` | {esc(r['claim'])} ({esc(r['source'])}, "
-            f"{esc(r['where'])}; *{esc(r['paper_value'])}*) | {est} | {_fmt(r.get('baseline'))} "
-            f"| **{verdict_label(r)}** ({'; '.join(notes)}) |"
+        link = f'<a href="../notebooks/{r["chapter"]}.html#{anchor(r["id"])}">{r["id"]}</a>'
+        lines.append(  # the verdict first: what a reader looks for, and what a narrow screen shows
+            f"| {link} | **{verdict_label(r)}** ({'; '.join(notes)}) | {esc(est)} | {esc(base)} "
+            f"| {esc(math_text(r['claim']))} ({esc(r['source'])}, {esc(r['where'])}; "
+            f"*{esc(math_text(r['paper_value']))}*) |"
         )
     lines += ["", "## Why each verdict", ""]
     for r in table:
-        base = f" Baseline: {r['baseline_note']}." if r.get("baseline_note") else ""
-        lines.append(f"**{r['id']} — {verdict_label(r)}.** {esc(r.get('reason', 'the chapter has not run'))}.{base}\n")
+        v = verdicts[r["id"]]
+        if v is None:
+            lines.append(f"**{r['id']} — not measured.** The chapter has not run in this build.\n")
+            continue
+        lines.append(render(v).replace("\n", " ") + "\n")
         if r.get("robustness"):
             alts = "; ".join(f"{name}: {verdict}" for name, verdict in r["robustness"])
             lines.append(f"Under the alternatives: {alts}.\n")
         if r.get("original"):
             o = r["original"]
-            lines.append(f"Under the original rule: **{verdict_label(o)}** ({esc(o['reason'])}).\n")
+            lines.append(f"Under the original rule: **{verdict_label(o)}** ({esc(math_text(o['reason']))}).\n")
     lines += [
         "## The rules",
         "",
@@ -282,16 +310,17 @@ def write_claims_page(stage: Path, results_dir: Path) -> None:
         "",
     ]
     for r in table:
-        alts = f" *Alternatives:* {r['alternatives']}." if r["alternatives"] else ""
+        m = math_text
+        alts = f" *Alternatives:* {m(r['alternatives'])}." if r["alternatives"] else ""
         a = r["amendment"]
         if a is None:
-            lines.append(f"**{r['id']}.** {r['rule']}{alts}\n")
+            lines.append(f"**{r['id']}.** {m(r['rule'])}{alts}\n")
             continue
         lines.append(
-            f"**{r['id']}** (amended {a['date']}, version {a['version']}; *{a['mark']}*). {a['rule']}{alts}\n\n"
-            f"*Reason:* {a['reason']}\n"
+            f"**{r['id']}** (amended {a['date']}, version {a['version']}; *{a['mark']}*). {m(a['rule'])}{alts}\n\n"
+            f"*Reason:* {m(a['reason'])}\n"
         )
         for old in reversed(r["amendments"][:-1]):  # earlier amendments, newest first
-            lines.append(f"*Version {old['version']}* ({old['date']}): {old['rule']} *Reason:* {old['reason']}\n")
-        lines.append(f"*Original rule (version 1):* {r['original_rule']}\n")
+            lines.append(f"*Version {old['version']}* ({old['date']}): {m(old['rule'])} *Reason:* {m(old['reason'])}\n")
+        lines.append(f"*Original rule (version 1):* {m(r['original_rule'])}\n")
     (stage / "book" / "claims.md").write_text("\n".join(lines) + "\n", encoding="utf-8")

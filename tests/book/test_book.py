@@ -95,19 +95,27 @@ def test_claims_page_lists_every_claim_with_a_verdict(html):
     import re
 
     from identifiability.verdicts.claims import load_claims
+    from identifiability.verdicts.text import math_text
 
     page = (html / "book/claims.html").read_text()
     text = html_lib.unescape(re.sub(r"<[^>]+>", " ", page))
     text = re.sub(r"\s+", " ", text)
     for curly, plain in (("\u2018", "'"), ("\u2019", "'"), ("\u201c", '"'), ("\u201d", '"')):
         text = text.replace(curly, plain)  # Sphinx's smart quotes
+
+    squashed = re.sub(r"\s+", "", text)
+
+    def shown(t: str, n: int) -> bool:  # the table's notation as the page typesets it (MathJax's \\( ... \\))
+        typeset = re.sub(r"\$([^$]*)\$", lambda m: "\\(" + m.group(1) + "\\)", math_text(t))
+        return re.sub(r"\s+", "", typeset)[:n] in squashed
+
     for c in load_claims():
         assert f">{c['id']}<" in page, c["id"]
-        assert c["claim"][:30] in text, f"{c['id']}: the claim's text is not on the page"
-        assert re.sub(r"\s+", " ", c["rule"])[:40] in text, f"{c['id']}: its rule is not on the page"
+        assert shown(c["claim"], 30), f"{c['id']}: the claim's text is not on the page"
+        assert shown(c["rule"], 40), f"{c['id']}: its rule is not on the page"
         if c["amendment"]:  # the original rule and the reason for the amendment stand beside the new rule
-            assert re.sub(r"\s+", " ", c["original_rule"])[:40] in text, f"{c['id']}: original rule missing"
-            assert re.sub(r"\s+", " ", c["amendment"]["reason"])[:40] in text, f"{c['id']}: reason missing"
+            assert shown(c["original_rule"], 40), f"{c['id']}: original rule missing"
+            assert shown(c["amendment"]["reason"], 40), f"{c['id']}: reason missing"
     assert text.count("post hoc: amended after the original verdict was seen") == sum(
         bool(c["amendment"]) for c in load_claims()
     )
@@ -115,6 +123,30 @@ def test_claims_page_lists_every_claim_with_a_verdict(html):
     assert len(re.findall(r"\b(?:robust|sensitive to)\b", text)) >= len(load_claims()) + 1
     assert "not measured" not in page, "a chapter did not record its verdict on a claim"
     assert len(re.findall(r"\(-?[\d.]+ to -?[\d.]+\)", text)) >= 5  # estimates with their intervals
+    # the notation is typeset (MathJax's inline delimiters), none left as ASCII outside it
+    assert page.count('class="math notranslate nohighlight"') >= 20
+    outside = re.sub(r"\\\(.*?\\\)", "", text)
+    assert not re.search(r"\bd_[svq]\b|>=|sqrt\(", outside), re.findall(r".{30}(?:\bd_[svq]\b|>=).{10}", outside)[:3]
+
+
+def test_each_claim_links_to_its_verdict_on_the_chapter_page(html):
+    """The claims page links every id to ``../notebooks/<chapter>.html#verdict-cN``, an element that exists
+    on that chapter's page, just before the verdict's sentence."""
+    import re
+
+    from identifiability.verdicts.claims import load_claims
+
+    page = (html / "book/claims.html").read_text()
+    links = dict(
+        (claim, (chapter, target))
+        for chapter, target, claim in re.findall(r'href="\.\./notebooks/(\w+)\.html#([\w-]+)">(C\d+)<', page)
+    )
+    assert sorted(links) == sorted(c["id"] for c in load_claims())
+    for claim, (chapter, target) in links.items():
+        chapter_page = (html / "notebooks" / f"{chapter}.html").read_text()
+        at = chapter_page.find(f'id="{target}"')
+        assert at >= 0, f"{claim}: no element #{target} on {chapter}.html"
+        assert f"{claim} — " in chapter_page[at : at + 400], f"{claim}: the anchor does not lead its verdict"
 
 
 def test_pages_load_no_script_from_elsewhere(html):

@@ -3,10 +3,16 @@ original rule's verdict, the amendment's reason and mark, and the original rule.
 
 from __future__ import annotations
 
+import re
+
+import pytest
+
 from identifiability import pages
 from identifiability.fileio import write_json
-from identifiability.verdicts import HOLDS, PARTLY, Verdict, amended, with_robustness
-from identifiability.verdicts.claims import load_claims
+from identifiability.notebook import Chapter
+from identifiability.verdicts import HOLDS, NOT_RUN, PARTLY, Quantity, Verdict, amended, with_robustness
+from identifiability.verdicts.claims import load_claims, robustness_names
+from identifiability.verdicts.text import math_text
 
 CLAIMS = {c["id"]: c for c in load_claims()}
 
@@ -39,13 +45,107 @@ def test_the_page_shows_robustness_and_the_original_verdict_of_an_amended_claim(
     (tmp_path / "book").mkdir()
     pages.write_claims_page(tmp_path, results)
     page = (tmp_path / "book" / "claims.md").read_text()
-    rows = {line.split("`")[1].split(" ")[0]: line for line in page.splitlines() if line.startswith("| {doc}")}
-    assert rows["C1"].endswith("| **partly holds** (robust) |")
-    assert rows["C2"].endswith("| **partly holds** (sensitive to share; original rule: holds) |")
+    rows = {re.search(r">(C\d+)</a>", line).group(1): line for line in page.splitlines() if line.startswith("| <a ")}
+    assert rows["C1"].startswith(
+        '| <a href="../notebooks/02_nonidentifiability.html#verdict-c1">C1</a> | **partly holds** (robust) |'
+    )
+    assert "| **partly holds** (sensitive to share; original rule: holds) |" in rows["C2"]
     assert "Under the original rule: **holds** (one input, no margin)." in page
-    assert f"*Reason:* {c2['amendment']['reason']}" in page and "*post hoc: amended after the original" in page
-    assert f"*Original rule (version 1):* {c2['original_rule']}" in page and c2["rule"] in page
+    m = math_text  # the page typesets the table's notation
+    assert f"*Reason:* {m(c2['amendment']['reason'])}" in page and "*post hoc: amended after the original" in page
+    assert f"*Original rule (version 1):* {m(c2['original_rule'])}" in page and m(c2["rule"]) in page
     c4 = CLAIMS["C4"]  # amended twice: both versions and both reasons are on the page
-    assert len(c4["amendments"]) == 2 and all(a["reason"] in page and a["rule"] in page for a in c4["amendments"])
+    assert len(c4["amendments"]) == 2 and all(m(a["reason"]) in page and m(a["rule"]) in page for a in c4["amendments"])
     assert "Under the alternatives: share: holds; margin: partly holds." in page
-    assert rows["C6"].endswith("| **not measured** (robustness not measured; original rule: not measured) |")
+    assert "| **not measured** (robustness not measured; original rule: not measured) |" in rows["C6"]
+
+
+def _recordable(claim: dict) -> Verdict:
+    """A verdict of ``claim`` that its chapter's ``ch.verdict`` accepts (its rule, alternatives, original)."""
+    v = Verdict(claim["id"], HOLDS, 0.5, (0.4, 0.6), None, "", claim["rule"], "why")
+    v = with_robustness(v, {name: v for name in robustness_names(claim)})
+    if claim["amendment"] is not None:
+        v = amended(v, Verdict(claim["id"], HOLDS, 0.5, None, None, "", claim["original_rule"], "why"))
+    return v
+
+
+def test_each_claim_links_to_the_anchor_its_chapter_gives_the_verdict(tmp_path):
+    """The claims page links ``../notebooks/<chapter>.html#<anchor>``; ``ch.verdict`` leads the verdict's
+    sentence on that chapter's page with an element of that id. Checked for every claim of the table."""
+    results = tmp_path / "results"
+    by_chapter: dict[str, dict[str, str]] = {}
+    for c in CLAIMS.values():
+        ch = Chapter(c["chapter"], None, None, {}, results)
+        by_chapter.setdefault(c["chapter"], {})[c["id"]] = ch.verdict(_recordable(c))
+        _write(results, c["chapter"], [_recordable(x) for x in CLAIMS.values() if x["chapter"] == c["chapter"]])
+    (tmp_path / "book").mkdir()
+    pages.write_claims_page(tmp_path, results)
+    page = (tmp_path / "book" / "claims.md").read_text()
+    links = re.findall(r'<a href="\.\./notebooks/([\w]+)\.html#([\w-]+)">(C\d+)</a>', page)
+    assert sorted(c for _, _, c in links) == sorted(CLAIMS)
+    for chapter, target, claim in links:
+        shown = by_chapter[chapter][claim]  # the chapter whose ch.verdict accepts the claim
+        assert f'<span id="{target}"></span>' in shown, (claim, shown[:80])
+        assert all(f'id="{target}"' not in s for c, s in by_chapter[chapter].items() if c != claim)
+
+
+def test_the_page_names_each_estimate_and_baseline_and_typesets_its_math(tmp_path):
+    c7, c13 = CLAIMS["C7"], CLAIMS["C13"]
+    rate = Quantity("naive rate at the last layer minus at layer 1", r"r^{L} - r^{1}")
+    chance = Quantity("chance rate, one over the tokens of a sentence", "1/d_s")
+    v7 = with_robustness(
+        Verdict(
+            "C7",
+            HOLDS,
+            -0.28712,
+            (-0.3, -0.27),
+            0.05,
+            "chance",
+            c7["rule"],
+            "why",
+            estimate_of=rate,
+            baseline_of=chance,
+        ),
+        {n: Verdict("C7", HOLDS, 0, None, None, "", "", "") for n in robustness_names(c7)},
+    )
+    not_run = Verdict("C13", NOT_RUN, None, None, None, "", c13["rule"], "no fine-tune; `make compare` runs them")
+    v13 = amended(
+        with_robustness(not_run, {n: not_run for n in robustness_names(c13)}),
+        Verdict("C13", NOT_RUN, None, None, None, "", c13["original_rule"], "no fine-tune"),
+    )
+    results = tmp_path / "results"
+    _write(results, c7["chapter"], [v7])
+    _write(results, c13["chapter"], [v13])
+    (tmp_path / "book").mkdir()
+    pages.write_claims_page(tmp_path, results)
+    page = (tmp_path / "book" / "claims.md").read_text()
+    row = next(line for line in page.splitlines() if ">C7</a>" in line)
+    assert (
+        "| **holds** (robust) | $r^{L} - r^{1}$ = -0.287 (-0.300 to -0.270) | $1/d_s$ = 0.0500 (another quantity) |"
+        in row
+    )
+    assert "naive rate at the last layer minus at layer 1, $r^{L} - r^{1}$ = -0.287" in page  # in words below
+    row13 = next(line for line in page.splitlines() if ">C13</a>" in line)
+    assert "not run in this build: `make compare`" in row13 and "not testable" not in row13
+    assert "**C13 — not run in this build.** Nothing was measured in this build" in page
+    # the claims table's ASCII notation is MyST math, like every other page
+    assert "$d_s > d_v$" in page and r"$\mathrm{softmax}(QK^\top/\sqrt{d_q})$" in page
+    assert r"$\dim \mathrm{LN}([T,1]) \geq  1$" in page
+    outside = re.sub(r"\$[^$]*\$|`[^`]*`", "", page)
+    assert not re.search(r"\bd_[svqlL1]\b|>=|<=|sqrt\(", outside), re.findall(r".{30}(?:\bd_[svq]\b|>=).{10}", outside)[
+        :3
+    ]
+    assert all(line.count("$") % 2 == 0 for line in page.splitlines())
+
+
+@pytest.mark.parametrize("value", [0.0395, 0.49])
+def test_a_bare_number_is_never_a_cell(tmp_path, value):
+    c11 = CLAIMS["C11"]
+    q = Quantity("far contribution's growth", r"\Delta c")
+    v = Verdict("C11", HOLDS, value, (value - 0.01, value + 0.01), 0.0, "uniform", c11["rule"], "w", estimate_of=q)
+    _write(tmp_path / "r", c11["chapter"], [v])
+    (tmp_path / "book").mkdir()
+    pages.write_claims_page(tmp_path, tmp_path / "r")
+    row = next(line for line in (tmp_path / "book" / "claims.md").read_text().splitlines() if ">C11</a>" in line)
+    cells = [c.strip() for c in row.split(" | ")]
+    assert cells[2].startswith(r"$\Delta c$ = ") and cells[3] == "0 (same quantity)"
