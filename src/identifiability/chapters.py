@@ -221,7 +221,7 @@ _PROBE_RULES = (
     at_least("max_tokens", lambda p, m: int(p.get("min_tokens", 3)), "at least min_tokens"),
     at_least("min_tokens", lambda p, m: 3, _SPECIAL_TOKEN),
 )
-_EXACT_MIN_TOKENS = 6  # chapter 6's short exact sentences: 6..exact_max_tokens tokens (its ``short``)
+EXACT_MIN_TOKENS = 6  # chapter 6's short exact sentences: 6..exact_max_tokens tokens (its ``short``)
 
 
 def _joined_lengths(p: dict, m: ModelInfo, lengths: list[int]) -> str | None:
@@ -318,11 +318,11 @@ CHAPTERS: dict[str, ChapterSpec] = {
             ChapterRules(
                 (
                     at_least("max_tokens", lambda p, m: 3, _SPECIAL_TOKEN),
-                    at_least("exact_max_tokens", lambda p, m: _EXACT_MIN_TOKENS, "its short exact sentences"),
+                    at_least("exact_max_tokens", lambda p, m: EXACT_MIN_TOKENS, "its short exact sentences"),
                 ),
                 (
                     window(lambda p, m: 3, "max_tokens"),
-                    window(lambda p, m: _EXACT_MIN_TOKENS, "exact_max_tokens"),
+                    window(lambda p, m: EXACT_MIN_TOKENS, "exact_max_tokens"),
                     window(lambda p, m: 3, "max_tokens", corpus="second_corpus"),
                 ),
                 corpora=("second_corpus",),

@@ -299,7 +299,7 @@ def test_chapter_6s_pre_flight_checks_the_shortest_length_the_chapter_uses():
     from identifiability import chapters
 
     source = CHAPTERS["06_context_mixing"].source.read_text(encoding="utf-8")
-    assert f"short = ({chapters._EXACT_MIN_TOKENS}, exact_max_tokens)" in source
+    assert f"short = ({chapters.EXACT_MIN_TOKENS}, exact_max_tokens)" in source
 
 
 @pytest.mark.parametrize("stem,name,kind", NUMBERS, ids=[f"{s[:2]}-{n}" for s, n, _ in NUMBERS])
