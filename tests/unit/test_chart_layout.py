@@ -385,3 +385,15 @@ def test_a_head_viewer_of_one_sentence_has_no_sentence_menu():
     params = spec_of(eff_charts.head_viewer(viewer_examples((36,), 1, 2)))["params"]
     bound = {p["name"] for p in params if "bind" in p}
     assert bound == {"layer", "head"} and "sentence" in {p["name"] for p in params}
+
+
+def test_a_legend_in_two_columns_takes_one_on_a_phone():
+    """Chapter 5's ablation legend (two columns of long labels) was 431 px in a 358 px area."""
+    rows = [
+        {"ablation": a, "loss": lo, "lookup": lk, "layer": la, "rate": 0.5, "chance": 0.1}
+        for a in ("angle only (unit vectors): linear map", "rescaled ×[1/4, 4] at test: identity map")
+        for lo in ("cos", "l2") for lk in ("cos", "l2") for la in range(3)
+    ]  # fmt: skip
+    spec = fit_in_node(spec_of(id_charts.ablation_chart(pd.DataFrame(rows), "t")), PHONE_AREA)
+    legend = spec["layer"][0]["encoding"]["color"]["legend"]
+    assert legend["columns"] == 1 and legend["labelLimit"] <= PHONE_AREA - 60

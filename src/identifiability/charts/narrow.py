@@ -80,6 +80,15 @@ window.vegaFit = (function () {
     if (s.spec) restack(s.spec);
   }
 
+  function narrowLegends(v, width) {  // a legend of several columns, or long labels, as wide as the area at most
+    Object.keys(v.encoding || {}).forEach(function (c) {
+      var l = v.encoding[c] && v.encoding[c].legend;
+      if (!l || typeof l !== "object") return;
+      if (l.columns > 1) l.columns = 1;
+      if (l.labelLimit > width - 60) l.labelLimit = width - 60;
+    });
+  }
+
   function keepsWidth(spec) { return !!(spec.usermeta && spec.usermeta.narrow === "keep-width"); }
 
   function shrink(spec, max) {  // every plot wider than max becomes max wide; true if one changed
@@ -103,6 +112,7 @@ window.vegaFit = (function () {
     spec.config = spec.config || {};
     // below the views, entries one per line (a row of entries would be as wide as all of them)
     spec.config.legend = Object.assign({ orient: "bottom", columns: 1 }, spec.config.legend || {});
+    each(spec, function (v) { narrowLegends(v, width); });
     shrink(spec, width - AXIS);
     each(spec, wrapAxisTitles);
     if (keepsWidth(spec) && spec.title) {  // it may scroll: its title starts where the reader looks
