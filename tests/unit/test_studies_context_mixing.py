@@ -484,7 +484,7 @@ def test_own_share_text_follows_the_measured_trend():
     rises = study.own_share(_corpus([_result(_own(6, [0.8, 0.6, 0.7]))] * 2), seed=0)
     a, b = charts.own_share_text(falls, "syn"), charts.own_share_text(rises, "syn")
     assert "lower at every layer" in a and "mixing is strong" in a
-    assert "rising again at layer(s) [3]" in b and "still mostly its own input" in b
+    assert "rising again at layer 3" in b and "still mostly its own input" in b
 
 
 def test_locality_text_follows_near_far_and_growth():

@@ -29,6 +29,7 @@ from ..studies.context_mixing import (
     TypicalSample,
 )
 from ..verdicts import C10_HIGH, C10_LOW, C10_WIDE, C11_FAR, C11_NEAR, C10Evidence, Verdict
+from ..verdicts.text import layers
 from .render import sentence_label_expr, thinned_axis
 
 
@@ -369,10 +370,8 @@ def corpus_text(r: CorpusHTA) -> str:
 def own_share_text(r: OwnShare, corpus: str) -> str:
     """Section 1: how the median own share falls with depth, per corpus."""
     med = r.medians
-    others = ", ".join(
-        f"{k!r}: {'monotone' if v else 'not monotone'}" for k, v in r.own_monotone.items() if k != corpus
-    )
-    trend = ", lower at every layer" if r.own_monotone[corpus] else f", rising again at layer(s) {r.rises}"
+    others = ", ".join(f"{k}: {'monotone' if v else 'not monotone'}" for k, v in r.own_monotone.items() if k != corpus)
+    trend = ", lower at every layer" if r.own_monotone[corpus] else f", rising again at {layers(r.rises)}"
     first = (
         "more than half of a hidden token comes from other tokens already after one layer: mixing is strong."
         if med[0] < 0.5
