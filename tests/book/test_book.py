@@ -500,7 +500,7 @@ def _verdict_disagreements(report, recorded: dict[str, dict]) -> list[tuple]:
                         out.append((r["page"], width, line["claim"], f"the line does not name its part '{name}'"))
                 if line["chart"] is None:
                     if v.get("estimate") is not None:
-                        out.append((r["page"], width, line["claim"], "no verdict chart follows the line"))
+                        out.append((r["page"], width, line["claim"], "no verdict chart draws it"))
                     continue
                 rows = {(x["quantity"], x["verdict"]) for x in line["rows"]}
                 for q, outcome in [(line["claim"], v["verdict"]), *((p["claim"], p["verdict"]) for p in parts)]:
@@ -525,7 +525,8 @@ FIXTURE_CLAIMS = {
         "verdict": "partly holds",
         "estimate": 0.5,
         "parts": [{"claim": "C5.mass", "verdict": "fails"}, {"claim": "C5.middle", "verdict": "holds"}],
-    }
+    },
+    "C9": {"claim": "C9", "verdict": "holds", "estimate": -0.287, "parts": []},
 }
 
 
@@ -542,12 +543,16 @@ def test_the_checks_find_each_known_fault_and_nothing_on_a_clean_page(fixture_pa
     assert _single_option(bad) == [("bad.html", "menu", "corpus", 1)]
     assert {(t[0], t[2]) for t in _wide_controls(bad)} == {("bad.html", "head")}
     found = {t[3] for t in _verdict_disagreements(bad, recorded)}
-    assert found == {"C5 is partly holds, the chart draws no row", "C5.middle is holds, the chart draws ['fails']"}
+    assert found == {
+        "C5 is partly holds, the chart draws no row",
+        "C5.middle is holds, the chart draws ['fails']",
+        "no verdict chart draws it",  # C9: the chart after its line is not a verdict chart
+    }
     for check in (_small_text, _sideways, _single_option, _wide_controls):
         assert not check(good), check.__name__
     assert not _code_overflow(good, "1280") and not _code_overflow(good, "390")
     assert not good[0]["widths"]["1280"]["cut"] and not _verdict_disagreements(good, recorded)
-    assert [len(good[0]["widths"][w]["verdicts"]) for w in ("1280", "390")] == [1, 1]
+    assert [len(good[0]["widths"][w]["verdicts"]) for w in ("1280", "390")] == [2, 2]
 
 
 def test_chart_text_is_readable_at_1280_and_390_px(browser):
@@ -579,8 +584,9 @@ def test_chart_controls_fit_their_area_at_1280_and_390_px(browser):
 
 
 def test_verdict_charts_draw_each_verdict_and_its_parts(browser, chapter_run):
-    """Each verdict line on a chapter page names the parts of its claim, and the chart after it has a row per
-    part and one for the headline, with the outcomes the chapter recorded."""
+    """Each verdict line on a chapter page names the parts of its claim, and a verdict chart of the page (the
+    first after the line that draws the claim) has a row per part and one for the headline, with the outcomes
+    the chapter recorded."""
     recorded = _recorded(chapter_run)
     lines = [x for r in browser for x in r["widths"]["1280"]["verdicts"] if r["page"] in recorded]
     assert len({x["claim"] for x in lines}) >= 5, "the check found too few verdict lines on the chapter pages"

@@ -8,7 +8,7 @@
 // moving each chart control changes the data the chart's vega view holds; and what a reader meets at each
 // width (issue 25): the smallest chart text as drawn (its font size times the svg's scale on screen),
 // sideways scroll of the page, code boxes whose content runs past them, chart controls with a single option
-// or wider than their area, and each verdict line with the rows of the verdict chart that follows it.
+// or wider than their area, and each verdict line with the rows of the verdict chart that draws its claim.
 // Usage: node check_pages.mjs <base-url> <page> [<page> ...]   -> JSON on stdout
 import { createRequire } from "module";
 import zlib from "zlib";
@@ -116,22 +116,22 @@ function inspect() {
     });
   }
 
-  // Each verdict line ("C5 — partly holds ...") with the rows (quantity, verdict) of the first chart after it,
-  // before the next section heading, read from the data its vega view holds.
+  // Each verdict line ("C5 — partly holds ...") with the rows (quantity, verdict) of the verdict chart that draws
+  // its claim (rows read from the data its vega view holds): the first such chart after the line, else the first
+  // on the page (a chapter may draw its verdicts together in a section of their own); null when none does.
   function verdicts(charts) {
     const OUTCOME = /^(C\d+)\s*\u2014\s*(partly holds|holds|fails|inconclusive|not testable on this model|not run in this build)\b/;
     const after = (a, b) => !!(a.compareDocumentPosition(b) & Node.DOCUMENT_POSITION_FOLLOWING);
-    const heads = [...document.querySelectorAll("article h1, article h2, article h3")];
-    const drawn = [...document.querySelectorAll(".vega-chart")];
+    const drawn = [...document.querySelectorAll(".vega-chart")].map((c) => ({ c, rows: chartRows(c.id) }));
     const out = [];
     for (const s of document.querySelectorAll("article strong")) {
       const m = s.textContent.trim().match(OUTCOME);
       if (!m) continue;
       const line = s.closest("p, li") || s.parentElement;
-      const next = heads.find((h) => after(s, h));
-      const chart = drawn.find((c) => after(s, c) && (!next || after(c, next)));
-      out.push({ claim: m[1], verdict: m[2], text: line.textContent.replace(/\s+/g, " ").trim().slice(0, 600),
-                 chart: chart ? chart.id : null, rows: chart ? chartRows(chart.id) : [] });
+      const draws = drawn.filter((d) => d.rows.some((r) => r.quantity === m[1] || r.quantity.startsWith(m[1] + ".")));
+      const chart = draws.find((d) => after(s, d.c)) || draws[0];
+      out.push({ claim: m[1], verdict: m[2], text: line.textContent.replace(/\s+/g, " ").trim().slice(0, 4000),
+                 chart: chart ? chart.c.id : null, rows: chart ? chart.rows : [] });
     }
     return out;
   }
