@@ -104,7 +104,8 @@ def stage_config(stage: Path, repository: str | None, branch: str = "main") -> N
         return
     cfg = yaml.safe_load((stage / "_config.yml").read_text(encoding="utf-8"))
     cfg["repository"] = {"url": repository, "branch": branch, "path_to_book": ""}
-    cfg.setdefault("html", {})["use_repository_button"] = True
+    # no repository button: its GitHub icon alone loads a 118 kB font on every page (a page's first load is
+    # held under 1.2 MB gzip); the teachers' page names the repository
     cfg["launch_buttons"] = {
         **cfg.get("launch_buttons", {}),
         "binderhub_url": BINDERHUB,
