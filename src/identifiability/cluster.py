@@ -1,15 +1,20 @@
 """The Dask client a sweep or a cluster job runs on: a LocalCluster by default, any running scheduler by address.
 
 A terminal's Ctrl-C goes to every process of its foreground process group, a LocalCluster's workers and
-their chapters' kernels included; the command reports it in one line (:mod:`identifiability.stops`) and
+their chapters' kernels included. A worker that takes it dies mid-task with a traceback of its own (seen
+in CI), so the LocalCluster starts its threads and worker processes with SIGINT blocked, which they
+inherit; the command alone takes the Ctrl-C, reports it in one line (:mod:`identifiability.stops`) and
 closes the cluster it made, which stops the workers (tests/unit/test_stops.py checks that nothing else is
 printed and that no worker or kernel outlives the command).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
+import threading
 
 from . import paths
 from .errors import SweepError
@@ -31,7 +36,40 @@ def connect(scheduler: str | None = None, workers: int | None = None, timeout: f
             ) from None
     if workers is not None and workers < 1:
         raise SweepError(f"--workers must be at least 1, got {workers}")
-    cluster = LocalCluster(
+    cluster = None
+    try:
+        with sigint_held():
+            cluster = _local_cluster(LocalCluster, workers)
+        return Client(cluster)
+    except BaseException:  # a Ctrl-C while the client connects: no worker outlives the command
+        if cluster is not None:
+            cluster.close()
+        raise
+
+
+@contextlib.contextmanager
+def sigint_held():
+    """Block SIGINT in this thread while the body runs: threads and processes started meanwhile inherit the
+    block (it survives fork and exec, and Python leaves the mask alone). A Ctrl-C meanwhile is not lost:
+    a thread started earlier takes it, and Python raises it in this thread as usual; when no thread can,
+    it stays pending and arrives as the body ends."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield  # only the main thread takes Python's SIGINT
+        return
+    from multiprocessing import resource_tracker
+
+    # the tracker process, when first started, unblocks SIGINT in the thread that started it (Python's
+    # multiprocessing); started here, before the block, it leaves the block alone
+    resource_tracker.ensure_running()
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def _local_cluster(LocalCluster, workers: int | None):
+    return LocalCluster(
         n_workers=workers or os.cpu_count() or 1,
         threads_per_worker=1,
         processes=True,
@@ -44,11 +82,6 @@ def connect(scheduler: str | None = None, workers: int | None = None, timeout: f
         # address is printed when a dashboard answers there
         dashboard_address=":0",
     )
-    try:
-        return Client(cluster)
-    except BaseException:  # a Ctrl-C while the client connects: no worker outlives the command
-        cluster.close()
-        raise
 
 
 def dashboard(client) -> str | None:

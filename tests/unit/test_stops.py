@@ -12,6 +12,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -158,6 +159,57 @@ def _group(pgid: int) -> list[int]:
             if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
                 found.append(int(d.name))
     return found
+
+
+def _children(pid: int) -> set[int]:
+    """The live processes whose parent is ``pid``."""
+    found = set()
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            if int(fields[1]) == pid and fields[0] not in ("Z", "X"):
+                found.add(int(d.name))
+    return found
+
+
+def _takes_sigint(status: Path) -> bool:
+    """Whether the process or thread a /proc status file describes neither blocks nor ignores SIGINT (its
+    masks have bit n-1 for signal n)."""
+    masks = dict(x.split(":", 1) for x in status.read_text().splitlines() if x.startswith(("SigBlk", "SigIgn")))
+    return not any(int(m, 16) >> (signal.SIGINT - 1) & 1 for m in masks.values())
+
+
+def test_a_local_clusters_workers_start_with_sigint_blocked_and_the_command_keeps_it():
+    """The mechanism behind the one line: the worker processes (and any they start) never take a Ctrl-C,
+    which once made a worker print a traceback after the command's line (CI, 2 December 2026); the
+    command's own thread gets SIGINT back."""
+    from identifiability import cluster
+
+    before = _children(os.getpid())
+    client = cluster.connect(workers=1)
+    try:
+        started = _children(os.getpid()) - before
+        assert started, "the LocalCluster started no worker process"
+        for pid in started:
+            assert not _takes_sigint(Path(f"/proc/{pid}/status")), f"process {pid} would take a Ctrl-C"
+        assert _takes_sigint(Path(f"/proc/self/task/{threading.main_thread().native_id}/status"))
+    finally:
+        cluster.close(client, own=True)
+
+
+def test_a_ctrl_c_that_only_the_held_thread_could_take_arrives_as_the_body_ends():
+    from identifiability.cluster import sigint_held
+
+    reached = []
+    with pytest.raises(KeyboardInterrupt):
+        with sigint_held():
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+            time.sleep(0.1)
+            reached.append("the end of the body")
+    assert reached == ["the end of the body"]
 
 
 @pytest.mark.parametrize("via", ["command line", "make"])
