@@ -90,7 +90,8 @@ def comparison_text(c, seed: int) -> str:
         text += (
             "\n\n**No fine-tuned model has results:** this build compares the model with its random-"
             "initialisation control only, on a small chapter 4 run the build makes; `make compare` adds the "
-            "fine-tunes the paper compares (two tasks, three seeds each), then rebuilds the book."
+            "fine-tunes the paper compares (a sentence-pair task, as MRPC in the paper, with three seeds; "
+            "`make compare-full` adds a single-sentence task), then rebuilds the book."
         )
     return text
 
