@@ -12,9 +12,7 @@ from .executed import BUILD_LOCATION, PARAMETERS, assignments, cell_comments, re
 from .fileio import read_json
 from .verdicts.claims import claims_table
 from .verdicts.core import NOT_RUN, Verdict, from_json, render, robustness_summary, verdict_label
-from .verdicts.text import anchor, fmt, math_text
-
-_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+from .verdicts.text import anchor, fmt, math_text, times_ten
 
 
 def format_value(value) -> str:
@@ -30,7 +28,7 @@ def format_value(value) -> str:
         text = f"{value:.3g}"
         if "e" in text:
             mantissa, exponent = text.split("e")
-            return f"{mantissa} × 10{str(int(exponent)).translate(_SUPERSCRIPT)}"
+            return times_ten(mantissa, int(exponent))
         return text
     if isinstance(value, (list, tuple)):
         return ", ".join(format_value(v) for v in value)

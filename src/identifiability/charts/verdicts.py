@@ -12,7 +12,7 @@ import altair as alt
 import pandas as pd
 
 from ..verdicts.core import verdict_label
-from ..verdicts.text import plain
+from .render import plain_notation
 
 COLOURS = {
     "holds": "#2a9d8f",
@@ -22,6 +22,11 @@ COLOURS = {
     "not testable on this model": "#adb5bd",
     "not run in this build": "#e9ecef",
 }
+
+
+def _chart_text(text: str) -> str:
+    """Text for a chart, which typesets no math: 'd_s >= d_v + 2' -> 'dₛ ≥ dᵥ + 2'."""
+    return plain_notation(text.replace("$", "").replace("`", "").replace(">=", "≥").replace("<=", "≤"))
 
 
 def _finite(x) -> bool:
@@ -43,8 +48,8 @@ def _row(p: dict, title: str, headline: bool) -> dict:
         "low": None if est is None else ci[0],
         "high": None if est is None else ci[1],
         "threshold": p.get("threshold") if _finite(p.get("threshold")) else None,
-        "measures": plain(q.get("words", "")),
-        "reason": plain(p.get("reason", "")),
+        "measures": _chart_text(q.get("words", "")),
+        "reason": _chart_text(p.get("reason", "")),
     }
 
 

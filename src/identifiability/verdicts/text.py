@@ -27,8 +27,12 @@ def fmt(x: float | int | None, integer: bool = False) -> str:
     exponent = math.floor(math.log10(abs(rounded)))
     if -3 <= exponent < 6:
         return f"{rounded:.{max(0, 2 - exponent)}f}"
-    mantissa = rounded / 10**exponent
-    return f"{mantissa:.2f} × 10{str(exponent).translate(_SUPERSCRIPT)}"
+    return times_ten(f"{rounded / 10**exponent:.2f}", exponent)
+
+
+def times_ten(mantissa: str, exponent: int) -> str:
+    """A number in powers of ten as a reader writes it: ('1.23', -5) -> '1.23 × 10⁻⁵'."""
+    return f"{mantissa} × 10{str(exponent).translate(_SUPERSCRIPT)}"
 
 
 def pct(share: float) -> str:
@@ -54,17 +58,6 @@ class Quantity:
         """'smallest input length with alternatives in every head, $d_s^{\\min}$' (Markdown, math typeset)."""
         words = math_text(self.words)
         return f"{words}, ${self.symbol}$" if self.symbol else words
-
-
-_SUBSCRIPT = dict(zip("0123456789aehijklmnoprstuvx", "₀₁₂₃₄₅₆₇₈₉ₐₑₕᵢⱼₖₗₘₙₒₚᵣₛₜᵤᵥₓ"))
-
-
-def plain(text: str) -> str:
-    """Text for a chart, which typesets no math: 'd_s >= d_v + 2' -> 'dₛ ≥ dᵥ + 2' (subscripts Unicode has)."""
-    text = text.replace("$", "").replace("`", "").replace(">=", "≥").replace("<=", "≤").replace("^T", "ᵀ")
-    return re.sub(
-        r"\b([A-Za-z])_([0-9a-z])\b", lambda m: m.group(1) + _SUBSCRIPT.get(m.group(2), "_" + m.group(2)), text
-    )
 
 
 def quantity_of(d: dict | Quantity | None) -> Quantity | None:
