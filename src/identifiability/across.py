@@ -21,6 +21,7 @@ from .effective import SEPARATOR, START
 from .fileio import read_json
 from .verdicts import Interval
 from .verdicts.models import difference
+from .verdicts.text import fmt
 
 CHAPTER_4 = "04_token_identity"
 SENTENCE_RATES = "linear_rate_by_sentence"  # chapter 4's per-sentence rates: what C13 and C14 pair
@@ -283,10 +284,6 @@ def fine_tune_groups(rows: pd.DataFrame, models: pd.DataFrame) -> tuple[str | No
     return ref, named, control
 
 
-def _fmt(x) -> str:
-    return "—" if x is None or x != x else f"{x:.3g}"
-
-
 def labels(models: pd.DataFrame) -> dict[str, str]:
     """A short name per model for column heads: its role where no other model has it, its role and seed where
     its provenance names one (the fine-tune seeds of one task), else its key."""
@@ -315,8 +312,8 @@ def claims_markdown(df: pd.DataFrame, models: pd.DataFrame) -> str:
             if r is None:
                 row.append("—")
                 continue
-            est = _fmt(r.value) + (f" ({_fmt(r.low)} to {_fmt(r.high)})" if pd.notna(r.low) and r.low != r.high else "")
-            base = f"; baseline {_fmt(r.baseline)}" if pd.notna(r.baseline) else ""
+            est = fmt(r.value) + (f" ({fmt(r.low)} to {fmt(r.high)})" if pd.notna(r.low) and r.low != r.high else "")
+            base = f"; baseline {fmt(r.baseline)}" if pd.notna(r.baseline) else ""
             row.append(f"**{r.verdict}** {est}{base}")
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)

@@ -146,6 +146,7 @@ def test_each_claim_links_to_its_verdict_on_the_chapter_page(html):
         chapter_page = (html / "notebooks" / f"{chapter}.html").read_text()
         at = chapter_page.find(f'id="{target}"')
         assert at >= 0, f"{claim}: no element #{target} on {chapter}.html"
+        assert chapter_page.count(f'id="{target}"') == 1, f"{claim}: #{target} names more than one element"
         assert f"{claim} — " in chapter_page[at : at + 400], f"{claim}: the anchor does not lead its verdict"
 
 

@@ -49,6 +49,7 @@ def test_nonidentifiability_notebook(chapter_run):
     # the page's summary (glued, not recorded: prose, from the results above) ends with the verdicts
     summary = _glued(chapter_run.dir / "notebooks" / "02_nonidentifiability.ipynb", "summary")
     assert "**C2 — holds.**" in summary and "**C1 — partly holds.**" in summary
+    assert 'id="verdict-' not in summary  # the anchors lead the verdicts under "Verdicts", once per page
     assert "summary" not in r and r["runtime_s"] > 0
 
 

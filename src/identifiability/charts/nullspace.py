@@ -14,6 +14,7 @@ import torch
 from pandas.io.formats.style import Styler
 
 from ..verdicts.attention import C2_MARGIN, C3_REALISABLE_TV
+from ..verdicts.text import unanchored
 from .render import KEEP_WIDTH, token_axis, token_tooltip
 
 if TYPE_CHECKING:
@@ -594,4 +595,5 @@ def summary_text(
         ),
     ]
     lines.append(f"*Model {model_name}, {survey.survey_texts} texts; all numbers computed by this page.*")
-    return "\n\n".join(lines + claims)
+    # the page shows the verdicts again, anchored, under "Verdicts"
+    return "\n\n".join(lines + [unanchored(c) for c in claims])

@@ -80,6 +80,12 @@ def anchor(claim: str) -> str:
     return f"verdict-{claim.lower()}"
 
 
+def unanchored(sentence: str) -> str:
+    """A verdict's sentence (as :meth:`identifiability.notebook.Chapter.verdict` returns it) without its
+    anchor, for a second showing on the same page: an HTML id names one element."""
+    return re.sub(r'^<span id="verdict-[^"]*"></span>', "", sentence)
+
+
 # --------------------------------------------------------------------------------------------------
 # ASCII notation of the claims table -> MyST math
 # --------------------------------------------------------------------------------------------------
