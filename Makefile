@@ -108,15 +108,17 @@ models: venv
 	$(PY) -m identifiability.cli init-random --like "$(BASE)" --seed 0 --out $(RANDOM_FOLDER) $(INTERRUPTED)
 
 # The comparison across models: fine-tune (skipped when done), then three sweeps (finished runs are reused):
-# chapters 3 and 6 on BASE, the seed-0 fine-tune of each task and the control, on the held-out Lee sentences
-# and pairs; chapter 4 on the same models on the pairs; chapter 4 on every model (every fine-tune seed) on the
-# held-out sentences with C13_PARAMS, the runs C13 and C14 pair sentence by sentence; then the book (on BASE),
-# whose page "Across models" shows them side by side. compare-full is the same on both tasks.
-# Cold from a fresh clone on 2 quiet cores: compare TIMING_COMPARE, compare-full TIMING_FULL (README,
-# "Across models").
+# chapters 3 and 6 on BASE, the seed-0 fine-tune of each task and the control, on the held-out Lee sentences;
+# chapter 4 on the same models on the pairs; chapter 4 on every model (every fine-tune seed) on the held-out
+# sentences with C13_PARAMS, the runs C13 and C14 pair sentence by sentence; then the book (on BASE), whose
+# page "Across models" shows them side by side. compare-full does the same on both tasks, with chapters 3 and
+# 6 on the pairs too. Cold from a fresh clone on 2 quiet cores: compare TIMING_COMPARE, compare-full
+# TIMING_FULL (README, "Across models").
 COMPARE_MODELS ?= $(BASE),$(subst $(eval) ,$(comma),$(foreach t,$(FT_TASKS),data/models/$(BASE_TAG)-$(t)-seed$(firstword $(FT_SEEDS)))),$(RANDOM_FOLDER)
 ALL_MODELS = $(BASE),$(subst $(eval) ,$(comma),$(FT_FOLDERS)),$(RANDOM_FOLDER)
 comma := ,
+# chapters 3 and 6 on the pairs too in compare-full (chapter 6 on a pair costs 2.5 times a sentence)
+COMPARE_CORPORA ?= lee_heldout
 # Parameters by chapter (03:name=value applies to chapter 3 only): chapter 6 (HTA, the costliest per sentence)
 # gets fewer sentences of its own.
 COMPARE_PARAMS ?= n_sentences=150 second_corpus= 03:fig1_repeats=1 03:fig1_long_repeats=8 03:viewer_sentences=1 \
@@ -128,11 +130,12 @@ PAIRS_PARAMS ?= n_sentences=150 second_corpus= epochs=10
 C13_PARAMS ?= n_sentences=400 second_corpus= epochs=10
 SWEEP = $(PY) -m identifiability.cli sweep --seeds 0 $(if $(WORKERS),--workers $(WORKERS))
 compare: models vendor
-	$(SWEEP) --models "$(COMPARE_MODELS)" --corpora lee_heldout,lee_pairs --chapters 03,06 $(foreach p,$(COMPARE_PARAMS),-p $(p)) $(INTERRUPTED)
+	$(SWEEP) --models "$(COMPARE_MODELS)" --corpora $(COMPARE_CORPORA) --chapters 03,06 $(foreach p,$(COMPARE_PARAMS),-p $(p)) $(INTERRUPTED)
 	$(SWEEP) --models "$(COMPARE_MODELS)" --corpora lee_pairs --chapters 04 $(foreach p,$(PAIRS_PARAMS),-p $(p)) $(INTERRUPTED)
 	$(SWEEP) --models "$(ALL_MODELS)" --corpora lee_heldout --chapters 04 $(foreach p,$(C13_PARAMS),-p $(p)) $(INTERRUPTED)
 	$(call book_on,$(BASE))
 compare-full: FT_TASKS = sentiment lee-pairs
+compare-full: COMPARE_CORPORA = lee_heldout,lee_pairs
 compare-full: compare
 
 # Chapters over models x corpora x seeds on Dask (resumable: finished runs are skipped), then the
