@@ -112,8 +112,8 @@ models: venv
 # chapter 4 on the same models on the pairs; chapter 4 on every model (every fine-tune seed) on the held-out
 # sentences with C13_PARAMS, the runs C13 and C14 pair sentence by sentence; then the book (on BASE), whose
 # page "Across models" shows them side by side. compare-full does the same on both tasks, with chapters 3 and
-# 6 on the pairs too. Cold from a fresh clone on 2 quiet cores: compare TIMING_COMPARE, compare-full
-# TIMING_FULL (README, "Across models").
+# 6 on the pairs too. Cold from a fresh clone on 2 quiet cores: compare 51 min (timed), compare-full
+# about 100 min (estimated from timed parts; README, "Across models").
 COMPARE_MODELS ?= $(BASE),$(subst $(eval) ,$(comma),$(foreach t,$(FT_TASKS),data/models/$(BASE_TAG)-$(t)-seed$(firstword $(FT_SEEDS)))),$(RANDOM_FOLDER)
 ALL_MODELS = $(BASE),$(subst $(eval) ,$(comma),$(FT_FOLDERS)),$(RANDOM_FOLDER)
 comma := ,
@@ -126,7 +126,7 @@ COMPARE_PARAMS ?= n_sentences=150 second_corpus= 03:fig1_repeats=1 03:fig1_long_
 PAIRS_PARAMS ?= n_sentences=150 second_corpus= epochs=10
 # Chapter 4 on the held-out sentences, for C13 and C14: 15% of n_sentences are test sentences (60 here; the
 # measured variances put the sentences for an 80% chance that C13 holds at a true difference of 0 at 5 to 11,
-# and the page shows the calculation; n_sentences=200 saves about 3 min).
+# 6 in the cold runs of 2 December 2026, and the page shows the calculation).
 C13_PARAMS ?= n_sentences=400 second_corpus= epochs=10
 SWEEP = $(PY) -m identifiability.cli sweep --seeds 0 $(if $(WORKERS),--workers $(WORKERS))
 compare: models vendor
