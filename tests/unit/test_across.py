@@ -265,6 +265,7 @@ def test_the_page_says_what_this_build_compares_and_what_fills_the_rest():
     assert "Nothing to compare" in alone and "`make book`" in alone and "`make compare`" in alone
     assert "No fine-tuned model" in control and "`make compare`" in control and "Nothing" not in control
     assert "make compare" not in tuned
+    assert "2 chapter runs of 1 model;" in alone and "3 models can be compared" in tuned  # no "model(s)"
     d = Interval(-0.6, -0.7, -0.5, 22, "test sentences")
     paired = Paired((Interval(0.0, -0.01, 0.01, 22, "test sentences"), d), d, 1.0, 0.0, 0.1, 1, 3, 22)
     text = control_text(FineTuning(control=paired))

@@ -73,12 +73,17 @@ def no_separator_text(models: list[str]) -> str:
     return f"The separator curves have no line for {names}: {it} tokenizer adds no separator token to a sentence."
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def comparison_text(c, seed: int) -> str:
     """Which models the table lets the page compare (``c``: a studies.across.Comparison)."""
     listed = "\n".join(f"- **{name}**: `{key}`" for key, name in labels(c.model_table).items())
     text = (
-        f"The table holds {c.table_rows:,} rows from {c.runs} chapter runs of {c.models_in_table} model(s); with "
-        f"seed {seed} and shared parameters, {c.models} model(s) can be compared:\n\n{listed}"
+        f"The table holds {c.table_rows:,} rows from {_count(c.runs, 'chapter run')} of "
+        f"{_count(c.models_in_table, 'model')}; with seed {seed} and shared parameters, "
+        f"{_count(c.models, 'model')} can be compared:\n\n{listed}"
     )
     if c.models < 2:
         text += (
