@@ -39,7 +39,19 @@ def connect(scheduler: str | None = None, workers: int | None = None, timeout: f
     cluster = None
     try:
         with sigint_held():
-            cluster = _local_cluster(LocalCluster, workers)
+            cluster = LocalCluster(
+                n_workers=workers or os.cpu_count() or 1,
+                threads_per_worker=1,
+                processes=True,
+                # one thread per worker: the kernels it starts inherit these, and torch reads them at import
+                env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"},
+                # a worker's errors reach the client with its task; its routine notices would only
+                # interleave with the progress bar
+                silence_logs=logging.ERROR,
+                # any free port: the default 8787 may be another cluster's (Dask then warns in four lines);
+                # the address is printed when a dashboard answers there
+                dashboard_address=":0",
+            )
         return Client(cluster)
     except BaseException:  # a Ctrl-C while the client connects: no worker outlives the command
         if cluster is not None:
@@ -66,22 +78,6 @@ def sigint_held():
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
-
-
-def _local_cluster(LocalCluster, workers: int | None):
-    return LocalCluster(
-        n_workers=workers or os.cpu_count() or 1,
-        threads_per_worker=1,
-        processes=True,
-        # one thread per worker: the kernels it starts inherit these, and torch reads them at import
-        env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"},
-        # a worker's errors reach the client with its task; its routine notices would only interleave with
-        # the progress bar
-        silence_logs=logging.ERROR,
-        # any free port: the default 8787 may be another cluster's (Dask then warns in four lines); the
-        # address is printed when a dashboard answers there
-        dashboard_address=":0",
-    )
 
 
 def dashboard(client) -> str | None:

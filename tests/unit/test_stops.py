@@ -147,22 +147,10 @@ def test_a_kernel_that_dies_is_one_line_naming_the_chapter_and_exit_1(chapter_ru
     _untouched(earlier)
 
 
-def _group(pgid: int) -> list[int]:
-    """The live processes of process group ``pgid``."""
-    found = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-            except (FileNotFoundError, ProcessLookupError):
-                continue
-            if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-                found.append(int(d.name))
-    return found
-
-
-def _children(pid: int) -> set[int]:
-    """The live processes whose parent is ``pid``."""
+def _live(field: str, value: int) -> set[int]:
+    """The live processes whose ``field`` of /proc/<pid>/stat ("ppid": parent, "pgrp": process group) is
+    ``value``."""
+    at = {"ppid": 1, "pgrp": 2}[field]  # counted from the state, the first field after the name
     found = set()
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
@@ -170,7 +158,7 @@ def _children(pid: int) -> set[int]:
                 fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
             except (FileNotFoundError, ProcessLookupError):
                 continue
-            if int(fields[1]) == pid and fields[0] not in ("Z", "X"):
+            if int(fields[at]) == value and fields[0] not in ("Z", "X"):
                 found.add(int(d.name))
     return found
 
@@ -188,10 +176,10 @@ def test_a_local_clusters_workers_start_with_sigint_blocked_and_the_command_keep
     command's own thread gets SIGINT back."""
     from identifiability import cluster
 
-    before = _children(os.getpid())
+    before = _live("ppid", os.getpid())
     client = cluster.connect(workers=1)
     try:
-        started = _children(os.getpid()) - before
+        started = _live("ppid", os.getpid()) - before
         assert started, "the LocalCluster started no worker process"
         for pid in started:
             assert not _takes_sigint(Path(f"/proc/{pid}/status")), f"process {pid} would take a Ctrl-C"
@@ -243,9 +231,9 @@ def test_ctrl_c_during_a_sweep_on_a_local_cluster_is_one_line_and_stops_every_wo
     assert code == (-signal.SIGINT if via == "make" else stops.EXIT_INTERRUPTED), stderr
     assert stop_lines(stderr) == [stops.RESUME], stderr
     deadline = time.monotonic() + 60  # a kernel notices within about a second that its worker has gone
-    while _group(proc.pid) and time.monotonic() < deadline:
+    while _live("pgrp", proc.pid) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not _group(proc.pid), "a worker or kernel outlived the sweep"
+    assert not _live("pgrp", proc.pid), "a worker or kernel outlived the sweep"
     assert not list(data.rglob(".partial-*")), "the interrupted run left its private folder"
 
 

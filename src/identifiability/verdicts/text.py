@@ -83,7 +83,7 @@ def anchor(claim: str) -> str:
 def unanchored(sentence: str) -> str:
     """A verdict's sentence (as :meth:`identifiability.notebook.Chapter.verdict` returns it) without its
     anchor, for a second showing on the same page: an HTML id names one element."""
-    return re.sub(r'^<span id="verdict-[^"]*"></span>', "", sentence)
+    return re.sub(rf'^<span id="{re.escape(anchor(""))}[^"]*"></span>', "", sentence)
 
 
 # --------------------------------------------------------------------------------------------------
