@@ -20,7 +20,7 @@ from . import paths
 from .effective import SEPARATOR, START
 from .fileio import read_json
 from .verdicts import Interval
-from .verdicts.models import difference
+from .verdicts.across_models import difference
 from .verdicts.text import fmt
 
 CHAPTER_4 = "04_token_identity"

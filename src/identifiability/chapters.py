@@ -205,10 +205,24 @@ class ChapterSpec:
     # The small parameters of its one real execution in the tests: the notebook tests assert on the results it
     # writes, and the book test renders the same executed notebook.
     quick: dict = field(default_factory=dict)
-    # its module of identifiability.studies: the result types it lists (RESULTS) are the chapter's results keys
-    study: str | None = None
+    # the packages that hold a module of the chapter's name (:attr:`name`): studies (its computation; the
+    # result types its RESULTS lists are the chapter's results keys), charts and verdicts (its claims'
+    # verdicts); a chapter that judges no claim has no verdicts module
+    layers: tuple[str, ...] = ("studies", "charts", "verdicts")
     # the types of parameters whose default is None ("not set"), e.g. chapter 2's layer
     optional: dict[str, type] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        """The chapter's one name, its stem without the number: every module of the chapter has it
+        (``studies/<name>.py``, ``charts/<name>.py``, ...)."""
+        return self.stem.split("_", 1)[1]
+
+    def module(self, layer: str) -> str:
+        """The dotted name of the chapter's module in ``layer`` (one of :attr:`layers`)."""
+        if layer not in self.layers:
+            raise KeyError(f"{self.stem} has no {layer} module; it has {', '.join(self.layers)}")
+        return f"identifiability.{layer}.{self.name}"
 
     @property
     def source(self) -> Path:
@@ -252,7 +266,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
                 ),
                 (window("example_min_tokens", "example_max_tokens"),),
             ),
-            study="model_data",
+            layers=("studies", "charts"),
             quick={"n_sentences": 40},
         ),
         ChapterSpec(
@@ -262,7 +276,6 @@ CHAPTERS: dict[str, ChapterSpec] = {
                 (window(lambda p, m: 3, "max_tokens"),),
                 (_joined_lengths,),
             ),
-            study="nonidentifiability",
             optional={"layer": int},
             quick={
                 "n_sentences": 3,
@@ -285,7 +298,6 @@ CHAPTERS: dict[str, ChapterSpec] = {
                 ),
                 (window(lambda p, m: m.d_v + 1, "max_tokens"),),
             ),
-            study="effective",
             quick={
                 "n_sentences": 12,
                 "fig1_n_lengths": 8,
@@ -304,13 +316,11 @@ CHAPTERS: dict[str, ChapterSpec] = {
                 (window("min_tokens", "max_tokens"), window("min_tokens", "max_tokens", corpus="second_corpus")),
                 corpora=("second_corpus",),
             ),
-            study="identity",
             quick={"n_sentences": 60, "second_n_sentences": 40, "epochs": 3},
         ),
         ChapterSpec(
             "05_angle_magnitude",
             ChapterRules(_PROBE_RULES, (window("min_tokens", "max_tokens"),)),
-            study="geometry",
             quick={"n_sentences": 60, "epochs": 3},
         ),
         ChapterSpec(
@@ -327,7 +337,6 @@ CHAPTERS: dict[str, ChapterSpec] = {
                 ),
                 corpora=("second_corpus",),
             ),
-            study="context_mixing",
             expected_seconds=430.0,
             quick={
                 "n_per_quarter": 1,
@@ -346,9 +355,9 @@ CHAPTERS: dict[str, ChapterSpec] = {
             "07_explore",
             ChapterRules((at_least("max_tokens", lambda p, m: 3, _SPECIAL_TOKEN),)),
             swept=False,
-            study="explore",
+            layers=("studies", "charts"),
         ),
-        ChapterSpec("08_across_models", ChapterRules(corpora=("judge_corpus",)), swept=False, study="across"),
+        ChapterSpec("08_across_models", ChapterRules(corpora=("judge_corpus",)), swept=False),
     )
 }
 

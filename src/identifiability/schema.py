@@ -29,11 +29,11 @@ class SchemaError(ValueError):
 def declared(chapter: str) -> dict[str, str]:
     """Every key ``chapter`` may record, with its kind."""
     spec = CHAPTERS.get(chapter)
-    if spec is None or spec.study is None:
+    if spec is None:
         raise SchemaError(
-            f"no results schema for chapter {chapter!r}: name its studies module in identifiability.chapters"
+            f"no results schema for chapter {chapter!r}: it is not a chapter of identifiability.chapters.CHAPTERS"
         )
-    module = importlib.import_module(f"identifiability.studies.{spec.study}")
+    module = importlib.import_module(spec.module("studies"))
     return {**COMMON, **schema_of(*module.RESULTS)}
 
 

@@ -1,7 +1,7 @@
 """The comparison across models: roles from provenance, comparable rows, the original (unpaired) rules of the
 fine-tuning claims C13 and C14 on synthetic results tables whose answer is known, and the page's text about
 C13's power and the reference model. The amended, paired rules are run on controls in
-``test_verdict_controls_models.py``."""
+``test_verdict_controls_across_models.py``."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ from identifiability.verdicts import (
     judge_c13_original,
     judge_c14_original,
 )
+from identifiability.verdicts.across_models import difference
 from identifiability.verdicts.claims import load_claims
-from identifiability.verdicts.models import difference
 
 RULES = {c["id"]: c["original_rule"] for c in load_claims()}
 
@@ -125,7 +125,7 @@ def test_quadrature_inputs_from_a_results_table(tmp_path):
 
 def test_the_curves_open_on_the_corpus_most_models_have():
     """The page's first view must show the comparison: the book's own corpus has the reference model only."""
-    from identifiability.charts.across import curves_chart
+    from identifiability.charts.across_models import curves_chart
 
     rows = [
         {"model": m, "role": r, "corpus": c, "curve": "identity", "label": "rate", "layer": la, "value": 0.5}
@@ -141,10 +141,10 @@ def test_the_curves_open_on_the_corpus_most_models_have():
 def test_separator_curves_by_role_whatever_the_tokenizer_calls_it():
     """Chapter 3's mass curves are keyed by role: a model whose tokenizer spells the separator </s> gets
     separator curves, and one whose tokenizer adds no separator is named in one sentence."""
-    from identifiability.charts.across import no_separator_text
-    from identifiability.studies.effective import mass_by_category
+    from identifiability.charts.across_models import no_separator_text
+    from identifiability.studies.effective_attention import mass_by_category
 
-    from .test_studies_effective import with_tokenizer
+    from .test_studies_effective_attention import with_tokenizer
 
     texts = ["The cat sat on the mat.", "Birds sang in the trees all day."]
     docs = []
@@ -169,7 +169,7 @@ def test_separator_curves_by_role_whatever_the_tokenizer_calls_it():
 
 
 def _power(seed_var: float, sentence_var: float, n: int) -> dict:
-    from identifiability.verdicts.models import C13_BAND, C13_POWER, chance_of_holding, sentences_for_power
+    from identifiability.verdicts.across_models import C13_BAND, C13_POWER, chance_of_holding, sentences_for_power
 
     return {
         "fine_tune_seeds": 3,
@@ -187,8 +187,8 @@ def _power(seed_var: float, sentence_var: float, n: int) -> dict:
 def test_the_power_text_shows_the_calculation_and_follows_the_numbers():
     """The page's power paragraph: enough sentences, too few, and seeds too noisy for any number of them
     give three different statements, each with the numbers it was computed from."""
-    from identifiability.charts.across import power_text
-    from identifiability.verdicts.models import C13_BAND, C13_POWER
+    from identifiability.charts.across_models import power_text
+    from identifiability.verdicts.across_models import C13_BAND, C13_POWER
 
     enough = power_text({"lee-pairs": _power(1e-6, 0.01, 200)}, C13_BAND, C13_POWER)
     few = power_text({"lee-pairs": _power(1e-6, 0.01, 20)}, C13_BAND, C13_POWER)
@@ -201,7 +201,7 @@ def test_the_power_text_shows_the_calculation_and_follows_the_numbers():
 
 
 def test_the_reference_text_says_what_the_reference_is():
-    from identifiability.charts.across import reference_text
+    from identifiability.charts.across_models import reference_text
 
     default = reference_text("all-MiniLM-L6-v2", True)
     assert "contrastively" in default and "fine-tune with a further fine-tune" in default
@@ -227,7 +227,7 @@ def test_a_curves_menu_is_shown_only_where_it_offers_a_choice():
     """A plain build compares the reference and its control on one corpus and one quantity: no menu then (a
     menu of one option changes nothing), the quantity names the axis and the corpus the subtitle; with two
     quantities the quantity menu returns, and both curves are drawn either way."""
-    from identifiability.charts.across import curves_chart
+    from identifiability.charts.across_models import curves_chart
 
     one = curves_chart(_curve_rows({"pre-trained": ["lee_heldout"], "random init": ["lee_heldout"]}), "t").to_dict()
     assert "params" not in one and one["encoding"]["y"]["title"] == "rate"
@@ -250,8 +250,8 @@ def test_the_page_says_what_this_build_compares_and_what_fills_the_rest():
     fine-tune, and `make compare`; with a fine-tune, neither sentence."""
     from types import SimpleNamespace
 
-    from identifiability.charts.across import comparison_text, control_text
-    from identifiability.verdicts.models import FineTuning, Paired
+    from identifiability.charts.across_models import comparison_text, control_text
+    from identifiability.verdicts.across_models import FineTuning, Paired
 
     def cmp(roles):
         models = pd.DataFrame({"model_key": [f"k{i}" for i in range(len(roles))], "model": ["m"] * len(roles),
@@ -278,9 +278,9 @@ def test_the_reference_beside_its_control_alone(tmp_path):
     the control's paired change per layer is drawn and worded, and C13 and C14 are not run."""
     import numpy as np
 
-    from identifiability.charts.across import control_text, differences_chart
+    from identifiability.charts.across_models import control_text, differences_chart
 
-    from .test_verdict_controls_models import _base, _compare, _rates, _verdicts
+    from .test_verdict_controls_across_models import _base, _compare, _rates, _verdicts
 
     rng = np.random.default_rng(3)
     n = 20

@@ -12,11 +12,11 @@ import pytest
 import torch
 import vl_convert as vlc
 
-from identifiability.charts import effective as eff_charts
-from identifiability.charts import hta as hta_charts
-from identifiability.charts import identity as id_charts
+from identifiability.charts import context_mixing as hta_charts
+from identifiability.charts import effective_attention as eff_charts
 from identifiability.charts import narrow, render
-from identifiability.charts import nullspace as ns_charts
+from identifiability.charts import nonidentifiability as ns_charts
+from identifiability.charts import token_identity as id_charts
 from identifiability.charts.render import label_stride, token_axis
 
 OUTPUT_AREA = 688  # px: the output column of a chapter page at 1280 px (the browser test checks the pages)

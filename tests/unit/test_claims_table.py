@@ -4,6 +4,7 @@ states no outcome that the data did not generate."""
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 
@@ -11,11 +12,10 @@ import pytest
 
 from identifiability import stats, verdicts
 from identifiability.chapters import CHAPTERS
-from identifiability.verdicts import attention, effective, identity, mixing, models
 from identifiability.verdicts.claims import constants, load_amendments, load_claims, robustness_names
 
 CLAIMS = load_claims()
-MODULES = (attention, effective, identity, mixing, models)
+MODULES = tuple(importlib.import_module(c.module("verdicts")) for c in CHAPTERS.values() if "verdicts" in c.layers)
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -11,11 +11,17 @@ import torch
 from identifiability import effective as eff_attn
 from identifiability import effective_mass as mass
 from identifiability import linalg, nulls, trace
-from identifiability.charts.effective import VIEWER_DIGITS, figure1_chart, head_viewer, mass_chart, null_share_chart
+from identifiability.charts.effective_attention import (
+    VIEWER_DIGITS,
+    figure1_chart,
+    head_viewer,
+    mass_chart,
+    null_share_chart,
+)
 from identifiability.charts.render import spec_bytes
 from identifiability.corpora import load_corpus
 from identifiability.models import random_model
-from identifiability.studies.effective import mass_by_category
+from identifiability.studies.effective_attention import mass_by_category
 
 
 def _transforms(tr, w_o, dtype=torch.float64):

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from identifiability import hta as attribution
-from identifiability.charts import hta as hta_charts
+from identifiability.charts import context_mixing as hta_charts
 from identifiability.hta.core import Directions, prepare
 from identifiability.hta.folded import folded_S
 from identifiability.models import random_model
@@ -374,7 +374,7 @@ def _synthetic_tables():
 
 
 def test_charts_build_on_synthetic_results():
-    """Every figure function of charts/hta.py returns a chart whose spec serialises."""
+    """Every figure function of charts/context_mixing.py returns a chart whose spec serialises."""
     res, noisy, tables, summaries = _synthetic_tables()
     prof_s, src = attribution.special_profile(res)
     prof_s["token"], src["token"] = prof_s.target, src.target

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from identifiability import identity as ident
-from identifiability.charts import identity as charts
+from identifiability.charts import token_identity as charts
 from identifiability.corpora import load_corpus, sample_sentences
 
 
@@ -300,7 +300,7 @@ def test_predict_agrees_with_evaluate(splits):
 
 
 def test_identity_does_not_import_altair():
-    """The computations stay free of Altair: every chart lives in identifiability.charts.identity."""
+    """The computations stay free of Altair: every chart lives in identifiability.charts.token_identity."""
     root = Path(ident.__file__).parent
     files = sorted(root.glob("*.py"))
     assert {f.stem for f in files} >= {"__init__", "hidden", "data", "probes", "lookup", "evaluation", "geometry"}
@@ -318,7 +318,7 @@ def test_identity_does_not_import_altair():
 
 
 def test_every_chart_renders(hs, splits):
-    """Each chart function of charts/identity.py builds a chart whose Vega-Lite spec serialises."""
+    """Each chart function of charts/token_identity.py builds a chart whose Vega-Lite spec serialises."""
     probes = ident.train_all(splits, epochs=1, batch_size=256, mlp_hidden=16, progress=False)
     rates, nb = ident.evaluate_all(probes, splits)
     test = rates[rates.split == "test"]

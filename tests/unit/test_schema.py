@@ -47,6 +47,6 @@ def test_undeclared_keys_and_wrong_kinds_are_named():
 @pytest.mark.parametrize("spec", CHAPTERS.values(), ids=lambda s: s.stem)
 def test_every_chapter_derives_its_keys_from_its_study_types(spec):
     keys = schema.declared(spec.stem)
-    module = importlib.import_module(f"identifiability.studies.{spec.study}")
+    module = importlib.import_module(spec.module("studies"))
     fields = {f.name for cls in module.RESULTS for f in recorded_fields(cls)}
     assert fields and set(keys) == fields | set(schema.COMMON)

@@ -478,7 +478,7 @@ def test_parts_of_speech_on_the_tiny_model(tiny_corpus):
 
 
 def test_own_share_text_follows_the_measured_trend():
-    from identifiability.charts import hta as charts
+    from identifiability.charts import context_mixing as charts
 
     falls = study.own_share(_corpus([_result(_own(6, [0.4, 0.3, 0.2]))] * 2), seed=0)
     rises = study.own_share(_corpus([_result(_own(6, [0.8, 0.6, 0.7]))] * 2), seed=0)
@@ -488,7 +488,7 @@ def test_own_share_text_follows_the_measured_trend():
 
 
 def test_locality_text_follows_near_far_and_growth():
-    from identifiability.charts import hta as charts
+    from identifiability.charts import context_mixing as charts
 
     def at_distance(weight) -> list[HTAResult]:
         out = []
@@ -509,7 +509,7 @@ def test_locality_text_follows_near_far_and_growth():
 
 
 def test_estimator_and_rank_texts_follow_the_measurements(tiny_lm, sentences, exact_run):
-    from identifiability.charts import hta as charts
+    from identifiability.charts import context_mixing as charts
 
     typical = study.median_sample(Corpus("t", sentences), tiny_lm.tokenizer, 1, seed=0)
     at_length = study.exact_hta(tiny_lm, typical.texts, PROBES, seed=0, cache=False)
@@ -537,7 +537,7 @@ def test_estimator_and_rank_texts_follow_the_measurements(tiny_lm, sentences, ex
 
 
 def test_c10_texts_follow_the_verdict_and_the_sample():
-    from identifiability.charts import hta as charts
+    from identifiability.charts import context_mixing as charts
     from identifiability.verdicts import c10_verdict
     from identifiability.verdicts.claims import load_claims
 
@@ -559,7 +559,7 @@ def test_c10_texts_follow_the_verdict_and_the_sample():
 
 
 def test_special_and_pos_texts_follow_the_results(tiny_lm, tiny_corpus):
-    from identifiability.charts import hta as charts
+    from identifiability.charts import context_mixing as charts
 
     special = study.special_tokens(tiny_lm, tiny_corpus, seed=0)
     assert "keeps" in charts.special_text(special, "tiny") and "[CLS]" in charts.special_text(special, "tiny")

@@ -11,7 +11,7 @@ import torch
 
 from identifiability import nullspace as ns
 from identifiability import schema
-from identifiability.charts import nullspace as charts
+from identifiability.charts import nonidentifiability as charts
 from identifiability.corpora import Corpus
 from identifiability.models import random_model
 from identifiability.studies import nonidentifiability as study

@@ -12,12 +12,13 @@ import pytest
 from identifiability import verdicts as vd
 from identifiability.charts.verdicts import rows, verdict_chart
 from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_RUN, NOT_TESTABLE, Interval
+from identifiability.verdicts.across_models import Paired, judge_c13, judge_c14
+from identifiability.verdicts.angle_magnitude import judge_c8
 from identifiability.verdicts.claims import load_claims
-from identifiability.verdicts.effective import C5Category, judge_c4, judge_c5
-from identifiability.verdicts.identity import judge_c6, judge_c7, judge_c8
-from identifiability.verdicts.mixing import judge_c9, judge_c10, judge_c11, judge_c11_original, judge_c12
-from identifiability.verdicts.models import Paired, judge_c13, judge_c14
+from identifiability.verdicts.context_mixing import judge_c9, judge_c10, judge_c11, judge_c11_original, judge_c12
+from identifiability.verdicts.effective_attention import C5Category, judge_c4, judge_c5
 from identifiability.verdicts.text import math_text
+from identifiability.verdicts.token_identity import judge_c6, judge_c7
 
 R = "the rule"
 

@@ -29,7 +29,7 @@ Everything runs on ``lm.device`` (a GPU too); results come back on the CPU:
 
 :mod:`.api` holds the entry points :func:`hta` and :func:`hta_corpus` (with its on-disk cache),
 :mod:`.result` the :class:`HTAResult`, :mod:`.core` the single forward pass and the tangent directions,
-:mod:`.statistics` the corpus statistics of chapter 6. The charts are in :mod:`identifiability.charts.hta`:
+:mod:`.statistics` the corpus statistics of chapter 6. The charts are in :mod:`identifiability.charts.context_mixing`:
 nothing in this package imports Altair.
 """
 

@@ -1,6 +1,6 @@
 """Corpus statistics of Hidden Token Attribution for chapter 6 (paper figures 3, 4, 18, 25, 26–37).
 
-Results in, pandas data frames out; the figures that draw them are in :mod:`identifiability.charts.hta`.
+Results in, pandas data frames out; the figures that draw them are in :mod:`identifiability.charts.context_mixing`.
 Layers are numbered as hidden states: layer l ≥ 1 is the output of the l-th layer (layer 0, x itself, is
 left out of every statistic).
 """
@@ -287,7 +287,7 @@ def pos_summary(table: pd.DataFrame, min_count: int = 20) -> pd.DataFrame:
 
 
 def explorer_rows(results: Sequence[HTAResult], digits: int = 3) -> pd.DataFrame:
-    """The data of the contribution explorer (:func:`identifiability.charts.hta.contribution_explorer`).
+    """The data of the contribution explorer (:func:`identifiability.charts.context_mixing.contribution_explorer`).
 
     One row per (sentence s, layer l ≥ 1, hidden token i) carries that row of c, c[l, i, :], as a list w
     (flattened in the browser), which keeps the page small.

@@ -21,7 +21,7 @@ Everything that costs time is cached with :func:`identifiability.results.cached_
 them (token identity; angle vs magnitude) share the work.
 
 Modules (each imports only modules listed above it; none imports Altair: the charts are in
-:mod:`identifiability.charts.identity`):
+:mod:`identifiability.charts.token_identity`):
 
 * :mod:`.hidden`: hidden states of a corpus sample, extracted once and cached;
 * :mod:`.data`: splits by sentence and the input variants (raw, unit, norm, unit+norm);

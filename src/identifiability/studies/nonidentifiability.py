@@ -22,7 +22,7 @@ from ..loaded_model import LoadedModel
 from ..nullspace import Realisability
 from ..preflight import middle_layer
 from ..trace import SentenceTrace, head, out_proj_weights, trace_batch, trace_sentences
-from ..verdicts.attention import C3_REALISABLE_TV, unique_share
+from ..verdicts.nonidentifiability import C3_REALISABLE_TV, unique_share
 from . import Study, data
 
 

@@ -78,7 +78,7 @@ def test_c2_is_partly_when_some_inputs_are_degenerate():
 def test_c2_the_margin_catches_a_nearly_singular_t_that_rank_alone_passes():
     near = _margins(3, near_singular=1e-11)
     assert (near.rank_T1 == near.d_s).all()  # full rank by the rank tolerance...
-    assert vd.judge_c2_original(True, vd.attention.unique_share(near, margin=None), True, R).verdict == HOLDS
+    assert vd.judge_c2_original(True, vd.nonidentifiability.unique_share(near, margin=None), True, R).verdict == HOLDS
     assert vd.judge_c2(True, near, True, R).verdict == FAILS  # ...but not above the margin
     assert dict(vd.judge_c2(True, _margins(3), True, R).robustness) == {"share": HOLDS, "margin": HOLDS}
 

@@ -1,12 +1,12 @@
 """Chapter 5's generated text (angle versus magnitude): each sentence that states a finding, from a study
-result of :mod:`identifiability.studies.geometry`. Its charts are in :mod:`identifiability.charts.identity`."""
+result of :mod:`identifiability.studies.angle_magnitude`."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..studies.geometry import Ablations, C8Result, CosineL2, NormsAngles, ProbeSample
+    from ..studies.angle_magnitude import Ablations, C8Result, CosineL2, NormsAngles, ProbeSample
 
 
 def norm_model_text(family: str, causal: bool, pre_ln: bool) -> str:

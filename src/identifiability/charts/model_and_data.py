@@ -44,7 +44,7 @@ def architecture_table(lm) -> pd.DataFrame:
 
 
 def lengths_text(r, corpus_name: str) -> str:
-    """What the length sample shows (``r``: a studies.model_data.CorpusLengths)."""
+    """What the length sample shows (``r``: a studies.model_and_data.CorpusLengths)."""
     words = sum(r.words) / len(r.words)
     return (
         f"**{r.corpus_sentences}** sentences in `{corpus_name}`; a seeded sample of {r.sampled} has "
@@ -54,6 +54,6 @@ def lengths_text(r, corpus_name: str) -> str:
 
 
 def example_text(r) -> str:
-    """The example sentence and its tokens (``r``: a studies.model_data.ExampleSentence)."""
+    """The example sentence and its tokens (``r``: a studies.model_and_data.ExampleSentence)."""
     tokens = " ".join(f"`{t}`" for t in r.example_tokens)
     return f"> {r.example}\n\n**{len(r.example_tokens)} tokens:** {tokens}"

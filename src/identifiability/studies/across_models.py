@@ -12,7 +12,7 @@ import pandas as pd
 from .. import across, paths
 from ..stats import LEVEL, RESAMPLES, hierarchical_resamples
 from ..verdicts import Interval
-from ..verdicts.models import C13_BAND, C13_POWER, FineTuning, Paired, chance_of_holding, sentences_for_power
+from ..verdicts.across_models import C13_BAND, C13_POWER, FineTuning, Paired, chance_of_holding, sentences_for_power
 from . import Study, data
 
 SCALES = (2, 4, 8, 16, 32, 64)  # unit multiples at which an inconclusive "peak late" is re-read
@@ -140,7 +140,7 @@ class Comparison(Study):
     claim_table: pd.DataFrame = data()  # across.claims
     curves: pd.DataFrame = data()  # across.curves, of the corpora two models share (across.compared)
     no_separator: list[str] = data()  # models whose tokenizer adds no separator to a sentence
-    fine_tuning: FineTuning = data()  # what C13 and C14 take (verdicts.models.FineTuning)
+    fine_tuning: FineTuning = data()  # what C13 and C14 take (verdicts.across_models.FineTuning)
 
 
 def comparison(

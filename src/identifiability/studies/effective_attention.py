@@ -36,7 +36,7 @@ from ..nulls import without_value_bias
 from ..stats import bootstrap_ci, grouped_ci, paired_ci
 from ..trace import out_proj_weights, trace_batch
 from ..verdicts import Interval
-from ..verdicts.effective import C4Evidence, C5Category, C5Original
+from ..verdicts.effective_attention import C4Evidence, C5Category, C5Original
 from . import Study, data
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}

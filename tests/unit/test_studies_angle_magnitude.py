@@ -12,11 +12,11 @@ import pytest
 import torch
 
 from identifiability import identity as ident
-from identifiability.charts import geometry as prose
+from identifiability.charts import angle_magnitude as prose
 from identifiability.corpora import load_corpus, sample_sentences
 from identifiability.stats import hierarchical_ci
-from identifiability.studies import geometry
-from identifiability.studies import identity as study
+from identifiability.studies import angle_magnitude as study
+from identifiability.studies import token_identity as token
 from identifiability.verdicts import INCONCLUSIVE
 
 FAST = dict(epochs=3, batch_size=256, mlp_hidden=16, patience=2)
@@ -30,27 +30,27 @@ def texts(tiny_lm):
 
 @pytest.fixture(scope="module")
 def sample(tiny_lm, texts, module_data_folder):
-    return geometry.probe_sample(tiny_lm, texts, "lee", 40, seed=0, **FAST)
+    return study.probe_sample(tiny_lm, texts, "lee", 40, seed=0, **FAST)
 
 
 @pytest.fixture(scope="module")
 def cos_l2(sample):
-    return geometry.cosine_vs_l2(sample)
+    return study.cosine_vs_l2(sample)
 
 
 @pytest.fixture(scope="module")
 def abl(sample):
-    return geometry.ablations(sample, rescale_max=4.0)
+    return study.ablations(sample, rescale_max=4.0)
 
 
 @pytest.fixture(scope="module")
 def na(sample):
-    return geometry.norms_and_angles(sample, hist_bins=10)
+    return study.norms_and_angles(sample, hist_bins=10)
 
 
 @pytest.fixture(scope="module")
 def c8(sample, abl):
-    return geometry.c8_evidence(sample, abl)
+    return study.c8_evidence(sample, abl)
 
 
 def test_probe_sample_records_the_sample_and_reads_its_probes_back_from_the_cache(tiny_lm, texts, sample):
@@ -64,7 +64,7 @@ def test_probe_sample_records_the_sample_and_reads_its_probes_back_from_the_cach
     assert torch.equal(sample.hs.hidden[0], sample.hs.x)  # e^0 = x
     test_sentences = set(sample.splits["test"].sentence.tolist())
     assert not test_sentences & set(sample.splits["train"].sentence.tolist())
-    again = geometry.probe_sample(tiny_lm, texts, "lee", 40, seed=0, **FAST)
+    again = study.probe_sample(tiny_lm, texts, "lee", 40, seed=0, **FAST)
     assert again.probes_from_cache
     first, second = sample.probes["linear"].probe.state_dict(), again.probes["linear"].probe.state_dict()
     assert all(torch.equal(first[k], second[k]) for k in first)
@@ -99,18 +99,18 @@ def test_ablations_keep_the_original_rows_and_a_cosine_ignores_lengths(sample, c
     # the identity map with cosine lookup cannot change under a positive rescaling of e_i^l
     assert abl.rescaled_naive_cos == cos_l2.naive_cos and abl.rescale_naive_cos_max_change == 0
     # the best magnitude-only MLP per layer is the largest of its four loss x lookup curves
-    curves = [geometry.ablation_curve(abl.table, "magnitude only", "mlp", lo, lk) for lo, lk in geometry.COMBOS]
+    curves = [study.ablation_curve(abl.table, "magnitude only", "mlp", lo, lk) for lo, lk in study.COMBOS]
     assert abl.norm_only_best == np.max(curves, axis=0).tolist()
     assert abl.norm_only_best_max == max(abl.norm_only_best)
     assert abl.norm_only_best[abl.norm_only_best_max_layer] == abl.norm_only_best_max
     best = abl.best_norm_probe(L)
-    assert geometry.ablation_curve(abl.table, "magnitude only", "mlp", *best)[L] == abl.norm_only_best[L]
+    assert study.ablation_curve(abl.table, "magnitude only", "mlp", *best)[L] == abl.norm_only_best[L]
 
 
 def test_rescaling_by_one_changes_nothing(sample, cos_l2):
     """Factors drawn from [1/1, 1] are all 1: every rescaled rate is the original one (the unit and norm probes
     come back from the cache)."""
-    same = geometry.ablations(sample, rescale_max=1.0)
+    same = study.ablations(sample, rescale_max=1.0)
     assert same.rescaled_linear_cos_cos == cos_l2.linear_cos_cos
     assert same.rescaled_naive_l2 == cos_l2.naive_l2
     assert same.rescale_drop_linear_l2_last == 0 and same.rescale_drop_naive_l2_mean == 0
@@ -166,11 +166,11 @@ def test_c8_intervals_resample_seeds_and_sentences_and_contain_their_estimates(s
 def test_chapter_5_reads_the_extra_seeds_chapter_4_trained(tiny_lm, texts, module_data_folder):
     """Chapter 4 trains the linear cosine probes of seeds 1 and 2 for every layer (identity_claims); chapter 5,
     with the same parameters, asks for the same probes in c8_evidence and must read them from the cache."""
-    s4 = study.hidden_sample(tiny_lm, texts, "lee-seeds", max_tokens=40, seed=0, include_special=False)
-    pr = study.trained_probes(s4, **FAST, seed=0)
-    fresh = study.identity_claims(s4, pr, **FAST, seed=0)
+    s4 = token.hidden_sample(tiny_lm, texts, "lee-seeds", max_tokens=40, seed=0, include_special=False)
+    pr = token.trained_probes(s4, **FAST, seed=0)
+    fresh = token.identity_claims(s4, pr, **FAST, seed=0)
     assert len(fresh.seed_training["layer"]) == 2 * (tiny_lm.n_layers + 1)  # two seeds, every layer, cosine
-    s5 = geometry.probe_sample(tiny_lm, texts, "lee-seeds", 40, seed=0, **FAST)
+    s5 = study.probe_sample(tiny_lm, texts, "lee-seeds", 40, seed=0, **FAST)
     assert s5.probes_from_cache
     config = ident.probe_config("linear", **s5.training, seed=s5.seed)
     again = ident.seeded_probes(s5.splits, s5.probes["linear"], config, cache_key=s5.key)
@@ -178,8 +178,8 @@ def test_chapter_5_reads_the_extra_seeds_chapter_4_trained(tiny_lm, texts, modul
 
 
 def test_one_test_sentence_gives_no_interval_and_an_inconclusive_verdict(tiny_lm, sentences, module_data_folder):
-    s = geometry.probe_sample(tiny_lm, sentences, "lee", 40, seed=0, **FAST)  # 3 sentences: 1 per split
-    c8 = geometry.c8_evidence(s, geometry.ablations(s))
+    s = study.probe_sample(tiny_lm, sentences, "lee", 40, seed=0, **FAST)  # 3 sentences: 1 per split
+    c8 = study.c8_evidence(s, study.ablations(s))
     e = c8.evidence
     for iv in (e.unit_minus_raw, e.norm_vs_chance, e.norm_adds):
         assert iv.n == 1 and math.isfinite(iv.estimate) and math.isnan(iv.low) and math.isnan(iv.high)
@@ -188,10 +188,10 @@ def test_one_test_sentence_gives_no_interval_and_an_inconclusive_verdict(tiny_lm
 
 def test_every_architecture_runs_every_study(tiny_any, module_data_folder):
     texts = sample_sentences(load_corpus("lee"), 12, seed=1, tokenizer=tiny_any.tokenizer, min_tokens=5, max_tokens=24)
-    s = geometry.probe_sample(tiny_any, texts, "lee", 24, seed=1, epochs=1, batch_size=256, mlp_hidden=8, patience=1)
-    a = geometry.ablations(s, 2.0)
-    results = [s, geometry.cosine_vs_l2(s), a, geometry.norms_and_angles(s, 5), geometry.c8_evidence(s, a)]
-    assert [type(r) for r in results] == list(geometry.RESULTS)
+    s = study.probe_sample(tiny_any, texts, "lee", 24, seed=1, epochs=1, batch_size=256, mlp_hidden=8, patience=1)
+    a = study.ablations(s, 2.0)
+    results = [s, study.cosine_vs_l2(s), a, study.norms_and_angles(s, 5), study.c8_evidence(s, a)]
+    assert [type(r) for r in results] == list(study.RESULTS)
     recorded = {k: v for r in results for k, v in r.record().items()}
     assert len(recorded) == sum(len(r.record()) for r in results)  # no key recorded twice
     assert recorded["angle_median"][0] < 0.1 and recorded["naive_cos"][0] == 1.0

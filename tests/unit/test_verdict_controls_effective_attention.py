@@ -23,7 +23,7 @@ from identifiability import effective as eff_attn
 from identifiability import effective_mass as mass
 from identifiability import nulls
 from identifiability.corpora import join_pair
-from identifiability.studies import effective as S
+from identifiability.studies import effective_attention as S
 from identifiability.verdicts import FAILS, HOLDS, NOT_TESTABLE, PARTLY, C5Original, c4_verdict, c5_verdict, judge_c5
 
 RULE = "the rule"

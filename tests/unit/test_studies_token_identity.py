@@ -13,10 +13,10 @@ import torch
 
 from identifiability import identity as ident
 from identifiability import schema
-from identifiability.charts import identity as charts
+from identifiability.charts import token_identity as charts
 from identifiability.corpora import load_corpus, sample_sentences
 from identifiability.stats import hierarchical_ci
-from identifiability.studies import identity as study
+from identifiability.studies import token_identity as study
 from identifiability.verdicts import INCONCLUSIVE, Interval
 
 FAST = dict(epochs=3, batch_size=256, mlp_hidden=32, patience=2, seed=0)

@@ -13,7 +13,7 @@ import pandas as pd
 import torch
 from pandas.io.formats.style import Styler
 
-from ..verdicts.attention import C2_MARGIN, C3_REALISABLE_TV
+from ..verdicts.nonidentifiability import C2_MARGIN, C3_REALISABLE_TV
 from ..verdicts.text import unanchored
 from .render import KEEP_WIDTH, token_axis, token_tooltip
 

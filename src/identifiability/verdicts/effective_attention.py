@@ -58,7 +58,7 @@ C4_PAIRED = Quantity(
 
 @dataclass(frozen=True)
 class C4Evidence:
-    """What C4's rules read, built by ``studies.effective.c4_evidence`` from one row per input and head.
+    """What C4's rules read, built by ``studies.effective_attention.c4_evidence`` from one row per input and head.
 
     Attributes:
         identical_at_or_below_dv: Pearson(A, A_eff) = 1 (to 1e-9) for every head with an empty LN(T) of every
@@ -216,7 +216,7 @@ def _ratio_quantity(token: str) -> Quantity:
 
 @dataclass(frozen=True)
 class C5Category:
-    """One special-token category's evidence, built by ``studies.effective.c5_category``.
+    """One special-token category's evidence, built by ``studies.effective_attention.c5_category``.
 
     Attributes:
         category: "start", "end separator" or "middle separator".

@@ -26,7 +26,7 @@ from ..identity import HiddenStates, SplitData, TrainedProbes
 from ..loaded_model import LoadedModel
 from ..verdicts import C8Evidence, Verdict, c8_verdict
 from . import Study, data
-from .identity import seeds_interval
+from .token_identity import seeds_interval
 
 # (training loss, lookup) pairs, in the order a tie between them is broken (the first wins)
 COMBOS = tuple((lo, lk) for lo in ident.LOSSES for lk in ident.LOOKUPS)

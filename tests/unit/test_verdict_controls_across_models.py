@@ -14,10 +14,10 @@ import torch
 
 from identifiability import across, aggregate, stats
 from identifiability import identity as ident
-from identifiability.charts.across import differences_chart
+from identifiability.charts.across_models import differences_chart
 from identifiability.fileio import write_json
 from identifiability.models import random_model
-from identifiability.studies.across import comparison, paired
+from identifiability.studies.across_models import comparison, paired
 from identifiability.verdicts import (
     C13_BAND,
     C13_POWER,
@@ -34,8 +34,8 @@ from identifiability.verdicts import (
     judge_c13_original,
     judge_c14,
 )
+from identifiability.verdicts.across_models import chance_of_holding, difference, sentences_for_power
 from identifiability.verdicts.claims import load_claims
-from identifiability.verdicts.models import chance_of_holding, difference, sentences_for_power
 
 CLAIMS = {c["id"]: c for c in load_claims()}
 RULE = {cid: CLAIMS[cid]["rule"] for cid in ("C13", "C14")}

@@ -20,7 +20,7 @@ from identifiability.linalg import numerical_rank, rank_rtol
 from identifiability.loaded_model import LoadedModel
 from identifiability.models import random_model
 from identifiability.stats import grouped_ci
-from identifiability.studies import effective as S
+from identifiability.studies import effective_attention as S
 from identifiability.trace import head, out_proj_weights, trace_batch
 from identifiability.verdicts import NOT_TESTABLE, judge_c4_original, judge_c5, judge_c5_original
 
@@ -332,7 +332,7 @@ def test_another_spelling_lands_in_the_same_roles(tiny_roberta):
     assert [c.token for c in r.c5] == ["<s>", "</s>"]
     seps = S.pair_separators(lm, [join_pair("The cat sat.", "It was sunny.")])  # <s> a </s></s> b </s>
     assert seps.pairs == 1 and all(seps.separator_mass[w]["raw"] for w in ("first", "second"))
-    from identifiability.charts.effective import mass_chart, no_separator_text
+    from identifiability.charts.effective_attention import mass_chart, no_separator_text
 
     assert no_separator_text(r) == ""
     labels = {d["category"] for d in next(iter(mass_chart(r.table, r.labels).to_dict()["datasets"].values()))}
@@ -340,7 +340,7 @@ def test_another_spelling_lands_in_the_same_roles(tiny_roberta):
 
 
 def test_a_tokenizer_that_adds_no_separator_says_so(tiny_gpt2):
-    from identifiability.charts.effective import mass_text, no_separator_text
+    from identifiability.charts.effective_attention import mass_text, no_separator_text
 
     r = S.mass_by_category(tiny_gpt2, ["The cat sat on the mat.", "Birds sang in the trees."], progress=False)
     assert not set(eff_attn.STRUCTURAL) & set(r.mass_categories) and r.sink_token is None
@@ -368,7 +368,7 @@ def test_every_architecture_gets_start_and_separator_data(tiny_any, sentences):
 
 
 def test_text_functions_follow_the_results(fig1, mass):
-    from identifiability.charts import effective as charts
+    from identifiability.charts import effective_attention as charts
 
     # A_eff = A up to d_v, or not
     broken = dataclasses.replace(fig1, c4=dataclasses.replace(fig1.c4, identical_at_or_below_dv=False))

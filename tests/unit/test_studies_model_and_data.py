@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from identifiability.studies.model_data import corpus_lengths, example_sentence
+from identifiability.studies.model_and_data import corpus_lengths, example_sentence
 
 
 def test_lengths_count_special_tokens_and_compare_with_d_v(tiny_lm):

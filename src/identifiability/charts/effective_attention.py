@@ -1,6 +1,6 @@
 """Charts of the effective-attention chapter (03): Figure 1 panels and the head viewer, and the sentences
 the chapter states its measurements in (generated from the study results of
-:mod:`identifiability.studies.effective`)."""
+:mod:`identifiability.studies.effective_attention`)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ import pandas as pd
 import torch
 
 from ..effective import OTHER, PUNCTUATION, SEPARATOR, STRUCTURAL
-from ..verdicts.effective import C5_PEAK, C5Category, sink_of
+from ..verdicts.effective_attention import C5_PEAK, C5Category, sink_of
 from .render import KEEP_WIDTH, dash_legend, sentence_label_expr
 
 if TYPE_CHECKING:
-    from ..studies.effective import (
+    from ..studies.effective_attention import (
         MassByCategory,
         OutProjectionRanks,
         PairSeparators,

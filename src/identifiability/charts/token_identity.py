@@ -1,5 +1,5 @@
 """Charts of the token-identity (04) and angle-vs-magnitude (05) chapters, and chapter 4's generated text
-(chapter 5's is in :mod:`identifiability.charts.geometry`).
+(chapter 5's is in :mod:`identifiability.charts.angle_magnitude`).
 
 Layer on the x axis; a dropdown chooses the probe (mapping, its training loss and the lookup). Data frames
 in (as computed by :mod:`identifiability.identity`), Altair charts out.
@@ -21,7 +21,7 @@ from .render import dash_legend, plain_notation
 if TYPE_CHECKING:
     from pandas.io.formats.style import Styler
 
-    from ..studies.identity import (
+    from ..studies.token_identity import (
         ClaimsResult,
         GeneralisationResult,
         IdentificationResult,
@@ -419,7 +419,7 @@ def probe_table(overview: pd.DataFrame) -> Styler:
 
 
 # --------------------------------------------------------------------------------------------------
-# Chapter 4's generated text: each sentence from a study result (identifiability.studies.identity)
+# Chapter 4's generated text: each sentence from a study result (identifiability.studies.token_identity)
 # --------------------------------------------------------------------------------------------------
 
 

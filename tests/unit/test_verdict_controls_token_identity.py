@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from identifiability.identity import HiddenStates, unit_vectors
-from identifiability.studies import geometry
-from identifiability.studies import identity as study
+from identifiability.studies import angle_magnitude as angle
+from identifiability.studies import token_identity as study
 from identifiability.verdicts import (
     C7_SHIFT,
     C8_ANGLE_SLACK_ALT,
@@ -133,9 +133,9 @@ def test_c7_fails_when_every_layer_is_x():
 
 
 def _c8(hs: HiddenStates):
-    s = geometry.probe_sample_of(hs, None, seed=0, include_special=False, **{k: TRAIN[k] for k in TRAIN if k != "seed"})
-    abl = geometry.ablations(s)
-    return geometry.c8_evidence(s, abl)
+    s = angle.probe_sample_of(hs, None, seed=0, include_special=False, **{k: TRAIN[k] for k in TRAIN if k != "seed"})
+    abl = angle.ablations(s)
+    return angle.c8_evidence(s, abl)
 
 
 def test_c8_partly_holds_on_its_angle_part_when_every_norm_is_the_same():

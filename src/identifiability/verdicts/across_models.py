@@ -3,7 +3,7 @@
 C13 and C14 (amended rules, ``data/amendments.csv``) are judged from one hierarchical bootstrap of the paired
 per-sentence differences d_l (fine-tuned minus pre-trained identifiability rate on the same test sentence,
 layers 1..L), resampling fine-tune seeds, probe seeds and test sentences (:class:`Paired`, built by
-``studies.across``). Their original rules (half-widths of two unpaired runs combined in quadrature) are kept as
+``studies.across_models``). Their original rules (half-widths of two unpaired runs combined in quadrature) are kept as
 :func:`judge_c13_original` and :func:`judge_c14_original`, whose verdicts the claims page shows beside.
 """
 

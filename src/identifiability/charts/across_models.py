@@ -78,7 +78,7 @@ def _count(n: int, noun: str) -> str:
 
 
 def comparison_text(c, seed: int) -> str:
-    """Which models the table lets the page compare (``c``: a studies.across.Comparison)."""
+    """Which models the table lets the page compare (``c``: a studies.across_models.Comparison)."""
     listed = "\n".join(f"- **{name}**: `{key}`" for key, name in labels(c.model_table).items())
     text = (
         f"The table holds {c.table_rows:,} rows from {_count(c.runs, 'chapter run')} of "
@@ -160,7 +160,7 @@ def power_text(power: dict, band: float, target: float, level: float = 0.95) -> 
 
 def control_text(ft) -> str:
     """What the random-initialisation control shows when it is the only model compared with the reference
-    (``ft``: a ``verdicts.models.FineTuning``); "" when fine-tunes were compared or no control ran."""
+    (``ft``: a ``verdicts.across_models.FineTuning``); "" when fine-tunes were compared or no control ran."""
     if ft.control is None or ft.tasks:
         return ""
     first, last = ft.control.layers[0], ft.control.last
@@ -174,7 +174,7 @@ def control_text(ft) -> str:
 
 def differences_chart(ft, title: str) -> alt.Chart:
     """d_l, a fine-tuned model's (or the control's) minus the reference's identifiability rate per layer, with
-    95% intervals (``ft``: a ``verdicts.models.FineTuning``), one colour per fine-tuned task and the
+    95% intervals (``ft``: a ``verdicts.across_models.FineTuning``), one colour per fine-tuned task and the
     random-initialisation control."""
     rows = []
     series = {**ft.tasks, **({"random init": ft.control} if ft.control is not None else {})}
