@@ -17,28 +17,30 @@ import numpy as np
 import pandas as pd
 
 from . import paths
+from .chapters import by_name
 from .effective import SEPARATOR, START
 from .fileio import read_json
 from .verdicts import Interval
 from .verdicts.across_models import difference
 from .verdicts.text import fmt
 
-CHAPTER_4 = "04_token_identity"
+# the chapters whose results the comparison reads, by their file stems (which only the contract spells)
+CHAPTER_3, CHAPTER_4, CHAPTER_6 = (by_name(n).stem for n in ("effective_attention", "token_identity", "context_mixing"))
 SENTENCE_RATES = "linear_rate_by_sentence"  # chapter 4's per-sentence rates: what C13 and C14 pair
 REFERENCE_ROLE = "pre-trained"
 CONTROL_ROLE = "random init"
 _MASS = "mass_by_layer"  # chapter 3's attention mass per key category and layer
 # (curve, chapter, quantity in the table ({corpus} is the run's corpus), layer of the first element, label)
 CURVES = [
-    ("identity", "04_token_identity", "linear_cos_cos_by_layer", 0, "token identity rate (linear map, cosine)"),
-    ("own", "06_context_mixing", "layer_summary.{corpus}.own_median", 1, "HTA: median own-token share"),
-    ("top_is_self", "06_context_mixing", "layer_summary.{corpus}.top_is_self_pct", 1, "HTA: % whose top is itself"),
-    ("pearson", "03_effective_attention", "pearson_median_by_layer_longest", 1, "Pearson(raw, effective attention)"),
+    ("identity", CHAPTER_4, "linear_cos_cos_by_layer", 0, "token identity rate (linear map, cosine)"),
+    ("own", CHAPTER_6, "layer_summary.{corpus}.own_median", 1, "HTA: median own-token share"),
+    ("top_is_self", CHAPTER_6, "layer_summary.{corpus}.top_is_self_pct", 1, "HTA: % whose top is itself"),
+    ("pearson", CHAPTER_3, "pearson_median_by_layer_longest", 1, "Pearson(raw, effective attention)"),
     # special tokens by role, whatever a model's tokenizer calls them ([SEP], </s>; [CLS], <s>)
-    ("sep_raw", "03_effective_attention", f"{_MASS}.{SEPARATOR}.raw", 1, "separator attention mass, raw"),
-    ("sep_effective", "03_effective_attention", f"{_MASS}.{SEPARATOR}.effective", 1, "separator mass, effective"),
-    ("cls_raw", "03_effective_attention", f"{_MASS}.{START}.raw", 1, "start-token attention mass, raw"),
-    ("cls_effective", "03_effective_attention", f"{_MASS}.{START}.effective", 1, "start-token mass, effective"),
+    ("sep_raw", CHAPTER_3, f"{_MASS}.{SEPARATOR}.raw", 1, "separator attention mass, raw"),
+    ("sep_effective", CHAPTER_3, f"{_MASS}.{SEPARATOR}.effective", 1, "separator mass, effective"),
+    ("cls_raw", CHAPTER_3, f"{_MASS}.{START}.raw", 1, "start-token attention mass, raw"),
+    ("cls_effective", CHAPTER_3, f"{_MASS}.{START}.effective", 1, "start-token mass, effective"),
 ]
 
 
@@ -112,7 +114,7 @@ def compared(curves_: pd.DataFrame) -> pd.DataFrame:
 def without_separator(rows: pd.DataFrame, models: pd.DataFrame) -> list[str]:
     """The models (named as in :func:`labels`) with chapter 3 attention-mass curves but none for the separator:
     their tokenizer adds no separator token to a sentence."""
-    mass = rows[(rows.chapter == "03_effective_attention") & rows.quantity.str.startswith(f"{_MASS}.")]
+    mass = rows[(rows.chapter == CHAPTER_3) & rows.quantity.str.startswith(f"{_MASS}.")]
     has_sep = mass.quantity.str.startswith(f"{_MASS}.{SEPARATOR}.").groupby(mass.model_key).any()
     names = labels(models)
     return [names.get(k, k) for k in models.model_key if k in has_sep.index and not has_sep[k]]

@@ -178,11 +178,11 @@ def build_book(
     vendor(stage / "book" / "_vendor")
     for source in tqdm(sources, desc="chapters", unit="notebook"):
         t0 = time.time()
-        if source.stem == "08_across_models" and executed is None:
+        if chapters.spec_of(source).name == "across_models" and executed is None:
             judge = params.get("judge_corpus") or chapters.declared_parameters(source)["judge_corpus"]
             for line in control_runs(params["model"], judge, int(params.get("seed", 0))):
                 tqdm.write(f"  the comparison across models lacks a run: {line}")
-            tqdm.write(f"  08_across_models: control runs {time.time() - t0:.0f} s")
+            tqdm.write(f"  {source.stem}: control runs {time.time() - t0:.0f} s")
         if executed is not None:
             (stage / "notebooks").mkdir(parents=True, exist_ok=True)
             shutil.copy2(executed / f"{source.stem}.ipynb", stage / "notebooks" / f"{source.stem}.ipynb")

@@ -362,6 +362,15 @@ CHAPTERS: dict[str, ChapterSpec] = {
 }
 
 
+def by_name(name: str) -> ChapterSpec:
+    """The chapter whose one name is ``name`` (``"context_mixing"``): how modules other than this one refer to
+    a chapter, so that its file stem is spelt here only."""
+    for spec in CHAPTERS.values():
+        if spec.name == name:
+            return spec
+    raise KeyError(f"no chapter named {name!r}; names: {', '.join(c.name for c in CHAPTERS.values())}")
+
+
 def chapter_sources() -> list[Path]:
     """The chapters' sources, in the book's order."""
     return [c.source for c in CHAPTERS.values()]

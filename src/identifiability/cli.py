@@ -1,8 +1,8 @@
 """Command line: execute chapter notebooks with papermill and build the Jupyter Book.
 
-    identifiability book [--model M] [--corpus C] [-p name=value ...] [--only 02_nonidentifiability]
+    identifiability book [--model M] [--corpus C] [-p name=value ...] [--only 02]
                          [--repository https://github.com/<owner>/<repo>] [--branch main]
-    identifiability run notebooks/01_model_and_data.md [--model M] [-p n_sentences=20] [--out DIR]
+    identifiability run notebooks/NN_<name>.md [--model M] [-p n_sentences=20] [--out DIR]
     identifiability compare OLD_RESULTS_DIR NEW_RESULTS_DIR   (what changed between two runs' results)
 
 Notebook sources are jupytext MyST files in ``notebooks/``; executed ``.ipynb`` files and HTML are build
@@ -20,9 +20,9 @@ from typing import NoReturn
 
 from . import keys, paths, stops  # stops before .chapters loads torch: a Ctrl-C meanwhile is one line too
 from .chapters import (
-    CHAPTERS,
     ChapterFailed,
     ParameterError,
+    by_name,
     check_parameters,
     declared_parameters,
     preflight,
@@ -168,7 +168,7 @@ def _hta_preflight(a: argparse.Namespace) -> None:
     """The model, the corpus and the sentence window of ``hta``, checked as chapter 6's (seconds, no weights)."""
     from .preflight import ChapterRules, at_least, check, window
 
-    default = declared_parameters(CHAPTERS["06_context_mixing"].source)["max_tokens"]
+    default = declared_parameters(by_name("context_mixing").source)["max_tokens"]
     params = {"max_tokens": default if a.max_tokens is None else a.max_tokens}
     rules = ChapterRules(
         (at_least("max_tokens", lambda p, m: 3, "a token besides the special ones"),),

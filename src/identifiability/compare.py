@@ -5,9 +5,9 @@
 
 Used to show that a refactoring changed no number, and by readers to compare two runs. Results files
 (``*.json``) are found in the folders and every folder below them, and matched by their path relative to
-each folder (``all-MiniLM-L6-v2/lee/03_effective_attention.json``); the report says how many values each
+each folder (``all-MiniLM-L6-v2/lee/<chapter stem>.json``); the report says how many values each
 file had in common. Every JSON value is flattened to a path
-(``03_effective_attention.json: results.pearson_median_longest``); numbers are equal
+(``<chapter stem>.json: results.pearson_median_longest``); numbers are equal
 when they agree to ``rtol`` (relative; default 1e-6) or ``atol`` (absolute; default 0, so that a tolerance
 of 1e-10 and one of 1e-13 count as different); timings, page weights and file paths are skipped. A
 field named ``layer`` (or ``*_layer``) whose new value is the old one plus 1 is reported apart, as the move

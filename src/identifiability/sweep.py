@@ -45,6 +45,7 @@ from . import cluster, keys, paths
 from .chapters import (
     CHAPTERS,
     ChapterFailed,
+    by_name,
     check_parameters,
     coerce_parameters,
     declared_parameters,
@@ -500,7 +501,7 @@ def hta_job(
     from .hta import cache_folder, cache_params
     from .results import cache_file
 
-    defaults = declared_parameters(CHAPTERS["06_context_mixing"].source)
+    defaults = declared_parameters(by_name("context_mixing").source)
     n = defaults["n_sentences"] if n is None else n
     seed = defaults["seed"] if seed is None else seed
     max_tokens = defaults["max_tokens"] if max_tokens is None else max_tokens

@@ -170,3 +170,45 @@ def _private_reaches() -> set[tuple[str, str, str]]:
 def test_no_private_name_is_used_across_modules():
     reaches = _private_reaches()
     assert sorted(reaches) == [], "make these names public in their package"
+
+
+# --------------------------------------------------------------------------------------------------
+# the chapter contract is the one place that spells a chapter's file stem
+# --------------------------------------------------------------------------------------------------
+
+
+def test_no_module_but_the_contract_spells_a_chapters_file_stem():
+    from identifiability.chapters import CHAPTERS
+
+    stems = re.compile("|".join(re.escape(s) for s in CHAPTERS))
+    found = [
+        f"{p.relative_to(SRC)}: {m.group(0)}"
+        for p in sorted(SRC.rglob("*.py"))
+        if p.name != "chapters.py"
+        for m in stems.finditer(p.read_text())
+    ]
+    assert not found, f"chapter stems outside identifiability.chapters (use chapters.by_name): {found}"
+
+
+def _setup_call(source: Path) -> ast.Call:
+    import jupytext
+
+    for cell in jupytext.read(source).cells:
+        if cell.cell_type != "code" or "notebook.setup(" not in cell.source:
+            continue
+        for node in ast.walk(ast.parse(cell.source)):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "notebook.setup":
+                return node
+    raise AssertionError(f"{source.name} never calls notebook.setup")
+
+
+def test_each_chapter_calls_setup_with_its_stem_and_passes_every_parameter_it_declares():
+    from identifiability.chapters import CHAPTERS, declared_parameters
+
+    for spec in CHAPTERS.values():
+        call = _setup_call(spec.source)
+        assert [ast.literal_eval(a) for a in call.args] == [spec.stem], f"{spec.source.name}: setup's first argument"
+        passed = {k.arg: ast.unparse(k.value) for k in call.keywords}
+        declared = declared_parameters(spec.source)
+        assert set(passed) == set(declared), f"{spec.source.name}: setup lacks {set(declared) - set(passed)}"
+        assert all(v == k for k, v in passed.items()), f"{spec.source.name}: pass each parameter as name=name"
