@@ -26,7 +26,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from identifiability import effective as eff_attn  # noqa: E402
+from identifiability import projection as eff_attn  # noqa: E402
 from identifiability.corpora import concatenated_inputs, load_corpus  # noqa: E402
 from identifiability.linalg import one_thread  # noqa: E402
 from identifiability.models import load_model  # noqa: E402

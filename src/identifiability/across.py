@@ -18,8 +18,8 @@ import pandas as pd
 
 from . import paths
 from .chapters import by_name
-from .effective import SEPARATOR, START
 from .fileio import read_json
+from .token_roles import SEPARATOR, START
 from .verdicts import Interval
 from .verdicts.across_models import difference
 from .verdicts.text import fmt

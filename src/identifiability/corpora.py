@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from .errors import UserError
 
 EMBEDDED = {
@@ -349,3 +351,18 @@ def concatenated_inputs(corpus: Corpus, lengths: list[int], tokenizer, seed: int
             words.pop()
         out.append(" ".join(words))
     return out
+
+
+def long_texts(corpus: Corpus, tokenizer, n: int, min_tokens: int, max_tokens: int, seed: int = 0) -> list[str]:
+    """``n`` texts of ``min_tokens``..``max_tokens`` tokens: corpus sentences where there are enough,
+    topped up with concatenated consecutive sentences (models with a large d_v need them)."""
+    try:
+        texts = sample_sentences(corpus, n, seed, tokenizer, min_tokens=min_tokens, max_tokens=max_tokens)
+    except ValueError:
+        texts = []
+    if len(texts) < n:
+        rng = np.random.default_rng(seed)
+        texts += concatenated_inputs(
+            corpus, rng.integers(min_tokens, max_tokens + 1, n - len(texts)).tolist(), tokenizer, seed
+        )
+    return texts

@@ -4,7 +4,7 @@ import dataclasses
 
 import torch
 
-from identifiability import effective as eff_attn
+from identifiability import projection as eff_attn
 from identifiability import trace
 from identifiability.corpora import concatenated_inputs, load_corpus
 

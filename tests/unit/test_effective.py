@@ -8,9 +8,9 @@ import json
 import pytest
 import torch
 
-from identifiability import effective as eff_attn
-from identifiability import effective_mass as mass
-from identifiability import linalg, nulls, trace
+from identifiability import attention_mass as mass
+from identifiability import corpora, linalg, nulls, token_roles, trace
+from identifiability import projection as eff_attn
 from identifiability.charts.effective_attention import (
     VIEWER_DIGITS,
     figure1_chart,
@@ -189,21 +189,22 @@ def test_pearson():
 def test_token_categories(tiny_lm):
     tok = tiny_lm.tokenizer
     ids = tok("Hello, world! It costs $5 (or so).")["input_ids"] + [tok.unk_token_id]
-    cats = eff_attn.token_categories(tok, ids)
+    cats = token_roles.token_categories(tok, ids)
     toks = tok.convert_ids_to_tokens(ids)
-    assert cats[0] == eff_attn.START and cats[-2] == eff_attn.SEPARATOR and cats[-1] == eff_attn.UNKNOWN
+    assert cats[0] == token_roles.START and cats[-2] == token_roles.SEPARATOR and cats[-1] == token_roles.UNKNOWN
     for t, c in zip(toks[1:-2], cats[1:-2]):
-        assert c == (eff_attn.PUNCTUATION if t in {",", "!", "$", "(", ")", "."} else eff_attn.OTHER), (t, c)
-    labels = eff_attn.category_labels(tok, [eff_attn.START, eff_attn.SEPARATOR, eff_attn.OTHER])
+        assert c == (token_roles.PUNCTUATION if t in {",", "!", "$", "(", ")", "."} else token_roles.OTHER), (t, c)
+    labels = token_roles.category_labels(tok, [token_roles.START, token_roles.SEPARATOR, token_roles.OTHER])
     assert labels == {"start": "start ([CLS])", "separator": "separator ([SEP])", "other tokens": "other tokens"}
-    assert eff_attn.token_categories(tok, [tok.mask_token_id]) == [eff_attn.OTHER_SPECIAL]  # special, no role
-    assert eff_attn.is_punctuation("Ġ,") and eff_attn.is_punctuation("##.") and not eff_attn.is_punctuation("Ġthe")
+    assert token_roles.token_categories(tok, [tok.mask_token_id]) == [token_roles.OTHER_SPECIAL]  # special, no role
+    assert token_roles.is_punctuation("Ġ,") and token_roles.is_punctuation("##.")
+    assert not token_roles.is_punctuation("Ġthe")
 
 
 def test_category_masses_of_raw_attention_add_up_to_the_rows(tiny_lm, tiny_traces):
-    order = list(eff_attn.CATEGORIES)
+    order = list(token_roles.CATEGORIES)
     for tr in tiny_traces:
-        cats = eff_attn.token_categories(tiny_lm.tokenizer, tr.input_ids)
+        cats = token_roles.token_categories(tiny_lm.tokenizer, tr.input_ids)
         m = tr.attentions.sum(-2).double() @ mass.key_onehot(cats, order)  # mass per category, summed over rows
         # every row sums to one, so the masses summed over the rows add up to d_s
         torch.testing.assert_close(m.sum(-1), torch.full(m.shape[:2], float(tr.n_tokens), dtype=torch.float64))
@@ -253,7 +254,7 @@ def test_entry_points_on_every_architecture(tiny_any, sentences):
     assert sorted(fig.layer.unique()) == list(range(1, lm.n_layers + 1))  # the book's layers 1..L
     per_head, _ = mass.mass_tables(lm, sentences, progress=False)
     assert sorted(per_head.layer.unique()) == list(range(1, lm.n_layers + 1))
-    whole = per_head[per_head.category.isin(eff_attn.CATEGORIES)]
+    whole = per_head[per_head.category.isin(token_roles.CATEGORIES)]
     totals = whole.groupby(["text", "layer", "head"]).raw.sum() / whole.groupby(["text", "layer", "head"]).d_s.first()
     assert ((totals - 1).abs() < 1e-5).all()  # each row's mass over all categories is one
     table = mass_by_category(lm, sentences, progress=False).table
@@ -270,11 +271,11 @@ def test_entry_points_on_every_architecture(tiny_any, sentences):
 
 def test_long_texts_and_length_grid(tiny_lm):
     corpus = load_corpus("lee")
-    texts = eff_attn.long_texts(corpus, tiny_lm.tokenizer, 5, 20, 40, seed=0)
+    texts = corpora.long_texts(corpus, tiny_lm.tokenizer, 5, 20, 40, seed=0)
     lengths = [len(tiny_lm.tokenizer(t)["input_ids"]) for t in texts]
     assert len(texts) == 5 and all(20 <= n <= 40 for n in lengths)
     # Too few corpus sentences that long: topped up with concatenations.
-    texts = eff_attn.long_texts(corpus, tiny_lm.tokenizer, 3, 300, 320, seed=0)
+    texts = corpora.long_texts(corpus, tiny_lm.tokenizer, 3, 300, 320, seed=0)
     assert len(texts) == 3 and all(250 <= len(tiny_lm.tokenizer(t)["input_ids"]) <= 320 for t in texts)
     grid = eff_attn.length_grid(32, 384, 12)
     assert grid[0] == 4 and grid[-1] == 384 and {31, 32, 33, 34} <= set(grid)
@@ -377,7 +378,7 @@ def test_null_model_columns_and_mass_tables(tiny_lm, sentences):
     assert (fig[fig.d_s > tiny_lm.d_v].pearson_random < 1 - 1e-6).all()
     assert (fig[fig.d_s > tiny_lm.d_v].pearson_random_weights < 1 - 1e-6).all()
     per_head, normalised = mass.mass_tables(tiny_lm, sentences, progress=False)
-    assert set(normalised.category) == set(eff_attn.STRUCTURAL) and len(normalised) == 2 * len(sentences)
+    assert set(normalised.category) == set(token_roles.STRUCTURAL) and len(normalised) == 2 * len(sentences)
     # the summed masses of short sentences (no null space) agree in all three matrices
     short_texts = [i for i, s in enumerate(sentences) if len(tiny_lm.tokenizer(s)["input_ids"]) <= tiny_lm.d_v]
     s = per_head[per_head.text.isin(short_texts)]
@@ -392,9 +393,9 @@ def test_separators_by_place_split_the_separator_category(tiny_lm):
     by = per_head.set_index(["category", "layer", "head"]).sort_index()
     for k in ("raw", "effective", "random"):
         both = by.loc[mass.END_SEPARATOR, k] + by.loc[mass.MIDDLE_SEPARATOR, k]
-        assert both.tolist() == pytest.approx(by.loc[eff_attn.SEPARATOR, k].tolist(), rel=1e-9, abs=1e-12)
+        assert both.tolist() == pytest.approx(by.loc[token_roles.SEPARATOR, k].tolist(), rel=1e-9, abs=1e-12)
     keys = per_head.groupby("category")["keys"].first()
-    assert keys[mass.MIDDLE_SEPARATOR] == keys[mass.END_SEPARATOR] == 1 and keys[eff_attn.SEPARATOR] == 2
+    assert keys[mass.MIDDLE_SEPARATOR] == keys[mass.END_SEPARATOR] == 1 and keys[token_roles.SEPARATOR] == 2
     single, _ = mass.mass_tables(tiny_lm, ["A single sentence here."], progress=False)
     assert mass.END_SEPARATOR in set(single.category) and mass.MIDDLE_SEPARATOR not in set(single.category)
     cats = ["start", "other tokens", "separator", "separator", "other tokens", "separator"]

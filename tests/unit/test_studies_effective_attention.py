@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from identifiability import effective as eff_attn
+from identifiability import corpora, token_roles
+from identifiability import projection as eff_attn
+from identifiability.attention_mass import END_SEPARATOR, MIDDLE_SEPARATOR
 from identifiability.corpora import concatenated_inputs, join_pair, load_corpus
-from identifiability.effective_mass import END_SEPARATOR, MIDDLE_SEPARATOR
 from identifiability.linalg import numerical_rank, rank_rtol
 from identifiability.loaded_model import LoadedModel
 from identifiability.models import random_model
@@ -69,7 +70,7 @@ def fig1(tiny_lm, fig1_texts):
 
 @pytest.fixture(scope="module")
 def long_sentences(tiny_lm, lee):
-    return eff_attn.long_texts(lee, tiny_lm.tokenizer, 6, tiny_lm.d_v + 1, 40, seed=0)
+    return corpora.long_texts(lee, tiny_lm.tokenizer, 6, tiny_lm.d_v + 1, 40, seed=0)
 
 
 @pytest.fixture(scope="module")
@@ -208,17 +209,17 @@ def test_precision_check_compares_the_short_inputs(tiny_lm, fig1, fig1_texts):
 
 def test_mass_by_category_records_roles(tiny_lm, mass, long_sentences):
     assert mass.mass_sentences == len(long_sentences)
-    assert mass.mass_categories[:2] == [eff_attn.START, eff_attn.SEPARATOR]
-    assert mass.labels[eff_attn.SEPARATOR] == "separator ([SEP])" and mass.labels["punctuation"] == "punctuation"
+    assert mass.mass_categories[:2] == [token_roles.START, token_roles.SEPARATOR]
+    assert mass.labels[token_roles.SEPARATOR] == "separator ([SEP])" and mass.labels["punctuation"] == "punctuation"
     # A raw row sums to one over the categories, so the mean masses do too.
     assert sum(v["raw"] for v in mass.mass_mean.values()) == pytest.approx(1, abs=1e-6)
     assert all(len(v["raw"]) == tiny_lm.n_layers for v in mass.mass_by_layer.values())
-    sink = max(eff_attn.STRUCTURAL, key=lambda c: mass.mass_mean[c]["raw"])
+    sink = max(token_roles.STRUCTURAL, key=lambda c: mass.mass_mean[c]["raw"])
     assert mass.sink_token == sink and mass.sink_mass_raw == mass.mass_mean[sink]["raw"]
     assert mass.peak_token == {"start": "[CLS]", "separator": "[SEP]"}[sink]
-    assert [c.category for c in mass.c5] == [eff_attn.START, END_SEPARATOR]
+    assert [c.category for c in mass.c5] == [token_roles.START, END_SEPARATOR]
     assert [c.token for c in mass.c5] == ["[CLS]", "[SEP]"] and [c.separator for c in mass.c5] == [False, True]
-    assert set(mass.c5_categories) == set(mass.c5_ratio_by_sentence) == {eff_attn.START, END_SEPARATOR}
+    assert set(mass.c5_categories) == set(mass.c5_ratio_by_sentence) == {token_roles.START, END_SEPARATOR}
 
 
 def test_c5_ratios_are_of_summed_masses(tiny_lm, mass, long_sentences):
@@ -243,7 +244,7 @@ def test_c5_original_evidence_is_kept(mass, long_sentences):
     o = mass.c5_original
     assert o.separator_ratio.n == len(long_sentences) and o.separator_ratio.low <= o.separator_ratio.estimate
     assert o.peak_token == mass.peak_token
-    assert (o.peak_ratio is None) == (mass.sink_token == eff_attn.SEPARATOR)
+    assert (o.peak_ratio is None) == (mass.sink_token == token_roles.SEPARATOR)
     v = judge_c5_original(o.separator_ratio, o.separator_vs_random, o.peak_token, o.peak_ratio,
                           o.peak_vs_random, o.random_ratio, RULE)  # fmt: skip
     assert v.claim == "C5" and v.estimate == o.separator_ratio.estimate
@@ -253,7 +254,7 @@ def test_c5_ratio_is_one_where_there_is_no_null_space(tiny_lm):
     """Below d_v, A_eff = A and the random projection is the identity: every ratio is exactly 1, the paired
     difference 0. One sentence gives no interval."""
     r = S.mass_by_category(tiny_lm, SHORT, progress=False)
-    for c in eff_attn.STRUCTURAL:
+    for c in token_roles.STRUCTURAL:
         assert r.mass_mean[c]["effective"] == pytest.approx(r.mass_mean[c]["raw"], abs=1e-7)
     for c in r.c5:
         assert c.ratio.estimate == pytest.approx(1) and c.vs_random.estimate == pytest.approx(0, abs=1e-6)
@@ -265,7 +266,7 @@ def test_c5_ratio_is_one_where_there_is_no_null_space(tiny_lm):
 def test_pair_separators_split_the_separator_mass(tiny_lm):
     pairs = [join_pair("The cat sat on the mat and looked out.", "It was a quiet and sunny morning.")]
     seps = S.pair_separators(tiny_lm, pairs)
-    whole = S.mass_by_category(tiny_lm, pairs, progress=False).mass_by_layer[eff_attn.SEPARATOR]
+    whole = S.mass_by_category(tiny_lm, pairs, progress=False).mass_by_layer[token_roles.SEPARATOR]
     both = {k: [a + b for a, b in zip(*(seps.separator_mass[w][k] for w in ("first", "second")))] for k in whole}
     for k in ("raw", "effective"):
         assert both[k] == pytest.approx(whole[k], abs=2e-4)  # both rounded to 4 decimals
@@ -316,18 +317,18 @@ def test_roles_of_a_start_and_end_token_that_are_one_token(tiny_gpt2):
     tok = tiny_gpt2.tokenizer
     eot = tok.eos_token_id
     ids = [eot, *tok("Hi, you.")["input_ids"], eot]
-    cats = eff_attn.token_categories(tok, ids)
-    assert cats[0] == eff_attn.START and cats[-1] == eff_attn.SEPARATOR and eff_attn.PUNCTUATION in cats
-    assert eff_attn.special_roles(tok)[eff_attn.START] == (eot, "<|endoftext|>")
+    cats = token_roles.token_categories(tok, ids)
+    assert cats[0] == token_roles.START and cats[-1] == token_roles.SEPARATOR and token_roles.PUNCTUATION in cats
+    assert token_roles.special_roles(tok)[token_roles.START] == (eot, "<|endoftext|>")
 
 
 def test_another_spelling_lands_in_the_same_roles(tiny_roberta):
     lm = tiny_roberta
     texts = ["The cat sat on the mat.", "Birds sang in the trees all day."]  # 25-34 tokens, d_v = 16
     r = S.mass_by_category(lm, texts, progress=False)
-    assert r.mass_categories[:2] == [eff_attn.START, eff_attn.SEPARATOR]
+    assert r.mass_categories[:2] == [token_roles.START, token_roles.SEPARATOR]
     assert r.labels == {**r.labels, "start": "start (<s>)", "separator": "separator (</s>)"}
-    assert r.mass_by_layer[eff_attn.SEPARATOR]["raw"] and r.mass_by_layer[eff_attn.START]["effective"]
+    assert r.mass_by_layer[token_roles.SEPARATOR]["raw"] and r.mass_by_layer[token_roles.START]["effective"]
     assert r.c5[1].ratio.n == 2 and len(r.c5_ratio_by_sentence[END_SEPARATOR]["model"]) == 2
     assert [c.token for c in r.c5] == ["<s>", "</s>"]
     seps = S.pair_separators(lm, [join_pair("The cat sat.", "It was sunny.")])  # <s> a </s></s> b </s>
@@ -343,7 +344,7 @@ def test_a_tokenizer_that_adds_no_separator_says_so(tiny_gpt2):
     from identifiability.charts.effective_attention import mass_text, no_separator_text
 
     r = S.mass_by_category(tiny_gpt2, ["The cat sat on the mat.", "Birds sang in the trees."], progress=False)
-    assert not set(eff_attn.STRUCTURAL) & set(r.mass_categories) and r.sink_token is None
+    assert not set(token_roles.STRUCTURAL) & set(r.mass_categories) and r.sink_token is None
     assert r.c5 == () and r.c5_original.separator_ratio is None and r.c5_ratio_by_sentence == {}
     assert judge_c5(r.c5, RULE).verdict == NOT_TESTABLE
     o = r.c5_original
@@ -357,9 +358,9 @@ def test_a_tokenizer_that_adds_no_separator_says_so(tiny_gpt2):
 
 def test_every_architecture_gets_start_and_separator_data(tiny_any, sentences):
     r = S.mass_by_category(tiny_any, sentences, progress=False)
-    assert r.mass_categories[:2] == [eff_attn.START, eff_attn.SEPARATOR]
-    assert r.c5_original.separator_ratio is not None and r.sink_token in eff_attn.STRUCTURAL
-    assert [c.category for c in r.c5] == [eff_attn.START, END_SEPARATOR]
+    assert r.mass_categories[:2] == [token_roles.START, token_roles.SEPARATOR]
+    assert r.c5_original.separator_ratio is not None and r.sink_token in token_roles.STRUCTURAL
+    assert [c.category for c in r.c5] == [token_roles.START, END_SEPARATOR]
 
 
 # --------------------------------------------------------------------------------------------------

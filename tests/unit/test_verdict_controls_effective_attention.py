@@ -19,9 +19,9 @@ import pandas as pd
 import pytest
 import torch
 
-from identifiability import effective as eff_attn
-from identifiability import effective_mass as mass
-from identifiability import nulls
+from identifiability import attention_mass as mass
+from identifiability import nulls, token_roles
+from identifiability import projection as eff_attn
 from identifiability.corpora import join_pair
 from identifiability.studies import effective_attention as S
 from identifiability.verdicts import FAILS, HOLDS, NOT_TESTABLE, PARTLY, C5Original, c4_verdict, c5_verdict, judge_c5
@@ -133,11 +133,12 @@ def _c5_evidence(sink: int, in_col_t: bool, n_inputs: int = 12):
             v[..., 0] = 0.0
             v[..., sink, 0] = 1.0
         eff = _effective(a, v)
-        cats = [eff_attn.START, *[eff_attn.OTHER] * (n - 2), eff_attn.SEPARATOR]
+        cats = [token_roles.START, *[token_roles.OTHER] * (n - 2), token_roles.SEPARATOR]
         rnd = nulls.random_projection(a, eff.rank, seed=i)
         rows.append(mass.mass_rows(i, cats, a.sum(-2), eff.effective.sum(-2), rnd.sum(-2)))
     per_head = pd.concat(rows, ignore_index=True)
-    return tuple(S.c5_category(per_head, c, t) for c, t in ((eff_attn.START, "[CLS]"), (mass.END_SEPARATOR, "[SEP]")))
+    categories = ((token_roles.START, "[CLS]"), (mass.END_SEPARATOR, "[SEP]"))
+    return tuple(S.c5_category(per_head, c, t) for c, t in categories)
 
 
 NO_ORIGINAL = C5Original(None, None, "", None, None, None)

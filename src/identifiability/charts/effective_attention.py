@@ -13,7 +13,7 @@ import altair as alt
 import pandas as pd
 import torch
 
-from ..effective import OTHER, PUNCTUATION, SEPARATOR, STRUCTURAL
+from ..token_roles import OTHER, PUNCTUATION, SEPARATOR, STRUCTURAL
 from ..verdicts.effective_attention import C5_PEAK, C5Category, sink_of
 from .render import KEEP_WIDTH, dash_legend, sentence_label_expr
 
@@ -38,7 +38,7 @@ FIG1_CURVES = {  # column of the correlation table -> its curve on Figure 1 (a)
 def figure1_chart(fig1: pd.DataFrame, d_v: int) -> alt.LayerChart:
     """Figure 1 (a): Pearson(A, A_eff) against d_s beside the two null models: the median over heads and inputs
     of each (lines), the 10-90% band over heads and inputs of the model and of the random subspace, d_s = d_v
-    dashed. ``fig1``: rows of :func:`identifiability.effective.correlation_by_length`."""
+    dashed. ``fig1``: rows of :func:`identifiability.projection.correlation_by_length`."""
     cols = [c for c in FIG1_CURVES if c in fig1 and fig1[c].notna().any()]
     long = fig1.melt(id_vars=["d_s"], value_vars=cols, var_name="curve", value_name="r")
     agg = (
@@ -92,7 +92,7 @@ def null_share_chart(fig1: pd.DataFrame, d_v: int) -> alt.LayerChart:
 
 def mass_chart(mass: pd.DataFrame, labels: dict[str, str]) -> alt.FacetChart:
     """Attention mass by key category, raw next to effective: points are heads, ticks their mean per layer.
-    ``mass``: rows of :func:`identifiability.effective.attention_mass`; ``labels``: category -> its label
+    ``mass``: rows of :func:`identifiability.projection.attention_mass`; ``labels``: category -> its label
     (a special token's role with the tokenizer's spelling), the categories shown in display order."""
     m = (
         mass[mass.category.isin(labels)]
@@ -136,7 +136,7 @@ def mass_chart(mass: pd.DataFrame, labels: dict[str, str]) -> alt.FacetChart:
 
 def separator_chart(seps: pd.DataFrame) -> alt.LayerChart:
     """Attention mass on the separator between two segments and on the final one, per layer, raw (solid) and
-    effective (dashed); from :func:`identifiability.effective.separator_mass`."""
+    effective (dashed); from :func:`identifiability.projection.separator_mass`."""
     long = seps.melt(id_vars=["layer", "separator"], value_vars=["raw", "effective"], var_name="attention")
     base = alt.Chart(long, title="Attention mass on the two separators of a sentence pair").encode(
         x=alt.X("layer:O", title="layer"),

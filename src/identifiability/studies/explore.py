@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ..effective import effective_attention
 from ..hta import hta
 from ..loaded_model import LoadedModel
+from ..projection import effective_attention
 from ..trace import out_proj_weights, trace_batch
 from . import Study, data
 

@@ -28,8 +28,6 @@ How it is computed here, and why:
 from __future__ import annotations
 
 import math
-import string
-import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
@@ -39,7 +37,7 @@ import torch
 from tqdm import tqdm
 
 from . import nulls
-from .corpora import Corpus, concatenated_inputs, sample_sentences, token_lengths
+from .corpora import token_lengths
 from .linalg import one_thread, rank_rtol
 from .loaded_model import LoadedModel
 from .trace import SentenceTrace, out_proj_weights, trace_batch
@@ -406,97 +404,3 @@ def correlation_by_length(
         rows.append(head_rows(i, measures).assign(d_s=tr.n_tokens))
     cols = ["text", "d_s", "layer", "head", *measures]
     return pd.concat(rows, ignore_index=True)[cols].sort_values(["d_s", "text", "layer", "head"], ignore_index=True)
-
-
-# --------------------------------------------------------------------------------------------------
-# Token categories and attention mass
-# --------------------------------------------------------------------------------------------------
-
-# Special tokens by their role in the input, not by their spelling, so that every tokenizer's tokens land in
-# the same categories: the start / classifier token ([CLS], <s>, ...), the separator / end token ([SEP],
-# </s>, ...), padding and the unknown token. A tokenizer attribute names the token of each role; the first
-# that exists wins.
-START, SEPARATOR, PADDING, UNKNOWN = "start", "separator", "padding", "unknown"
-ROLE_ATTRIBUTES = {
-    START: ("cls_token", "bos_token"),
-    SEPARATOR: ("sep_token", "eos_token"),
-    PADDING: ("pad_token",),
-    UNKNOWN: ("unk_token",),
-}
-STRUCTURAL = (START, SEPARATOR)  # the roles whose attention peaks the paper discusses
-PUNCTUATION = "punctuation"
-OTHER = "other tokens"
-OTHER_SPECIAL = "other special"
-CATEGORIES = (START, SEPARATOR, PUNCTUATION, OTHER, UNKNOWN, PADDING, OTHER_SPECIAL)  # display order
-
-
-def _strip_marker(token: str) -> str:
-    for marker in ("##", "Ġ", "▁", "Ċ"):
-        token = token.removeprefix(marker)
-    return token
-
-
-def is_punctuation(token: str) -> bool:
-    """True for tokens made only of punctuation or symbol characters (after sub-word markers are removed)."""
-    t = _strip_marker(token)
-    return bool(t) and all(unicodedata.category(c)[0] in "PS" or c in string.punctuation for c in t)
-
-
-def special_roles(tokenizer) -> dict[str, tuple[int, str]]:
-    """role -> (id, spelling) of the tokenizer's token for that role, for the roles it has a token for."""
-    roles: dict[str, tuple[int, str]] = {}
-    for role, attrs in ROLE_ATTRIBUTES.items():
-        for attr in attrs:
-            tok, tid = getattr(tokenizer, attr, None), getattr(tokenizer, f"{attr}_id", None)
-            if tok is not None and tid is not None:
-                roles[role] = (int(tid), str(tok))
-                break
-    return roles
-
-
-def category_labels(tokenizer, categories: Sequence[str]) -> dict[str, str]:
-    """category -> its label on a chart: a role with the tokenizer's spelling ("separator ([SEP])")."""
-    spelling = {role: tok for role, (_, tok) in special_roles(tokenizer).items()}
-    return {c: f"{c} ({spelling[c]})" if c in spelling else c for c in categories}
-
-
-def token_categories(tokenizer, input_ids: Sequence[int]) -> list[str]:
-    """One category per token: its special role (start, separator, padding, unknown), other special (a special
-    token with none of these roles), punctuation or other tokens. One token that is both the start and the end
-    token (a tokenizer whose bos and eos are one token) is the start token in the first position and a
-    separator elsewhere."""
-    roles = special_roles(tokenizer)
-    by_id: dict[int, str] = {}
-    for role, (tid, _) in roles.items():
-        by_id.setdefault(tid, role)
-    sep_id = roles[SEPARATOR][0] if SEPARATOR in roles else None
-    special = set(int(i) for i in tokenizer.all_special_ids)
-    ids = [int(i) for i in input_ids]
-    out = []
-    for k, (tid, tok) in enumerate(zip(ids, tokenizer.convert_ids_to_tokens(ids))):
-        if tid == sep_id and k > 0:
-            out.append(SEPARATOR)
-        elif tid in by_id:
-            out.append(by_id[tid])
-        elif tid in special:
-            out.append(OTHER_SPECIAL)
-        elif is_punctuation(tok):
-            out.append(PUNCTUATION)
-        else:
-            out.append(OTHER)
-    return out
-
-
-def long_texts(corpus: Corpus, tokenizer, n: int, min_tokens: int, max_tokens: int, seed: int = 0) -> list[str]:
-    """``n`` texts of ``min_tokens``..``max_tokens`` tokens: corpus sentences where there are enough,
-    topped up with concatenated consecutive sentences (models with a large d_v need them)."""
-    try:
-        texts = sample_sentences(corpus, n, seed, tokenizer, min_tokens=min_tokens, max_tokens=max_tokens)
-    except ValueError:
-        texts = []
-    if len(texts) < n:
-        rng = np.random.default_rng(seed)
-        texts += concatenated_inputs(
-            corpus, rng.integers(min_tokens, max_tokens + 1, n - len(texts)).tolist(), tokenizer, seed
-        )
-    return texts

@@ -16,8 +16,9 @@ import pandas as pd
 import torch
 
 from . import nulls
-from .effective import CATEGORIES, SEPARATOR, STRUCTURAL, iter_effective, token_categories
 from .loaded_model import LoadedModel
+from .projection import iter_effective
+from .token_roles import CATEGORIES, SEPARATOR, STRUCTURAL, token_categories
 
 END_SEPARATOR, MIDDLE_SEPARATOR = "end separator", "middle separator"
 
