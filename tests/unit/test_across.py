@@ -11,7 +11,7 @@ import math
 import pandas as pd
 import pytest
 
-from identifiability import across, aggregate
+from identifiability import aggregate, model_comparison
 from identifiability.verdicts import (
     FAILS,
     HOLDS,
@@ -101,26 +101,26 @@ def test_quadrature_inputs_from_a_results_table(tmp_path):
         _doc(ft, "ft", [0.0, 0.0, 0.0, 0.0], 0.0, n_sentences=3),  # other parameters: not compared
     ]
     rows = pd.DataFrame([r for i, d in enumerate(docs) for r in aggregate.rows_of(d, "sweep", f"run{i}")])
-    comparable = across.comparable(rows)
+    comparable = model_comparison.comparable(rows)
     assert set(comparable.run) == {"run0", "run1", "run2"}
-    models = across.models_of(comparable)
+    models = model_comparison.models_of(comparable)
     assert list(models.role) == ["pre-trained", "fine-tuned: sentiment", "random init"]
-    inputs = across.quadrature_inputs(comparable, models, "lee")
+    inputs = model_comparison.quadrature_inputs(comparable, models, "lee")
     assert inputs["last"]["ft"].estimate == pytest.approx(-0.09)
     assert [d.estimate for d in inputs["layers"]["ft"]] == pytest.approx([0.0, -0.01, -0.10])  # layers 1..3
     assert inputs["control_last"].estimate == pytest.approx(-0.85)
     assert judge_c13_original(inputs["last"], inputs["control_last"], RULES["C13"]).verdict == FAILS
     assert judge_c14_original(inputs["layers"], inputs["control_layers"], RULES["C14"]).verdict == HOLDS
-    curves = across.curves(comparable, models)
+    curves = model_comparison.curves(comparable, models)
     assert set(curves[curves.curve == "identity"].layer) == {0, 1, 2, 3}
-    md = across.claims_markdown(across.claims(comparable, models), models)
+    md = model_comparison.claims_markdown(model_comparison.claims(comparable, models), models)
     head, _, c6 = md.splitlines()
     assert head == "| claim | corpus | pre-trained | fine-tuned: sentiment | random init |"  # a column per model
     assert c6.startswith("| C6 | lee | **holds** 0.950 (0.940 to 0.960) |")  # 3 significant digits
     assert c6.count("**holds**") == 3
     assert "nan" not in md.lower()
     two = pd.concat([models, models.assign(model_key="other-key", role="fine-tuned: sentiment")])
-    assert list(across.labels(two).values()) == ["pre-trained", "ft", "random init", "other-key"]
+    assert list(model_comparison.labels(two).values()) == ["pre-trained", "ft", "random init", "other-key"]
 
 
 def test_the_curves_open_on_the_corpus_most_models_have():
@@ -158,12 +158,12 @@ def test_separator_curves_by_role_whatever_the_tokenizer_calls_it():
             "results": results,
         })  # fmt: skip
     rows = pd.DataFrame([r for i, d in enumerate(docs) for r in aggregate.rows_of(d, "sweep", f"run{i}")])
-    models = across.models_of(across.comparable(rows))
-    curves = across.curves(rows, models)
+    models = model_comparison.models_of(model_comparison.comparable(rows))
+    curves = model_comparison.curves(rows, models)
     seps = curves[curves.curve.isin(["sep_raw", "sep_effective"])]
     assert set(seps.model) == {"tiny-roberta"} and len(seps) == 2 * 2  # two curves, layers 1..2
     assert set(curves[curves.curve == "cls_raw"].model) == {"tiny-roberta"}
-    assert across.without_separator(rows, models) == ["tiny-gpt2"]
+    assert model_comparison.without_separator(rows, models) == ["tiny-gpt2"]
     sentence = no_separator_text(["tiny-gpt2"])
     assert "**tiny-gpt2**" in sentence and "adds no separator" in sentence and no_separator_text([]) == ""
 
@@ -239,10 +239,12 @@ def test_a_curves_menu_is_shown_only_where_it_offers_a_choice():
 
 def test_only_corpora_two_models_share_are_compared():
     """The book's own corpus has the reference alone: once another corpus has two models, its curves go."""
-    plain = across.compared(_curve_rows({"pre-trained": ["lee", "lee_heldout"], "random init": ["lee_heldout"]}))
+    plain = model_comparison.compared(
+        _curve_rows({"pre-trained": ["lee", "lee_heldout"], "random init": ["lee_heldout"]})
+    )
     assert set(plain.corpus) == {"lee_heldout"} and set(plain.model) == {"pre-trained", "random init"}
     alone = _curve_rows({"pre-trained": ["lee"]})
-    assert across.compared(alone).equals(alone)  # nothing shared: the one model's curves stay
+    assert model_comparison.compared(alone).equals(alone)  # nothing shared: the one model's curves stay
 
 
 def test_the_page_says_what_this_build_compares_and_what_fills_the_rest():
@@ -292,5 +294,8 @@ def test_the_reference_beside_its_control_alone(tmp_path):
     rows = next(d for d in chart["datasets"].values() if "model" in d[0])
     assert {(r["model"], r["layer"]) for r in rows} == {("random init", la) for la in range(1, 7)}
     assert str(ft.control.last) in control_text(ft)
-    assert across.claims_markdown(cmp.claim_table, cmp.model_table) == "No run these models share judges a claim."
+    assert (
+        model_comparison.claims_markdown(cmp.claim_table, cmp.model_table)
+        == "No run these models share judges a claim."
+    )
     assert chart["title"] == "t"  # on the layered chart, where the page shows it

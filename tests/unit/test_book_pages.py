@@ -9,7 +9,7 @@ import pytest
 import torch
 import vl_convert as vlc
 
-from identifiability import book, explore
+from identifiability import book, live_panel
 from identifiability.charts.explore import ATTENTION_AXES, attention_explorer
 
 SENTENCE = "The cat sat on the <mat> because it was warm."
@@ -22,7 +22,7 @@ def _model(name: str, state: dict, module: str = "@jupyter-widgets/controls") ->
 
 
 def _widget_notebook() -> dict:
-    """A notebook as nbclient leaves it after ``panel`` (explore.sentence_panel) ran: a widget-view output
+    """A notebook as nbclient leaves it after ``panel`` (live_panel.sentence_panel) ran: a widget-view output
     and the widgets' state (VBox[Text, HTML, Output holding a chart]) in the notebook's metadata."""
     state = {
         "layout0": _model("LayoutModel", {"width": "95%"}, "@jupyter-widgets/base"),
@@ -128,7 +128,7 @@ def _maps(n: int, layers: int = 2, heads: int = 3) -> dict[str, torch.Tensor]:
 
 def test_the_hta_panel_is_labelled_hidden_and_input_tokens():
     tokens = ["[CLS]", "the", "cat", "sat", "[SEP]"]
-    spec = explore.maps_chart(tokens, _maps(5), title="the cat sat").to_dict()
+    spec = live_panel.maps_chart(tokens, _maps(5), title="the cat sat").to_dict()
     panels = {p["title"]: p["encoding"] for p in spec["concat"]}
     for name in ("raw attention A", "effective attention"):
         enc = panels[name]
@@ -149,7 +149,7 @@ def _drawn(spec: dict) -> tuple[float, dict[str, list[str]]]:
 def test_the_browser_decodes_the_shipped_values_and_tooltips_show_tokens():
     tokens = ["[CLS]", "the", "cat", "sat", "[SEP]"]
     maps = _maps(5)
-    _, cells = _drawn(explore.maps_chart(tokens, maps, title="the cat sat").to_dict())
+    _, cells = _drawn(live_panel.maps_chart(tokens, maps, title="the cat sat").to_dict())
     assert len(cells) == 3 * 5 * 5
     # the default view: the last layer, head 0
     want = [maps["raw attention A"][-1, 0], maps["effective attention"][-1, 0]]
@@ -161,7 +161,7 @@ def test_the_browser_decodes_the_shipped_values_and_tooltips_show_tokens():
                 fields = dict(part.split(": ", 1) for part in text.split("; "))
                 assert (int(fields["q"]), int(fields["k"])) == (q, k)
                 value = float(next(v for f, v in fields.items() if f in ("weight", "contribution c")).replace("−", "-"))
-                assert value == pytest.approx(float(m[q, k]), abs=0.6 * 10.0**-explore.PANEL_DIGITS)  # as shipped
+                assert value == pytest.approx(float(m[q, k]), abs=0.6 * 10.0**-live_panel.PANEL_DIGITS)  # as shipped
                 row, col = ("hidden token i", "input token j") if p == 2 else ("query", "key")
                 assert fields[row] == f"{q} {tokens[q]}" and fields[col] == f"{k} {tokens[k]}"
 
@@ -180,7 +180,7 @@ def test_the_panel_is_saved_with_its_chart_and_its_page_shows_it(tiny_lm):
     send back), so the widget state a notebook saves holds the chart, and the page draws it from there."""
     from ipywidgets.embed import dependency_state
 
-    panel = explore.sentence_panel(tiny_lm, "A short sentence.", hta_mode="estimate", probes=2)
+    panel = live_panel.sentence_panel(tiny_lm, "A short sentence.", hta_mode="estimate", probes=2)
     out = panel.children[2]
     assert [o["data"]["application/vnd.vegalite.v5+json"] for o in out.outputs] == [panel.chart.to_dict()]
     panel.children[0].value = "Another sentence about the weather."

@@ -2,7 +2,7 @@
 
 import torch
 
-from identifiability import explore
+from identifiability import live_panel
 from identifiability.studies.explore import sentence_views
 
 
@@ -27,7 +27,7 @@ def test_maps_have_the_documented_shapes_and_properties(tiny_any):
 
 
 def test_panel_recomputes_when_the_reader_types(tiny_lm):
-    panel = explore.sentence_panel(tiny_lm, "A short sentence.", hta_mode="estimate", probes=2)
+    panel = live_panel.sentence_panel(tiny_lm, "A short sentence.", hta_mode="estimate", probes=2)
     box, status, out = panel.children
     first = panel.chart.to_dict()
     assert status.value == ""

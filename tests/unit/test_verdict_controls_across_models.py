@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from identifiability import across, aggregate, stats
+from identifiability import aggregate, model_comparison, stats
 from identifiability import identity as ident
 from identifiability.charts.across_models import differences_chart
 from identifiability.fileio import write_json
@@ -132,7 +132,7 @@ def test_identical_fine_tunes_are_close_with_enough_sentences(tmp_path):
     assert power["chance_of_holding"] > 0.99 and power["sentences_for_power"] < n
     assert v13.original.verdict == NOT_RUN  # the original rule reads other results, which these runs lack
     assert [name for name, _ in v13.robustness] == ["band narrow", "band wide", "unit"]
-    names = list(across.labels(cmp.model_table).values())  # the page's column heads
+    names = list(model_comparison.labels(cmp.model_table).values())  # the page's column heads
     assert names == ["pre-trained", *(f"fine-tuned: lee-pairs, seed {f}" for f in range(3))]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from ..across import labels
+from ..model_comparison import labels
 
 VERDICT_COLOURS = {
     "holds": "#1a9850",

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import across, paths
+from .. import model_comparison, paths
 from ..stats import LEVEL, RESAMPLES, hierarchical_resamples
 from ..verdicts import Interval
 from ..verdicts.across_models import C13_BAND, C13_POWER, FineTuning, Paired, chance_of_holding, sentences_for_power
@@ -39,7 +39,7 @@ def paired(d: np.ndarray, seed: int = 0, n_resamples: int = RESAMPLES, seeds_fix
 
     Args:
         d: (F, P, Q, n, L) differences d_l per test sentence, layers 1..L
-            (:func:`identifiability.across.paired_differences`): three seed levels (fine-tune seeds, their
+            (:func:`identifiability.model_comparison.paired_differences`): three seed levels (fine-tune seeds, their
             probe seeds, the reference's probe seeds), resampled before the sentences.
         seeds_fixed: average the seeds and resample the sentences only (the claims table's "unit" alternative).
     Returns:
@@ -77,35 +77,35 @@ def fine_tuning(
     rows: pd.DataFrame, models: pd.DataFrame, corpus: str, root: Path, seed: int = 0
 ) -> tuple[FineTuning, dict]:
     """C13's and C14's evidence on ``corpus`` (the held-out text): per fine-tuned task the paired differences
-    over its fine-tune seeds (:func:`identifiability.across.paired_differences`) and their bootstrap, with the
+    over its fine-tune seeds (:func:`identifiability.model_comparison.paired_differences`) and their bootstrap, with the
     seeds resampled (the rule) and fixed (the "unit" alternative); the random-initialisation control's; and the
     original rules' unpaired inputs. Also what the page says of each task's power: fine-tune, probe and
     reference probe seeds, test sentences, the variance split, the chance of "holds" at a true difference of
     0 and the sentences that make it ``C13_POWER``."""
-    ref, groups, control = across.fine_tune_groups(rows, models)
-    original = across.quadrature_inputs(rows, models, corpus)
+    ref, groups, control = model_comparison.fine_tune_groups(rows, models)
+    original = model_comparison.quadrature_inputs(rows, models, corpus)
     ev = dict(
         original_last=original["last"],
         original_layers=original["layers"],
         original_control_last=original["control_last"],
         original_control_layers=original["control_layers"],
     )
-    base = across.sentence_rates(rows, ref, corpus, root) if ref else None
+    base = model_comparison.sentence_rates(rows, ref, corpus, root) if ref else None
     if base is None:
         return FineTuning(**ev), {}
     tasks, unit, diffs, power = {}, {}, {}, {}
     for task, keys in sorted(groups.items()):
-        runs = [r for r in (across.sentence_rates(rows, k, corpus, root) for k in keys) if r is not None]
+        runs = [r for r in (model_comparison.sentence_rates(rows, k, corpus, root) for k in keys) if r is not None]
         if not runs:
             continue
-        d, _ = across.paired_differences(base, runs)
+        d, _ = model_comparison.paired_differences(base, runs)
         diffs[task] = d
         tasks[task], unit[task] = paired(d, seed), paired(d, seed, seeds_fixed=True)
         power[task] = _power(tasks[task], d.shape[2])
     ctrl = ctrl_unit = None
-    runs = [across.sentence_rates(rows, control, corpus, root)] if control else []
+    runs = [model_comparison.sentence_rates(rows, control, corpus, root)] if control else []
     if runs and runs[0] is not None:
-        d, _ = across.paired_differences(base, runs)
+        d, _ = model_comparison.paired_differences(base, runs)
         ctrl, ctrl_unit = paired(d, seed), paired(d, seed, seeds_fixed=True)
         power["random init"] = _power(ctrl, d.shape[2])
     return FineTuning(tasks, unit, ctrl, ctrl_unit, diffs, **ev), power
@@ -137,8 +137,9 @@ class Comparison(Study):
     runs: int = data()  # chapter runs in the table
     models_in_table: int = data()
     model_table: pd.DataFrame = data()  # one row per compared model: model_key, model, role
-    claim_table: pd.DataFrame = data()  # across.claims
-    curves: pd.DataFrame = data()  # across.curves, of the corpora two models share (across.compared)
+    claim_table: pd.DataFrame = data()  # model_comparison.claims
+    # model_comparison.curves, of the corpora two models share (model_comparison.compared)
+    curves: pd.DataFrame = data()
     no_separator: list[str] = data()  # models whose tokenizer adds no separator to a sentence
     fine_tuning: FineTuning = data()  # what C13 and C14 take (verdicts.across_models.FineTuning)
 
@@ -149,8 +150,8 @@ def comparison(
     """Compare the models of ``table`` (``aggregate.read_table`` of ``data_folder``, default the data folder)
     on runs of ``seed`` with the parameters most models share; ``reference`` is the pre-trained model,
     ``judge_corpus`` the text C13 and C14 are judged on."""
-    rows = across.comparable(table, seed=seed)
-    models = across.models_of(rows, reference=reference)
+    rows = model_comparison.comparable(table, seed=seed)
+    models = model_comparison.models_of(rows, reference=reference)
     ft, power = fine_tuning(rows, models, judge_corpus, data_folder or paths.data_root(), seed)
     return Comparison(
         models=len(models),
@@ -159,9 +160,9 @@ def comparison(
         runs=int(table.run.nunique()) if len(table) else 0,
         models_in_table=int(table.model_key.nunique()) if len(table) else 0,
         model_table=models,
-        claim_table=across.claims(rows, models),
-        curves=across.compared(across.curves(rows, models)),
-        no_separator=across.without_separator(rows, models),
+        claim_table=model_comparison.claims(rows, models),
+        curves=model_comparison.compared(model_comparison.curves(rows, models)),
+        no_separator=model_comparison.without_separator(rows, models),
         fine_tuning=ft,
     )
 
