@@ -11,16 +11,19 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 
 ARCHITECTURES = ["bert", "roberta", "electra", "distilbert", "albert", "gpt2"]
-# Test tiers are folders: unit (tiny random models, seconds), integration (the real model), book
-# (notebooks, the book build, the browser). Each item gets its folder's markers.
-TIER_MARKERS = {"integration": ("real",), "book": ("real", "notebooks")}
+# Test tiers are folders, and this is the one place that marks them: each test gets its tier's name as a
+# marker (pytest -m unit, -m "not book"). unit: tiny random models, no kernel, cluster, make or book build
+# (tests/unit/conftest.py refuses them); integration: the real model, kernels, clusters, subprocesses;
+# book: the chapters executed, the book built and checked in a browser.
+TIERS = ("unit", "integration", "book")
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        tier = item.path.parent.name
-        for name in TIER_MARKERS.get(tier, ()):
-            item.add_marker(name)
+        tier = next((p.name for p in item.path.parents if p.name in TIERS), None)
+        if tier is None:
+            raise pytest.UsageError(f"{item.nodeid}: every test lives in one tier's folder: {', '.join(TIERS)}")
+        item.add_marker(tier)
 
 
 @pytest.fixture(scope="session")
@@ -91,7 +94,8 @@ def chapter_run(tmp_path_factory):
     contract, and returns its results dict."""
 
     from identifiability import paths
-    from identifiability.chapters import CHAPTERS, run_notebook
+    from identifiability.chapters import CHAPTERS
+    from identifiability.execution import run_notebook
     from identifiability.fileio import read_json
 
     out = tmp_path_factory.mktemp("chapters")

@@ -17,8 +17,10 @@ import time
 from pathlib import Path
 
 from . import book, chapters, keys, pages, paths
-from .chapters import CHAPTERS, ParameterError, chapter_sources, check_parameters, find, preflight, run_notebook
+from .chapters import CHAPTERS, chapter_sources, check_parameters, find, preflight
 from .executed import parameters_used
+from .execution import run_notebook
+from .parameters import ParameterError, declared_parameters
 
 
 def vendor(static: Path) -> None:
@@ -179,7 +181,7 @@ def build_book(
     for source in tqdm(sources, desc="chapters", unit="notebook"):
         t0 = time.time()
         if chapters.spec_of(source).name == "across_models" and executed is None:
-            judge = params.get("judge_corpus") or chapters.declared_parameters(source)["judge_corpus"]
+            judge = params.get("judge_corpus") or declared_parameters(source)["judge_corpus"]
             for line in control_runs(params["model"], judge, int(params.get("seed", 0))):
                 tqdm.write(f"  the comparison across models lacks a run: {line}")
             tqdm.write(f"  {source.stem}: control runs {time.time() - t0:.0f} s")

@@ -2,16 +2,14 @@
 
 Every chapter is one entry of :data:`CHAPTERS`, in the book's order (``_toc.yml`` lists the same):
 
-- its source, ``notebooks/<stem>.md`` (jupytext MyST);
-- its parameters, declared with their defaults in the source's cell tagged ``parameters``
-  (:func:`declared_parameters`, read by :func:`identifiability.executed.cell_parameters`, the one reader of
-  that cell); a given value is converted to its default's type, then checked against what the parameter
-  allows (:data:`ALLOWED`: counts at least 1, seeds at least 0, a device this machine has, the choices of a
-  choice parameter, length expressions that parse), or refused with one line (:class:`Parameter`,
-  :func:`coerce_parameters`);
+- its stem (the source ``notebooks/<stem>.md``, jupytext MyST) and its one name, the stem without its
+  number, which every module of the chapter carries (``studies/<name>.py``, ``charts/<name>.py``, ...;
+  :attr:`ChapterSpec.layers`); other modules name a chapter by :func:`by_name`, never by its stem;
+- its parameters, declared with their defaults in the source's cell tagged ``parameters``, typed and checked
+  by :mod:`identifiability.parameters` (:func:`coerce_parameters`);
 - the checks its parameters must pass against the model's config and the text before anything runs
   (``checks``, applied by :func:`identifiability.preflight.check`);
-- how it runs: :func:`run_notebook` executes the source with papermill and cleans the executed notebook;
+- how it runs is :mod:`identifiability.execution` (papermill, a hidden notebook until the chapter ends);
 - for the sweep, its expected run time (which runs start first) and whether a sweep runs it by default;
 - for the tests, the small parameters of its one real execution (``quick``).
 
@@ -22,173 +20,13 @@ source that is not a chapter of the book has no checks.
 from __future__ import annotations
 
 import difflib
-import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import paths, stops
-from .errors import ChapterFailed, UserError
-from .executed import PARAMETERS, cell_parameters, clean_executed
+from . import paths
+from .parameters import ALLOWED, Allowed, Parameter, ParameterError, declared_parameters, unknown
 from .preflight import ChapterRules, ModelInfo, at_least, check, layer_head, window
-
-
-class ParameterError(UserError, ValueError):
-    """A chapter parameter or chapter name that is not declared, or a value of the wrong type."""
-
-
-@dataclass(frozen=True)
-class Allowed:
-    """The values a parameter allows beyond its type: at least ``minimum`` (``why`` says what needs it), one
-    of ``choices``, or what ``test`` accepts (it returns the problem, a few words, or None). Checked for every
-    given value before anything runs; a value left unset (None) is not checked."""
-
-    minimum: float | None = None
-    why: str = ""
-    choices: tuple = ()
-    test: Callable[[object], str | None] | None = None
-
-    def problem(self, value) -> str | None:
-        if value is None:
-            return None
-        if self.minimum is not None and value < self.minimum:
-            return f"must be at least {self.minimum:g} ({self.why})"
-        if self.choices and value not in self.choices:
-            return f"must be one of {', '.join(map(str, self.choices))}"
-        return self.test(value) if self.test else None
-
-
-def _device(value: str) -> str | None:
-    """Why ``value`` is not a torch device this machine has, or None."""
-    import torch
-
-    try:
-        dev = torch.device(value)
-    except (RuntimeError, ValueError):
-        return "is not a device: use cpu, cuda, cuda:N or mps"
-    if dev.type == "cuda" and not (torch.cuda.is_available() and (dev.index or 0) < torch.cuda.device_count()):
-        have = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        return f"is not available here: torch sees {have} CUDA devices"
-    if dev.type == "mps" and not torch.backends.mps.is_available():
-        return "is not available here: torch sees no MPS device"
-    if dev.type not in ("cpu", "cuda", "mps"):
-        return "is not a device the chapters run on: use cpu, cuda, cuda:N or mps"
-    return None
-
-
-def _lengths(value: str) -> str | None:
-    """Why ``value`` is not a list of lengths for chapter 2 (integers or [k]dv[+-n]), or None."""
-    from .nullspace.common import parse_lengths
-
-    try:
-        return None if parse_lengths(value, d_v=64) else "gives no length"
-    except ValueError as e:
-        return f"is not a list of lengths: {str(e).splitlines()[0]}"
-
-
-def _text(value: str) -> str | None:
-    return None if value.strip() else "is empty"
-
-
-_COUNT = "a count"
-# What each parameter allows beyond its type: one table for the whole book, since a name means the same
-# thing in every chapter that declares it (a test checks that every number a chapter declares has an entry).
-# Checks that need the model or the text are the chapters' ``checks``.
-ALLOWED: dict[str, Allowed] = {
-    **{
-        name: Allowed(1, _COUNT)
-        for name in (
-            "n_sentences",
-            "example_min_tokens",
-            "example_max_tokens",
-            "lp_rounds",
-            "search_steps",
-            "fig1_max_length",
-            "fig1_n_lengths",
-            "fig1_repeats",
-            "fig1_long_repeats",
-            "viewer_sentences",
-            "viewer_max_tokens",
-            "epochs",
-            "patience",
-            "batch_size",
-            "mlp_hidden",
-            "second_n_sentences",
-            "hist_bins",
-            "n_second",
-            "n_exact",
-            "n_per_quarter",
-            "probes",
-            "n_explorer",
-            "max_offset",
-        )
-    },
-    "max_tokens": Allowed(1, "tokens, special ones included"),
-    "min_tokens": Allowed(1, "tokens, special ones included"),
-    "exact_max_tokens": Allowed(1, "tokens, special ones included"),
-    "n_pairs": Allowed(2, "sentence pairs for C5's middle separator (an interval)"),
-    "seed": Allowed(0, "a random seed"),
-    "example_index": Allowed(0, "an index into the sampled sentences"),
-    "head": Allowed(0, "heads are numbered from 0"),
-    "rescale_max": Allowed(1, "factors are drawn in [1/rescale_max, rescale_max]"),
-    "device": Allowed(test=_device),
-    "precision": Allowed(choices=("float32", "float64")),
-    "hta_mode": Allowed(choices=("estimate", "exact")),
-    "lengths": Allowed(test=_lengths),
-    "example_length": Allowed(test=_lengths),
-    "search_lengths": Allowed(test=_lengths),
-    "jacobian_max_length": Allowed(test=_lengths),
-    "sentence": Allowed(test=_text),
-}
-
-
-@dataclass(frozen=True)
-class Parameter:
-    """A parameter a chapter declares, with its default (from the parameters cell). A given value is
-    converted to the default's type, then checked against what it allows (:meth:`coerce`, :data:`ALLOWED`)."""
-
-    name: str
-    default: object
-    kind: type | None = None  # the type of a parameter whose default is None ("not set"); else the default's
-    allowed: Allowed = Allowed()
-
-    def coerce(self, value, chapter: str):
-        """``value`` as the parameter's type and within what it allows; ParameterError with one line (and an
-        example) otherwise."""
-        value = self._convert(value, chapter)
-        problem = self.allowed.problem(value)
-        if problem:
-            raise ParameterError(f"{chapter}: {self.name}={value!r} {problem}; pass e.g. -p {self.name}={self.default}")
-        return value
-
-    def _convert(self, value, chapter: str):
-        """``value`` as the parameter's type; ParameterError with one line (and an example) otherwise. A default
-        of None takes any value, unless the contract gives its type; then "none" or "" leaves it not set."""
-        default = self.default
-        if default is None and self.kind is not None:
-            if value is None or str(value).strip().lower() in ("", "none"):
-                return None
-            default = self.kind()  # the type's zero, for the conversion and the message
-        elif default is None or isinstance(value, type(default)) and not isinstance(value, bool) or value is None:
-            return value
-        kind = type(default)
-        try:
-            if kind is bool:
-                if isinstance(value, bool):
-                    return value
-                if str(value).lower() in ("1", "true", "yes"):
-                    return True
-                if str(value).lower() in ("0", "false", "no"):
-                    return False
-                raise ValueError
-            if kind is int and isinstance(value, float) and not value.is_integer():
-                raise ValueError
-            return kind(value)
-        except (TypeError, ValueError):
-            raise ParameterError(
-                f"parameter {self.name!r} of {chapter} must be {kind.__name__} (default {self.default!r}), got "
-                f"{value!r}; e.g. -p {self.name}={default}"
-            ) from None
 
 
 @dataclass(frozen=True)
@@ -397,16 +235,6 @@ def find(names: Iterable[str]) -> list[ChapterSpec]:
     return out
 
 
-def declared_parameters(source: Path) -> dict:
-    """{name: default} of the notebook's cell tagged ``parameters``."""
-    import jupytext
-
-    cells = [c for c in jupytext.read(source).cells if PARAMETERS in c.metadata.get("tags", [])]
-    if not cells:
-        raise ParameterError(f"{source.name} has no cell tagged 'parameters'; add one (see notebooks/01_*.md)")
-    return cell_parameters(cells[0].source)
-
-
 def parameters(source: Path) -> dict[str, Parameter]:
     """Each parameter ``source`` declares, as a :class:`Parameter`."""
     optional = spec_of(source).optional
@@ -414,12 +242,6 @@ def parameters(source: Path) -> dict[str, Parameter]:
         name: Parameter(name, d, optional.get(name), ALLOWED.get(name, Allowed()))
         for name, d in declared_parameters(source).items()
     }
-
-
-def _unknown(name: str, declared: Iterable[str], where: str) -> ParameterError:
-    close = difflib.get_close_matches(name, list(declared), n=1)
-    hint = f"did you mean {close[0]!r}? " if close else ""
-    return ParameterError(f"no parameter {name!r} in {where}; {hint}declared: {', '.join(sorted(declared))}")
 
 
 def coerce_parameters(source: Path, given: dict, strict: bool = True) -> dict:
@@ -434,7 +256,7 @@ def coerce_parameters(source: Path, given: dict, strict: bool = True) -> dict:
     for name, value in given.items():
         if name not in declared:
             if strict:
-                raise _unknown(name, declared, source.stem)
+                raise unknown(name, declared, source.stem)
             continue
         out[name] = declared[name].coerce(value, source.stem)
     return out
@@ -447,7 +269,7 @@ def check_parameters(sources: Sequence[Path], given: dict) -> None:
         declared |= set(declared_parameters(source))
     for name in given:
         if name not in declared:
-            raise _unknown(name, declared, "any chapter of this build")
+            raise unknown(name, declared, "any chapter of this build")
     for source in sources:
         coerce_parameters(source, given, strict=False)
 
@@ -460,37 +282,3 @@ def preflight(sources: Sequence[Path], params: dict) -> None:
         for s in sources
     }
     check(chapters, params.get("model"), params.get("corpus", paths.DEFAULT_CORPUS))
-
-
-def run_notebook(source: Path, out_dir: Path, parameters: dict, progress: bool = True, strict: bool = True) -> Path:
-    """Execute one jupytext notebook with papermill; returns the executed .ipynb path, cleaned
-    (:func:`identifiability.executed.clean_executed`: one parameters cell with the values used, no stderr).
-
-    The kernel runs in the checkout and inherits this process's data folder (``IDENTIFIABILITY_DATA``), so a
-    chapter files its results where this command looks for them.
-    """
-    import jupytext
-    import papermill
-
-    params = coerce_parameters(source, parameters, strict)
-    os.environ.setdefault(paths.DATA_ENV, str(paths.data_root()))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / f"{source.stem}.ipynb"
-    nb = jupytext.read(source)
-    # a hidden file until the chapter ends; Ctrl-C or a dead kernel leave the previous notebook (identifiability.stops)
-    with stops.executing(source, target, {**declared_parameters(source), **params}) as partial:
-        try:
-            papermill.execute_notebook(
-                nb,
-                str(partial),
-                parameters=params,
-                kernel_name="python3",
-                progress_bar=progress,
-                cwd=str(paths.source_root()),
-                **stops.KERNEL_OPTIONS,
-            )
-        except papermill.PapermillExecutionError as e:
-            last = (str(e.evalue).strip().splitlines() or [""])[-1]
-            raise ChapterFailed(f"{source.stem} stopped: {e.ename}: {last} (full traceback in {target})") from None
-        clean_executed(partial)
-    return target

@@ -19,16 +19,10 @@ from pathlib import Path
 from typing import NoReturn
 
 from . import keys, paths, stops  # stops before .chapters loads torch: a Ctrl-C meanwhile is one line too
-from .chapters import (
-    ChapterFailed,
-    ParameterError,
-    by_name,
-    check_parameters,
-    declared_parameters,
-    preflight,
-    run_notebook,
-)
-from .errors import UserError, one_line
+from .chapters import by_name, check_parameters, preflight
+from .errors import ChapterFailed, UserError, one_line
+from .execution import run_notebook
+from .parameters import ParameterError, declared_parameters
 from .paths import DEFAULT_MODEL
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import paths
-from .chapters import ALLOWED
 from .executed import BUILD_LOCATION, PARAMETERS, assignments, cell_comments, read_notebook, run_seconds
 from .fileio import read_json
+from .parameters import ALLOWED
 from .verdicts.claims import claims_table
 from .verdicts.core import NOT_RUN, Verdict, from_json, render, robustness_summary, verdict_label
 from .verdicts.text import anchor, fmt, math_text, times_ten
@@ -140,7 +140,7 @@ def _markdown_text(text: str) -> str:
 def parameter_help(stem: str) -> dict[str, str]:
     """{name: what it sets} for a chapter's parameters: the comments of its source's parameters cell
     (:func:`identifiability.executed.cell_comments`, the one place the help is written), with the least value
-    the chapter contract allows (:data:`identifiability.chapters.ALLOWED`)."""
+    the chapter contract allows (:data:`identifiability.parameters.ALLOWED`)."""
     import jupytext
 
     source = paths.source_root() / "notebooks" / f"{stem}.md"

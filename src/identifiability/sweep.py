@@ -42,19 +42,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import cluster, keys, paths
-from .chapters import (
-    CHAPTERS,
-    ChapterFailed,
-    by_name,
-    check_parameters,
-    coerce_parameters,
-    declared_parameters,
-    find,
-    preflight,
-    run_notebook,
-)
-from .errors import SweepError, UserError, one_line
+from .chapters import CHAPTERS, by_name, check_parameters, coerce_parameters, find, preflight
+from .errors import ChapterFailed, SweepError, UserError, one_line
+from .execution import run_notebook
 from .fileio import atomic_write, read_json, write_json
+from .parameters import declared_parameters
 
 RUN_FILE = "run.json"
 

@@ -16,9 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from identifiability import build, chapters, paths
-
-pytestmark = [pytest.mark.book, pytest.mark.real]
+from identifiability import build, chapters, parameters, paths
 
 NPM_ROOT = paths.source_root() / ".cache" / "npm" / "node_modules"
 PAGE_BUDGET = 1_200_000  # bytes of a page's first load, gzip-compressed as a static host serves text
@@ -168,7 +166,7 @@ def test_build_page_lists_every_chapters_parameters_for_people(html):
 
     text = re.sub(r"<[^>]+>", " ", (html / "book/this_build.html").read_text())
     for source in chapters.chapter_sources():
-        for name in chapters.declared_parameters(source):
+        for name in parameters.declared_parameters(source):
             if name not in ("model", "corpus", "results_dir"):
                 assert name in text, f"this build: {source.stem}'s parameter {name} is not listed"
     assert not re.search(r"\bNone\b", text) and "revision" in text

@@ -8,8 +8,6 @@ import pytest
 from identifiability import handout, paths
 from identifiability.chapters import chapter_sources
 
-pytestmark = [pytest.mark.notebooks, pytest.mark.real]
-
 
 def test_a_wrong_answer_fails_its_check_with_a_message(tmp_path, quick_params, monkeypatch):
     import jupytext

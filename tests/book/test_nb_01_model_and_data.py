@@ -1,8 +1,3 @@
-import pytest
-
-pytestmark = [pytest.mark.notebooks, pytest.mark.real]
-
-
 def test_chapter_1_reports_the_corpus_and_a_traced_sentence(chapter_run):
     out = chapter_run("01_model_and_data")
     r = out["results"]

@@ -3,10 +3,7 @@
 import json
 from pathlib import Path
 
-import pytest
 
-
-@pytest.mark.notebooks
 def test_nonidentifiability_notebook(chapter_run):
     r = chapter_run("02_nonidentifiability")["results"]
     claims = r["claims"]

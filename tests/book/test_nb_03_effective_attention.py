@@ -2,10 +2,7 @@
 
 import re
 
-import pytest
 
-
-@pytest.mark.notebooks
 def test_effective_attention_notebook(chapter_run):
     r = chapter_run("03_effective_attention")["results"]
     out = chapter_run.dir / "notebooks" / "03_effective_attention.ipynb"

@@ -5,7 +5,6 @@ import pytest
 from identifiability.verdicts import C6_HOLDS, C6_PARTLY, FAILS, HOLDS, INCONCLUSIVE, PARTLY
 
 
-@pytest.mark.notebooks
 def test_token_identity_notebook(chapter_run):
     r = chapter_run("04_token_identity")["results"]
     out = chapter_run.dir / "notebooks" / "04_token_identity.ipynb"

@@ -5,7 +5,6 @@ import pytest
 from identifiability.verdicts import C8_ANGLE_SLACK, HOLDS, INCONCLUSIVE
 
 
-@pytest.mark.notebooks
 def test_angle_magnitude_notebook(chapter_run):
     r = chapter_run("05_angle_magnitude")["results"]
     out = chapter_run.dir / "notebooks" / "05_angle_magnitude.ipynb"

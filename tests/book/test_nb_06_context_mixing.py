@@ -8,8 +8,6 @@ import pytest
 
 from identifiability.verdicts.claims import load_claims, robustness_names
 
-pytestmark = [pytest.mark.notebooks, pytest.mark.real]
-
 
 def test_context_mixing_notebook(chapter_run):
     """One shared execution per session (``chapter_run``, small parameters from conftest.QUICK_PARAMS),

@@ -7,7 +7,8 @@ control's change per layer with its intervals, and still no verdict on C13 or C1
 import json
 
 from identifiability import build, paths
-from identifiability.chapters import CHAPTERS, run_notebook
+from identifiability.chapters import CHAPTERS
+from identifiability.execution import run_notebook
 from identifiability.fileio import read_json
 from identifiability.verdicts.claims import load_claims, robustness_names
 

@@ -65,7 +65,7 @@ def test_sweep_completes_builds_the_table_and_resumes(env):
 def test_the_across_models_page_shows_both_models_and_their_verdicts(env, tmp_path):
     import json
 
-    from identifiability.chapters import run_notebook
+    from identifiability.execution import run_notebook
 
     if not (env["data"] / "results.parquet").is_file():
         pytest.skip("needs the sweep of test_sweep_completes_builds_the_table_and_resumes")

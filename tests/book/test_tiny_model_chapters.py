@@ -9,12 +9,10 @@ from __future__ import annotations
 import pytest
 
 from identifiability import paths
-from identifiability.chapters import run_notebook
+from identifiability.execution import run_notebook
 from identifiability.fileio import read_json
 from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE
 from identifiability.verdicts.claims import load_claims
-
-pytestmark = [pytest.mark.notebooks]
 
 
 @pytest.fixture(scope="module")

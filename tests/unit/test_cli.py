@@ -4,13 +4,13 @@ contract agrees with the book's table of contents."""
 import pytest
 import yaml
 
-from identifiability import build, chapters, cli, keys, paths
+from identifiability import build, chapters, cli, keys, parameters, paths
 
 NB = paths.source_root() / "notebooks" / "01_model_and_data.md"
 
 
 def test_declared_parameters_read_from_the_parameters_cell():
-    p = chapters.declared_parameters(NB)
+    p = parameters.declared_parameters(NB)
     assert p["n_sentences"] == 300 and p["corpus"] == "lee" and p["seed"] == 0
 
 
@@ -20,7 +20,7 @@ def test_values_are_converted_to_the_declared_type():
 
 
 def test_an_unknown_parameter_names_the_closest_declared_one():
-    with pytest.raises(chapters.ParameterError, match="no parameter 'n_sentence' .*did you mean 'n_sentences'"):
+    with pytest.raises(parameters.ParameterError, match="no parameter 'n_sentence' .*did you mean 'n_sentences'"):
         chapters.coerce_parameters(NB, {"n_sentence": "25"})
 
 
@@ -35,16 +35,16 @@ def test_a_parameter_no_chapter_declares_stops_the_book_before_anything_runs(cap
 
 def test_a_parameter_not_set_by_default_takes_its_contract_type():
     ch2 = chapters.CHAPTERS["02_nonidentifiability"].source
-    assert chapters.declared_parameters(ch2)["layer"] is None  # not set: the chapter picks the middle layer
+    assert parameters.declared_parameters(ch2)["layer"] is None  # not set: the chapter picks the middle layer
     assert chapters.coerce_parameters(ch2, {"layer": "3"}) == {"layer": 3}
     assert chapters.coerce_parameters(ch2, {"layer": "none"}) == {"layer": None}
-    with pytest.raises(chapters.ParameterError, match="'layer' of 02_nonidentifiability must be int"):
+    with pytest.raises(parameters.ParameterError, match="'layer' of 02_nonidentifiability must be int"):
         chapters.coerce_parameters(ch2, {"layer": "top"})
 
 
 @pytest.mark.parametrize("name,value", [("n_sentences", "many"), ("seed", 1.5), ("max_tokens", "12x")])
 def test_wrong_type_is_a_one_line_error(name, value):
-    with pytest.raises(chapters.ParameterError, match=f"parameter '{name}' .* must be int") as e:
+    with pytest.raises(parameters.ParameterError, match=f"parameter '{name}' .* must be int") as e:
         chapters.coerce_parameters(NB, {name: value})
     assert "\n" not in str(e.value)
 
@@ -55,7 +55,7 @@ def test_command_line_reports_bad_parameter_and_exits_2(capsys):
 
 
 def test_malformed_parameter_pair():
-    with pytest.raises(chapters.ParameterError, match="name=value"):
+    with pytest.raises(parameters.ParameterError, match="name=value"):
         cli.parse_params(["n_sentences"])
 
 
@@ -64,7 +64,7 @@ def test_every_chapter_in_the_toc_has_a_source_and_declares_the_common_parameter
     assert [s.stem for s in sources][:1] == ["01_model_and_data"]
     assert len(sources) == 8 and all(s.is_file() for s in sources)
     for s in sources:
-        declared = chapters.declared_parameters(s)
+        declared = parameters.declared_parameters(s)
         # chapter 8 reads the results table, not sentences: it has no sample size or length limit
         common = ("model", "corpus", "seed", "device", "results_dir")
         per_model = ("n_sentences", "max_tokens") if s.stem != "08_across_models" else ()
@@ -138,7 +138,7 @@ def test_launch_buttons_only_with_a_public_repository(tmp_path):
 
 @pytest.mark.parametrize("bad", ["git@github.com:someone/book.git", "/srv/git/book", "https://example.org/a/b"])
 def test_a_repository_binder_cannot_build_is_a_clear_error(bad, capsys):
-    with pytest.raises(chapters.ParameterError, match="https://github.com/<owner>/<repo>"):
+    with pytest.raises(parameters.ParameterError, match="https://github.com/<owner>/<repo>"):
         build.repository_url(bad)
     assert cli.main(["book", "--repository", bad, "--only", "01_model_and_data"]) == 2
     assert "Binder" in capsys.readouterr().err
@@ -160,14 +160,14 @@ def test_a_comment_with_an_equals_sign_does_not_hide_a_parameter(tmp_path):
         "n_sentences = 40  # sentences (n = 40 takes a minute)\nexact_all: bool = False\n"
         "model = None\n```\n"
     )
-    assert chapters.declared_parameters(src) == {"n_sentences": 40, "exact_all": False, "model": None}
+    assert parameters.declared_parameters(src) == {"n_sentences": 40, "exact_all": False, "model": None}
     assert chapters.coerce_parameters(src, {"n_sentences": "7"}) == {"n_sentences": 7}
 
 
 @pytest.mark.parametrize(
     "error",
     [
-        "chapters.ParameterError",
+        "parameters.ParameterError",
         "preflight.PreflightError",
         "fingerprint.ModelNotAvailable",
         "adapters.UnsupportedArchitecture",

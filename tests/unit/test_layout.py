@@ -203,7 +203,8 @@ def _setup_call(source: Path) -> ast.Call:
 
 
 def test_each_chapter_calls_setup_with_its_stem_and_passes_every_parameter_it_declares():
-    from identifiability.chapters import CHAPTERS, declared_parameters
+    from identifiability.chapters import CHAPTERS
+    from identifiability.parameters import declared_parameters
 
     for spec in CHAPTERS.values():
         call = _setup_call(spec.source)

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from identifiability import chapters, paths, stops
-from identifiability.chapters import ChapterFailed
+from identifiability import execution, paths, stops
+from identifiability.errors import ChapterFailed
 
 CHAPTER = "07_explore"  # the quickest chapter
 BAR = re.compile(r"^[^|]*\d+%\|")  # one draw of a progress bar: 'Executing:  25%|██▌       | 1/4 [...]'
@@ -264,7 +264,7 @@ def test_a_dead_kernel_is_a_chapter_failure_and_the_previous_notebook_stays(tmp_
     source = paths.source_root() / "notebooks" / "06_context_mixing.md"
     (tmp_path / "06_context_mixing.ipynb").write_text("earlier")
     with pytest.raises(ChapterFailed, match=r"chapter 06_context_mixing: the kernel died .* -p n_sentences=10 "):
-        chapters.run_notebook(source, tmp_path, {"n_sentences": 20})
+        execution.run_notebook(source, tmp_path, {"n_sentences": 20})
     assert [p.name for p in tmp_path.iterdir()] == ["06_context_mixing.ipynb"]
     assert (tmp_path / "06_context_mixing.ipynb").read_text() == "earlier"
     assert not [r for r in caplog.records if "Kernel died" in r.getMessage()]
@@ -280,6 +280,6 @@ def test_a_failing_chapter_still_leaves_its_notebook_where_the_error_says(tmp_pa
     monkeypatch.setattr(papermill, "execute_notebook", fails)
     source = paths.source_root() / "notebooks" / "06_context_mixing.md"
     with pytest.raises(ChapterFailed, match="ValueError: boom .full traceback in .*06_context_mixing.ipynb"):
-        chapters.run_notebook(source, tmp_path, {})
+        execution.run_notebook(source, tmp_path, {})
     assert [p.name for p in tmp_path.iterdir()] == ["06_context_mixing.ipynb"]
     assert json.loads((tmp_path / "06_context_mixing.ipynb").read_text()) == {"the": "traceback"}

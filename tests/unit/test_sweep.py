@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 
 from identifiability import aggregate, cluster, paths, sweep
-from identifiability.chapters import ParameterError
 from identifiability.cli import main
 from identifiability.errors import SweepError
 from identifiability.fileio import write_json
+from identifiability.parameters import ParameterError
 
 
 @pytest.fixture
