@@ -277,7 +277,13 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     try:
         # Ctrl-C: one line, exit 130 (identifiability.stops); a caller that passes its own argv handles it itself
-        return stops.run(lambda: COMMANDS[a.cmd](a), resumes=a.cmd in ("sweep", "hta"), handle=argv is None)
+        status = stops.run(lambda: COMMANDS[a.cmd](a), resumes=a.cmd in ("sweep", "hta"), handle=argv is None)
+        sys.stdout.flush()  # here, not at exit: a pipe's reader that left is then caught below
+        return status
+    except BrokenPipeError:
+        if not stops.stdout_closed():
+            raise
+        return stops.EXIT_BROKEN_PIPE  # `identifiability compare ... | head`: the reader has all it wanted
     except ChapterFailed as e:  # what earlier chapters wrote stays where it is
         print(f"error: {e}", file=sys.stderr)
         return 1

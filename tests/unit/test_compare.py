@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from identifiability import cli
 from identifiability.compare import compare_folders
 
@@ -121,3 +123,35 @@ def test_every_timing_a_study_records_is_skipped_by_name():
     timings = {name for name in fields if "seconds" in name}
     assert timings and timings <= set(SKIPPED), sorted(timings - set(SKIPPED))
     assert "d_s" in fields and "d_s" not in SKIPPED
+
+
+@pytest.mark.parametrize("buffering", [1, -1], ids=["line-buffered", "block-buffered"])
+def test_a_report_piped_into_a_reader_that_left_ends_quietly(buffering, tmp_path, monkeypatch, capsys):
+    """``identifiability compare ... | head`` once head has exited: stdout is a pipe without a reader."""
+    import os
+
+    from identifiability import stops
+
+    _write(tmp_path / "a", "02.json", {"results": {"x": 1.0}})
+    _write(tmp_path / "b", "02.json", {"results": {"x": 1.1}})
+    reader, writer = os.pipe()
+    os.close(reader)
+    with open(writer, "w", buffering=buffering) as pipe:
+        monkeypatch.setattr("sys.stdout", pipe)
+        assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == stops.EXIT_BROKEN_PIPE
+        pipe.write("what the interpreter flushes at exit goes to /dev/null\n")
+        pipe.flush()
+    assert capsys.readouterr().err == ""
+
+
+def _a_socket_broke(*args, **kwargs):
+    raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_broken_pipe_elsewhere_with_stdout_open_is_not_taken_for_a_reader_that_left(tmp_path, monkeypatch):
+    from identifiability import compare
+
+    _write(tmp_path / "a", "02.json", {"results": {"x": 1.0}})
+    monkeypatch.setattr(compare, "compare_folders", _a_socket_broke)
+    with pytest.raises(BrokenPipeError):
+        cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "a")])
