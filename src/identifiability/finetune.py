@@ -39,7 +39,7 @@ from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
 from .corpora import encode
-from .fileio import read_json, write_json
+from .fileio import atomic_write, read_json, write_folder, write_json
 from .fingerprint import folder_key
 from .keys import resolve
 from .paths import data_root, safe_key
@@ -203,9 +203,7 @@ def save_checkpoint(
             tensors[f"optim.{idx}.{key}"] = value.detach().clone().contiguous()
     tensors["rng.torch"] = torch.get_rng_state()  # (n,) uint8: dropout's generator
     name = f"epoch{epochs_done}.safetensors"
-    tmp = folder / (name + ".tmp")
-    save_file(tensors, str(tmp), metadata={"epochs_done": str(epochs_done)})
-    os.replace(tmp, folder / name)
+    atomic_write(folder / name, lambda p: save_file(tensors, str(p), metadata={"epochs_done": str(epochs_done)}))
     write_json(folder / "state.json", {**meta, "epochs_done": epochs_done, "tensors": name})
     for old in folder.glob("epoch*.safetensors"):
         if old.name != name:
@@ -477,10 +475,13 @@ def finetune(
 def _save_folder(out: Path, model, tokenizer, provenance: dict) -> None:
     """A model folder the chapters load: safetensors weights, config, tokenizer, then ``provenance.json``,
     last: its presence says the folder is complete."""
-    out.mkdir(parents=True, exist_ok=True)
-    with _quiet_transformers():
-        model.save_pretrained(str(out), safe_serialization=True)
-    tokenizer.save_pretrained(str(out))
+
+    def save(folder: Path) -> None:
+        with _quiet_transformers():
+            model.save_pretrained(str(folder), safe_serialization=True)
+        tokenizer.save_pretrained(str(folder))
+
+    write_folder(out, save)
     write_json(out / PROVENANCE, provenance)
 
 
