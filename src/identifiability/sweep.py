@@ -54,6 +54,7 @@ from .chapters import (
 )
 from .errors import SweepError, UserError, one_line
 from .fileio import atomic_write, read_json, write_json
+from .preflight import check_data_folder
 
 RUN_FILE = "run.json"
 
@@ -177,6 +178,7 @@ def plan(
     check_parameters(sources, {"model": models[0], "corpus": corpora[0], **params})
     for s in sources:
         coerce_parameters(s, scoped[s.stem], strict=True)  # a chapter's own parameter must be its own
+    check_data_folder()  # not one model's or corpus's problem: the whole sweep stops
     hashes = {s.stem: source_hash(s) for s in sources}
     runs, problems = [], []
     for model in models:

@@ -5,6 +5,7 @@ folder."""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -586,3 +587,53 @@ def test_an_option_argparse_refuses_is_one_line_too(args, message, tmp_path, dat
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and re.search(message, err) and err.endswith("--help)"), err
     assert not data_folder.exists()
+
+
+# --------------------------------------------------------------------------------------------------
+# the data folder takes a file, checked before anything runs
+# --------------------------------------------------------------------------------------------------
+
+
+def _refuse_new_files(monkeypatch, folder: Path, code: int) -> None:
+    """New files under ``folder`` fail as the system fails them there (EROFS: a read-only file system, ENOSPC: a
+    full one). Simulated, because the tests may run as root, whom a folder's permissions do not stop."""
+    real = os.open
+
+    def open_(path, flags, *args, **kwargs):
+        if flags & os.O_CREAT and Path(os.fsdecode(path)).is_relative_to(folder):
+            raise OSError(code, os.strerror(code), os.fsdecode(path))
+        return real(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_)
+
+
+@pytest.mark.parametrize(
+    "code,fix", [(errno.EROFS, "make it writable"), (errno.ENOSPC, "free space there")], ids=["read-only", "full"]
+)
+def test_a_data_folder_that_takes_no_file_is_one_line_before_anything_runs(
+    code, fix, tmp_path, tiny_models, data_folder, monkeypatch, capsys
+):
+    data_folder.mkdir()
+    ran = []
+    monkeypatch.setattr(cli, "run_notebook", lambda *a, **k: ran.append(a))
+    _refuse_new_files(monkeypatch, data_folder, code)
+    args = ["run", str(NB / "01_model_and_data.md"), "--out", str(tmp_path / "out"), "--model", str(tiny_models[2])]
+    _fails_writing_nothing(
+        args,
+        rf"^error: the data folder {re.escape(str(data_folder))} cannot be written \({os.strerror(code)}\): "
+        rf"{fix}, or set IDENTIFIABILITY_DATA to a folder that can be$",
+        capsys,
+        tmp_path,
+    )
+    assert not ran
+
+
+def test_a_data_folder_below_a_file_is_one_line_before_any_sweep_or_hta_runs(tmp_path, monkeypatch, capsys):
+    from identifiability import sweep
+
+    (tmp_path / "a file").write_text("not a folder")
+    monkeypatch.setenv(paths.DATA_ENV, str(tmp_path / "a file" / "data"))
+    monkeypatch.setattr(sweep, "hta_job", lambda *a, **k: pytest.fail("hta started"))
+    monkeypatch.setattr(sweep.cluster, "connect", lambda *a, **k: pytest.fail("a cluster started"))
+    for args in (["sweep", "--chapters", "01", "--workers", "1"], ["hta", "--workers", "1"]):
+        _fails_writing_nothing(args, r"the data folder .*a file/data cannot be written \(Not a directory\)", capsys)
