@@ -22,7 +22,7 @@ from .corpora import CorpusError, drop_unusable, load_corpus, token_lengths
 from .errors import UserError, one_line
 from .fileio import atomic_write
 from .fingerprint import ModelNotAvailable
-from .keys import resolve
+from .keys import read_config, resolve
 
 
 class PreflightError(UserError, ValueError):
@@ -42,14 +42,14 @@ class ModelInfo:
 
 def model_info(model: str | None) -> ModelInfo:
     """Config and tokenizer of ``model`` (a local folder is checked file by file first); no weights are read."""
-    from transformers import AutoConfig, AutoTokenizer
+    from transformers import AutoTokenizer
 
     _, source, _ = resolve(model)
+    config = read_config(model, source)
     try:
-        config = AutoConfig.from_pretrained(source, trust_remote_code=False)
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
     except (OSError, ValueError) as e:
-        raise ModelNotAvailable(f"cannot read the config or tokenizer of {model!r}: {str(e).splitlines()[0]}") from e
+        raise ModelNotAvailable(f"cannot read the tokenizer of {model!r}: {one_line(e)}") from e
     adapter = adapter_for(config.model_type)
     n_heads = int(config.num_attention_heads)
     return ModelInfo(

@@ -134,6 +134,17 @@ CASES = {
         2,
         r"no adapter for model_type 't5'",
     ),
+    "config transformers rejects": (
+        lambda t, m: ["--model", str(_configured(_folder_without(t, m), num_attention_heads="four"))],
+        2,
+        r"broken/config\.json is not a config transformers accepts: Validation error for field 'num_attention_heads': "
+        r"TypeError: Field 'num_attention_heads' expected int, got str \(value: 'four'\); correct that file",
+    ),
+    "config with a dtype torch lacks": (
+        lambda t, m: ["--model", str(_configured(_folder_without(t, m), dtype="float99"))],
+        2,
+        r"broken/config\.json is not a config transformers accepts: module 'torch' has no attribute 'float99'",
+    ),
     "latin-1 text": (lambda t, m: _text(t, "Caf\xe9 au lait.\n".encode("latin-1")), 2, r"not UTF-8 .*iconv"),
     "binary text": (lambda t, m: _text(t, b"\x00\x01\x02binary\n"), 2, r"is a binary file"),
     "emoji-only text": (
@@ -151,6 +162,15 @@ CASES = {
     "wrong type": (lambda t, m: ["-p", "n_sentences=many"], 2, r"must be int"),
     "max_tokens=1": (lambda t, m: ["-p", "max_tokens=1"], 2, r"max_tokens=1 is too small: .* at least 8"),
 }
+
+
+def _configured(folder: Path, **fields) -> Path:
+    """``folder`` with ``fields`` changed in its config.json, as a hand edit would."""
+    import json
+
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, **fields}))
+    return folder
 
 
 def _retype(folder: Path, model_type: str) -> Path:
@@ -637,3 +657,17 @@ def test_a_data_folder_below_a_file_is_one_line_before_any_sweep_or_hta_runs(tmp
     monkeypatch.setattr(sweep.cluster, "connect", lambda *a, **k: pytest.fail("a cluster started"))
     for args in (["sweep", "--chapters", "01", "--workers", "1"], ["hta", "--workers", "1"]):
         _fails_writing_nothing(args, r"the data folder .*a file/data cannot be written \(Not a directory\)", capsys)
+
+
+@pytest.mark.parametrize("command", ["init-random --like", "finetune --task lee-pairs --base"])
+def test_a_config_transformers_rejects_is_one_line_for_the_model_commands_too(
+    command, tmp_path, tiny_models, data_folder, capsys
+):
+    folder = _configured(_folder_without(tmp_path, tiny_models), num_hidden_layers="two")
+    _fails_writing_nothing(
+        [*command.split(), str(folder), "--out", str(tmp_path / "out")],
+        r"broken/config\.json is not a config transformers accepts: .*'num_hidden_layers' expected int",
+        capsys,
+        tmp_path,
+    )
+    assert not (tmp_path / "out").exists()
