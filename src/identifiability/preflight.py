@@ -21,7 +21,7 @@ from .adapters import adapter_for
 from .corpora import CorpusError, drop_unusable, load_corpus, token_lengths
 from .errors import UserError, one_line
 from .fileio import atomic_write
-from .fingerprint import ModelNotAvailable
+from .fingerprint import ModelNotAvailable, check_encoder_tensors
 from .keys import read_config, resolve
 
 
@@ -41,7 +41,8 @@ class ModelInfo:
 
 
 def model_info(model: str | None) -> ModelInfo:
-    """Config and tokenizer of ``model`` (a local folder is checked file by file first); no weights are read."""
+    """Config and tokenizer of ``model`` (a local folder is checked file by file first, and its weights'
+    tensor names against its config); no weights are read."""
     from transformers import AutoTokenizer
 
     _, source, _ = resolve(model)
@@ -51,6 +52,8 @@ def model_info(model: str | None) -> ModelInfo:
     except (OSError, ValueError) as e:
         raise ModelNotAvailable(f"cannot read the tokenizer of {model!r}: {one_line(e)}") from e
     adapter = adapter_for(config.model_type)
+    if Path(source).is_dir():  # a hub id's weights are checked by loading them, in the chapter
+        check_encoder_tensors(Path(source), config)
     n_heads = int(config.num_attention_heads)
     return ModelInfo(
         int(config.num_hidden_layers),

@@ -671,3 +671,87 @@ def test_a_config_transformers_rejects_is_one_line_for_the_model_commands_too(
         tmp_path,
     )
     assert not (tmp_path / "out").exists()
+
+
+# --------------------------------------------------------------------------------------------------
+# the weights' tensor names against the config, from the files' headers, before any kernel starts
+# --------------------------------------------------------------------------------------------------
+
+
+def _edited_weights(tmp_path: Path, source: Path, edit) -> Path:
+    """A copy of the model folder ``source`` whose weight files (every shard) went through ``edit``."""
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path / "edited"
+    shutil.copytree(source, folder)
+    for w in sorted(folder.glob("*.safetensors")):
+        save_file(edit(load_file(w)), w, metadata={"format": "pt"})
+    return folder
+
+
+QUERY = "encoder.layer.0.attention.self.query.weight"
+
+
+@pytest.mark.parametrize(
+    "which,edit,message",
+    [
+        (
+            "whole",
+            lambda t: {(k.replace("query", "qeury") if k == QUERY else k): v for k, v in t.items()},
+            rf"the weights in .*/edited lack 1 of the \d+ tensors of the bert encoder its config\.json describes "
+            rf"\(e\.g\. {re.escape(QUERY)}, the weights have encoder\.layer\.0\.attention\.self\.qeury\.weight "
+            r"instead\): pass the folder the model was saved to, or save it again with save_pretrained$",
+        ),
+        (
+            "sharded",
+            lambda t: {k: v for k, v in t.items() if not k.startswith("encoder.layer.1.output.")},
+            r"the weights in .*/edited lack 4 of the \d+ tensors of the bert encoder .*\(e\.g\. "
+            r"encoder\.layer\.1\.output\.LayerNorm\.bias\)",
+        ),
+    ],
+)
+def test_weights_that_lack_or_misname_an_encoder_tensor_stop_before_any_kernel(
+    which, edit, message, tmp_path, tiny_models, monkeypatch, capsys
+):
+    folder = _edited_weights(tmp_path, tiny_models[2 if which == "whole" else 0], edit)
+    ran = []
+    monkeypatch.setattr(cli, "run_notebook", lambda *a, **k: ran.append(a))
+    out = tmp_path / "executed"
+    args = ["run", str(NB / "01_model_and_data.md"), "--out", str(out), "--model", str(folder)]
+    _fails_writing_nothing(args, message, capsys, tmp_path)
+    assert not ran and not out.exists()
+
+
+def test_a_complete_folder_of_every_family_passes_the_tensor_check_saved_alone_or_with_a_head(tiny_any, tmp_path):
+    """No false alarm: a base model's folder, and a task model's (prefixed names, a head) as a fine-tune saves."""
+    from transformers import AutoModelForSequenceClassification
+
+    from identifiability.fingerprint import check_encoder_tensors
+
+    config = tiny_any.model.config
+    tiny_any.model.save_pretrained(tmp_path / "base")
+    AutoModelForSequenceClassification.from_config(config).save_pretrained(tmp_path / "task")
+    for folder in (tmp_path / "base", tmp_path / "task"):
+        check_encoder_tensors(folder, config)
+
+
+def test_a_config_transformers_reads_but_builds_no_model_of_stops_before_any_kernel(
+    tmp_path, tiny_models, monkeypatch, capsys
+):
+    import json
+
+    folder = _configured(_folder_without(tmp_path, tiny_models), num_attention_heads=5)  # 5 does not divide 64
+    config = json.loads((folder / "config.json").read_text())
+    del config["embedding_size"]  # with it, BERT skips the check (the tiny models' config has one)
+    (folder / "config.json").write_text(json.dumps(config))
+    ran = []
+    monkeypatch.setattr(cli, "run_notebook", lambda *a, **k: ran.append(a))
+    args = ["run", str(NB / "01_model_and_data.md"), "--out", str(tmp_path / "executed"), "--model", str(folder)]
+    _fails_writing_nothing(
+        args,
+        r"broken/config\.json describes no model transformers can build: The hidden size \(64\) is not a multiple of "
+        r"the number of attention heads \(5\); correct that file",
+        capsys,
+        tmp_path,
+    )
+    assert not ran
