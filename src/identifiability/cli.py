@@ -108,7 +108,12 @@ def _sweep_parsers(sub) -> None:
     h = _command(sub, "hta", help="exact HTA for chapter 6's sentences, spread over a Dask cluster")
     h.add_argument("--model", default=DEFAULT_MODEL)
     h.add_argument("--corpus", default=paths.DEFAULT_CORPUS)
-    h.add_argument("--n", type=int, help="sentences (default: chapter 6's n_sentences)")
+    h.add_argument(
+        "--n",
+        type=int,
+        help="sentences (default: chapter 6's n_sentences); more than the corpus has of 3 to --max-tokens tokens "
+        "is refused, naming how many it has",
+    )
     h.add_argument("--seed", type=int, help="sampling seed (default: chapter 6's)")
     h.add_argument("--max-tokens", type=int, help="longest sentence (default: chapter 6's max_tokens)")
     h.add_argument("--group", type=int, default=1, help="sentences per task (default 1)")
@@ -165,14 +170,27 @@ def check_options(a: argparse.Namespace) -> None:
 
 
 def _hta_preflight(a: argparse.Namespace) -> None:
-    """The model, the corpus and the sentence window of ``hta``, checked as chapter 6's (seconds, no weights)."""
-    from .preflight import ChapterRules, at_least, check, window
+    """The model, the corpus and the sentence window of ``hta``, checked as chapter 6's (seconds, no weights),
+    and ``--n`` against the sentences in that window: more would be computed as fewer, after a long wait."""
+    from .preflight import ChapterRules, ModelInfo, at_least, check, window
+    from .sweep import HTA_MIN_TOKENS
 
     default = declared_parameters(CHAPTERS["06_context_mixing"].source)["max_tokens"]
     params = {"max_tokens": default if a.max_tokens is None else a.max_tokens}
+
+    def enough(p: dict, m: ModelInfo, lengths: list[int]) -> str | None:
+        usable = sum(HTA_MIN_TOKENS <= k <= p["max_tokens"] for k in lengths)
+        if a.n is None or a.n <= usable:
+            return None
+        return (
+            f"--n {a.n} is more than the {usable} sentences of corpus {Path(a.corpus).name!r} with "
+            f"{HTA_MIN_TOKENS} to {p['max_tokens']} tokens, which chapter 6 samples from: pass --n {usable} or fewer"
+        )
+
     rules = ChapterRules(
-        (at_least("max_tokens", lambda p, m: 3, "a token besides the special ones"),),
-        (window(lambda p, m: 3, "max_tokens", hint="--max-tokens …"),),
+        (at_least("max_tokens", lambda p, m: HTA_MIN_TOKENS, "a token besides the special ones"),),
+        (window(lambda p, m: HTA_MIN_TOKENS, "max_tokens", hint="--max-tokens …"),),
+        (enough,),
     )
     check({"hta": (rules, params)}, a.model, a.corpus)
 

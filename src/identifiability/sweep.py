@@ -471,7 +471,12 @@ def file_entries(entries: dict[str, bytes], root: Path) -> None:
         atomic_write(root / rel, lambda p, data=data: p.write_bytes(data))
 
 
-def job_sentences(model: str, corpus: str, n: int, seed: int, max_tokens: int, min_tokens: int = 3) -> list[str]:
+HTA_MIN_TOKENS = 3  # chapter 6's corpus sample: a token besides the two special ones
+
+
+def job_sentences(
+    model: str, corpus: str, n: int, seed: int, max_tokens: int, min_tokens: int = HTA_MIN_TOKENS
+) -> list[str]:
     """The sentences chapter 6's corpus statistics use for these parameters (the same seeded sample)."""
     from .corpora import drop_unusable, load_corpus, sample_sentences
     from .preflight import model_info

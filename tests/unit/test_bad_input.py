@@ -755,3 +755,29 @@ def test_a_config_transformers_reads_but_builds_no_model_of_stops_before_any_ker
         tmp_path,
     )
     assert not ran
+
+
+def test_hta_n_above_the_sentences_in_the_window_is_refused_naming_them(tmp_path, data_folder, monkeypatch, capsys):
+    """More than the corpus has would be computed as fewer, after a job of half an hour: refused instead."""
+    from identifiability import sweep
+
+    jobs = []
+    done = {"sentences": 3, "cached_before": 0, "computed": 3, "seconds": 1.0}
+    monkeypatch.setattr(sweep, "hta_job", lambda *a, **k: jobs.append(a) or done)
+    text = tmp_path / "three.txt"
+    text.write_text("A short line.\nAnother line of text here.\nYes.\n", encoding="utf-8")  # 6, 8 and 4 tokens
+    _fails_writing_nothing(
+        ["hta", "--corpus", str(text), "--n", "4"],
+        r"^error: hta: --n 4 is more than the 3 sentences of corpus 'three\.txt' with 3 to 64 tokens, which chapter 6 "
+        r"samples from: pass --n 3 or fewer$",
+        capsys,
+        data_folder,
+    )
+    _fails_writing_nothing(
+        ["hta", "--corpus", str(text), "--n", "3", "--max-tokens", "6"],
+        r"--n 3 is more than the 2 sentences of corpus 'three\.txt' with 3 to 6 tokens",
+        capsys,
+        data_folder,
+    )
+    assert not jobs
+    assert cli.main(["hta", "--corpus", str(text), "--n", "3"]) == 0 and len(jobs) == 1
