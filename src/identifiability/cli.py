@@ -24,6 +24,7 @@ from .chapters import (
     ChapterFailed,
     ParameterError,
     check_parameters,
+    check_source,
     declared_parameters,
     preflight,
     run_notebook,
@@ -204,6 +205,8 @@ def _chapters_main(a) -> int:
         print(f"book written to {html}/index.html")
         return 0
     base = {"model": a.model, "corpus": a.corpus, **params}
+    for nb in a.notebooks:
+        check_source(nb)
     check_parameters(a.notebooks, base)
     preflight(a.notebooks, base)
     out = a.out or keys.build_dir(a.model, a.corpus) / "run"  # per model and corpus: another run never overwrites it

@@ -781,3 +781,28 @@ def test_hta_n_above_the_sentences_in_the_window_is_refused_naming_them(tmp_path
     )
     assert not jobs
     assert cli.main(["hta", "--corpus", str(text), "--n", "3"]) == 0 and len(jobs) == 1
+
+
+@pytest.mark.parametrize(
+    "make,why",
+    [
+        (lambda t: t / "notebooks" / "01_model_and_dat.md", "does not exist"),
+        (lambda t: (t / "notebooks").mkdir() or t / "notebooks", "is a folder, not a notebook"),
+        (lambda t: _file(t / "_toc.yml", "format: jb-book\n"), "is not a notebook"),
+        (lambda t: _file(t / "notes.md", "# Notes\n\nNo code here.\n"), r"is not a chapter notebook \(no cell tagged"),
+    ],
+    ids=["missing", "folder", "not a notebook", "no parameters cell"],
+)
+def test_run_on_what_is_not_a_chapter_notebook_is_one_line_listing_the_chapters(make, why, tmp_path, capsys):
+    source = make(tmp_path)
+    out = tmp_path / "executed"
+    err = _fails_writing_nothing(
+        ["run", str(source), "--out", str(out)], rf"^error: {re.escape(str(source))} {why}", capsys
+    )
+    assert err.endswith(f"run a chapter, notebooks/<chapter>.md, one of {', '.join(CHAPTERS)}"), err
+    assert not out.exists()
+
+
+def _file(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
