@@ -385,8 +385,12 @@ def sweep(
                 submit_more()
             bar.close()
         finally:
-            cluster.close(client, own)
-            clean_partials(todo, root)  # a worker killed mid-run leaves its private folder behind
+            try:
+                cluster.close(client, own)
+            finally:
+                # a worker stopped mid-run leaves its private folder behind; removed however the sweep stops, a
+                # second Ctrl-C or an error while the cluster closes included
+                clean_partials(todo, root)
     report.table = write_table()
     report.spread = claims_spread(report.table, [*report.ran, *report.skipped])
     report.seconds = time.time() - t0
