@@ -17,10 +17,14 @@ import os
 import re
 import struct
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import UserError, one_line
 from .fileio import read_json, write_json
 from .paths import cache_root
+
+if TYPE_CHECKING:  # transformers loads when a model is checked, not with this module
+    from transformers import PretrainedConfig
 
 CONFIG = "config.json"
 SINGLE_WEIGHTS = "model.safetensors"
@@ -135,7 +139,7 @@ def check_folder(folder: Path) -> list[Path]:
     ]
 
 
-def check_encoder_tensors(folder: Path, config) -> None:
+def check_encoder_tensors(folder: Path, config: PretrainedConfig) -> None:
     """ModelNotAvailable with one line naming a missing tensor when the weight files of ``folder`` lack (or
     misname) a tensor of the encoder ``config`` describes, before any chapter loads it. Only the files'
     headers are read; the names expected are those of the model built from ``config`` on the meta device

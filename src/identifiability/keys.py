@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import paths
 from .errors import one_line
 from .fingerprint import ModelNotAvailable, check_folder, content_key, folder_key
+
+if TYPE_CHECKING:  # transformers loads when a config is read, not with this module
+    from transformers import PretrainedConfig
 
 
 def embedded_model_path() -> Path:
@@ -54,7 +58,7 @@ def resolve(name: str | None) -> tuple[str, str, bool]:
     return name, name, False
 
 
-def read_config(name: str | None, source: str):
+def read_config(name: str | None, source: str) -> PretrainedConfig:
     """The transformers config of model ``name`` (``source``: what :func:`resolve` made of it), never running
     remote code. ModelNotAvailable with one line for any error transformers raises reading it: a folder's is
     named with what to fix (JSON, a field its validation rejects, an unknown model_type); a hub id's says
