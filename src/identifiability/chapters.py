@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import paths
+from .executed import PARAMETERS
 from .parameters import ALLOWED, Allowed, Parameter, ParameterError, declared_parameters, unknown
 from .preflight import ChapterRules, ModelInfo, at_least, check, layer_head, window
 
@@ -233,6 +234,28 @@ def find(names: Iterable[str]) -> list[ChapterSpec]:
             )
         out.append(hits[0])
     return out
+
+
+def check_source(source: Path) -> None:
+    """ParameterError naming the chapters when ``source`` is not a notebook ``identifiability run`` can
+    execute: a file jupytext reads, with a cell tagged ``parameters``. Any such notebook runs, a chapter of
+    the book or not (a copy of one, a notebook of a reader's own)."""
+    import jupytext
+
+    if not source.exists():
+        why = "does not exist"
+    elif source.is_dir():
+        why = "is a folder, not a notebook"
+    else:
+        try:
+            cells = jupytext.read(source).cells
+        except (OSError, ValueError):  # jupytext's format errors are ValueErrors, as a bad encoding is
+            why = "is not a notebook"
+        else:
+            if any(PARAMETERS in c.metadata.get("tags", []) for c in cells):
+                return
+            why = "is not a chapter notebook (no cell tagged 'parameters')"
+    raise ParameterError(f"{source} {why}: run a chapter, notebooks/<chapter>.md, one of {', '.join(CHAPTERS)}")
 
 
 def parameters(source: Path) -> dict[str, Parameter]:

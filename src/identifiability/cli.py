@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from . import keys, paths, stops  # stops before .chapters loads torch: a Ctrl-C meanwhile is one line too
-from .chapters import by_name, check_parameters, preflight
+from .chapters import by_name, check_parameters, check_source, preflight
 from .errors import ChapterFailed, UserError, one_line
 from .execution import run_notebook
 from .parameters import ParameterError, declared_parameters
@@ -102,7 +102,12 @@ def _sweep_parsers(sub) -> None:
     h = _command(sub, "hta", help="exact HTA for chapter 6's sentences, spread over a Dask cluster")
     h.add_argument("--model", default=DEFAULT_MODEL)
     h.add_argument("--corpus", default=paths.DEFAULT_CORPUS)
-    h.add_argument("--n", type=int, help="sentences (default: chapter 6's n_sentences)")
+    h.add_argument(
+        "--n",
+        type=int,
+        help="sentences (default: chapter 6's n_sentences); more than the corpus has of 3 to --max-tokens tokens "
+        "is refused, naming how many it has",
+    )
     h.add_argument("--seed", type=int, help="sampling seed (default: chapter 6's)")
     h.add_argument("--max-tokens", type=int, help="longest sentence (default: chapter 6's max_tokens)")
     h.add_argument("--group", type=int, default=1, help="sentences per task (default 1)")
@@ -159,14 +164,27 @@ def check_options(a: argparse.Namespace) -> None:
 
 
 def _hta_preflight(a: argparse.Namespace) -> None:
-    """The model, the corpus and the sentence window of ``hta``, checked as chapter 6's (seconds, no weights)."""
-    from .preflight import ChapterRules, at_least, check, window
+    """The model, the corpus and the sentence window of ``hta``, checked as chapter 6's (seconds, no weights),
+    and ``--n`` against the sentences in that window: more would be computed as fewer, after a long wait."""
+    from .preflight import ChapterRules, ModelInfo, at_least, check, window
+    from .sweep import HTA_MIN_TOKENS
 
     default = declared_parameters(by_name("context_mixing").source)["max_tokens"]
     params = {"max_tokens": default if a.max_tokens is None else a.max_tokens}
+
+    def enough(p: dict, m: ModelInfo, lengths: list[int]) -> str | None:
+        usable = sum(HTA_MIN_TOKENS <= k <= p["max_tokens"] for k in lengths)
+        if a.n is None or a.n <= usable:
+            return None
+        return (
+            f"--n {a.n} is more than the {usable} sentences of corpus {Path(a.corpus).name!r} with "
+            f"{HTA_MIN_TOKENS} to {p['max_tokens']} tokens, which chapter 6 samples from: pass --n {usable} or fewer"
+        )
+
     rules = ChapterRules(
-        (at_least("max_tokens", lambda p, m: 3, "a token besides the special ones"),),
-        (window(lambda p, m: 3, "max_tokens", hint="--max-tokens …"),),
+        (at_least("max_tokens", lambda p, m: HTA_MIN_TOKENS, "a token besides the special ones"),),
+        (window(lambda p, m: HTA_MIN_TOKENS, "max_tokens", hint="--max-tokens …"),),
+        (enough,),
     )
     check({"hta": (rules, params)}, a.model, a.corpus)
 
@@ -180,6 +198,8 @@ def _chapters_main(a) -> int:
         print(f"book written to {html}/index.html")
         return 0
     base = {"model": a.model, "corpus": a.corpus, **params}
+    for nb in a.notebooks:
+        check_source(nb)
     check_parameters(a.notebooks, base)
     preflight(a.notebooks, base)
     out = a.out or keys.build_dir(a.model, a.corpus) / "run"  # per model and corpus: another run never overwrites it
@@ -271,7 +291,13 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     try:
         # Ctrl-C: one line, exit 130 (identifiability.stops); a caller that passes its own argv handles it itself
-        return stops.run(lambda: COMMANDS[a.cmd](a), resumes=a.cmd in ("sweep", "hta"), handle=argv is None)
+        status = stops.run(lambda: COMMANDS[a.cmd](a), resumes=a.cmd in ("sweep", "hta"), handle=argv is None)
+        sys.stdout.flush()  # here, not at exit: a pipe's reader that left is then caught below
+        return status
+    except BrokenPipeError:
+        if not stops.stdout_closed():
+            raise
+        return stops.EXIT_BROKEN_PIPE  # `identifiability compare ... | head`: the reader has all it wanted
     except ChapterFailed as e:  # what earlier chapters wrote stays where it is
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -21,5 +21,7 @@ class ChapterFailed(RuntimeError):
 
 
 def one_line(error: BaseException) -> str:
-    """The first line of an error's message (its type's name when it has none)."""
-    return (str(error).splitlines() or [type(error).__name__])[0]
+    """The first line of an error's message (its type's name when it has none); a first line that ends in a
+    colon takes the next line with it ("Validation error for field 'x':" says what follows)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()] or [type(error).__name__]
+    return f"{lines[0]} {lines[1]}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]

@@ -1,7 +1,9 @@
 """Files written so that no reader ever sees half of one, and JSON read and written one way.
 
 Imports nothing of the package: every module that writes a file (results, caches, run manifests, model
-provenance, the file-hash store) writes it through :func:`atomic_write`.
+folders and checkpoints, the file-hash store) writes it through :func:`atomic_write`, the one writer that
+gives a new file the mode the umask allows (0o666 & ~umask), as any other program's new file gets; a folder a
+library writes whole (``save_pretrained``) goes through :func:`write_folder`, file by file.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable
@@ -35,6 +38,20 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def write_folder(folder: Path, write: Callable[[Path], None]) -> None:
+    """Call ``write`` on a new hidden folder beside ``folder`` (it may write any files there, as
+    ``save_pretrained`` does), then move each file it wrote into ``folder`` through :func:`atomic_write`
+    (safetensors writes its files private, 0600, whatever the umask)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
+    try:
+        write(staged)
+        for f in sorted(p for p in staged.rglob("*") if p.is_file()):
+            atomic_write(folder / f.relative_to(staged), lambda tmp, f=f: os.replace(f, tmp))
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
 
 
 def jsonable(obj):

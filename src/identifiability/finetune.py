@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -39,13 +40,16 @@ from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
 from .corpora import encode
-from .fileio import read_json, write_json
+from .fileio import atomic_write, read_json, write_folder, write_json
 from .fingerprint import folder_key
-from .keys import resolve
+from .keys import read_config, resolve
 from .paths import data_root, safe_key
 from .stats import bootstrap_ci
 from .stops import Interrupted
 from .tasks import TASKS, Example, FinetuneError, TaskData, load_task
+
+if TYPE_CHECKING:  # transformers loads when a model does, not with the command line's parsers
+    from transformers import PretrainedConfig
 
 PROVENANCE = "provenance.json"
 CHECKPOINT = "checkpoint"
@@ -91,8 +95,10 @@ class Settings:
 # -- the starting model and the output folder ----------------------------------------------------------
 
 
-def _base(name: str | None) -> tuple[str, Path, str]:
-    """(display name, folder, content key) of the model to start from: the embedded one or a local folder."""
+def _base(name: str | None) -> tuple[str, Path, str, PretrainedConfig]:
+    """(display name, folder, content key, config) of the model to start from: the embedded one or a local
+    folder. A config transformers rejects is one line here, before anything is written (the content key
+    caches its files' hashes)."""
     display, source, _ = resolve(name)
     folder = Path(source)
     if not folder.is_dir():
@@ -100,7 +106,8 @@ def _base(name: str | None) -> tuple[str, Path, str]:
     # Everything comes from the folder; saying so keeps transformers from probing the hub (a first fine-tune
     # in a fresh environment once sat idle for 17 minutes before its first step, cause not confirmed).
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    return display, folder, folder_key(folder)
+    config = read_config(name, str(folder))
+    return display, folder, folder_key(folder), config
 
 
 def _hub_folder(repo_id: str) -> Path:
@@ -203,9 +210,7 @@ def save_checkpoint(
             tensors[f"optim.{idx}.{key}"] = value.detach().clone().contiguous()
     tensors["rng.torch"] = torch.get_rng_state()  # (n,) uint8: dropout's generator
     name = f"epoch{epochs_done}.safetensors"
-    tmp = folder / (name + ".tmp")
-    save_file(tensors, str(tmp), metadata={"epochs_done": str(epochs_done)})
-    os.replace(tmp, folder / name)
+    atomic_write(folder / name, lambda p: save_file(tensors, str(p), metadata={"epochs_done": str(epochs_done)}))
     write_json(folder / "state.json", {**meta, "epochs_done": epochs_done, "tensors": name})
     for old in folder.glob("epoch*.safetensors"):
         if old.name != name:
@@ -375,7 +380,7 @@ def finetune(
         raise FinetuneError(f"unknown task {task!r}: choose one of {', '.join(TASKS)}")
     settings = settings or Settings()
     settings.check()
-    display, folder, base_key = _base(base)
+    display, folder, base_key, _ = _base(base)
     data = data or load_task(task)
     train = _subset(data.train, settings.limit)
     held = data.held_out[: settings.held_out_limit] if settings.held_out_limit else data.held_out
@@ -477,10 +482,13 @@ def finetune(
 def _save_folder(out: Path, model, tokenizer, provenance: dict) -> None:
     """A model folder the chapters load: safetensors weights, config, tokenizer, then ``provenance.json``,
     last: its presence says the folder is complete."""
-    out.mkdir(parents=True, exist_ok=True)
-    with _quiet_transformers():
-        model.save_pretrained(str(out), safe_serialization=True)
-    tokenizer.save_pretrained(str(out))
+
+    def save(folder: Path) -> None:
+        with _quiet_transformers():
+            model.save_pretrained(str(folder), safe_serialization=True)
+        tokenizer.save_pretrained(str(folder))
+
+    write_folder(out, save)
     write_json(out / PROVENANCE, provenance)
 
 
@@ -488,12 +496,11 @@ def init_random(like: str | None = None, seed: int = 0, out: str | Path | None =
     """Save a model of ``like``'s architecture (default: the embedded model's) with fresh weights from the
     model class's own initialiser under ``torch.manual_seed(seed)``, and its tokenizer; returns the
     provenance it saved."""
-    from transformers import AutoConfig, AutoModel, AutoTokenizer
+    from transformers import AutoModel, AutoTokenizer
 
     from .adapters import adapter_for
 
-    display, folder, like_key = _base(like)
-    config = AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
+    display, folder, like_key, config = _base(like)
     adapter_for(config.model_type)  # a family the book cannot study is refused before anything is written
     identity = {"kind": "random-init", "like": like_key, "seed": seed, "model_type": config.model_type}
     out = Path(out) if out is not None else data_root() / "models" / safe_key(f"{display}-random-seed{seed}")

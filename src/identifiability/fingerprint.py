@@ -10,15 +10,21 @@ a folder is read once, not once per chapter.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import os
+import re
 import struct
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .errors import UserError
+from .errors import UserError, one_line
 from .fileio import read_json, write_json
 from .paths import cache_root
+
+if TYPE_CHECKING:  # transformers loads when a model is checked, not with this module
+    from transformers import PretrainedConfig
 
 CONFIG = "config.json"
 SINGLE_WEIGHTS = "model.safetensors"
@@ -65,8 +71,9 @@ def weight_files(folder: Path) -> list[Path]:
     return []
 
 
-def check_safetensors(path: Path) -> None:
-    """Refuse a truncated or corrupt safetensors file with one line naming it (size found vs size declared)."""
+def _header(path: Path) -> tuple[int, int, set[str]]:
+    """(header bytes, end of the data the header declares, tensor names) of a safetensors file; only its
+    header is read. ModelNotAvailable with one line naming it when the header is unreadable."""
     size = path.stat().st_size
     try:
         with open(path, "rb") as f:
@@ -74,11 +81,19 @@ def check_safetensors(path: Path) -> None:
             if n > size - 8:
                 raise ValueError
             header = json.loads(f.read(n))
-        end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
-    except (struct.error, ValueError, KeyError, TypeError, UnicodeDecodeError):
+        tensors = {k: v for k, v in header.items() if k != "__metadata__"}
+        end = max((v["data_offsets"][1] for v in tensors.values()), default=0)
+    except (struct.error, ValueError, KeyError, TypeError, IndexError, AttributeError, UnicodeDecodeError):
         raise ModelNotAvailable(
             f"{path} is not a valid safetensors file (unreadable header, {size} bytes): download or save it again"
         ) from None
+    return n, end, set(tensors)
+
+
+def check_safetensors(path: Path) -> None:
+    """Refuse a truncated or corrupt safetensors file with one line naming it (size found vs size declared)."""
+    size = path.stat().st_size
+    n, end, _ = _header(path)
     if size != 8 + n + end:
         raise ModelNotAvailable(
             f"{path} is truncated or corrupt: {size} bytes found, {8 + n + end} declared by its "
@@ -122,6 +137,44 @@ def check_folder(folder: Path) -> list[Path]:
         *([folder / WEIGHTS_INDEX] if (folder / WEIGHTS_INDEX).is_file() else []),
         *tokenizer,
     ]
+
+
+def check_encoder_tensors(folder: Path, config: PretrainedConfig) -> None:
+    """ModelNotAvailable with one line naming a missing tensor when the weight files of ``folder`` lack (or
+    misname) a tensor of the encoder ``config`` describes, before any chapter loads it. Only the files'
+    headers are read; the names expected are those of the model built from ``config`` on the meta device
+    (no memory, no initialisation). Tolerated, as loading tolerates them: a prefix such as ``bert.`` (a
+    fine-tuned folder saves its task model), tensors beyond the encoder (heads), buffers (position ids are
+    made, not loaded), the pooler (not studied) and the legacy LayerNorm names ``gamma``/``beta``."""
+    import torch
+    from transformers import AutoModel
+
+    try:
+        with torch.device("meta"):
+            model = AutoModel.from_config(config, attn_implementation="eager")
+    except Exception as e:  # a config transformers reads but cannot build a model of (heads not dividing d)
+        raise ModelNotAvailable(
+            f"{folder / CONFIG} describes no model transformers can build: {one_line(e)}; correct that file, or "
+            "save the model again (save_pretrained writes it)"
+        ) from None
+    expected = {name for name, _ in model.named_parameters()}
+    prefix = f"{model.base_model_prefix}."
+    have = set()
+    for name in set().union(*(_header(w)[2] for w in weight_files(folder))):
+        name = re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", name))
+        have.add(name[len(prefix) :] if name not in expected and name.startswith(prefix) else name)
+    ignored = [re.compile(p) for p in getattr(model, "_keys_to_ignore_on_load_missing", None) or ()]
+    missing = sorted(
+        n for n in expected - have if not n.startswith("pooler.") and not any(p.search(n) for p in ignored)
+    )
+    if missing:
+        close = difflib.get_close_matches(missing[0], sorted(have - expected), n=1, cutoff=0.8)
+        instead = f", the weights have {close[0]} instead" if close else ""
+        raise ModelNotAvailable(
+            f"the weights in {folder} lack {len(missing)} of the {len(expected)} tensors of the {config.model_type} "
+            f"encoder its config.json describes (e.g. {missing[0]}{instead}): pass the folder the model was saved "
+            "to, or save it again with save_pretrained"
+        )
 
 
 def file_sha256(path: Path) -> str:

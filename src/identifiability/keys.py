@@ -14,9 +14,14 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import paths
+from .errors import one_line
 from .fingerprint import ModelNotAvailable, check_folder, content_key, folder_key
+
+if TYPE_CHECKING:  # transformers loads when a config is read, not with this module
+    from transformers import PretrainedConfig
 
 
 def embedded_model_path() -> Path:
@@ -51,6 +56,28 @@ def resolve(name: str | None) -> tuple[str, str, bool]:
             f"model folder {path} does not exist: check the path (a Hugging Face id looks like org/name)"
         )
     return name, name, False
+
+
+def read_config(name: str | None, source: str) -> PretrainedConfig:
+    """The transformers config of model ``name`` (``source``: what :func:`resolve` made of it), never running
+    remote code. ModelNotAvailable with one line for any error transformers raises reading it: a folder's is
+    named with what to fix (JSON, a field its validation rejects, an unknown model_type); a hub id's says
+    it is neither a folder nor obtainable."""
+    from transformers import AutoConfig
+
+    try:
+        return AutoConfig.from_pretrained(source, trust_remote_code=False)
+    except Exception as e:  # transformers and huggingface_hub raise many types (their validation's, OSError, ...)
+        if Path(source).is_dir():
+            raise ModelNotAvailable(
+                f"{Path(source) / 'config.json'} is not a config transformers accepts: {one_line(e)}; correct "
+                "that file, or save the model again (save_pretrained writes it)"
+            ) from None
+        raise ModelNotAvailable(
+            f"cannot load model {name!r}: not a local folder and not obtainable from the Hugging Face hub "
+            f"(offline, or not in the cache). Use the embedded default (model=None or {paths.DEFAULT_MODEL!r}) or "
+            "pass the path of a folder holding config.json, model.safetensors and the tokenizer files"
+        ) from e
 
 
 def snapshot_folder(source: str) -> Path | None:

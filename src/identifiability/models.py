@@ -14,9 +14,8 @@ import torch
 
 from .adapters import DEFAULT_MODEL_TYPE, adapter_for
 from .fingerprint import ModelNotAvailable, check_folder, content_key, file_sha256
-from .keys import embedded_model_path, model_key, resolve, snapshot_folder, tensor_key
+from .keys import embedded_model_path, model_key, read_config, resolve, snapshot_folder, tensor_key
 from .loaded_model import LoadedModel
-from .paths import DEFAULT_MODEL
 from .trace import rebuild_check
 
 EMBEDDED_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
@@ -30,7 +29,7 @@ def load_model(name: str | None = None, device: str = "cpu") -> LoadedModel:
             or None for the embedded all-MiniLM-L6-v2.
         device: torch device string, e.g. "cpu" or "cuda".
     """
-    from transformers import AutoConfig, AutoModel, AutoTokenizer
+    from transformers import AutoModel, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # a widget in every executed notebook otherwise
@@ -38,14 +37,7 @@ def load_model(name: str | None = None, device: str = "cpu") -> LoadedModel:
     if embedded:
         # The embedded copy never needs the hub; saying so avoids a network probe.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    try:
-        config = AutoConfig.from_pretrained(source, trust_remote_code=False)
-    except (OSError, ValueError) as e:
-        raise ModelNotAvailable(
-            f"cannot load model {name!r}: not a local folder and not obtainable from the Hugging Face hub "
-            f"(offline, or not in the cache). Use the embedded default (model=None or {DEFAULT_MODEL!r}) or "
-            "pass the path of a folder holding config.json, model.safetensors and the tokenizer files"
-        ) from e
+    config = read_config(name, source)
     adapter = adapter_for(config.model_type)  # fails early, before any weights are read
     try:
         # A fine-tuned folder also holds its task head, which the base model does not load: transformers reports

@@ -1,5 +1,6 @@
 """Checks that run before any chapter executes, from the model's config and the corpus only (seconds, no
-weights): the model's files, its architecture, and every chapter parameter against the model and the text.
+weights): the model's files, its architecture, every chapter parameter against the model and the text, and
+last that the data folder takes a file (:func:`check_data_folder`).
 A bad input stops here with one line that names the fix; nothing that earlier runs computed is touched.
 
 This module holds the machinery (rules, sentence-length windows, :func:`check`); which rules each chapter
@@ -8,16 +9,20 @@ has is part of its contract (:data:`identifiability.chapters.CHAPTERS`).
 
 from __future__ import annotations
 
+import errno
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import paths
 from .adapters import adapter_for
 from .corpora import CorpusError, drop_unusable, load_corpus, token_lengths
 from .errors import UserError, one_line
-from .fingerprint import ModelNotAvailable
-from .keys import resolve
+from .fileio import atomic_write
+from .fingerprint import ModelNotAvailable, check_encoder_tensors
+from .keys import read_config, resolve
 
 
 class PreflightError(UserError, ValueError):
@@ -36,16 +41,19 @@ class ModelInfo:
 
 
 def model_info(model: str | None) -> ModelInfo:
-    """Config and tokenizer of ``model`` (a local folder is checked file by file first); no weights are read."""
-    from transformers import AutoConfig, AutoTokenizer
+    """Config and tokenizer of ``model`` (a local folder is checked file by file first, and its weights'
+    tensor names against its config); no weights are read."""
+    from transformers import AutoTokenizer
 
     _, source, _ = resolve(model)
+    config = read_config(model, source)
     try:
-        config = AutoConfig.from_pretrained(source, trust_remote_code=False)
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
     except (OSError, ValueError) as e:
-        raise ModelNotAvailable(f"cannot read the config or tokenizer of {model!r}: {str(e).splitlines()[0]}") from e
+        raise ModelNotAvailable(f"cannot read the tokenizer of {model!r}: {one_line(e)}") from e
     adapter = adapter_for(config.model_type)
+    if Path(source).is_dir():  # a hub id's weights are checked by loading them, in the chapter
+        check_encoder_tensors(Path(source), config)
     n_heads = int(config.num_attention_heads)
     return ModelInfo(
         int(config.num_hidden_layers),
@@ -164,10 +172,29 @@ class _Texts:
         return f"; {n} lines of only special or unknown tokens left out" if n else ""
 
 
+def check_data_folder() -> None:
+    """PreflightError naming the data folder when a file cannot be written there (read-only, full, or not a
+    folder): the chapters write their results and caches there, and would otherwise fail only at their end,
+    naming a hidden temporary file. A probe is written the way results are (:func:`atomic_write`) and
+    removed; the data folder is made if it is missing."""
+    folder = paths.data_root()
+    probe = folder / f".write-check-{os.getpid()}"
+    try:
+        atomic_write(probe, lambda p: p.write_bytes(b"probe"))
+        probe.unlink()
+    except OSError as e:
+        fix = "free space there" if e.errno in (errno.ENOSPC, errno.EDQUOT) else "make it writable"
+        raise PreflightError(
+            f"the data folder {folder} cannot be written ({e.strerror or type(e).__name__}): {fix}, or set "
+            f"{paths.DATA_ENV} to a folder that can be"
+        ) from None
+
+
 def check(chapters: dict[str, tuple[ChapterRules, dict]], model: str | None, corpus: str) -> None:
     """Check each chapter's parameters against the model's config and the corpus: ``{chapter stem: (its rules,
-    its parameters with defaults filled in)}``. The corpus is read (and tokenised) once, whichever chapters
-    run. Raises PreflightError, ModelNotAvailable, UnsupportedArchitecture or CorpusError with one line."""
+    its parameters with defaults filled in)}``, then the data folder (:func:`check_data_folder`, last: a check
+    that fails before it makes no folder). The corpus is read (and tokenised) once, whichever chapters run.
+    Raises PreflightError, ModelNotAvailable, UnsupportedArchitecture or CorpusError with one line."""
     info = model_info(model)
     texts = _Texts(info.tokenizer, {})
     for stem, (rules, params) in chapters.items():
@@ -197,3 +224,4 @@ def check(chapters: dict[str, tuple[ChapterRules, dict]], model: str | None, cor
             err = rule(params, info, lengths)
             if err:
                 raise PreflightError(f"{stem}: {err}")
+    check_data_folder()

@@ -6,6 +6,8 @@
   own line: a fine-tune stopped in its first epoch has no checkpoint and restarts from the beginning. From
   the signal on, stderr is silent, so that what the unwinding prints (a library's traceback, a kernel's
   shutdown log, a progress bar's last draw, a cluster's closing messages) cannot bury that line.
+- **A reader that goes away** (``identifiability compare ... | head``): no line and no traceback, exit
+  status 141 (128 + SIGPIPE, what a shell reports for a command its pipe's reader left; :func:`stdout_closed`).
 - **A chapter's kernel that dies by itself** (most often killed for memory): :func:`executing` turns
   nbclient's ``DeadKernelError`` into a ``ChapterFailed`` that names the chapter, the likely cause and a
   smaller parameter (exit status 1).
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import select
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -32,6 +35,7 @@ from pathlib import Path
 from .errors import ChapterFailed
 
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
 RESUME = "interrupted; run the same command again to resume"
 RESTART = "interrupted; run the same command again to restart"
 
@@ -165,6 +169,25 @@ def run(command: Callable[[], int], resumes: bool, handle: bool = True) -> int:
         raise
     _restore()
     return status
+
+
+def stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader has gone (``... | head`` after head exited). If so, stdout is
+    pointed at /dev/null, as Python's documentation advises (signal module, "Note on SIGPIPE"): the
+    interpreter flushes it at exit, and what is left in its buffer would fail again, with a traceback. A
+    BrokenPipeError while stdout's reader is there came from elsewhere, and is not this stop."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False  # not a file: nothing tells
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    if not any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0)):
+        return False
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+    return True
 
 
 def kernel_died(chapter: str, params: dict) -> str:

@@ -47,6 +47,7 @@ from .errors import ChapterFailed, SweepError, UserError, one_line
 from .execution import run_notebook
 from .fileio import atomic_write, read_json, write_json
 from .parameters import declared_parameters
+from .preflight import check_data_folder
 
 RUN_FILE = "run.json"
 
@@ -170,6 +171,7 @@ def plan(
     check_parameters(sources, {"model": models[0], "corpus": corpora[0], **params})
     for s in sources:
         coerce_parameters(s, scoped[s.stem], strict=True)  # a chapter's own parameter must be its own
+    check_data_folder()  # not one model's or corpus's problem: the whole sweep stops
     hashes = {s.stem: source_hash(s) for s in sources}
     runs, problems = [], []
     for model in models:
@@ -376,8 +378,12 @@ def sweep(
                 submit_more()
             bar.close()
         finally:
-            cluster.close(client, own)
-            clean_partials(todo, root)  # a worker killed mid-run leaves its private folder behind
+            try:
+                cluster.close(client, own)
+            finally:
+                # a worker stopped mid-run leaves its private folder behind; removed however the sweep stops, a
+                # second Ctrl-C or an error while the cluster closes included
+                clean_partials(todo, root)
     report.table = write_table()
     report.spread = claims_spread(report.table, [*report.ran, *report.skipped])
     report.seconds = time.time() - t0
@@ -462,7 +468,12 @@ def file_entries(entries: dict[str, bytes], root: Path) -> None:
         atomic_write(root / rel, lambda p, data=data: p.write_bytes(data))
 
 
-def job_sentences(model: str, corpus: str, n: int, seed: int, max_tokens: int, min_tokens: int = 3) -> list[str]:
+HTA_MIN_TOKENS = 3  # chapter 6's corpus sample: a token besides the two special ones
+
+
+def job_sentences(
+    model: str, corpus: str, n: int, seed: int, max_tokens: int, min_tokens: int = HTA_MIN_TOKENS
+) -> list[str]:
     """The sentences chapter 6's corpus statistics use for these parameters (the same seeded sample)."""
     from .corpora import drop_unusable, load_corpus, sample_sentences
     from .preflight import model_info

@@ -5,6 +5,7 @@ folder."""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -134,6 +135,17 @@ CASES = {
         2,
         r"no adapter for model_type 't5'",
     ),
+    "config transformers rejects": (
+        lambda t, m: ["--model", str(_configured(_folder_without(t, m), num_attention_heads="four"))],
+        2,
+        r"broken/config\.json is not a config transformers accepts: Validation error for field 'num_attention_heads': "
+        r"TypeError: Field 'num_attention_heads' expected int, got str \(value: 'four'\); correct that file",
+    ),
+    "config with a dtype torch lacks": (
+        lambda t, m: ["--model", str(_configured(_folder_without(t, m), dtype="float99"))],
+        2,
+        r"broken/config\.json is not a config transformers accepts: module 'torch' has no attribute 'float99'",
+    ),
     "latin-1 text": (lambda t, m: _text(t, "Caf\xe9 au lait.\n".encode("latin-1")), 2, r"not UTF-8 .*iconv"),
     "binary text": (lambda t, m: _text(t, b"\x00\x01\x02binary\n"), 2, r"is a binary file"),
     "emoji-only text": (
@@ -151,6 +163,15 @@ CASES = {
     "wrong type": (lambda t, m: ["-p", "n_sentences=many"], 2, r"must be int"),
     "max_tokens=1": (lambda t, m: ["-p", "max_tokens=1"], 2, r"max_tokens=1 is too small: .* at least 8"),
 }
+
+
+def _configured(folder: Path, **fields) -> Path:
+    """``folder`` with ``fields`` changed in its config.json, as a hand edit would."""
+    import json
+
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, **fields}))
+    return folder
 
 
 def _retype(folder: Path, model_type: str) -> Path:
@@ -587,3 +608,202 @@ def test_an_option_argparse_refuses_is_one_line_too(args, message, tmp_path, dat
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and re.search(message, err) and err.endswith("--help)"), err
     assert not data_folder.exists()
+
+
+# --------------------------------------------------------------------------------------------------
+# the data folder takes a file, checked before anything runs
+# --------------------------------------------------------------------------------------------------
+
+
+def _refuse_new_files(monkeypatch, folder: Path, code: int) -> None:
+    """New files under ``folder`` fail as the system fails them there (EROFS: a read-only file system, ENOSPC: a
+    full one). Simulated, because the tests may run as root, whom a folder's permissions do not stop."""
+    real = os.open
+
+    def open_(path, flags, *args, **kwargs):
+        if flags & os.O_CREAT and Path(os.fsdecode(path)).is_relative_to(folder):
+            raise OSError(code, os.strerror(code), os.fsdecode(path))
+        return real(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_)
+
+
+@pytest.mark.parametrize(
+    "code,fix", [(errno.EROFS, "make it writable"), (errno.ENOSPC, "free space there")], ids=["read-only", "full"]
+)
+def test_a_data_folder_that_takes_no_file_is_one_line_before_anything_runs(
+    code, fix, tmp_path, tiny_models, data_folder, monkeypatch, capsys
+):
+    data_folder.mkdir()
+    ran = []
+    monkeypatch.setattr(cli, "run_notebook", lambda *a, **k: ran.append(a))
+    _refuse_new_files(monkeypatch, data_folder, code)
+    args = ["run", str(NB / "01_model_and_data.md"), "--out", str(tmp_path / "out"), "--model", str(tiny_models[2])]
+    _fails_writing_nothing(
+        args,
+        rf"^error: the data folder {re.escape(str(data_folder))} cannot be written \({os.strerror(code)}\): "
+        rf"{fix}, or set IDENTIFIABILITY_DATA to a folder that can be$",
+        capsys,
+        tmp_path,
+    )
+    assert not ran
+
+
+def test_a_data_folder_below_a_file_is_one_line_before_any_sweep_or_hta_runs(tmp_path, monkeypatch, capsys):
+    from identifiability import sweep
+
+    (tmp_path / "a file").write_text("not a folder")
+    monkeypatch.setenv(paths.DATA_ENV, str(tmp_path / "a file" / "data"))
+    monkeypatch.setattr(sweep, "hta_job", lambda *a, **k: pytest.fail("hta started"))
+    monkeypatch.setattr(sweep.cluster, "connect", lambda *a, **k: pytest.fail("a cluster started"))
+    for args in (["sweep", "--chapters", "01", "--workers", "1"], ["hta", "--workers", "1"]):
+        _fails_writing_nothing(args, r"the data folder .*a file/data cannot be written \(Not a directory\)", capsys)
+
+
+@pytest.mark.parametrize("command", ["init-random --like", "finetune --task lee-pairs --base"])
+def test_a_config_transformers_rejects_is_one_line_for_the_model_commands_too(
+    command, tmp_path, tiny_models, data_folder, capsys
+):
+    folder = _configured(_folder_without(tmp_path, tiny_models), num_hidden_layers="two")
+    _fails_writing_nothing(
+        [*command.split(), str(folder), "--out", str(tmp_path / "out")],
+        r"broken/config\.json is not a config transformers accepts: .*'num_hidden_layers' expected int",
+        capsys,
+        tmp_path,
+    )
+    assert not (tmp_path / "out").exists()
+
+
+# --------------------------------------------------------------------------------------------------
+# the weights' tensor names against the config, from the files' headers, before any kernel starts
+# --------------------------------------------------------------------------------------------------
+
+
+def _edited_weights(tmp_path: Path, source: Path, edit) -> Path:
+    """A copy of the model folder ``source`` whose weight files (every shard) went through ``edit``."""
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path / "edited"
+    shutil.copytree(source, folder)
+    for w in sorted(folder.glob("*.safetensors")):
+        save_file(edit(load_file(w)), w, metadata={"format": "pt"})
+    return folder
+
+
+QUERY = "encoder.layer.0.attention.self.query.weight"
+
+
+@pytest.mark.parametrize(
+    "which,edit,message",
+    [
+        (
+            "whole",
+            lambda t: {(k.replace("query", "qeury") if k == QUERY else k): v for k, v in t.items()},
+            rf"the weights in .*/edited lack 1 of the \d+ tensors of the bert encoder its config\.json describes "
+            rf"\(e\.g\. {re.escape(QUERY)}, the weights have encoder\.layer\.0\.attention\.self\.qeury\.weight "
+            r"instead\): pass the folder the model was saved to, or save it again with save_pretrained$",
+        ),
+        (
+            "sharded",
+            lambda t: {k: v for k, v in t.items() if not k.startswith("encoder.layer.1.output.")},
+            r"the weights in .*/edited lack 4 of the \d+ tensors of the bert encoder .*\(e\.g\. "
+            r"encoder\.layer\.1\.output\.LayerNorm\.bias\)",
+        ),
+    ],
+)
+def test_weights_that_lack_or_misname_an_encoder_tensor_stop_before_any_kernel(
+    which, edit, message, tmp_path, tiny_models, monkeypatch, capsys
+):
+    folder = _edited_weights(tmp_path, tiny_models[2 if which == "whole" else 0], edit)
+    ran = []
+    monkeypatch.setattr(cli, "run_notebook", lambda *a, **k: ran.append(a))
+    out = tmp_path / "executed"
+    args = ["run", str(NB / "01_model_and_data.md"), "--out", str(out), "--model", str(folder)]
+    _fails_writing_nothing(args, message, capsys, tmp_path)
+    assert not ran and not out.exists()
+
+
+def test_a_complete_folder_of_every_family_passes_the_tensor_check_saved_alone_or_with_a_head(tiny_any, tmp_path):
+    """No false alarm: a base model's folder, and a task model's (prefixed names, a head) as a fine-tune saves."""
+    from transformers import AutoModelForSequenceClassification
+
+    from identifiability.fingerprint import check_encoder_tensors
+
+    config = tiny_any.model.config
+    tiny_any.model.save_pretrained(tmp_path / "base")
+    AutoModelForSequenceClassification.from_config(config).save_pretrained(tmp_path / "task")
+    for folder in (tmp_path / "base", tmp_path / "task"):
+        check_encoder_tensors(folder, config)
+
+
+def test_a_config_transformers_reads_but_builds_no_model_of_stops_before_any_kernel(
+    tmp_path, tiny_models, monkeypatch, capsys
+):
+    import json
+
+    folder = _configured(_folder_without(tmp_path, tiny_models), num_attention_heads=5)  # 5 does not divide 64
+    config = json.loads((folder / "config.json").read_text())
+    del config["embedding_size"]  # with it, BERT skips the check (the tiny models' config has one)
+    (folder / "config.json").write_text(json.dumps(config))
+    ran = []
+    monkeypatch.setattr(cli, "run_notebook", lambda *a, **k: ran.append(a))
+    args = ["run", str(NB / "01_model_and_data.md"), "--out", str(tmp_path / "executed"), "--model", str(folder)]
+    _fails_writing_nothing(
+        args,
+        r"broken/config\.json describes no model transformers can build: The hidden size \(64\) is not a multiple of "
+        r"the number of attention heads \(5\); correct that file",
+        capsys,
+        tmp_path,
+    )
+    assert not ran
+
+
+def test_hta_n_above_the_sentences_in_the_window_is_refused_naming_them(tmp_path, data_folder, monkeypatch, capsys):
+    """More than the corpus has would be computed as fewer, after a job of half an hour: refused instead."""
+    from identifiability import sweep
+
+    jobs = []
+    done = {"sentences": 3, "cached_before": 0, "computed": 3, "seconds": 1.0}
+    monkeypatch.setattr(sweep, "hta_job", lambda *a, **k: jobs.append(a) or done)
+    text = tmp_path / "three.txt"
+    text.write_text("A short line.\nAnother line of text here.\nYes.\n", encoding="utf-8")  # 6, 8 and 4 tokens
+    _fails_writing_nothing(
+        ["hta", "--corpus", str(text), "--n", "4"],
+        r"^error: hta: --n 4 is more than the 3 sentences of corpus 'three\.txt' with 3 to 64 tokens, which chapter 6 "
+        r"samples from: pass --n 3 or fewer$",
+        capsys,
+        data_folder,
+    )
+    _fails_writing_nothing(
+        ["hta", "--corpus", str(text), "--n", "3", "--max-tokens", "6"],
+        r"--n 3 is more than the 2 sentences of corpus 'three\.txt' with 3 to 6 tokens",
+        capsys,
+        data_folder,
+    )
+    assert not jobs
+    assert cli.main(["hta", "--corpus", str(text), "--n", "3"]) == 0 and len(jobs) == 1
+
+
+@pytest.mark.parametrize(
+    "make,why",
+    [
+        (lambda t: t / "notebooks" / "01_model_and_dat.md", "does not exist"),
+        (lambda t: (t / "notebooks").mkdir() or t / "notebooks", "is a folder, not a notebook"),
+        (lambda t: _file(t / "_toc.yml", "format: jb-book\n"), "is not a notebook"),
+        (lambda t: _file(t / "notes.md", "# Notes\n\nNo code here.\n"), r"is not a chapter notebook \(no cell tagged"),
+    ],
+    ids=["missing", "folder", "not a notebook", "no parameters cell"],
+)
+def test_run_on_what_is_not_a_chapter_notebook_is_one_line_listing_the_chapters(make, why, tmp_path, capsys):
+    source = make(tmp_path)
+    out = tmp_path / "executed"
+    err = _fails_writing_nothing(
+        ["run", str(source), "--out", str(out)], rf"^error: {re.escape(str(source))} {why}", capsys
+    )
+    assert err.endswith(f"run a chapter, notebooks/<chapter>.md, one of {', '.join(CHAPTERS)}"), err
+    assert not out.exists()
+
+
+def _file(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from identifiability import cli
 from identifiability.compare import compare_folders
 
@@ -82,3 +84,74 @@ def test_a_side_without_results_files_is_an_error_not_an_identical_comparison(tm
         out, err = capsys.readouterr()
         assert out == "" and len(err.strip().splitlines()) == 1
         assert "empty" in err and "no results file" in err
+
+
+def test_two_sweeps_of_the_same_runs_are_identical_though_they_finished_at_other_times(tmp_path):
+    """A sweep's run.json holds when the run finished and how often it was tried; the results are the same."""
+    run = "m/lee/03_effective_attention/seed0-0123456789ab"
+    for side, finished, attempts in (("a", "2026-01-01T10:00:00Z", 1), ("b", "2026-02-03T11:12:13Z", 2)):
+        manifest = {"chapter": "03_effective_attention", "seed": 0, "seconds": 41.5, "finished": finished}
+        _write(tmp_path / side / run, "run.json", {**manifest, "attempts": attempts})
+        _write(tmp_path / side / run, "03_effective_attention.json", {"results": {"x": 1.0}})
+    c = compare_folders(tmp_path / "a", tmp_path / "b")
+    assert c.identical, c.report()
+    assert c.by_file == {f"{run}/run.json": 2, f"{run}/03_effective_attention.json": 1}
+
+
+def test_a_key_that_merely_ends_in_s_is_a_value_and_compared(tmp_path):
+    """d_s is the input length: a change in it is a change, not a timing."""
+    _write(tmp_path / "a", "03.json", {"results": {"rows": [{"d_s": 12, "pearson": 0.9}], "runtime_s": 5}})
+    _write(tmp_path / "b", "03.json", {"results": {"rows": [{"d_s": 13, "pearson": 0.9}], "runtime_s": 7}})
+    c = compare_folders(tmp_path / "a", tmp_path / "b")
+    assert c.changed == [("03.json: results.rows[0].d_s", 12, 13)]
+
+
+def test_every_timing_a_study_records_is_skipped_by_name():
+    """The skipped keys are named one by one: a study field that times something must be among them."""
+    import dataclasses
+    import importlib
+    import pkgutil
+
+    import identifiability.studies as studies
+    from identifiability.compare import SKIPPED
+
+    fields = set()
+    for module in pkgutil.iter_modules(studies.__path__):
+        for obj in vars(importlib.import_module(f"{studies.__name__}.{module.name}")).values():
+            if isinstance(obj, type) and dataclasses.is_dataclass(obj):
+                fields |= {f.name for f in dataclasses.fields(obj)}
+    timings = {name for name in fields if "seconds" in name}
+    assert timings and timings <= set(SKIPPED), sorted(timings - set(SKIPPED))
+    assert "d_s" in fields and "d_s" not in SKIPPED
+
+
+@pytest.mark.parametrize("buffering", [1, -1], ids=["line-buffered", "block-buffered"])
+def test_a_report_piped_into_a_reader_that_left_ends_quietly(buffering, tmp_path, monkeypatch, capsys):
+    """``identifiability compare ... | head`` once head has exited: stdout is a pipe without a reader."""
+    import os
+
+    from identifiability import stops
+
+    _write(tmp_path / "a", "02.json", {"results": {"x": 1.0}})
+    _write(tmp_path / "b", "02.json", {"results": {"x": 1.1}})
+    reader, writer = os.pipe()
+    os.close(reader)
+    with open(writer, "w", buffering=buffering) as pipe:
+        monkeypatch.setattr("sys.stdout", pipe)
+        assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == stops.EXIT_BROKEN_PIPE
+        pipe.write("what the interpreter flushes at exit goes to /dev/null\n")
+        pipe.flush()
+    assert capsys.readouterr().err == ""
+
+
+def _a_socket_broke(*args, **kwargs):
+    raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_broken_pipe_elsewhere_with_stdout_open_is_not_taken_for_a_reader_that_left(tmp_path, monkeypatch):
+    from identifiability import compare
+
+    _write(tmp_path / "a", "02.json", {"results": {"x": 1.0}})
+    monkeypatch.setattr(compare, "compare_folders", _a_socket_broke)
+    with pytest.raises(BrokenPipeError):
+        cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "a")])

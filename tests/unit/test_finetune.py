@@ -24,7 +24,7 @@ from identifiability.corpora import (
     sample_sentences,
     split_pair,
 )
-from identifiability.finetune import Settings, finetune, init_random
+from identifiability.finetune import Settings, finetune, init_random, save_checkpoint
 from identifiability.models import load_model, random_model
 from identifiability.tasks import FinetuneError, lee_pairs_data
 from identifiability.trace import tokenize, trace_batch
@@ -206,6 +206,25 @@ def test_random_initialisation_is_the_same_architecture_with_fresh_seeded_weight
     fresh = _weights(Path(a["folder"]))
     assert start.keys() == fresh.keys() and any(not torch.equal(start[k], fresh[k]) for k in start)
     assert a["kind"] == "random-init" and a["like"]["content_key"] == load_model(str(base)).content_key
+
+
+def test_model_files_and_checkpoints_are_readable_as_the_umask_allows(base, tmp_path):
+    """safetensors writes its files 0600 whatever the umask; a model folder is meant to be shared like any
+    other file (under umask 022: 0644)."""
+    model = torch.nn.Linear(2, 2)
+    opt = torch.optim.AdamW(model.parameters())
+    model(torch.ones(1, 2)).sum().backward()
+    opt.step()
+    old = os.umask(0o022)
+    try:
+        init_random(str(base), seed=0, out=tmp_path / "models" / "random")
+        save_checkpoint(tmp_path / "checkpoint", model, opt, 1, {})
+    finally:
+        os.umask(old)
+    modes = {p.name: oct(p.stat().st_mode & 0o777) for p in tmp_path.rglob("*") if p.is_file()}
+    assert {"model.safetensors", "config.json", "provenance.json", "epoch1.safetensors"} <= modes.keys()
+    assert set(modes.values()) == {"0o644"}, modes
+    assert not list((tmp_path / "models").glob(".*"))  # the staging folder is gone
 
 
 # -- the pair data -----------------------------------------------------------------------------------

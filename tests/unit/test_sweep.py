@@ -272,3 +272,65 @@ def test_cache_entries_a_worker_sent_back_are_written_and_kept_inside_the_cache(
         with pytest.raises(ValueError, match="outside the cache folder"):
             sweep.file_entries({bad: b"x"}, tmp_path / "cache")
     assert not (tmp_path / "outside.safetensors").exists()
+
+
+class _Client:
+    """A client of one worker that starts each run as :func:`sweep.execute` does, in a private folder beside
+    the run's folder, and never finishes it."""
+
+    cluster = None
+
+    def __init__(self, root):
+        self.root = root
+
+    def nthreads(self) -> dict:
+        return {"worker": 1}
+
+    def submit(self, fn, run, *args, **kwargs) -> object:
+        folder = run.folder(self.root)
+        (folder.parent / f".partial-{folder.name}-0123abcd").mkdir(parents=True)
+        return object()
+
+
+class _Stopped:
+    """``distributed.as_completed`` for a sweep stopped while it waits for its runs (``stop``)."""
+
+    stop: type[BaseException] = KeyboardInterrupt
+
+    def __init__(self):
+        self.futures = []
+
+    def count(self) -> int:
+        return len(self.futures)
+
+    def add(self, future) -> None:
+        self.futures.append(future)
+
+    def __iter__(self):
+        raise self.stop()
+
+
+@pytest.mark.parametrize(
+    "stop,closing",
+    [(KeyboardInterrupt, None), (RuntimeError, None), (KeyboardInterrupt, KeyboardInterrupt)],
+    ids=["Ctrl-C", "an error", "a second Ctrl-C while the cluster closes"],
+)
+def test_a_stopped_sweep_removes_its_runs_private_folders(stop, closing, data, monkeypatch):
+    import distributed
+
+    root = paths.sweep_root()
+    run = _run()
+
+    def close(client, own: bool) -> None:
+        if closing is not None:
+            raise closing
+
+    monkeypatch.setattr(sweep, "plan", lambda *a, **k: ([run], []))
+    monkeypatch.setattr(cluster, "connect", lambda *a, **k: _Client(root))
+    monkeypatch.setattr(cluster, "dashboard", lambda client: None)
+    monkeypatch.setattr(cluster, "close", close)
+    monkeypatch.setattr(distributed, "as_completed", type("Stopped", (_Stopped,), {"stop": stop}))
+    with pytest.raises(stop):
+        sweep.sweep(["m"], ["lee"], [0], ["03"], progress=False)
+    assert (root / "m-1" / "lee" / "03_effective_attention").is_dir()  # the worker had begun the run
+    assert not list(root.rglob(".partial-*"))
