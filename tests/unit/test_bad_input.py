@@ -220,24 +220,6 @@ def test_parameters_are_checked_against_the_model_and_the_text(chapter, params, 
     assert not out.exists()
 
 
-def test_a_failing_chapter_is_one_line_with_the_notebook_and_keeps_what_came_before(tmp_path, capsys):
-    src = tmp_path / "99_failing.md"
-    before = tmp_path / "before.json"
-    src.write_text(
-        "---\njupytext:\n  text_representation:\n    extension: .md\n    format_name: myst\n"
-        "kernelspec:\n  name: python3\n  display_name: Python 3\n  language: python\n---\n\n"
-        "```{code-cell} ipython3\n:tags: [parameters]\n\nmodel = 'all-MiniLM-L6-v2'\ncorpus = 'lee'\n```\n\n"
-        f"```{{code-cell}} ipython3\nopen({str(before)!r}, 'w').write('{{}}')\n```\n\n"
-        "```{code-cell} ipython3\nraise ValueError('the corpus has no sentence of 9 tokens\\nsecond line')\n```\n"
-    )
-    out = tmp_path / "executed"
-    assert cli.main(["run", str(src), "--out", str(out)]) == 1
-    err = capsys.readouterr().err.strip().splitlines()[-1]  # above it: papermill's progress bar
-    assert err.startswith("error: 99_failing stopped: ValueError: second line")
-    assert str(out / "99_failing.ipynb") in err and (out / "99_failing.ipynb").is_file()
-    assert before.is_file()  # what ran before the error stays
-
-
 def test_results_files_are_readable_as_the_umask_allows(tmp_path):
     old = os.umask(0o022)
     try:

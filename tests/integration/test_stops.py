@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from identifiability import execution, paths, stops
+from identifiability import cli, execution, paths, stops
 from identifiability.errors import ChapterFailed
 
 CHAPTER = "07_explore"  # the quickest chapter
@@ -283,3 +283,21 @@ def test_a_failing_chapter_still_leaves_its_notebook_where_the_error_says(tmp_pa
         execution.run_notebook(source, tmp_path, {})
     assert [p.name for p in tmp_path.iterdir()] == ["06_context_mixing.ipynb"]
     assert json.loads((tmp_path / "06_context_mixing.ipynb").read_text()) == {"the": "traceback"}
+
+
+def test_a_failing_chapter_is_one_line_with_the_notebook_and_keeps_what_came_before(tmp_path, capsys):
+    src = tmp_path / "99_failing.md"
+    before = tmp_path / "before.json"
+    src.write_text(
+        "---\njupytext:\n  text_representation:\n    extension: .md\n    format_name: myst\n"
+        "kernelspec:\n  name: python3\n  display_name: Python 3\n  language: python\n---\n\n"
+        "```{code-cell} ipython3\n:tags: [parameters]\n\nmodel = 'all-MiniLM-L6-v2'\ncorpus = 'lee'\n```\n\n"
+        f"```{{code-cell}} ipython3\nopen({str(before)!r}, 'w').write('{{}}')\n```\n\n"
+        "```{code-cell} ipython3\nraise ValueError('the corpus has no sentence of 9 tokens\\nsecond line')\n```\n"
+    )
+    out = tmp_path / "executed"
+    assert cli.main(["run", str(src), "--out", str(out)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]  # above it: papermill's progress bar
+    assert err.startswith("error: 99_failing stopped: ValueError: second line")
+    assert str(out / "99_failing.ipynb") in err and (out / "99_failing.ipynb").is_file()
+    assert before.is_file()  # what ran before the error stays
