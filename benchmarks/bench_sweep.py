@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from identifiability import cluster, paths, sweep
+from identifiability import cluster, corpus_hta, paths, sweep
 
 PARAMS = {
     "n_sentences": 24,
@@ -74,10 +74,10 @@ def main() -> None:
         par = time.perf_counter() - t0
         assert len(report.ran) == len(runs) and not report.failed, report.summary()
 
-        texts = sweep.job_sentences(paths.DEFAULT_MODEL, "lee", a.hta_n, 0, 64)
+        texts = corpus_hta.job_sentences(paths.DEFAULT_MODEL, "lee", a.hta_n, 0, 64)
         _fresh_data("hta-dask")
         t0 = time.perf_counter()
-        sweep.hta_job(paths.DEFAULT_MODEL, "lee", n=a.hta_n, seed=0, max_tokens=64, client=client, progress=False)
+        corpus_hta.hta_job(paths.DEFAULT_MODEL, "lee", n=a.hta_n, seed=0, max_tokens=64, client=client, progress=False)
         hta_par = time.perf_counter() - t0
     finally:
         cluster.close(client, own=True)

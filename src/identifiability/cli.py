@@ -166,8 +166,8 @@ def check_options(a: argparse.Namespace) -> None:
 def _hta_preflight(a: argparse.Namespace) -> None:
     """The model, the corpus and the sentence window of ``hta``, checked as chapter 6's (seconds, no weights),
     and ``--n`` against the sentences in that window: more would be computed as fewer, after a long wait."""
+    from .corpus_hta import HTA_MIN_TOKENS
     from .preflight import ChapterRules, ModelInfo, at_least, check, window
-    from .sweep import HTA_MIN_TOKENS
 
     default = declared_parameters(by_name("context_mixing").source)["max_tokens"]
     params = {"max_tokens": default if a.max_tokens is None else a.max_tokens}
@@ -209,12 +209,12 @@ def _chapters_main(a) -> int:
 
 
 def _sweep_main(a) -> int:
-    from . import sweep
+    from . import corpus_hta, sweep
 
     check_options(a)
     if a.cmd == "hta":
         _hta_preflight(a)
-        out = sweep.hta_job(a.model, a.corpus, a.n, a.seed, a.max_tokens, a.group, a.scheduler, a.workers)
+        out = corpus_hta.hta_job(a.model, a.corpus, a.n, a.seed, a.max_tokens, a.group, a.scheduler, a.workers)
         print(
             f"exact HTA: {out['sentences']} sentences, {out['cached_before']} cached before, "
             f"{out['computed']} computed in {out['seconds']:.0f} s"

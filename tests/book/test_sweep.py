@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from identifiability import aggregate, cluster, keys, paths, sweep
+from identifiability import aggregate, cluster, corpus_hta, keys, paths, sweep
 from identifiability.fileio import read_json
 from identifiability.models import load_model
 
@@ -176,15 +176,15 @@ def test_a_failing_run_is_retried_once_then_reported(env, monkeypatch):
 
 def test_exact_hta_over_the_workers_fills_chapter_6s_cache(env, monkeypatch):
     model = env["models"][0]
-    out = sweep.hta_job(model, "lee", n=5, seed=0, max_tokens=16, group=2, client=env["client"], progress=False)
+    out = corpus_hta.hta_job(model, "lee", n=5, seed=0, max_tokens=16, group=2, client=env["client"], progress=False)
     assert out["sentences"] == 5 and out["computed"] == 5 and out["cached_before"] == 0
-    again = sweep.hta_job(model, "lee", n=5, seed=0, max_tokens=16, client=env["client"], progress=False)
+    again = corpus_hta.hta_job(model, "lee", n=5, seed=0, max_tokens=16, client=env["client"], progress=False)
     assert again["computed"] == 0 and again["cached_before"] == 5
 
     from identifiability.hta import api, hta
 
     lm = load_model(model)
-    texts = sweep.job_sentences(model, "lee", 5, 0, 16)
+    texts = corpus_hta.job_sentences(model, "lee", 5, 0, 16)
     monkeypatch.setattr(api, "hta", lambda *a, **k: pytest.fail("computed instead of read from the cache"))
     cached = api.hta_corpus(lm, texts, mode="exact", seed=0, cache=True, progress=False)
     monkeypatch.undo()

@@ -562,10 +562,10 @@ def test_options_below_their_least_value_are_one_line_before_any_work(
 
 def test_hta_zero_is_a_value_not_a_default(tmp_path, tiny_models, data_folder, monkeypatch, capsys):
     """0 used to mean "not given" (50 sentences were computed for --n 0); now each 0 reaches the check."""
-    from identifiability import sweep
+    from identifiability import corpus_hta
 
     called = []
-    monkeypatch.setattr(sweep, "hta_job", lambda *a, **k: called.append(a) or {})
+    monkeypatch.setattr(corpus_hta, "hta_job", lambda *a, **k: called.append(a) or {})
     for option in ("--n", "--max-tokens", "--group"):
         assert cli.main(["hta", "--model", str(tiny_models[2]), option, "0"]) == 2
         assert f"{option} must be at least 1, got 0" in capsys.readouterr().err
@@ -632,11 +632,11 @@ def test_a_data_folder_that_takes_no_file_is_one_line_before_anything_runs(
 
 
 def test_a_data_folder_below_a_file_is_one_line_before_any_sweep_or_hta_runs(tmp_path, monkeypatch, capsys):
-    from identifiability import sweep
+    from identifiability import corpus_hta, sweep
 
     (tmp_path / "a file").write_text("not a folder")
     monkeypatch.setenv(paths.DATA_ENV, str(tmp_path / "a file" / "data"))
-    monkeypatch.setattr(sweep, "hta_job", lambda *a, **k: pytest.fail("hta started"))
+    monkeypatch.setattr(corpus_hta, "hta_job", lambda *a, **k: pytest.fail("hta started"))
     monkeypatch.setattr(sweep.cluster, "connect", lambda *a, **k: pytest.fail("a cluster started"))
     for args in (["sweep", "--chapters", "01", "--workers", "1"], ["hta", "--workers", "1"]):
         _fails_writing_nothing(args, r"the data folder .*a file/data cannot be written \(Not a directory\)", capsys)
@@ -742,11 +742,11 @@ def test_a_config_transformers_reads_but_builds_no_model_of_stops_before_any_ker
 
 def test_hta_n_above_the_sentences_in_the_window_is_refused_naming_them(tmp_path, data_folder, monkeypatch, capsys):
     """More than the corpus has would be computed as fewer, after a job of half an hour: refused instead."""
-    from identifiability import sweep
+    from identifiability import corpus_hta
 
     jobs = []
     done = {"sentences": 3, "cached_before": 0, "computed": 3, "seconds": 1.0}
-    monkeypatch.setattr(sweep, "hta_job", lambda *a, **k: jobs.append(a) or done)
+    monkeypatch.setattr(corpus_hta, "hta_job", lambda *a, **k: jobs.append(a) or done)
     text = tmp_path / "three.txt"
     text.write_text("A short line.\nAnother line of text here.\nYes.\n", encoding="utf-8")  # 6, 8 and 4 tokens
     _fails_writing_nothing(

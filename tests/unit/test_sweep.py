@@ -8,7 +8,7 @@ import json
 import pandas as pd
 import pytest
 
-from identifiability import aggregate, cluster, paths, sweep
+from identifiability import aggregate, cluster, corpus_hta, paths, sweep
 from identifiability.cli import main
 from identifiability.errors import SweepError
 from identifiability.fileio import write_json
@@ -228,7 +228,7 @@ def test_the_dashboard_address_is_printed_only_when_a_dashboard_answers(page, sh
 def test_hta_job_takes_0_as_a_value_and_refuses_it(kwargs):
     """0 is not "not given": the library refuses it before any sentence is read, as the command line does."""
     with pytest.raises(SweepError, match="must be at least 1, got 0"):
-        sweep.hta_job(paths.DEFAULT_MODEL, "lee", **kwargs, progress=False)
+        corpus_hta.hta_job(paths.DEFAULT_MODEL, "lee", **kwargs, progress=False)
 
 
 def _result(chapter: str = "03_effective_attention") -> dict:
@@ -266,11 +266,11 @@ def test_a_run_a_worker_sent_back_is_filed_whole_over_a_failed_attempt(tmp_path)
 
 
 def test_cache_entries_a_worker_sent_back_are_written_and_kept_inside_the_cache(tmp_path):
-    sweep.file_entries({"hta/m/a.json": b"{}", "hta/m/a.safetensors": b"x"}, tmp_path)
+    corpus_hta.file_entries({"hta/m/a.json": b"{}", "hta/m/a.safetensors": b"x"}, tmp_path)
     assert (tmp_path / "hta/m/a.safetensors").read_bytes() == b"x" and (tmp_path / "hta/m/a.json").is_file()
     for bad in ("../outside.safetensors", "/etc/outside"):
         with pytest.raises(ValueError, match="outside the cache folder"):
-            sweep.file_entries({bad: b"x"}, tmp_path / "cache")
+            corpus_hta.file_entries({bad: b"x"}, tmp_path / "cache")
     assert not (tmp_path / "outside.safetensors").exists()
 
 
