@@ -40,7 +40,7 @@ from . import nulls
 from .corpora import token_lengths
 from .linalg import one_thread, rank_rtol
 from .loaded_model import LoadedModel
-from .trace import SentenceTrace, out_proj_weights, trace_batch
+from .trace import SentenceTrace, out_proj_weights, trace_batch, transform
 
 # --------------------------------------------------------------------------------------------------
 # The decomposition
@@ -305,7 +305,7 @@ def effective_loop(
     rank = torch.empty(L, H, dtype=torch.long)
     for layer in range(L):
         for h in range(H):
-            t = tr.values[layer, h].to(dtype) @ w_o[layer, h].to(dtype)
+            t = transform(tr.values[layer, h], w_o[layer, h].to(dtype))
             eff[layer, h], rank[layer, h] = reference_effective(tr.attentions[layer, h], t, dtype, rtol)
     return Effective(eff, tr.attentions.to(dtype) - eff, rank)
 

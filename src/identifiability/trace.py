@@ -50,6 +50,28 @@ class SentenceTrace:
         return len(self.tokens)
 
 
+def layer_index(layer: int, n_layers: int) -> int:
+    """The index of layer ``layer`` in a trace's per-layer tensors (attentions, values, W_O blocks): the one place
+    where the book's numbering (the paper's 1..L; 0 is the embeddings, which have no attention) meets the
+    0-based index."""
+    if not 1 <= layer <= n_layers:
+        raise ValueError(f"layer must be between 1 and {n_layers} (the book numbers layers 1..L), got {layer}")
+    return layer - 1
+
+
+def transform(values: torch.Tensor, w_o: torch.Tensor) -> torch.Tensor:
+    """T = V_h W_O^h, the one place that forms it: the head's output contribution is ``A_h @ T_h`` (the
+    paper's T = E W_V H), computed in ``w_o``'s dtype.
+
+    Args:
+        values: (..., d_s, d_v) the head's value rows V_h.
+        w_o: (..., d_v, d) its block of the output projection.
+    Returns:
+        (..., d_s, d).
+    """
+    return values.to(w_o.dtype) @ w_o
+
+
 def head_transforms(tr: SentenceTrace, w_o: torch.Tensor) -> torch.Tensor:
     """T = V_h W_O^h for every layer and head, shape (L, H, d_s, d).
 
@@ -59,13 +81,11 @@ def head_transforms(tr: SentenceTrace, w_o: torch.Tensor) -> torch.Tensor:
         tr: a sentence trace.
         w_o: (L, H, d_v, d) from :func:`out_proj_weights`.
     """
-    return tr.values.to(w_o.dtype) @ w_o
+    return transform(tr.values, w_o)
 
 
 def head(tr: SentenceTrace, w_o: torch.Tensor, layer: int, h: int) -> tuple[torch.Tensor, torch.Tensor]:
     """One head's attention A and T = V_h W_O^h, for ``layer`` in the book's numbering 1..L.
-
-    The one place where the layer number meets the 0-based index of the per-layer tensors.
 
     Args:
         tr: a sentence trace.
@@ -75,10 +95,8 @@ def head(tr: SentenceTrace, w_o: torch.Tensor, layer: int, h: int) -> tuple[torc
     Returns:
         A: (d_s, d_s) attention probabilities; T: (d_s, d) in ``w_o``'s dtype.
     """
-    n_layers = tr.attentions.shape[0]
-    if not 1 <= layer <= n_layers:
-        raise ValueError(f"layer must be between 1 and {n_layers} (the book numbers layers 1..L), got {layer}")
-    return tr.attentions[layer - 1, h], tr.values[layer - 1, h].to(w_o.dtype) @ w_o[layer - 1, h]
+    i = layer_index(layer, tr.attentions.shape[0])
+    return tr.attentions[i, h], transform(tr.values[i, h], w_o[i, h])
 
 
 def out_proj_weights(lm: LoadedModel) -> torch.Tensor:

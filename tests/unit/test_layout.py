@@ -213,3 +213,16 @@ def test_each_chapter_calls_setup_with_its_stem_and_passes_every_parameter_it_de
         declared = declared_parameters(spec.source)
         assert set(passed) == set(declared), f"{spec.source.name}: setup lacks {set(declared) - set(passed)}"
         assert all(v == k for k, v in passed.items()), f"{spec.source.name}: pass each parameter as name=name"
+
+
+def test_one_place_maps_layer_numbers_to_indices_and_forms_t():
+    """The paper numbers layers 1..L (0: the embeddings); only trace.layer_index turns a number into an index of
+    the per-layer tensors, and only trace.transform forms T = V_h W_O^h, in the package and in the chapters."""
+    from identifiability.chapters import CHAPTERS
+
+    texts = {p.relative_to(SRC).as_posix(): p.read_text() for p in SRC.rglob("*.py") if p.name != "trace.py"}
+    texts |= {spec.source.name: spec.source.read_text() for spec in CHAPTERS.values()}
+    shifted = [name for name, text in texts.items() if re.search(r"\blayer\s*-\s*1\b", text)]
+    assert not shifted, f"a layer number turned into an index outside trace.layer_index: {shifted}"
+    formed = [name for name, text in texts.items() if re.search(r"values\[[^\]]*\][^\n]*@ *w_o\b", text)]
+    assert not formed, f"T formed outside trace.transform: {formed}"

@@ -242,3 +242,19 @@ def test_entry_points_on_every_architecture(tiny_any, sentences):
     assert real.realisable is (None if causal else True)
     table, _ = ns.search_by_length([tr], w_o, [(1, 0)], d_q, causal, steps=2, jacobian_max_length=0, progress=False)
     assert (table.search_error <= ns.SEARCH_TOL).all() and (table.me_error <= ns.SEARCH_TOL).all()
+
+
+def test_layer_numbers_map_to_indices_in_one_place_and_t_is_formed_there(tiny_lm):
+    from identifiability.trace import head, layer_index, out_proj_weights, trace_batch, transform
+
+    tr = trace_batch(tiny_lm, ["a short sentence here"])[0]
+    w_o = out_proj_weights(tiny_lm)
+    L = tiny_lm.n_layers
+    assert [layer_index(k, L) for k in range(1, L + 1)] == list(range(L))
+    for bad in (0, L + 1):
+        with pytest.raises(ValueError, match="1..L"):
+            layer_index(bad, L)
+    a, t = head(tr, w_o, L, 1)
+    assert torch.equal(a, tr.attentions[L - 1, 1])
+    assert torch.allclose(t, tr.values[L - 1, 1] @ w_o[L - 1, 1])
+    assert torch.allclose(transform(tr.values, w_o)[L - 1, 1], t)

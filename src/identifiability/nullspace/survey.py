@@ -12,6 +12,7 @@ import torch
 from tqdm import tqdm
 
 from ..linalg import numerical_rank, one_thread, rank_rtol
+from ..trace import layer_index, transform
 from .common import rel_output_error, tv_rows, visible_mask
 from .constructions import construct_alternative, left_null_basis, max_tv_alternative
 from .realisability import (
@@ -77,7 +78,7 @@ def null_space_table(traces, w_o: torch.Tensor, rtol: float | None = None, progr
         if tr.values.dtype != torch.float64:
             raise ValueError("null_space_table needs float64 traces: trace inside `with float64(lm):`")
         _, s_t1, _ = head_spectra(tr.values, w_o)  # (L, H, k)
-        s_t = torch.linalg.svdvals(tr.values.double() @ w_o.double())  # (L, H, min(d_s, d))
+        s_t = torch.linalg.svdvals(transform(tr.values, w_o.double()))  # (L, H, min(d_s, d))
         n = tr.n_tokens
         rel_t, rel_t1 = s_t / s_t[..., :1], s_t1 / s_t1[..., :1]
         d = w_o.shape[-1]
@@ -140,7 +141,7 @@ def head_survey(
         [(li, h) for li in range(L) for h in range(H)], desc="alternatives per head", unit="head", disable=not progress
     ):
         a = a_all[layer, head].double()
-        t = values[layer, head].double() @ w_o[layer, head].double()
+        t = transform(values[layer, head], w_o[layer, head].double())
         me = max_entropy_alternative(a, t, d_q, causal)
         lp, tv = max_tv_alternative(a, t, vis, rounds=rounds, starts=[me["a_alt"] > a], top_start=False)
         me_tv = tv_rows(a, me["a_alt"])
@@ -182,7 +183,7 @@ def threshold_margins(values: torch.Tensor, w_o: torch.Tensor, rtol: float | Non
     rows = []
     for layer in range(L):
         for head in range(H):
-            t = values[layer, head].double() @ w_o[layer, head].double()
+            t = transform(values[layer, head], w_o[layer, head].double())
             ln = left_null_basis(t, rtol, augmented=False)
             cos = float(ln.sum(0).norm() / math.sqrt(n)) if ln.shape[1] else float("nan")
             s1 = s_t1[layer, head]
@@ -227,10 +228,11 @@ def search_by_length(
     jobs = [(tr, li, h) for tr in traces for (li, h) in heads]
     for tr, layer, head in tqdm(jobs, desc="realisable search", unit="run", disable=not progress):
         n = tr.n_tokens
-        a = tr.attentions[layer - 1, head].double()
-        t = tr.values[layer - 1, head].double() @ w_o[layer - 1, head].double()
+        i = layer_index(layer, tr.attentions.shape[0])
+        a = tr.attentions[i, head].double()
+        t = transform(tr.values[i, head], w_o[i, head].double())
         vis = visible_mask(n, True) if causal else None
-        s_t, s_t1, _ = head_spectra(tr.values[layer - 1, head], w_o[layer - 1, head])
+        s_t, s_t1, _ = head_spectra(tr.values[i, head], w_o[i, head])
         r_t = int(numerical_rank(s_t, rank_rtol(n, t.shape[1], torch.float64)))
         r_t1 = int(numerical_rank(s_t1, rank_rtol(n, t.shape[1] + 1, torch.float64)))
         me = max_entropy_alternative(a, t, d_q, causal)
