@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from identifiability import across, aggregate
+from identifiability.text.across_models import claims_markdown
 from identifiability.verdicts import (
     FAILS,
     HOLDS,
@@ -113,7 +114,7 @@ def test_quadrature_inputs_from_a_results_table(tmp_path):
     assert judge_c14_original(inputs["layers"], inputs["control_layers"], RULES["C14"]).verdict == HOLDS
     curves = across.curves(comparable, models)
     assert set(curves[curves.curve == "identity"].layer) == {0, 1, 2, 3}
-    md = across.claims_markdown(across.claims(comparable, models), models)
+    md = claims_markdown(across.claims(comparable, models), models)
     head, _, c6 = md.splitlines()
     assert head == "| claim | corpus | pre-trained | fine-tuned: sentiment | random init |"  # a column per model
     assert c6.startswith("| C6 | lee | **holds** 0.950 (0.940 to 0.960) |")  # 3 significant digits
@@ -141,8 +142,8 @@ def test_the_curves_open_on_the_corpus_most_models_have():
 def test_separator_curves_by_role_whatever_the_tokenizer_calls_it():
     """Chapter 3's mass curves are keyed by role: a model whose tokenizer spells the separator </s> gets
     separator curves, and one whose tokenizer adds no separator is named in one sentence."""
-    from identifiability.charts.across_models import no_separator_text
     from identifiability.studies.effective_attention import mass_by_category
+    from identifiability.text.across_models import no_separator_text
 
     from .test_studies_effective_attention import with_tokenizer
 
@@ -187,7 +188,7 @@ def _power(seed_var: float, sentence_var: float, n: int) -> dict:
 def test_the_power_text_shows_the_calculation_and_follows_the_numbers():
     """The page's power paragraph: enough sentences, too few, and seeds too noisy for any number of them
     give three different statements, each with the numbers it was computed from."""
-    from identifiability.charts.across_models import power_text
+    from identifiability.text.across_models import power_text
     from identifiability.verdicts.across_models import C13_BAND, C13_POWER
 
     enough = power_text({"lee-pairs": _power(1e-6, 0.01, 200)}, C13_BAND, C13_POWER)
@@ -201,7 +202,7 @@ def test_the_power_text_shows_the_calculation_and_follows_the_numbers():
 
 
 def test_the_reference_text_says_what_the_reference_is():
-    from identifiability.charts.across_models import reference_text
+    from identifiability.text.across_models import reference_text
 
     default = reference_text("all-MiniLM-L6-v2", True)
     assert "contrastively" in default and "fine-tune with a further fine-tune" in default
@@ -250,7 +251,7 @@ def test_the_page_says_what_this_build_compares_and_what_fills_the_rest():
     fine-tune, and `make compare`; with a fine-tune, neither sentence."""
     from types import SimpleNamespace
 
-    from identifiability.charts.across_models import comparison_text, control_text
+    from identifiability.text.across_models import comparison_text, control_text
     from identifiability.verdicts.across_models import FineTuning, Paired
 
     def cmp(roles):
@@ -278,7 +279,8 @@ def test_the_reference_beside_its_control_alone(tmp_path):
     the control's paired change per layer is drawn and worded, and C13 and C14 are not run."""
     import numpy as np
 
-    from identifiability.charts.across_models import control_text, differences_chart
+    from identifiability.charts.across_models import differences_chart
+    from identifiability.text.across_models import control_text
 
     from .test_verdict_controls_across_models import _base, _compare, _rates, _verdicts
 
@@ -292,5 +294,5 @@ def test_the_reference_beside_its_control_alone(tmp_path):
     rows = next(d for d in chart["datasets"].values() if "model" in d[0])
     assert {(r["model"], r["layer"]) for r in rows} == {("random init", la) for la in range(1, 7)}
     assert str(ft.control.last) in control_text(ft)
-    assert across.claims_markdown(cmp.claim_table, cmp.model_table) == "No run these models share judges a claim."
+    assert claims_markdown(cmp.claim_table, cmp.model_table) == "No run these models share judges a claim."
     assert chart["title"] == "t"  # on the layered chart, where the page shows it
