@@ -169,47 +169,6 @@ def test_separator_curves_by_role_whatever_the_tokenizer_calls_it():
     assert "**tiny-gpt2**" in sentence and "adds no separator" in sentence and no_separator_text([]) == ""
 
 
-def _power(seed_var: float, sentence_var: float, n: int) -> dict:
-    from identifiability.verdicts.across_models import C13_BAND, C13_POWER, chance_of_holding, sentences_for_power
-
-    return {
-        "fine_tune_seeds": 3,
-        "probe_seeds": 3,
-        "reference_probe_seeds": 3,
-        "sentences": n,
-        "d_last": 0.0,
-        "seed_var": seed_var,
-        "sentence_var": sentence_var,
-        "chance_of_holding": chance_of_holding(seed_var, sentence_var, n, C13_BAND),
-        "sentences_for_power": sentences_for_power(seed_var, sentence_var, C13_BAND, C13_POWER),
-    }
-
-
-def test_the_power_text_shows_the_calculation_and_follows_the_numbers():
-    """The page's power paragraph: enough sentences, too few, and seeds too noisy for any number of them
-    give three different statements, each with the numbers it was computed from."""
-    from identifiability.text.across_models import power_text
-    from identifiability.verdicts.across_models import C13_BAND, C13_POWER
-
-    enough = power_text({"lee-pairs": _power(1e-6, 0.01, 200)}, C13_BAND, C13_POWER)
-    few = power_text({"lee-pairs": _power(1e-6, 0.01, 20)}, C13_BAND, C13_POWER)
-    noisy = power_text({"lee-pairs": _power(1e-3, 0.01, 200), "random init": _power(0, 0.1, 200)}, C13_BAND, C13_POWER)
-    assert "this build has enough" in enough and "more than this build measured" in few
-    assert "no number of sentences reaches it" in noisy and "random init" not in noisy
-    n = _power(1e-6, 0.01, 20)["sentences_for_power"]
-    assert f"**{n}** test sentences ({n - 20} more" in few and "2Φ(0.05/√V − 1.96) − 1" in few
-    assert len({enough, few, noisy}) == 3 and power_text({}, C13_BAND, C13_POWER) == ""
-
-
-def test_the_reference_text_says_what_the_reference_is():
-    from identifiability.text.across_models import reference_text
-
-    default = reference_text("all-MiniLM-L6-v2", True)
-    assert "contrastively" in default and "fine-tune with a further fine-tune" in default
-    other = reference_text("bert-base-uncased", False)
-    assert "bert-base-uncased" in other and "contrastively" not in other
-
-
 def _curve_rows(corpora_by_model: dict, labels=("rate",)) -> pd.DataFrame:
     roles = {"pre-trained": "pre-trained", "random init": "random init"}
     return pd.DataFrame(
@@ -244,34 +203,6 @@ def test_only_corpora_two_models_share_are_compared():
     assert set(plain.corpus) == {"lee_heldout"} and set(plain.model) == {"pre-trained", "random init"}
     alone = _curve_rows({"pre-trained": ["lee"]})
     assert across.compared(alone).equals(alone)  # nothing shared: the one model's curves stay
-
-
-def test_the_page_says_what_this_build_compares_and_what_fills_the_rest():
-    """One model: nothing to compare, and the commands that add models; the reference and its control only: no
-    fine-tune, and `make compare`; with a fine-tune, neither sentence."""
-    from types import SimpleNamespace
-
-    from identifiability.text.across_models import comparison_text, control_text
-    from identifiability.verdicts.across_models import FineTuning, Paired
-
-    def cmp(roles):
-        models = pd.DataFrame({"model_key": [f"k{i}" for i in range(len(roles))], "model": ["m"] * len(roles),
-                               "role": roles})  # fmt: skip
-        return SimpleNamespace(table_rows=10, runs=2, models_in_table=len(roles), models=len(roles), model_table=models)
-
-    alone, control, tuned = (
-        comparison_text(cmp(r), 0)
-        for r in (["pre-trained"], ["pre-trained", "random init"], ["pre-trained", "fine-tuned: x", "random init"])
-    )
-    assert "Nothing to compare" in alone and "`make book`" in alone and "`make compare`" in alone
-    assert "No fine-tuned model" in control and "`make compare`" in control and "Nothing" not in control
-    assert "make compare" not in tuned
-    assert "2 chapter runs of 1 model;" in alone and "3 models can be compared" in tuned  # no "model(s)"
-    d = Interval(-0.6, -0.7, -0.5, 22, "test sentences")
-    paired = Paired((Interval(0.0, -0.01, 0.01, 22, "test sentences"), d), d, 1.0, 0.0, 0.1, 1, 3, 22)
-    text = control_text(FineTuning(control=paired))
-    assert f"$d_L$ = {d}" in text and "22 test sentences" in text and "`make compare`" in text
-    assert control_text(FineTuning(tasks={"x": paired}, control=paired)) == "" == control_text(FineTuning())
 
 
 def test_the_reference_beside_its_control_alone(tmp_path):
