@@ -45,9 +45,10 @@ class ChapterSpec:
     # writes, and the book test renders the same executed notebook.
     quick: dict = field(default_factory=dict)
     # the packages that hold a module of the chapter's name (:attr:`name`): studies (its computation; the
-    # result types its RESULTS lists are the chapter's results keys), charts and verdicts (its claims'
-    # verdicts); a chapter that judges no claim has no verdicts module
-    layers: tuple[str, ...] = ("studies", "charts", "verdicts")
+    # result types its RESULTS lists are the chapter's results keys), charts (its Altair charts), text (its
+    # sentences and tables) and verdicts (its claims' verdicts); a chapter that judges no claim has no
+    # verdicts module, one that states nothing in generated text no text module
+    layers: tuple[str, ...] = ("studies", "charts", "text", "verdicts")
     # the types of parameters whose default is None ("not set"), e.g. chapter 2's layer
     optional: dict[str, type] = field(default_factory=dict)
 
@@ -105,7 +106,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
                 ),
                 (window("example_min_tokens", "example_max_tokens"),),
             ),
-            layers=("studies", "charts"),
+            layers=("studies", "charts", "text"),
             quick={"n_sentences": 40},
         ),
         ChapterSpec(

@@ -22,7 +22,6 @@ from .fileio import read_json
 from .token_roles import SEPARATOR, START
 from .verdicts import Interval
 from .verdicts.across_models import difference
-from .verdicts.text import fmt
 
 # the chapters whose results the comparison reads, by their file stems (which only the contract spells)
 CHAPTER_3, CHAPTER_4, CHAPTER_6 = (by_name(n).stem for n in ("effective_attention", "token_identity", "context_mixing"))
@@ -295,27 +294,3 @@ def labels(models: pd.DataFrame) -> dict[str, str]:
         seed = provenance(name).get("seed") if r != "other" and counts[r] > 1 else None
         out[key] = r if counts[r] == 1 and r != "other" else f"{r}, seed {seed}" if seed is not None else key
     return out
-
-
-def claims_markdown(df: pd.DataFrame, models: pd.DataFrame) -> str:
-    """:func:`claims` as a Markdown table: one row per claim and corpus, one column per model (named by
-    :func:`labels`, in the order of ``models``), each cell the verdict, the estimate with its interval and
-    the baseline; "—" where a model has no run. A sentence instead of a table without rows."""
-    if df.empty:
-        return "No run these models share judges a claim."
-    names = labels(models)
-    head = ["claim", "corpus", *names.values()]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    cells = {(r.quantity, r.corpus, r.model_key): r for r in df.itertuples()}
-    for quantity, corpus in dict.fromkeys(zip(df.quantity, df.corpus)):
-        row = [quantity, corpus]
-        for key in names:
-            r = cells.get((quantity, corpus, key))
-            if r is None:
-                row.append("—")
-                continue
-            est = fmt(r.value) + (f" ({fmt(r.low)} to {fmt(r.high)})" if pd.notna(r.low) and r.low != r.high else "")
-            base = f"; baseline {fmt(r.baseline)}" if pd.notna(r.baseline) else ""
-            row.append(f"**{r.verdict}** {est}{base}")
-        lines.append("| " + " | ".join(row) + " |")
-    return "\n".join(lines)

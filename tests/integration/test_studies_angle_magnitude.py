@@ -12,11 +12,11 @@ import pytest
 import torch
 
 from identifiability import identity as ident
-from identifiability.charts import angle_magnitude as prose
 from identifiability.corpora import load_corpus, sample_sentences
 from identifiability.stats import hierarchical_ci
 from identifiability.studies import angle_magnitude as study
 from identifiability.studies import token_identity as token
+from identifiability.text import angle_magnitude as prose
 from identifiability.verdicts import INCONCLUSIVE
 
 FAST = dict(epochs=3, batch_size=256, mlp_hidden=16, patience=2)

@@ -13,10 +13,10 @@ import torch
 
 from identifiability import identity as ident
 from identifiability import schema
-from identifiability.charts import token_identity as charts
 from identifiability.corpora import load_corpus, sample_sentences
 from identifiability.stats import hierarchical_ci
 from identifiability.studies import token_identity as study
+from identifiability.text import token_identity as prose
 from identifiability.verdicts import INCONCLUSIVE, Interval
 
 FAST = dict(epochs=3, batch_size=256, mlp_hidden=32, patience=2, seed=0)
@@ -309,7 +309,7 @@ def test_training_text_says_whether_probes_stopped_early_and_where_capped_ones_l
     done = dataclasses.replace(probes, probes_stopped_early=10, probes_trained=10, probes_at_cap=0)
     levelled = dataclasses.replace(probes, epoch_cap=40, patience=3, probes_at_cap=2, levels_off_at_cap=12)
     moving = dataclasses.replace(levelled, levels_off_at_cap=39)
-    texts = [charts.training_text(r) for r in (done, levelled, moving)]
+    texts = [prose.training_text(r) for r in (done, levelled, moving)]
     assert "Every probe was trained until its validation loss stopped improving" in texts[0]
     assert "from epoch 12 on" in texts[1] and "reached the cap" in texts[1]
     assert "had not levelled off" in texts[2] and "from epoch" not in texts[2]
@@ -319,7 +319,7 @@ def test_training_text_says_whether_probes_stopped_early_and_where_capped_ones_l
 def test_c6_text_says_on_which_side_of_the_position_only_lookup_the_probe_lies(claims):
     above = dataclasses.replace(claims.c6, over_position=Interval(0.3, 0.25, 0.35, 20))
     below = dataclasses.replace(claims.c6, over_position=Interval(-0.3, -0.35, -0.25, 20))
-    up, down = (charts.c6_text(dataclasses.replace(claims, c6=c)) for c in (above, below))
+    up, down = (prose.c6_text(dataclasses.replace(claims, c6=c)) for c in (above, below))
     assert "30.0% above the position-only lookup" in up and "30.0% below the position-only lookup" in down
     assert f"{claims.c6.position_rate:.1%}" in up
 
@@ -327,16 +327,16 @@ def test_c6_text_says_on_which_side_of_the_position_only_lookup_the_probe_lies(c
 def test_chapter_4_texts_follow_their_results(sample, probes, rates, claims):
     keeps = dataclasses.replace(rates, naive_cos_first_layer_below_99=None)
     drops = dataclasses.replace(rates, naive_cos_first_layer_below_99=3)
-    assert "above 99 % at every layer" in charts.identification_text(keeps)
-    assert "drops from layer 3 on" in charts.identification_text(drops)
-    assert f"{claims.unseen.estimate:.1%}" in charts.unseen_text(claims)
-    assert charts.model_text("bert", False) != charts.model_text("gpt2", True)
+    assert "above 99 % at every layer" in prose.identification_text(keeps)
+    assert "drops from layer 3 on" in prose.identification_text(drops)
+    assert f"{claims.unseen.estimate:.1%}" in prose.unseen_text(claims)
+    assert prose.model_text("bert", False) != prose.model_text("gpt2", True)
     nr = study.neighbours(sample, probes, rates)
     same = dataclasses.replace(nr, linear_cos_last_miss_same_word=0.8)
     other = dataclasses.replace(nr, linear_cos_last_miss_same_word=0.2)
-    assert "mostly the position, not the word" in charts.neighbour_text(same)
-    assert "mostly the position" not in charts.neighbour_text(other)
+    assert "mostly the position, not the word" in prose.neighbour_text(same)
+    assert "mostly the position" not in prose.neighbour_text(other)
     second = study.SecondCorpusResult("polarity", 20, 50, {}, {}, 0.1, rates.linear_cos_cos_last, 0.5, None)
     far = dataclasses.replace(second, second_linear_cos_cos_last=rates.linear_cos_cos_last - 0.3)
-    assert "keep their shape" in charts.second_corpus_text(second, rates, "lee")
-    assert "differ noticeably" in charts.second_corpus_text(far, rates, "lee")
+    assert "keep their shape" in prose.second_corpus_text(second, rates, "lee")
+    assert "differ noticeably" in prose.second_corpus_text(far, rates, "lee")

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from identifiability import aggregate, model_comparison
+from identifiability.text.across_models import claims_markdown
 from identifiability.verdicts import (
     FAILS,
     HOLDS,
@@ -113,7 +114,7 @@ def test_quadrature_inputs_from_a_results_table(tmp_path):
     assert judge_c14_original(inputs["layers"], inputs["control_layers"], RULES["C14"]).verdict == HOLDS
     curves = model_comparison.curves(comparable, models)
     assert set(curves[curves.curve == "identity"].layer) == {0, 1, 2, 3}
-    md = model_comparison.claims_markdown(model_comparison.claims(comparable, models), models)
+    md = claims_markdown(model_comparison.claims(comparable, models), models)
     head, _, c6 = md.splitlines()
     assert head == "| claim | corpus | pre-trained | fine-tuned: sentiment | random init |"  # a column per model
     assert c6.startswith("| C6 | lee | **holds** 0.950 (0.940 to 0.960) |")  # 3 significant digits
@@ -141,8 +142,8 @@ def test_the_curves_open_on_the_corpus_most_models_have():
 def test_separator_curves_by_role_whatever_the_tokenizer_calls_it():
     """Chapter 3's mass curves are keyed by role: a model whose tokenizer spells the separator </s> gets
     separator curves, and one whose tokenizer adds no separator is named in one sentence."""
-    from identifiability.charts.across_models import no_separator_text
     from identifiability.studies.effective_attention import mass_by_category
+    from identifiability.text.across_models import no_separator_text
 
     from .test_studies_effective_attention import with_tokenizer
 
@@ -166,47 +167,6 @@ def test_separator_curves_by_role_whatever_the_tokenizer_calls_it():
     assert model_comparison.without_separator(rows, models) == ["tiny-gpt2"]
     sentence = no_separator_text(["tiny-gpt2"])
     assert "**tiny-gpt2**" in sentence and "adds no separator" in sentence and no_separator_text([]) == ""
-
-
-def _power(seed_var: float, sentence_var: float, n: int) -> dict:
-    from identifiability.verdicts.across_models import C13_BAND, C13_POWER, chance_of_holding, sentences_for_power
-
-    return {
-        "fine_tune_seeds": 3,
-        "probe_seeds": 3,
-        "reference_probe_seeds": 3,
-        "sentences": n,
-        "d_last": 0.0,
-        "seed_var": seed_var,
-        "sentence_var": sentence_var,
-        "chance_of_holding": chance_of_holding(seed_var, sentence_var, n, C13_BAND),
-        "sentences_for_power": sentences_for_power(seed_var, sentence_var, C13_BAND, C13_POWER),
-    }
-
-
-def test_the_power_text_shows_the_calculation_and_follows_the_numbers():
-    """The page's power paragraph: enough sentences, too few, and seeds too noisy for any number of them
-    give three different statements, each with the numbers it was computed from."""
-    from identifiability.charts.across_models import power_text
-    from identifiability.verdicts.across_models import C13_BAND, C13_POWER
-
-    enough = power_text({"lee-pairs": _power(1e-6, 0.01, 200)}, C13_BAND, C13_POWER)
-    few = power_text({"lee-pairs": _power(1e-6, 0.01, 20)}, C13_BAND, C13_POWER)
-    noisy = power_text({"lee-pairs": _power(1e-3, 0.01, 200), "random init": _power(0, 0.1, 200)}, C13_BAND, C13_POWER)
-    assert "this build has enough" in enough and "more than this build measured" in few
-    assert "no number of sentences reaches it" in noisy and "random init" not in noisy
-    n = _power(1e-6, 0.01, 20)["sentences_for_power"]
-    assert f"**{n}** test sentences ({n - 20} more" in few and "2Φ(0.05/√V − 1.96) − 1" in few
-    assert len({enough, few, noisy}) == 3 and power_text({}, C13_BAND, C13_POWER) == ""
-
-
-def test_the_reference_text_says_what_the_reference_is():
-    from identifiability.charts.across_models import reference_text
-
-    default = reference_text("all-MiniLM-L6-v2", True)
-    assert "contrastively" in default and "fine-tune with a further fine-tune" in default
-    other = reference_text("bert-base-uncased", False)
-    assert "bert-base-uncased" in other and "contrastively" not in other
 
 
 def _curve_rows(corpora_by_model: dict, labels=("rate",)) -> pd.DataFrame:
@@ -247,40 +207,13 @@ def test_only_corpora_two_models_share_are_compared():
     assert model_comparison.compared(alone).equals(alone)  # nothing shared: the one model's curves stay
 
 
-def test_the_page_says_what_this_build_compares_and_what_fills_the_rest():
-    """One model: nothing to compare, and the commands that add models; the reference and its control only: no
-    fine-tune, and `make compare`; with a fine-tune, neither sentence."""
-    from types import SimpleNamespace
-
-    from identifiability.charts.across_models import comparison_text, control_text
-    from identifiability.verdicts.across_models import FineTuning, Paired
-
-    def cmp(roles):
-        models = pd.DataFrame({"model_key": [f"k{i}" for i in range(len(roles))], "model": ["m"] * len(roles),
-                               "role": roles})  # fmt: skip
-        return SimpleNamespace(table_rows=10, runs=2, models_in_table=len(roles), models=len(roles), model_table=models)
-
-    alone, control, tuned = (
-        comparison_text(cmp(r), 0)
-        for r in (["pre-trained"], ["pre-trained", "random init"], ["pre-trained", "fine-tuned: x", "random init"])
-    )
-    assert "Nothing to compare" in alone and "`make book`" in alone and "`make compare`" in alone
-    assert "No fine-tuned model" in control and "`make compare`" in control and "Nothing" not in control
-    assert "make compare" not in tuned
-    assert "2 chapter runs of 1 model;" in alone and "3 models can be compared" in tuned  # no "model(s)"
-    d = Interval(-0.6, -0.7, -0.5, 22, "test sentences")
-    paired = Paired((Interval(0.0, -0.01, 0.01, 22, "test sentences"), d), d, 1.0, 0.0, 0.1, 1, 3, 22)
-    text = control_text(FineTuning(control=paired))
-    assert f"$d_L$ = {d}" in text and "22 test sentences" in text and "`make compare`" in text
-    assert control_text(FineTuning(tasks={"x": paired}, control=paired)) == "" == control_text(FineTuning())
-
-
 def test_the_reference_beside_its_control_alone(tmp_path):
     """What a plain build compares (the reference and its random-initialisation control on the held-out text):
     the control's paired change per layer is drawn and worded, and C13 and C14 are not run."""
     import numpy as np
 
-    from identifiability.charts.across_models import control_text, differences_chart
+    from identifiability.charts.across_models import differences_chart
+    from identifiability.text.across_models import control_text
 
     from .test_verdict_controls_across_models import _base, _compare, _rates, _verdicts
 
@@ -294,8 +227,5 @@ def test_the_reference_beside_its_control_alone(tmp_path):
     rows = next(d for d in chart["datasets"].values() if "model" in d[0])
     assert {(r["model"], r["layer"]) for r in rows} == {("random init", la) for la in range(1, 7)}
     assert str(ft.control.last) in control_text(ft)
-    assert (
-        model_comparison.claims_markdown(cmp.claim_table, cmp.model_table)
-        == "No run these models share judges a claim."
-    )
+    assert claims_markdown(cmp.claim_table, cmp.model_table) == "No run these models share judges a claim."
     assert chart["title"] == "t"  # on the layered chart, where the page shows it

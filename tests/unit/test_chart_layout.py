@@ -12,12 +12,14 @@ import pytest
 import torch
 import vl_convert as vlc
 
+from identifiability.charts import angle_magnitude as am_charts
 from identifiability.charts import context_mixing as hta_charts
 from identifiability.charts import effective_attention as eff_charts
 from identifiability.charts import narrow, render
 from identifiability.charts import nonidentifiability as ns_charts
 from identifiability.charts import token_identity as id_charts
 from identifiability.charts.render import label_stride, token_axis
+from identifiability.text import token_identity as id_text
 
 OUTPUT_AREA = 688  # px: the output column of a chapter page at 1280 px (the browser test checks the pages)
 N = 64
@@ -210,7 +212,7 @@ def test_a_dash_legend_shows_its_dashes(which):
     splits = pd.concat([rows.assign(split=s, candidates="sentence") for s in ("test", "train")])
     chart, title = {
         "separators": (eff_charts.separator_chart(seps), "attention"),
-        "combo": (id_charts.combo_chart(rows, "t"), "lookup"),
+        "combo": (am_charts.combo_chart(rows, "t"), "lookup"),
         "rate": (id_charts.rate_chart(splits, "t"), "split"),
     }[which]
     symbols = dash_symbols(svg_of(chart), title)
@@ -259,7 +261,7 @@ def test_probe_table_shows_counts_as_integers_and_headers_in_words():
         .round(3)
     )  # fmt: skip
     assert overview.epochs_run.dtype == float  # what the study hands over
-    cells = re.findall(r">([^<>]+)</t[hd]>", id_charts.probe_table(overview).to_html())
+    cells = re.findall(r">([^<>]+)</t[hd]>", id_text.probe_table(overview).to_html())
     assert not [c for c in cells if "_" in c]  # no snake_case header
     assert (
         "13" in cells
@@ -394,6 +396,6 @@ def test_a_legend_in_two_columns_takes_one_on_a_phone():
         for a in ("angle only (unit vectors): linear map", "rescaled ×[1/4, 4] at test: identity map")
         for lo in ("cos", "l2") for lk in ("cos", "l2") for la in range(3)
     ]  # fmt: skip
-    spec = fit_in_node(spec_of(id_charts.ablation_chart(pd.DataFrame(rows), "t")), PHONE_AREA)
+    spec = fit_in_node(spec_of(am_charts.ablation_chart(pd.DataFrame(rows), "t")), PHONE_AREA)
     legend = spec["layer"][0]["encoding"]["color"]["legend"]
     assert legend["columns"] == 1 and legend["labelLimit"] <= PHONE_AREA - 60

@@ -92,7 +92,7 @@ OUTCOME = [
 def test_chapter_prose_states_no_outcome(stem):
     md = re.sub(r"```\{code-cell\}.*?```", "", (ROOT / "notebooks" / f"{stem}.md").read_text(), flags=re.S)
     found = [m.group(0) for p in OUTCOME for m in re.finditer(p, md, flags=re.I)]
-    assert not found, f"{stem}: fixed outcome phrases {found}: generate them from results (charts/<chapter>.py)"
+    assert not found, f"{stem}: fixed outcome phrases {found}: generate them from results (text/<chapter>.py)"
 
 
 def test_the_package_exports_every_judge():

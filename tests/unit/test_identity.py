@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from identifiability import identity as ident
+from identifiability.charts import angle_magnitude as am_charts
 from identifiability.charts import token_identity as charts
 from identifiability.corpora import load_corpus, sample_sentences
 
@@ -300,7 +301,8 @@ def test_predict_agrees_with_evaluate(splits):
 
 
 def test_identity_does_not_import_altair():
-    """The computations stay free of Altair: every chart lives in identifiability.charts.token_identity."""
+    """The computations stay free of Altair: every chart lives in identifiability.charts (token_identity and
+    angle_magnitude)."""
     root = Path(ident.__file__).parent
     files = sorted(root.glob("*.py"))
     assert {f.stem for f in files} >= {"__init__", "hidden", "data", "probes", "lookup", "evaluation", "geometry"}
@@ -318,7 +320,8 @@ def test_identity_does_not_import_altair():
 
 
 def test_every_chart_renders(hs, splits):
-    """Each chart function of charts/token_identity.py builds a chart whose Vega-Lite spec serialises."""
+    """Each chart function of charts/token_identity.py and charts/angle_magnitude.py (chapters 4 and 5) builds a
+    chart whose Vega-Lite spec serialises."""
     probes = ident.train_all(splits, epochs=1, batch_size=256, mlp_hidden=16, progress=False)
     rates, nb = ident.evaluate_all(probes, splits)
     test = rates[rates.split == "test"]
@@ -329,13 +332,15 @@ def test_every_chart_renders(hs, splits):
         "overlay_chart": charts.overlay_chart(test.assign(series="a"), "t"),
         "generalisation_chart": charts.generalisation_chart(gen, "t"),
         "neighbour_chart": charts.neighbour_chart(nb, "t"),
-        "combo_chart": charts.combo_chart(test[test.candidates == "sentence"], "t"),
-        "ablation_chart": charts.ablation_chart(abl, "t"),
-        "norm_chart": charts.norm_chart(ident.norm_summary(splits["test"]), ident.norm_histograms(splits["test"]), "t"),
-        "angle_chart": charts.angle_chart(ident.angle_summary(splits["test"]), "t"),
+        "combo_chart": am_charts.combo_chart(test[test.candidates == "sentence"], "t"),
+        "ablation_chart": am_charts.ablation_chart(abl, "t"),
+        "norm_chart": am_charts.norm_chart(
+            ident.norm_summary(splits["test"]), ident.norm_histograms(splits["test"]), "t"
+        ),
+        "angle_chart": am_charts.angle_chart(ident.angle_summary(splits["test"]), "t"),
         "epochs_chart": charts.epochs_chart(ident.rate_curves(probes), "t"),
     }
-    public = {n for n, v in vars(charts).items() if callable(v) and n.endswith("_chart")}
+    public = {n for m in (charts, am_charts) for n, v in vars(m).items() if callable(v) and n.endswith("_chart")}
     assert public == set(made)
     for name, chart in made.items():
         spec = chart.to_dict()

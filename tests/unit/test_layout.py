@@ -1,5 +1,6 @@
-"""The package's house rules, checked on its source: computation, charts and the registry stay apart; no
-import circle, even through an import inside a function; no private name used outside its module."""
+"""The package's house rules, checked on its source: computation, charts, text and the registry stay apart
+(charts draw, text writes); each chapter's modules carry its name; no import circle, even through an import
+inside a function; no private name used outside its module."""
 
 from __future__ import annotations
 
@@ -226,3 +227,137 @@ def test_one_place_maps_layer_numbers_to_indices_and_forms_t():
     assert not shifted, f"a layer number turned into an index outside trace.layer_index: {shifted}"
     formed = [name for name, text in texts.items() if re.search(r"values\[[^\]]*\][^\n]*@ *w_o\b", text)]
     assert not formed, f"T formed outside trace.transform: {formed}"
+
+
+# Each chapter's one name (chapters.ChapterSpec.name) names its module in every package of its layers; beside
+# those, a layer package holds only the modules several chapters share.
+LAYERS = ("studies", "charts", "text", "verdicts")
+SHARED = {
+    "studies": (),  # Study and data() are in studies/__init__.py
+    # the offline renderer with the axes and menus several charts share; the narrow-page layout; verdict charts
+    "charts": ("render", "narrow", "verdicts"),
+    "text": (),
+    "verdicts": ("core", "claims", "text"),  # Verdict and interval rules; data/claims.csv; how verdicts read
+}
+
+
+def _layer_problems(src: Path, chapters) -> list[str]:
+    """What breaks the rule above, one line per file: a chapter's module missing from a package of its layers,
+    or a module in a layer package that is neither a chapter's (of a chapter that lists the layer) nor shared."""
+    out = []
+    for layer in LAYERS:
+        have = {p.stem for p in (src / layer).glob("*.py")} - {"__init__"}
+        names = {c.name for c in chapters if layer in c.layers}
+        for c in chapters:
+            if layer in c.layers and c.name not in have:
+                out.append(f"{layer}/{c.name}.py is missing: {c.stem} lists {layer} in its layers")
+        for stem in sorted(have - names - set(SHARED[layer])):
+            owner = next((c.stem for c in chapters if c.name == stem), None)
+            out.append(
+                f"{layer}/{stem}.py: {owner} does not list {layer} in its layers"
+                if owner
+                else f"{layer}/{stem}.py is no chapter's name ({', '.join(sorted(names))}) nor shared "
+                f"({', '.join(SHARED[layer]) or 'none'})"
+            )
+    return out
+
+
+def test_every_chapter_has_a_module_of_its_name_in_each_of_its_layers_and_no_other():
+    from identifiability.chapters import CHAPTERS
+
+    assert _layer_problems(SRC, list(CHAPTERS.values())) == []
+
+
+def test_the_layer_check_names_a_missing_and_a_misnamed_file(tmp_path):
+    from identifiability.chapters import ChapterSpec
+
+    for layer, stems in {
+        "studies": ("one", "two"),
+        "charts": ("one", "render"),
+        "text": ("one_text",),
+        "verdicts": (),
+    }.items():
+        (tmp_path / layer).mkdir()
+        for stem in ("__init__", *stems):
+            (tmp_path / layer / f"{stem}.py").write_text("")
+    chapters = [ChapterSpec("01_one", layers=("studies", "charts", "text")), ChapterSpec("02_two", layers=("studies",))]
+    assert _layer_problems(tmp_path, chapters) == [
+        "text/one.py is missing: 01_one lists text in its layers",
+        "text/one_text.py is no chapter's name (one) nor shared (none)",
+    ]
+    chapters[1] = ChapterSpec("02_two", layers=())
+    assert _layer_problems(tmp_path, chapters)[0] == "studies/two.py: 02_two does not list studies in its layers"
+
+
+def test_no_text_module_imports_altair_or_a_chart():
+    mods = _modules()
+    graph = _graph(mods)
+    text = [n for n in mods if n.startswith("identifiability.text")]
+    assert len(text) >= 8
+    offenders = {
+        n: sorted(
+            i
+            for i in _imports(mods[n]) | graph[n]
+            if i.split(".")[0] == "altair" or i.startswith("identifiability.charts")
+        )
+        for n in text
+    }
+    assert {n: v for n, v in offenders.items() if v} == {}
+
+
+# What a chart function may return besides a chart: Vega expressions, HTML and chart text that render.py makes
+# for charts, and two verdict sentences of chapter 2 that are to become claim rows (left in place meanwhile).
+RETURNS_TEXT = {
+    "render.plain_notation",
+    "render.chart_html",
+    "render.sentence_label_expr",
+    "render.token_tooltip",
+    "nonidentifiability.null_space_verdict_text",
+    "nonidentifiability.search_text",
+}
+TEXT_TYPES = {"str", "DataFrame", "Series", "Styler", "Markdown"}
+
+
+def _outer_types(annotation: ast.expr) -> set[str]:
+    """The types an annotation names at its top ('str | None' -> str, None; 'dict[str, int]' -> dict)."""
+    if isinstance(annotation, ast.BinOp):
+        return _outer_types(annotation.left) | _outer_types(annotation.right)
+    if isinstance(annotation, ast.Subscript):
+        return _outer_types(annotation.value)
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        return _outer_types(ast.parse(annotation.value, mode="eval").body)
+    return {ast.unparse(annotation).rsplit(".", 1)[-1]}
+
+
+def _text_returns(folder: Path) -> list[str]:
+    """'module.function' for each public function of the modules in ``folder`` that returns text (a str, a
+    table) or does not say what it returns, less :data:`RETURNS_TEXT`."""
+    out = []
+    for p in sorted(folder.glob("*.py")):
+        for node in ast.parse(p.read_text()).body:
+            if not isinstance(node, ast.FunctionDef) or node.name.startswith("_"):
+                continue
+            name = f"{p.stem}.{node.name}"
+            if node.returns is None:
+                out.append(f"{name} (no return annotation)")
+            elif _outer_types(node.returns) & TEXT_TYPES and name not in RETURNS_TEXT:
+                out.append(f"{name} -> {ast.unparse(node.returns)}")
+    return out
+
+
+def test_charts_draw_and_text_writes():
+    """No function left in charts/ returns a string or a table: those are text functions (text/<chapter>.py)."""
+    assert _text_returns(SRC / "charts") == []
+
+
+def test_the_return_check_can_fail(tmp_path):
+    (tmp_path / "m.py").write_text(
+        "def a() -> str: ...\ndef b() -> alt.Chart: ...\ndef c(): ...\ndef d() -> pd.DataFrame | None: ...\n"
+        "def e() -> dict[str, int]: ...\ndef _f() -> str: ...\ndef g() -> 'Styler': ...\n"
+    )
+    assert _text_returns(tmp_path) == [
+        "m.a -> str",
+        "m.c (no return annotation)",
+        "m.d -> pd.DataFrame | None",
+        "m.g -> 'Styler'",
+    ]

@@ -478,17 +478,17 @@ def test_parts_of_speech_on_the_tiny_model(tiny_corpus):
 
 
 def test_own_share_text_follows_the_measured_trend():
-    from identifiability.charts import context_mixing as charts
+    from identifiability.text import context_mixing as prose
 
     falls = study.own_share(_corpus([_result(_own(6, [0.4, 0.3, 0.2]))] * 2), seed=0)
     rises = study.own_share(_corpus([_result(_own(6, [0.8, 0.6, 0.7]))] * 2), seed=0)
-    a, b = charts.own_share_text(falls, "syn"), charts.own_share_text(rises, "syn")
+    a, b = prose.own_share_text(falls, "syn"), prose.own_share_text(rises, "syn")
     assert "lower at every layer" in a and "mixing is strong" in a
     assert "rising again at layer 3" in b and "still mostly its own input" in b
 
 
 def test_locality_text_follows_near_far_and_growth():
-    from identifiability.charts import context_mixing as charts
+    from identifiability.text import context_mixing as prose
 
     def at_distance(weight) -> list[HTAResult]:
         out = []
@@ -501,25 +501,25 @@ def test_locality_text_follows_near_far_and_growth():
 
     local = study.context_locality(_corpus(at_distance(lambda k, d: torch.exp(-d / k))), 4, seed=0)
     distant = study.context_locality(_corpus(at_distance(lambda k, d: (1 + d) ** (3 - k))), 4, seed=0)
-    a, b = charts.locality_text(local, "syn"), charts.locality_text(distant, "syn")
+    a, b = prose.locality_text(local, "syn"), prose.locality_text(distant, "syn")
     assert "outweighs a far one in every layer" in a and "contribution grows" in a
     assert "in 0 of 2 layers" in b and "does not grow" in b
     short = study.context_locality(_corpus([_result(_own(6, [0.5, 0.4]))] * 2), 4, seed=0)
-    assert "too short" in charts.locality_text(short, "syn")
+    assert "too short" in prose.locality_text(short, "syn")
 
 
 def test_estimator_and_rank_texts_follow_the_measurements(tiny_lm, sentences, exact_run):
-    from identifiability.charts import context_mixing as charts
+    from identifiability.text import context_mixing as prose
 
     typical = study.median_sample(Corpus("t", sentences), tiny_lm.tokenizer, 1, seed=0)
     at_length = study.exact_hta(tiny_lm, typical.texts, PROBES, seed=0, cache=False)
     e = study.estimator_error(exact_run, typical, at_length)
-    text = charts.estimator_text(e, exact_run)
+    text = prose.estimator_text(e, exact_run)
     assert f"{100 * e.estimator_error['median']:.1f}%" in text and "unbiased" not in text
     flipped = dataclasses.replace(
         e, estimator_error={**e.estimator_error, "signed_median": -e.estimator_error["signed_median"]}
     )
-    assert ("runs high" in text) != ("runs high" in charts.estimator_text(flipped, exact_run))
+    assert ("runs high" in text) != ("runs high" in prose.estimator_text(flipped, exact_run))
     # effective ranks: an orthogonal block has rank d, a rank-one block 1
     d = 8
     low = torch.zeros(d, 3, d)
@@ -532,12 +532,13 @@ def test_estimator_and_rank_texts_follow_the_measurements(tiny_lm, sentences, ex
     assert block_ranks(low).tolist() == pytest.approx([d, 1, 1]) and block_ranks(high).tolist() == pytest.approx(
         [d] * 3
     )
-    a, b = charts.rank_text(block_ranks(low), 0, d, 16), charts.rank_text(block_ranks(high), 0, d, 16)
+    a, b = prose.rank_text(block_ranks(low), 0, d, 16), prose.rank_text(block_ranks(high), 0, d, 16)
     assert "far below the 8 dimensions" in a and "close to the 8 dimensions" in b
 
 
 def test_c10_texts_follow_the_verdict_and_the_sample():
     from identifiability.charts import context_mixing as charts
+    from identifiability.text import context_mixing as prose
     from identifiability.verdicts import c10_verdict
     from identifiability.verdicts.claims import load_claims
 
@@ -548,24 +549,24 @@ def test_c10_texts_follow_the_verdict_and_the_sample():
         return e, c10_verdict(e, rule["rule"], rule["original_rule"])
 
     inside, outside = verdict(Interval(0.7, 0.65, 0.75, 20)), verdict(Interval(0.4, 0.35, 0.45, 20))
-    a, b = charts.band_text(inside[1]), charts.band_text(outside[1])
+    a, b = prose.band_text(inside[1]), prose.band_text(outside[1])
     assert "[0.55, 0.85]: holds" in a and "[0.55, 0.85]: fails" in b
     spec = charts.band_chart(*inside).to_dict()
     assert len(spec["layer"]) == 3  # the bands, the intervals, the estimates
     t = study.TypicalSample(28, [[6, 11], [12, 16], [17, 22], [23, 28]], [5, 5, 5, 5], 4, ["x"] * 20, [0] * 20)
-    reused, fresh = charts.sample_text(t), charts.sample_text(dataclasses.replace(t, typical_reused=0))
+    reused, fresh = prose.sample_text(t), prose.sample_text(dataclasses.replace(t, typical_reused=0))
     assert "4 of them are short exact sentences too" in reused and "short exact" not in fresh
     assert "5 of 6–11 tokens" in reused and "median sentence has 28 tokens" in reused
 
 
 def test_special_and_pos_texts_follow_the_results(tiny_lm, tiny_corpus):
-    from identifiability.charts import context_mixing as charts
+    from identifiability.text import context_mixing as prose
 
     special = study.special_tokens(tiny_lm, tiny_corpus, seed=0)
-    assert "keeps" in charts.special_text(special, "tiny") and "[CLS]" in charts.special_text(special, "tiny")
+    assert "keeps" in prose.special_text(special, "tiny") and "[CLS]" in prose.special_text(special, "tiny")
     plain = _result(_own(5, [0.5, 0.4]))
     none = study.special_tokens(tiny_lm, _corpus([plain, plain]), seed=0)
-    assert "adds no special tokens" in charts.special_text(none, "tiny")
+    assert "adds no special tokens" in prose.special_text(none, "tiny")
     pos = study.parts_of_speech(tiny_corpus, seed=0)
     empty = dataclasses.replace(pos, pos_own_median_last={})
-    assert charts.pos_text(pos) != charts.pos_text(empty) and "No part of speech" in charts.pos_text(empty)
+    assert prose.pos_text(pos) != prose.pos_text(empty) and "No part of speech" in prose.pos_text(empty)

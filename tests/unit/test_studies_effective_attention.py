@@ -333,7 +333,8 @@ def test_another_spelling_lands_in_the_same_roles(tiny_roberta):
     assert [c.token for c in r.c5] == ["<s>", "</s>"]
     seps = S.pair_separators(lm, [join_pair("The cat sat.", "It was sunny.")])  # <s> a </s></s> b </s>
     assert seps.pairs == 1 and all(seps.separator_mass[w]["raw"] for w in ("first", "second"))
-    from identifiability.charts.effective_attention import mass_chart, no_separator_text
+    from identifiability.charts.effective_attention import mass_chart
+    from identifiability.text.effective_attention import no_separator_text
 
     assert no_separator_text(r) == ""
     labels = {d["category"] for d in next(iter(mass_chart(r.table, r.labels).to_dict()["datasets"].values()))}
@@ -341,7 +342,7 @@ def test_another_spelling_lands_in_the_same_roles(tiny_roberta):
 
 
 def test_a_tokenizer_that_adds_no_separator_says_so(tiny_gpt2):
-    from identifiability.charts.effective_attention import mass_text, no_separator_text
+    from identifiability.text.effective_attention import mass_text, no_separator_text
 
     r = S.mass_by_category(tiny_gpt2, ["The cat sat on the mat.", "Birds sang in the trees."], progress=False)
     assert not set(token_roles.STRUCTURAL) & set(r.mass_categories) and r.sink_token is None
@@ -369,21 +370,21 @@ def test_every_architecture_gets_start_and_separator_data(tiny_any, sentences):
 
 
 def test_text_functions_follow_the_results(fig1, mass):
-    from identifiability.charts import effective_attention as charts
+    from identifiability.text import effective_attention as prose
 
     # A_eff = A up to d_v, or not
     broken = dataclasses.replace(fig1, c4=dataclasses.replace(fig1.c4, identical_at_or_below_dv=False))
-    assert "every head of every input has" in charts.raw_vs_effective_text(fig1)
-    assert "head-input(s) have" in charts.raw_vs_effective_text(broken)
+    assert "every head of every input has" in prose.raw_vs_effective_text(fig1)
+    assert "head-input(s) have" in prose.raw_vs_effective_text(broken)
     # most of the norm in the null part, or less than half
     most, less = (dataclasses.replace(fig1, null_share_median_longest=x) for x in (0.9, 0.2))
-    assert "most of a raw" in charts.null_share_text(most) and "less than half" in charts.null_share_text(less)
+    assert "most of a raw" in prose.null_share_text(most) and "less than half" in prose.null_share_text(less)
     # the model's curve below the random subspace's, or above it
     med = fig1.pearson_median_by_length
     swapped = {"model": med["random subspace"], "random subspace": med["model"], "random weights": med["model"]}
     below, above = (  # below: as measured; above: the model's and the random subspace's curves swapped
-        charts.curves_text(fig1),
-        charts.curves_text(dataclasses.replace(fig1, pearson_median_by_length=swapped)),
+        prose.curves_text(fig1),
+        prose.curves_text(dataclasses.replace(fig1, pearson_median_by_length=swapped)),
     )
     n = sum(x >= fig1.d_v + 2 for x in fig1.fig1_lengths)
     # a random model's attention keeps more than a random subspace does (its values are random too)
@@ -392,8 +393,8 @@ def test_text_functions_follow_the_results(fig1, mass):
     # a sink with a peak, or none
     start, end = mass.c5
     peaked = dataclasses.replace(start, peak=12.0)
-    assert "no special token reaches a peak" in charts.c5_text(mass.c5)
-    assert "the largest of the special tokens" in charts.c5_text((peaked, end)) and "(a peak)" in charts.c5_text(
+    assert "no special token reaches a peak" in prose.c5_text(mass.c5)
+    assert "the largest of the special tokens" in prose.c5_text((peaked, end)) and "(a peak)" in prose.c5_text(
         (peaked, end)
     )
-    assert "adds no start or separator token" in charts.c5_text(())
+    assert "adds no start or separator token" in prose.c5_text(())

@@ -16,6 +16,7 @@ from identifiability.corpora import Corpus
 from identifiability.models import random_model
 from identifiability.studies import nonidentifiability as study
 from identifiability.studies import recorded_fields
+from identifiability.text import nonidentifiability as prose
 from identifiability.trace import head, out_proj_weights, trace_batch
 
 MAX = 128  # the tiny models' positions
@@ -76,7 +77,7 @@ def test_without_long_texts_nothing_falls_below_the_tolerance(tiny_lm, text):
     assert r.gap_T_dropped_max != r.gap_T_dropped_max  # NaN: no structural zero to measure
     assert not r.alternatives_at_dv2  # no text of d_v + 2 tokens: C2 cannot count heads there
     assert set(r.min_dim_LN_T1_by_ds.values()) == {0}
-    assert "nothing fell below the tolerance" in charts.survey_text(r)
+    assert "nothing fell below the tolerance" in prose.survey_text(r)
 
 
 # ------------------------------------------------------------------- 2. alternatives with the same output
@@ -134,7 +135,7 @@ def test_on_a_causal_model_the_exact_test_does_not_apply(text):
     assert float(alt.largest_tv.triu(1).abs().max()) == 0  # no weight on a key a row cannot see
     tests = study.exact_tests(lm, alt)
     assert set(tests.realisable.values()) == {None} and tests.spectra == {}
-    assert charts.exact_tests_text(tests, r) == ""
+    assert prose.exact_tests_text(tests, r) == ""
 
 
 # --------------------------------------------------------------------------------- 3. the threshold
@@ -212,7 +213,7 @@ def test_summary_ends_with_the_verdict_sentences(tiny_lm, survey, alt, text):
     thr = study.threshold(tiny_lm, [text(tiny_lm.d_v + 1)], 2, 1, max_tokens=MAX)
     search = study.realisable_search(tiny_lm, [text(tiny_lm.d_v + 3)], [(2, 1)], steps=1, max_tokens=MAX)
     claims = ["**C1 — partly holds.** one", "**C2 — holds.** two"]
-    text_ = charts.summary_text(
+    text_ = prose.summary_text(
         survey, alt, heads, study.exact_threshold(), thr, study.exact_tests(tiny_lm, alt), search, claims, "m"
     )
     assert text_.endswith("\n\n".join(claims)) and "*Model m, 5 texts;" in text_

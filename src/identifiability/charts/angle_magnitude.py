@@ -1,123 +1,126 @@
-"""Chapter 5's generated text (angle versus magnitude): each sentence that states a finding, from a study
-result of :mod:`identifiability.studies.angle_magnitude`."""
+"""Charts of the angle-versus-magnitude chapter (05): the probes' rates per lookup and per ablation, and the
+norms and angles of the hidden states. Its text is in :mod:`identifiability.text.angle_magnitude`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import altair as alt
+import numpy as np
+import pandas as pd
 
-if TYPE_CHECKING:
-    from ..studies.angle_magnitude import Ablations, C8Result, CosineL2, NormsAngles, ProbeSample
+from ..identity import LOOKUPS, LOSSES, MAPPINGS
+from .render import combined_choice, dash_legend, dropdown
 
 
-def norm_model_text(family: str, causal: bool, pre_ln: bool) -> str:
-    """What the model's architecture does to hidden-state norms (chapter 5)."""
-    notes = []
-    if causal:
-        notes.append(
-            f"**{family} is causal:** the candidate set is unchanged (token $i$ from $e_i^l$ among its sentence's "
-            "input embeddings), but $e_i^l$ only mixes in tokens $\\le i$."
+def _label_training(loss: str, lookup: str) -> str:
+    return f"{loss} loss, {lookup} lookup"
+
+
+def combo_chart(rates: pd.DataFrame, title: str) -> alt.Chart:
+    """Test rate per layer, one line per (training loss, lookup) pair; a dropdown picks the mapping.
+
+    The naive map has no training loss: its two lookups appear as "— / l2" and "— / cos"."""
+    df = rates[["mapping", "loss", "lookup", "layer", "rate", "chance"]].copy()
+    df["rate"] = df["rate"].round(4)
+    df["pair"] = np.where(df.mapping == "naive", "—", df.loss) + " loss / " + df.lookup + " lookup"
+    mapping = dropdown("mapping", [m for m in MAPPINGS if m in set(df.mapping)], "linear")
+    base = alt.Chart(df).transform_filter(alt.datum.mapping == mapping).encode(x=alt.X("layer:O", title="layer l"))
+    shown = base.encode(
+        y=alt.Y("rate:Q", title="identified tokens (test)", scale=alt.Scale(domain=[0, 1])),
+        color=alt.Color("pair:N", title="training loss / lookup"),
+        tooltip=["mapping", "loss", "lookup", "layer", alt.Tooltip("rate:Q", format=".3f")],
+    )
+    lines = shown.mark_line().encode(strokeDash=alt.StrokeDash("lookup:N", title="lookup", legend=dash_legend()))
+    chance = base.mark_line(color="crimson", strokeDash=[2, 2]).encode(y="chance:Q")
+    return (
+        alt.layer(lines, shown.mark_point(filled=True), chance)
+        .add_params(mapping)
+        .properties(title=title, width=460, height=280)
+    )
+
+
+def ablation_chart(df: pd.DataFrame, title: str) -> alt.Chart:
+    """Test rate per layer, one line per ablation; one dropdown picks the training loss and
+    the lookup (:func:`.render.combined_choice`).
+
+    ``df`` columns: ablation, loss ("none" for maps without training), lookup, layer, rate, chance."""
+    df = df[["ablation", "loss", "lookup", "layer", "rate", "chance"]].copy()
+    df["rate"] = df["rate"].round(4)
+    fixed = df[df.loss == "none"]
+    df = pd.concat([df[df.loss != "none"]] + [fixed.assign(loss=k) for k in LOSSES], ignore_index=True)
+    df, params, sel = combined_choice(
+        df,
+        ["loss", "lookup"],
+        [list(LOSSES), list(LOOKUPS)],
+        ["rate", "chance"],
+        _label_training,
+        ("cos", "cos"),
+        "probe",
+    )
+    base = alt.Chart(df).transform_filter(sel).encode(x=alt.X("layer:O", title="layer l"))
+    lines = base.mark_line(point=True).encode(
+        y=alt.Y("rate:Q", title="identified tokens (test)", scale=alt.Scale(domain=[0, 1])),
+        color=alt.Color("ablation:N", title=None, legend=alt.Legend(orient="bottom", columns=2, labelLimit=320)),
+        tooltip=["ablation", "probe", "layer", alt.Tooltip("rate:Q", format=".3f")],
+    )
+    chance = (
+        base.transform_filter(alt.datum.ablation == df.ablation.iloc[0])
+        .mark_line(color="crimson", strokeDash=[2, 2])
+        .encode(y="chance:Q")
+    )
+    return alt.layer(lines, chance).add_params(*params).properties(title=title, width=460, height=280)
+
+
+def norm_chart(summary: pd.DataFrame, hist: pd.DataFrame, title: str) -> alt.HConcatChart:
+    """Left: |e_i^l| per layer (whiskers 5-95 %, box 25-75 %, tick median). Right: the distribution of
+    |e_i^l| / median at one layer, chosen with a slider."""
+    s = summary.round(3)
+    base = alt.Chart(s).encode(x=alt.X("layer:O", title="layer l (0 = input embeddings)"))
+    whisk = base.mark_rule().encode(y=alt.Y("q05:Q", title="|e_i^l|"), y2="q95:Q")
+    box = base.mark_bar(size=18, opacity=0.6).encode(
+        y="q25:Q", y2="q75:Q", tooltip=["layer", "q05", "q25", "median", "q75", "q95"]
+    )
+    med = base.mark_tick(color="black", size=18, thickness=2).encode(y="median:Q")
+    left = alt.layer(whisk, box, med).properties(title=title, width=250, height=260)
+    h = hist.round(4)
+    layer = alt.param(
+        name="norm_layer",
+        value=int(h.layer.max()),
+        bind=alt.binding_range(min=0, max=int(h.layer.max()), step=1, name="layer "),
+    )
+    right = (
+        alt.Chart(h)
+        .transform_filter(alt.datum.layer == layer)
+        .mark_bar()
+        .encode(
+            x=alt.X("lo:Q", bin="binned", title="|e_i^l| / median of the layer (last bin: all above)"),
+            x2="hi:Q",
+            y=alt.Y("share:Q", title="share of tokens"),
+            tooltip=[alt.Tooltip("lo:Q", format=".2f"), alt.Tooltip("share:Q", format=".3f")],
         )
-    if pre_ln:
-        notes.append(
-            "**Pre-LayerNorm model:** the residual stream is never renormalised between layers (only at the very "
-            "end), so hidden-state norms can grow with depth; where they do, the L2 rows and the norm plots below "
-            "show that growth, and the unit-vector ablation removes it."
-        )
-    else:
-        notes.append(
-            f"{family} is post-LayerNorm: every layer ends with a LayerNorm, which gives every $e_i^l$ the same norm "
-            "before its learned gain and bias; only these let the norms differ (the norm plots below show by how "
-            "much)."
-        )
-    return " ".join(notes)
-
-
-def probe_sample_text(r: ProbeSample) -> str:
-    """The sample and where its probes came from."""
-    source = "read from the cache" if r.probes_from_cache else "trained"
-    return (
-        f"{r.n_sentences_used} sentences, {r.splits['train'].n} training and {r.test_tokens} test tokens; "
-        f"linear probes {source}"
+        .add_params(layer)
+        .properties(title="Distribution at one layer", width=250, height=260)
     )
+    return alt.hconcat(left, right)
 
 
-def cosine_l2_text(r: CosineL2) -> str:
-    """The paper's evidence: cosine against L2, for the linear and the identity map."""
-    n = len(r.linear_cos_cos)
-    return (
-        f"Linear map, cosine loss and cosine lookup vs L2 loss and L2 lookup: {r.linear_cos_cos[-1]:.1%} vs "
-        f"{r.linear_l2_l2[-1]:.1%} at the last layer; cosine is strictly ahead at {r.cos_beats_l2_layers_linear} "
-        f"and at least as good at {r.cos_at_least_l2_layers_linear} of {n} layers, by "
-        f"{r.cos_minus_l2_linear_mean:.1%} on average. The identity map: {r.naive_cos[-1]:.1%} (cosine) vs "
-        f"{r.naive_l2[-1]:.1%} (L2) at the last layer, cosine strictly ahead at {r.cos_beats_l2_layers_naive} and "
-        f"at least as good at {r.cos_at_least_l2_layers_naive} of {n} layers. The paper reads cosine ahead of L2 "
-        "as 'identity lives in the angle'. The comparison is indirect: an L2 lookup also penalises a length "
-        "mismatch that a linear map could undo, so the ablations below test the claim directly."
+def angle_chart(angles: pd.DataFrame, title: str) -> alt.Chart:
+    """Angle between e_i^l and its own x_i (median, 25-75 % band) against the mean angle to the other
+    tokens' x_j of the same sentence, per layer."""
+    a = angles.round(3)
+    base = alt.Chart(a).encode(x=alt.X("layer:O", title="layer l"))
+    band = base.mark_area(opacity=0.25, color="#1f77b4").encode(
+        y=alt.Y("q25:Q", title="angle (degrees)", scale=alt.Scale(domain=[0, 120])), y2="q75:Q"
     )
-
-
-def ablation_caption(r: Ablations, chance: float) -> str:
-    """The caption of the last layer's table of ablations."""
-    return (
-        f"Test identifiability at the last layer ({len(r.unit_linear_cos_cos) - 1}); the 'rescaled' column holds "
-        f"the identity map's value in its own rows (— where a column does not apply); chance {chance:.3f}."
+    own = base.mark_line(point=True, color="#1f77b4").encode(
+        y="median:Q",
+        tooltip=[
+            "layer",
+            alt.Tooltip("median:Q", title="median angle to own x_i", format=".1f"),
+            alt.Tooltip("closest_share:Q", title="own x_i is the closest", format=".3f"),
+        ],
     )
-
-
-def ablation_text(r: Ablations, c: CosineL2) -> str:
-    """What each ablation keeps, against the raw probes of ``c``."""
-    naive_cos = (
-        "is unchanged"
-        if r.rescale_naive_cos_max_change == 0
-        else f"changes by at most {r.rescale_naive_cos_max_change:.1%}"
+    other = base.mark_line(point=True, color="gray", strokeDash=[4, 3]).encode(
+        y="other_mean:Q", tooltip=["layer", alt.Tooltip("other_mean:Q", title="mean angle to other x_j", format=".1f")]
     )
-    return (
-        f"* **Angle only.** Trained and looked up on unit vectors, the linear map identifies "
-        f"{r.unit_linear_cos_cos[-1]:.1%} at the last layer (original {c.linear_cos_cos[-1]:.1%}); the two curves "
-        f"differ by at most {r.unit_minus_original_max_abs:.1%} over all layers. Throwing the length away costs "
-        + (
-            "next to nothing."
-            if r.unit_minus_original_min > -0.03
-            else "something: the length carries part of the identity."
-        )
-        + f"\n* **Magnitude only.** From $\\lVert e_i^l\\rVert$ alone the best MLP reaches "
-        f"{r.norm_only_best_max:.1%} (layer {r.norm_only_best_max_layer}; chance {c.chance:.1%}). "
-        + (
-            "The length is close to useless for identity."
-            if r.norm_only_best_max < 3 * c.chance
-            else "The length is not useless — it tells the probe something (perhaps about position or word "
-            "frequency; see exercise 2): at that layer the direction alone identifies "
-            f"{r.unit_linear_cos_cos[r.norm_only_best_max_layer]:.1%}."
-        )
-        + f"\n* **Rescaling at test time** (factors in [1/{r.rescale_max:g}, {r.rescale_max:g}]). The identity map "
-        f"with cosine lookup {naive_cos} (largest change {r.rescale_naive_cos_max_change:.1%}; a cosine ignores "
-        f"lengths); with L2 lookup it loses {r.rescale_drop_naive_l2_mean:.1%} on average. The linear cosine "
-        f"probe loses {r.rescale_drop_linear_cos_last:.1%} at the last layer (its bias and the input "
-        f"standardisation are not scale-free), the linear L2 probe {r.rescale_drop_linear_l2_last:.1%}."
-    )
-
-
-def norms_angles_text(r: NormsAngles) -> str:
-    """Norms and angles at the input and at the last layer."""
-    L = len(r.norm_median) - 1
-    return (
-        f"Hidden-embedding norms: median {r.norm_median[0]:.2f} at the input and {r.norm_median[-1]:.2f} at "
-        f"layer {L}; at the last layer the 95th percentile is {r.norm_spread_last:.1f}× the 5th. The angle "
-        f"between $e_i^l$ and its own $x_i$ goes from {r.angles['median'].iloc[0]:.0f}° at the input to a median "
-        f"of {r.angles['median'].iloc[-1]:.0f}° at layer {L} (it grows at {r.angle_increasing_layers} of {L} "
-        f"steps), while the other tokens' input embeddings stay at about "
-        f"{r.angles.other_mean.iloc[1:].mean():.0f}° on average. The own $x_i$ remains the angularly closest for "
-        f"{r.angles.closest_share.iloc[-1]:.1%} of tokens at the last layer — that share *is* the identity map's "
-        "cosine rate."
-    )
-
-
-def c8_text(r: C8Result, a: Ablations, c: CosineL2) -> str:
-    """What claim C8 is judged on, in words."""
-    return (
-        f"**Measured.** Unit vectors alone give {a.unit_linear_cos_cos[-1]:.1%} at the last layer against "
-        f"{c.linear_cos_cos[-1]:.1%} with lengths kept; lengths alone give at most {a.norm_only_best_max:.1%} "
-        f"(chance {c.chance:.1%}); unit vectors with the length as one more input give "
-        f"{r.c8_unit_norm_rate_last:.1%}. The relative spread of the norms at the last layer (interquartile range "
-        f"over median) is {r.c8_norm_spread_last:.1%}."
-    )
+    rule = alt.Chart(pd.DataFrame({"y": [90]})).mark_rule(color="lightgray").encode(y="y:Q")
+    return alt.layer(rule, band, own, other).properties(title=title, width=460, height=260)

@@ -10,10 +10,14 @@ For the book's pages the build adds :func:`chart_html` beside each spec (``ident
 written by :func:`write_vega_bundle`). Chart text shows the paper's notation as Unicode scripts
 (:func:`plain_notation`), here and in JupyterLab. A notebook carries each
 chart once; JupyterLab would prefer an HTML copy to the spec and show it without its script.
+
+Besides, what several chapters' charts share: token axes, dash legends and menus (:func:`dropdown`,
+:func:`combined_choice`).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import uuid
@@ -21,6 +25,9 @@ import warnings
 from pathlib import Path
 
 import altair as alt
+import numpy as np
+import pandas as pd
+from altair.expr.core import Expression
 
 from .narrow import FIT_JS, KEEP_WIDTH  # noqa: F401 (KEEP_WIDTH: for the chart modules)
 
@@ -176,3 +183,50 @@ def spec_bytes(chart: alt.TopLevelMixin) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return len(json.dumps(chart.to_dict()).encode())
+
+
+def dropdown(name: str, options: list, value: str | None = None) -> alt.Parameter:
+    """A select box bound to parameter ``name``, set to ``value`` (default: the first option)."""
+    return alt.param(
+        name=name,
+        value=options[0] if value is None else value,
+        bind=alt.binding_select(options=options, name=f"{name} "),
+    )
+
+
+def _merged_label(combos: list[tuple], label) -> str:
+    """One option's name for the choices that all show the same data: "linear map, l2/cos loss, cos lookup"
+    where they differ in one field, each choice named where they are no such product."""
+    values = [list(dict.fromkeys(c[i] for c in combos)) for i in range(len(combos[0]))]
+    if len(combos) == int(np.prod([len(v) for v in values])):
+        return label(*("/".join(map(str, v)) for v in values))
+    return " = ".join(label(*c) for c in combos)
+
+
+def combined_choice(
+    df: pd.DataFrame, fields: list[str], order: list[list], measures: list[str], label, default: tuple, name: str
+) -> tuple[pd.DataFrame, list[alt.Parameter], Expression]:
+    """One dropdown ``name`` over the combinations of ``fields`` (each in the given ``order``), where two
+    combinations that show the same ``measures`` (every other column matched) are one option, named by
+    :func:`_merged_label`: every option changes what the chart shows, in every view. No dropdown where only
+    one option is left. Returns the rows of one combination per option with a column ``name`` (the option),
+    the parameters and the filter they set; the option holding ``default`` is selected first."""
+    keys = [c for c in df.columns if c not in measures and c not in fields]
+    groups: list[tuple[pd.DataFrame, pd.DataFrame, list[tuple]]] = []  # (comparable view, rows, combinations)
+    for combo in itertools.product(*order):
+        rows = df.loc[np.logical_and.reduce([df[f] == v for f, v in zip(fields, combo)])]
+        if rows.empty:
+            continue
+        view = rows[keys + measures].sort_values(keys).reset_index(drop=True)
+        same = next((g for g in groups if g[0].equals(view)), None)
+        if same is None:
+            groups.append((view, rows, [combo]))
+        else:
+            same[2].append(combo)
+    options = [_merged_label(g[2], label) for g in groups]
+    out = pd.concat([g[1].assign(**{name: o}) for g, o in zip(groups, options)], ignore_index=True)
+    value = next((o for g, o in zip(groups, options) if default in g[2]), options[0])
+    if len(options) == 1:
+        return out, [], alt.datum[name] == value
+    p = dropdown(name, options, value)
+    return out, [p], alt.datum[name] == p

@@ -150,7 +150,7 @@ def judge_c8_original(
 
 @dataclass(frozen=True)
 class C8Evidence:
-    """What C8's rules read at the last layer, built by ``studies.geometry.c8_evidence``; per test sentence
+    """What C8's rules read at the last layer, built by ``studies.angle_magnitude.c8_evidence``; per test sentence
     the share of its tokens each probe identifies.
 
     Attributes:

@@ -1,0 +1,320 @@
+"""Chapter 6's words (identifiability.text.context_mixing): each wording, from numbers on each side of the
+branch that chooses it."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace as NS
+
+import pandas as pd
+import pytest
+
+from identifiability.studies import context_mixing as study
+from identifiability.text import context_mixing as prose
+from identifiability.verdicts import C10_HIGH, C10_LOW, C10_WIDE, C11_FAR, C11_NEAR, Interval, Verdict
+from identifiability.verdicts.context_mixing import C10Evidence
+
+from .test_text import stand_ins_match
+
+
+def _exact(method: str = "folded", causal: bool = False) -> NS:
+    return NS(
+        method=method,
+        family="gpt2",
+        causal=causal,
+        exact=[NS(n_tokens=6, seconds=2.0), NS(n_tokens=10, seconds=4.0)],
+        estimated=[NS(n_tokens=6, seconds=0.1), NS(n_tokens=10, seconds=0.2)],
+        exact_sentences=2,
+        exact_seconds_per_sentence=3.0,
+        estimator_probes=16,
+        estimate_seconds_per_sentence=0.15,
+    )
+
+
+def test_engine_text_names_the_engine_and_what_a_causal_model_changes():
+    assert prose.engine_text(_exact()) == (
+        "**Engine for this model:** `folded` (the folded forward-mode pass for post-LayerNorm BERT-style layers)."
+    )
+    generic = prose.engine_text(_exact("generic", causal=True))
+    assert (
+        "`generic` (generic `torch.func` forward mode: the folded pass applies only to post-LN BERT-style layers, and "
+        "gpt2 is not one" in generic
+    )
+    assert generic.endswith(
+        " **This model is causal:** a token only sees earlier tokens, so contributions from later positions are "
+        "exactly zero and the first token always contributes 100% to itself."
+    )
+    assert "causal" not in prose.engine_text(_exact("generic"))
+
+
+def test_cost_text_compares_exact_and_estimated():
+    assert prose.cost_text(_exact()) == (
+        "Exact HTA: 2 sentences of 6–10 tokens, 3.0 s per sentence; the estimator with 16 probes per token: 0.15 s "
+        "per sentence (20x cheaper)."
+    )
+
+
+def _estimator(signed: float) -> NS:
+    err = dict(
+        entries=12345,
+        median=0.05,
+        p95=0.2,
+        max=0.9,
+        abs_median=0.001,
+        abs_p95=0.004,
+        top_agreement=0.95,
+        signed_median=signed,
+    )
+    return NS(
+        estimator_error=err,
+        by_length={"6–11 tokens": dict(median=0.04, p95=0.1, top_agreement=0.96)},
+        estimator_probes_for_1pct=400,
+        probes=16,
+        estimator_effect_on_own_median=0.0123,
+        estimator_effect_on_top_is_self_pct=1.5,
+        d_model=384,
+        exact_seconds_by_length={"6–11 tokens": 1.25},
+    )
+
+
+@pytest.mark.parametrize(
+    ("signed", "runs"),
+    [(0.001, "high more often than low"), (-0.001, "low more often than high"), (0.0, "as often high")],
+)
+def test_estimator_text_says_which_way_the_estimate_runs(signed, runs):
+    text = prose.estimator_text(_estimator(signed), _exact())
+    assert f"the median signed error is {100 * signed:.2f}%, so the estimate of c runs {runs}." in text
+    assert "relative error of $c$ median **5.0%**, 95th percentile **20.0%**, maximum 90%" in text
+    assert "roughly 400 probes per token on this model, 104% of the 384 directions" in text
+    assert "6–11 tokens: median 4.0%, 95th percentile 10.0%, same top contributor for 96% of hidden tokens" in text
+    assert text.endswith("Exact HTA took 1.2 s per sentence at 6–11 tokens (its cost grows like $d_s^2$).")
+
+
+@pytest.mark.parametrize(("rank", "spread"), [(5.0, "far below"), (20.0, "below"), (40.0, "close to")])
+def test_rank_text_places_the_median_rank_against_the_dimensions(rank, spread):
+    text = prose.rank_text([64.0, rank, rank], 0, 64, 16)  # position 0 is the token's own block
+    assert "from the 2 other input tokens have effective rank" in text
+    assert f"(median {rank:.1f}), {spread} the 64 dimensions a block has" in text
+    assert f"= {100 * (2 * 16 * rank) ** -0.5:.1f}% at the median rank" in text
+
+
+def test_rank_text_without_other_tokens():
+    assert prose.rank_text([64.0], 0, 64, 16).startswith("The sentence has no other input token")
+
+
+def _corpus() -> NS:
+    return NS(
+        corpus_mode="exact",
+        corpus_sentences={"lee": 20, "wiki": 10},
+        corpus_tokens={"lee": 400, "wiki": 250},
+        corpus_seconds=61.4,
+        main="lee",
+    )
+
+
+def test_corpus_text_lists_each_corpus():
+    assert (
+        prose.corpus_text(_corpus())
+        == "exact HTA on 20 sentences of 'lee' (400 tokens), 10 sentences of 'wiki' (250 tokens) in 61 s."
+    )
+
+
+def _own(monotone: dict, first: float = 0.4) -> NS:
+    return NS(medians=[first, 0.3, 0.35], own_monotone=monotone, rises=[3], top_median_last=0.456)
+
+
+def test_own_share_text_falls_or_rises_again():
+    falls = prose.own_share_text(_own({"lee": True}), "lee")
+    assert falls.startswith(
+        "**Measured.** On 'lee' the median own-token share goes from 40.0% in layer 1 to 35.0% in layer 3, lower at "
+        "every layer. In layer 1"
+    )
+    rises = prose.own_share_text(_own({"lee": False, "wiki": True, "news": False}), "lee")
+    assert "in layer 3, rising again at layer 3; wiki: monotone, news: not monotone. In layer 1" in rises
+
+
+def test_own_share_text_mixing_after_one_layer():
+    strong = prose.own_share_text(_own({"lee": True}, first=0.4), "lee")
+    assert (
+        "the own token's median share is 40%, so more than half of a hidden token comes from other tokens already "
+        "after one layer: mixing is strong." in strong
+    )
+    weak = prose.own_share_text(_own({"lee": True}, first=0.6), "lee")
+    assert "so a hidden token is still mostly its own input after one layer." in weak
+    assert weak.endswith("The median share of the most-contributing token is 45.6% in the last layer.")
+
+
+def _evidence(special: Interval | None) -> NS:
+    i = Interval(0.7, 0.6, 0.8, 20)
+    return NS(share=i, words=Interval(0.65, 0.55, 0.75, 20), special=special, original=i)
+
+
+SPECIAL = Interval(0.9, 0.8, 1.0, 20)
+
+
+def _top(special: Interval | None = SPECIAL) -> NS:
+    return NS(
+        top_is_self_pct={"lee": [90.0, 70.0, 65.0]},
+        lost_top_last_pct={"lee": 35.0},
+        evidence=_evidence(special),
+        sample="20 sentences of 6–28 tokens",
+    )
+
+
+def test_top_text_gives_special_tokens_apart_when_there_are_some():
+    text = prose.top_text(_top(), "exact")
+    assert text.startswith(
+        "**Measured (exact HTA).** The own input token is the largest contributor for 65–90% of the tokens of 'lee' "
+        "per layer. In the last layer it has lost that place for 35% ('lee') of the tokens"
+    )
+    assert (
+        "On C10's sample, 20 sentences of 6–28 tokens, it stays on top for 70% of all hidden tokens in the last "
+        "layer: word tokens 65%, special tokens 90%." in text
+    )
+    assert "word tokens 65%. The verdict uses exact HTA" in prose.top_text(_top(special=None), "exact")
+
+
+def _typical(reused: int) -> NS:
+    return NS(
+        typical_median_tokens=28,
+        typical_quarters=[[6, 11], [12, 16]],
+        typical_sentences=[5, 4],
+        typical_reused=reused,
+        texts=["x"] * 9,
+    )
+
+
+def test_sample_text_says_which_sentences_are_shared_with_the_exact_sample():
+    assert prose.sample_text(_typical(0)) == (
+        "C10's sample: the corpus's median sentence has 28 tokens; 9 sentences at or below it, 5 of 6–11 tokens, "
+        "4 of 12–16 tokens."
+    )
+    assert "4 of 12–16 tokens; 3 of them are short exact sentences too (drawn first" in prose.sample_text(_typical(3))
+
+
+def test_band_text_adds_the_original_sample_when_there_is_one():
+    robust = (("band wide", "holds"), ("band narrow", "fails"), ("words only", "inconclusive"))
+    v = NS(label="holds", robustness=robust, original=None)
+    assert prose.band_text(v) == (
+        f"**How C10 moves with the band.** With the rule's band [{C10_LOW:g}, {C10_HIGH:g}]: holds; widened to "
+        f"[{C10_LOW - C10_WIDE:g}, {C10_HIGH + C10_WIDE:g}]: holds; narrowed to [{C10_LOW + C10_WIDE:g}, "
+        f"{C10_HIGH - C10_WIDE:g}]: fails; word tokens only: inconclusive."
+    )
+    with_original = prose.band_text(NS(label="holds", robustness=robust, original=NS(label="fails")))
+    assert with_original.endswith(
+        "word tokens only: inconclusive; on the original rule's sample (the short exact sentences): fails."
+    )
+
+
+def _locality(near: list[float], far: list[float]) -> NS:
+    means = pd.DataFrame(
+        {"layer": list(range(1, len(near) + 1)), "near": near, "far": far, "uniform": [0.05] * len(near)}
+    )
+    tables = pd.DataFrame(
+        {"layer": list(range(1, len(near) + 1)), "within_3": [0.5] * len(near), "uniform_within_3": [0.3] * len(near)}
+    )
+    return NS(means={"lee": means}, tables={"lee": tables})
+
+
+def test_locality_table_names_and_formats_its_columns():
+    html = prose.locality_table(_locality([0.1, 0.2], [0.01, 0.02])).to_html()
+    assert (
+        f"one token within ±{C11_NEAR}" in html and f"one token beyond ±{C11_FAR}" in html and "uniform: 1/d_s" in html
+    )
+    assert "context share within ±3" in html and "uniform: share within ±3" in html
+    assert ">0.1000<" in html and ">50.0%<" in html
+
+
+def test_locality_text_near_against_far():
+    local = prose.locality_text(_locality([0.1, 0.2], [0.01, 0.02]), "lee")
+    assert local.startswith(
+        f"**Measured.** In 'lee', one input token within {C11_NEAR} of a hidden token contributes on average 0.100 in "
+        "layer 1 and 0.200 in layer 2;"
+    )
+    assert (
+        "A near token outweighs a far one in every layer (10.0 to 10.0 times as much), and a far token's contribution "
+        "grows from the first layer to the last." in local
+    )
+    mixed = prose.locality_text(_locality([0.1, 0.01, 0.05], [0.02, 0.02, 0.02]), "lee")
+    assert "A near token outweighs a far one in 2 of 3 layers (0.5 to 5.0 times as much)" in mixed
+    assert "a far token's contribution does not grow from the first layer to the last." in mixed
+
+
+def test_locality_text_on_short_sentences():
+    empty = NS(means={"lee": pd.DataFrame(columns=["layer", "near", "far", "uniform"])})
+    assert prose.locality_text(empty, "lee").startswith(
+        f"No hidden token of 'lee' has an input token more than {C11_FAR} tokens away"
+    )
+
+
+def test_crossing_text_on_pairs_or_single_sentences():
+    single = prose.crossing_text(NS(pairs=0), "lee", "exact")
+    assert single.startswith('The corpus `lee` holds single sentences: rerun with `corpus="lee_pairs"`')
+    table = pd.DataFrame({"layer": [1, 2], "share": [0.1, 0.25], "uniform": [0.5, 0.5]})
+    assert prose.crossing_text(NS(pairs=8, table=table), "lee_pairs", "exact") == (
+        "**Measured (exact HTA, 8 pairs).** From layer 1 to layer 2, the other segment contributes 10.0% to 25.0% "
+        "of a hidden token's attribution; uniform mixing would give 50%."
+    )
+
+
+def test_special_text_reads_the_last_layer_or_says_there_is_nothing():
+    assert prose.special_text(NS(special_sources=None), "m").startswith("The tokenizer of m adds no special tokens")
+    rows = [
+        (t, 2, s, x)
+        for t in ("first", "last")
+        for s, x in (("itself", 0.5), ("words", 0.3), ("other special tokens", 0.2))
+    ]
+    rows += [("first", 1, "itself", 0.9)]  # an earlier layer: not read
+    sources = pd.DataFrame(rows, columns=["target", "layer", "source", "share"])
+    text = prose.special_text(NS(special_sources={}, sources=sources, names={"first": "[CLS]", "last": "[SEP]"}), "m")
+    assert text.startswith(
+        "In the last layer [CLS] keeps 50% of itself and takes 30% from the words and 20% from the other special "
+        "token; [SEP] keeps 50%"
+    )
+
+
+def test_pos_text_names_the_tags_or_says_none_was_seen():
+    assert (
+        prose.pos_text(NS(pos_own_median_last={}))
+        == "No part of speech was seen often enough in the last layer to show."
+    )
+    text = prose.pos_text(NS(pos_own_median_last={"NOUN": 0.4, "VERB": 0.3, "DET": 0.1, "ADP": 0.2}))
+    assert (
+        "keep most of their own input are NOUN (40%), VERB (30%), ADP (20%); those that keep least are DET (10%), ADP "
+        "(20%), VERB (30%)." in text
+    )
+
+
+def test_claims_table_rows_follow_the_measurements():
+    loc = _locality([0.1, 0.2], [0.01, 0.02])
+    falls = prose.claims_table(_own({"lee": True}), _top(), loc, _corpus(), "m")
+    assert list(falls.columns) == ["paper's claim", "m, lee (exact HTA)"]
+    cells = dict(falls.itertuples(index=False))
+    assert cells["own-token share decreases monotonically with depth"] == "median 40% → 35%; falls at every layer"
+    assert cells["own token usually remains the top contributor"] == "65–90% of tokens per layer"
+    assert (
+        cells["about 30% of tokens lose that in later layers"] == "35% in the last layer; 30% on C10's sample (exact)"
+    )
+    assert cells["long-range mixing grows with depth"] == f"one token beyond ±{C11_FAR}: 0.010 → 0.020"
+    rises = prose.claims_table(_own({"lee": False}), _top(), NS(means={"lee": pd.DataFrame()}), _corpus(), "m")
+    assert dict(rises.itertuples(index=False))["own-token share decreases monotonically with depth"].endswith(
+        "not at every layer"
+    )
+    assert len(rises) == 3  # no locality rows without near and far tokens
+
+
+def test_the_stand_ins_have_the_fields_of_the_study_types():
+    pairs = [
+        (_exact(), study.ExactHTA),
+        (_estimator(0.0), study.EstimatorError),
+        (_corpus(), study.CorpusHTA),
+        (_own({}), study.OwnShare),
+        (_evidence(None), C10Evidence),
+        (_top(), study.TopContributor),
+        (_typical(0), study.TypicalSample),
+        (_locality([0.1], [0.1]), study.Locality),
+        (NS(pairs=1, table=None), study.SegmentCrossing),
+        (NS(special_sources=None, sources=None, names={}), study.SpecialTokens),
+        (NS(pos_own_median_last={}), study.PartsOfSpeech),
+        (NS(label="", robustness=(), original=None), Verdict),
+    ]
+    assert stand_ins_match(pairs) == []
