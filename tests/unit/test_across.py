@@ -205,27 +205,3 @@ def test_only_corpora_two_models_share_are_compared():
     assert set(plain.corpus) == {"lee_heldout"} and set(plain.model) == {"pre-trained", "random init"}
     alone = _curve_rows({"pre-trained": ["lee"]})
     assert model_comparison.compared(alone).equals(alone)  # nothing shared: the one model's curves stay
-
-
-def test_the_reference_beside_its_control_alone(tmp_path):
-    """What a plain build compares (the reference and its random-initialisation control on the held-out text):
-    the control's paired change per layer is drawn and worded, and C13 and C14 are not run."""
-    import numpy as np
-
-    from identifiability.charts.across_models import differences_chart
-    from identifiability.text.across_models import control_text
-
-    from .test_verdict_controls_across_models import _base, _compare, _rates, _verdicts
-
-    rng = np.random.default_rng(3)
-    n = 20
-    cmp = _compare(tmp_path, _rates(rng, n, base=_base(rng, n)), [], np.clip(rng.normal(0.3, 0.1, (3, n, 6)), 0, 1))
-    ft = cmp.fine_tuning
-    assert cmp.models == 2 and not ft.tasks and ft.control.last.estimate < -0.4
-    assert {v.verdict for v in _verdicts(cmp)} == {NOT_RUN}
-    chart = differences_chart(ft, "t").to_dict()
-    rows = next(d for d in chart["datasets"].values() if "model" in d[0])
-    assert {(r["model"], r["layer"]) for r in rows} == {("random init", la) for la in range(1, 7)}
-    assert str(ft.control.last) in control_text(ft)
-    assert claims_markdown(cmp.claim_table, cmp.model_table) == "No run these models share judges a claim."
-    assert chart["title"] == "t"  # on the layered chart, where the page shows it
