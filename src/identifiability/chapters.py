@@ -206,9 +206,10 @@ class ChapterSpec:
     # writes, and the book test renders the same executed notebook.
     quick: dict = field(default_factory=dict)
     # the packages that hold a module of the chapter's name (:attr:`name`): studies (its computation; the
-    # result types its RESULTS lists are the chapter's results keys), charts and verdicts (its claims'
-    # verdicts); a chapter that judges no claim has no verdicts module
-    layers: tuple[str, ...] = ("studies", "charts", "verdicts")
+    # result types its RESULTS lists are the chapter's results keys), charts, evidence (what each of its
+    # claims' verdicts reads, built by the study) and verdicts (one entry point c<N> per claim); a chapter
+    # that judges no claim has neither of the last two
+    layers: tuple[str, ...] = ("studies", "charts", "evidence", "verdicts")
     # the types of parameters whose default is None ("not set"), e.g. chapter 2's layer
     optional: dict[str, type] = field(default_factory=dict)
 

@@ -8,11 +8,12 @@ from pathlib import Path
 
 from . import paths
 from .chapters import ALLOWED
+from .digits import fmt, times_ten
 from .executed import BUILD_LOCATION, PARAMETERS, assignments, cell_comments, read_notebook, run_seconds
 from .fileio import read_json
 from .verdicts.claims import claims_table
 from .verdicts.core import NOT_RUN, Verdict, from_json, render, robustness_summary, verdict_label
-from .verdicts.text import anchor, fmt, math_text, times_ten
+from .verdicts.text import anchor, math_text
 
 
 def format_value(value) -> str:

@@ -12,24 +12,17 @@ import pandas as pd
 import pytest
 
 from identifiability import across, aggregate
-from identifiability.verdicts import (
-    FAILS,
-    HOLDS,
-    INCONCLUSIVE,
-    NOT_RUN,
-    PARTLY,
-    Interval,
-    judge_c13_original,
-    judge_c14_original,
-)
-from identifiability.verdicts.across_models import difference
+from identifiability.evidence.across_models import FineTuning, Paired
+from identifiability.stats import Interval, chance_of_holding, sentences_for_power, unpaired_difference
+from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_RUN, PARTLY
+from identifiability.verdicts.across_models import C13_BAND, C13_POWER, judge_c13_original, judge_c14_original
 from identifiability.verdicts.claims import load_claims
 
 RULES = {c["id"]: c["original_rule"] for c in load_claims()}
 
 
 def test_difference_combines_half_widths_in_quadrature():
-    d = difference(Interval(0.9, 0.87, 0.93), Interval(0.8, 0.76, 0.84))
+    d = unpaired_difference(Interval(0.9, 0.87, 0.93), Interval(0.8, 0.76, 0.84))
     assert d.estimate == pytest.approx(0.1) and d.high - d.estimate == pytest.approx(math.hypot(0.03, 0.04))
 
 
@@ -169,8 +162,6 @@ def test_separator_curves_by_role_whatever_the_tokenizer_calls_it():
 
 
 def _power(seed_var: float, sentence_var: float, n: int) -> dict:
-    from identifiability.verdicts.across_models import C13_BAND, C13_POWER, chance_of_holding, sentences_for_power
-
     return {
         "fine_tune_seeds": 3,
         "probe_seeds": 3,
@@ -188,7 +179,6 @@ def test_the_power_text_shows_the_calculation_and_follows_the_numbers():
     """The page's power paragraph: enough sentences, too few, and seeds too noisy for any number of them
     give three different statements, each with the numbers it was computed from."""
     from identifiability.charts.across_models import power_text
-    from identifiability.verdicts.across_models import C13_BAND, C13_POWER
 
     enough = power_text({"lee-pairs": _power(1e-6, 0.01, 200)}, C13_BAND, C13_POWER)
     few = power_text({"lee-pairs": _power(1e-6, 0.01, 20)}, C13_BAND, C13_POWER)
@@ -251,7 +241,6 @@ def test_the_page_says_what_this_build_compares_and_what_fills_the_rest():
     from types import SimpleNamespace
 
     from identifiability.charts.across_models import comparison_text, control_text
-    from identifiability.verdicts.across_models import FineTuning, Paired
 
     def cmp(roles):
         models = pd.DataFrame({"model_key": [f"k{i}" for i in range(len(roles))], "model": ["m"] * len(roles),

@@ -17,6 +17,7 @@ from identifiability.models import random_model
 from identifiability.studies import nonidentifiability as study
 from identifiability.studies import recorded_fields
 from identifiability.trace import head, out_proj_weights, trace_batch
+from identifiability.verdicts.nonidentifiability import C2_MARGIN, C3_REALISABLE_TV
 
 MAX = 128  # the tiny models' positions
 
@@ -103,7 +104,7 @@ def test_a_head_outside_the_model_is_refused_with_the_parameters_to_pass(tiny_lm
     with pytest.raises(ValueError, match=r"layer must be 1\.\.2 and head 0\.\.3, got 3/0; pass e\.g\. -p layer=1"):
         study.alternatives(tiny_lm, text(20), 3, 0, max_tokens=MAX)
     with pytest.raises(ValueError, match="got 1/4"):
-        study.threshold(tiny_lm, [text(20)], 1, 4, max_tokens=MAX)
+        study.threshold(tiny_lm, [text(20)], 1, 4, margin=C2_MARGIN, max_tokens=MAX)
 
 
 def test_head_distances_cover_every_head(tiny_lm, alt):
@@ -150,13 +151,13 @@ def test_exact_threshold_examples():
 
 def test_unique_at_dv_plus_1_and_not_at_dv_plus_2(tiny_lm, text):
     d_v = tiny_lm.d_v
-    at = study.threshold(tiny_lm, [text(d_v + 1, seed) for seed in range(3)], 1, 2, max_tokens=MAX)
+    at = study.threshold(tiny_lm, [text(d_v + 1, seed) for seed in range(3)], 1, 2, margin=C2_MARGIN, max_tokens=MAX)
     assert at.threshold_ds == d_v + 1 and at.threshold_inputs == 3 and at.table.text.nunique() == 3
     assert at.threshold_heads == 3 * tiny_lm.n_layers * tiny_lm.n_heads
     assert at.threshold_unique_heads == at.threshold_heads and at.unique_share == 1.0 == at.share_one_text
     assert max(at.threshold_lp_tv_max, at.threshold_me_tv_max) < 1e-8
     assert at.threshold_sigma_min > 1e-10 and at.threshold_ones_min > 1e-10  # far from degenerate
-    past = study.threshold(tiny_lm, [text(d_v + 2)], 1, 2, max_tokens=MAX)
+    past = study.threshold(tiny_lm, [text(d_v + 2)], 1, 2, margin=C2_MARGIN, max_tokens=MAX)
     assert past.threshold_unique_heads == 0 and past.unique_share == 0.0
     assert past.threshold_lp_tv_max > 1e-6  # one token more and the LP moves a row
 
@@ -184,10 +185,14 @@ def test_exact_tests_accept_A_and_reject_the_papers_alternatives(tiny_lm, alt):
 def test_realisable_search_by_length(tiny_lm, text):
     d_v = tiny_lm.d_v
     texts = [text(n) for n in (d_v + 1, d_v + 2, d_v + 6)]
-    r = study.realisable_search(tiny_lm, texts, [(1, 3)], steps=2, jacobian_max_length=d_v + 2, max_tokens=MAX)
+    r = study.realisable_search(
+        tiny_lm, texts, [(1, 3)], steps=2, jacobian_max_length=d_v + 2, max_tokens=MAX, min_tv=C3_REALISABLE_TV
+    )
     assert [row["d_s"] for row in r.search] == [d_v + 1, d_v + 2, d_v + 6] and r.beyond_runs == 2
     assert r.realisable_exists_all_beyond and r.realisable_none_at_threshold
     assert r.realisable_by_ds == {d_v + 2: True, d_v + 6: True}  # C3's sentence: found at every length
+    assert set(r.accepted_tv_by_ds) == {d_v + 2, d_v + 6} and min(r.accepted_tv_by_ds.values()) > C3_REALISABLE_TV
+    assert r.accepted_tv_by_ds[d_v + 6] == pytest.approx(r.table.search_tv_mean.iloc[-1])  # one head: its TV
     # the count d_q(d_s - d_q - 1), measured through the Jacobian, is 0 at d_q + 1 and d_q at d_q + 2
     assert r.jacobian_lengths == [d_v + 1, d_v + 2] and r.dimension_count_confirmed
     assert [row["local_dim"] for row in r.search[:2]] == [0, d_v]
@@ -199,9 +204,11 @@ def test_realisable_search_by_length(tiny_lm, text):
 
 
 def test_a_search_below_the_threshold_finds_nothing_to_judge(tiny_lm, text):
-    r = study.realisable_search(tiny_lm, [text(tiny_lm.d_v + 1)], [(2, 0), (1, 0)], steps=1, max_tokens=MAX)
+    r = study.realisable_search(
+        tiny_lm, [text(tiny_lm.d_v + 1)], [(2, 0), (1, 0)], steps=1, max_tokens=MAX, min_tv=C3_REALISABLE_TV
+    )
     assert r.beyond_runs == 0 and not r.realisable_exists_all_beyond  # C3's third input: nothing found
-    assert r.realisable_by_ds == {}
+    assert r.realisable_by_ds == {} == r.accepted_tv_by_ds
     assert r.search_error_max is None and r.search_min_prob is None and r.A_min_prob is None
     assert r.realisable_none_at_threshold and r.per_layer and not r.jacobian_lengths
     assert not r.dimension_count_confirmed  # nothing measured confirms nothing
@@ -209,8 +216,10 @@ def test_a_search_below_the_threshold_finds_nothing_to_judge(tiny_lm, text):
 
 def test_summary_ends_with_the_verdict_sentences(tiny_lm, survey, alt, text):
     heads = study.head_distances(tiny_lm, alt.text, max_tokens=MAX)
-    thr = study.threshold(tiny_lm, [text(tiny_lm.d_v + 1)], 2, 1, max_tokens=MAX)
-    search = study.realisable_search(tiny_lm, [text(tiny_lm.d_v + 3)], [(2, 1)], steps=1, max_tokens=MAX)
+    thr = study.threshold(tiny_lm, [text(tiny_lm.d_v + 1)], 2, 1, margin=C2_MARGIN, max_tokens=MAX)
+    search = study.realisable_search(
+        tiny_lm, [text(tiny_lm.d_v + 3)], [(2, 1)], steps=1, max_tokens=MAX, min_tv=C3_REALISABLE_TV
+    )
     claims = ["**C1 — partly holds.** one", "**C2 — holds.** two"]
     text_ = charts.summary_text(
         survey, alt, heads, study.exact_threshold(), thr, study.exact_tests(tiny_lm, alt), search, claims, "m"

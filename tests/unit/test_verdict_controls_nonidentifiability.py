@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from identifiability import nullspace as ns
-from identifiability import verdicts as vd
 from identifiability.verdicts import FAILS, HOLDS, NOT_TESTABLE, PARTLY
+from identifiability.verdicts import nonidentifiability as vd
 
 R = "the rule"
 D_V, D = 4, 12  # value width, model width
@@ -78,7 +78,7 @@ def test_c2_is_partly_when_some_inputs_are_degenerate():
 def test_c2_the_margin_catches_a_nearly_singular_t_that_rank_alone_passes():
     near = _margins(3, near_singular=1e-11)
     assert (near.rank_T1 == near.d_s).all()  # full rank by the rank tolerance...
-    assert vd.judge_c2_original(True, vd.nonidentifiability.unique_share(near, margin=None), True, R).verdict == HOLDS
+    assert vd.judge_c2_original(True, ns.unique_share(near, margin=None), True, R).verdict == HOLDS
     assert vd.judge_c2(True, near, True, R).verdict == FAILS  # ...but not above the margin
     assert dict(vd.judge_c2(True, _margins(3), True, R).robustness) == {"share": HOLDS, "margin": HOLDS}
 
@@ -105,3 +105,22 @@ def test_c3_holds_when_the_alternatives_fail_the_exact_test_and_fails_when_they_
     failing = sum(not ns.realisability(m, d_q).realisable for m in realisable) / len(realisable)
     v = vd.judge_c3(True, failing, {d_s: True, d_s + 2: False}, R)
     assert v.verdict == FAILS and "found at d_s = 8 and not found at d_s = 10" in v.reason
+
+
+def test_the_entry_points_judge_the_evidence_under_the_claims_rules():
+    """``c1`` to ``c3`` (what ``ch.judge`` calls): the judges above under the claims table's rules, C2 with its
+    original rule's verdict, C3 reporting the lengths whose realisable alternative moves rows by more than
+    C3_REALISABLE_TV."""
+    from identifiability.evidence.nonidentifiability import C1Evidence, C2Evidence, C3Evidence
+    from identifiability.verdicts import Rules
+    from identifiability.verdicts.claims import rules
+
+    v1 = vd.c1(C1Evidence(_survey([D_V + 1, D_V + 2]), D_V), rules("C1"))
+    assert v1.verdict == PARTLY and v1.rule == rules("C1").rule and dict(v1.robustness) == {"tolerance": PARTLY}
+    e2 = C2Evidence(True, _margins(3), True, 1.0)
+    v2 = vd.c2(e2, rules("C2"))
+    assert v2.verdict == HOLDS and v2.original.verdict == HOLDS and v2.original.rule == rules("C2").original
+    with pytest.raises(ValueError, match="amended"):
+        vd.c2(e2, Rules(rules("C2").rule))  # an amended claim is judged under its original rule too
+    v3 = vd.c3(C3Evidence(True, 1.0, {8: 0.2, 10: vd.C3_REALISABLE_TV / 2}), rules("C3"))
+    assert v3.verdict == HOLDS and "found at d_s = 8 and not found at d_s = 10" in v3.reason

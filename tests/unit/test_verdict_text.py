@@ -11,12 +11,15 @@ import pytest
 
 from identifiability import verdicts as vd
 from identifiability.charts.verdicts import rows, verdict_chart
-from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_RUN, NOT_TESTABLE, Interval
-from identifiability.verdicts.across_models import Paired, judge_c13, judge_c14
+from identifiability.evidence.across_models import Paired
+from identifiability.evidence.effective_attention import C5Category
+from identifiability.stats import Interval
+from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_RUN, NOT_TESTABLE
+from identifiability.verdicts.across_models import judge_c13, judge_c14
 from identifiability.verdicts.angle_magnitude import judge_c8
 from identifiability.verdicts.claims import load_claims
 from identifiability.verdicts.context_mixing import judge_c9, judge_c10, judge_c11, judge_c11_original, judge_c12
-from identifiability.verdicts.effective_attention import C5Category, judge_c4, judge_c5
+from identifiability.verdicts.effective_attention import judge_c4, judge_c5
 from identifiability.verdicts.text import math_text
 from identifiability.verdicts.token_identity import judge_c6, judge_c7
 

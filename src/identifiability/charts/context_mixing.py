@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 import altair as alt
 import pandas as pd
 
+from ..evidence.context_mixing import C10Evidence
 from ..hta import HTAResult, estimate_pairs, explorer_rows
 from ..studies.context_mixing import (
     CorpusHTA,
@@ -28,7 +29,8 @@ from ..studies.context_mixing import (
     TopContributor,
     TypicalSample,
 )
-from ..verdicts import C10_HIGH, C10_LOW, C10_WIDE, C11_FAR, C11_NEAR, C10Evidence, Verdict
+from ..verdicts import Verdict
+from ..verdicts.context_mixing import C10_HIGH, C10_LOW, C10_WIDE, C11_FAR, C11_NEAR
 from ..verdicts.text import layers
 from .render import sentence_label_expr, thinned_axis
 

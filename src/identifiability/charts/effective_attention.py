@@ -14,7 +14,8 @@ import pandas as pd
 import torch
 
 from ..effective import OTHER, PUNCTUATION, SEPARATOR, STRUCTURAL
-from ..verdicts.effective_attention import C5_PEAK, C5Category, sink_of
+from ..evidence.effective_attention import C5Category, sink_of
+from ..verdicts.effective_attention import C5_PEAK
 from .render import KEEP_WIDTH, dash_legend, sentence_label_expr
 
 if TYPE_CHECKING:

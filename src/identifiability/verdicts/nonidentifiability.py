@@ -1,5 +1,8 @@
 """Claims about attention weights (chapter 2): non-identifiability and the review's two objections. Counts
-over every head: exact, no sampling, so the robustness alternatives move tolerances and shares, not units."""
+over every head: exact, no sampling, so the robustness alternatives move tolerances and shares, not units.
+
+Each claim's entry point ``c<N>(evidence, rules)`` applies the rule in force, its alternatives and (C2) the
+original rule; the ``judge_c<N>`` functions are its per-threshold parts, which the controls also call."""
 
 from __future__ import annotations
 
@@ -7,17 +10,21 @@ from dataclasses import replace
 
 import pandas as pd
 
+from ..digits import pct
+from ..evidence.nonidentifiability import C1Evidence, C2Evidence, C3Evidence
+from ..nullspace import unique_share
+from ..stats import Interval
 from .core import (
     FAILS,
     HOLDS,
     NOT_TESTABLE,
     PARTLY,
-    Interval,
     Quantity,
+    Rules,
     Verdict,
+    amended,
     with_robustness,
 )
-from .text import pct
 
 C1_RANK_TOL_ALT = 1e-6  # the robustness alternative's relative rank tolerance (the book's: max(d_s, d+1) * eps)
 C1_QUANTITY = Quantity("smallest input length from which every head admits alternatives", r"d_s^{\min}", "tokens", True)
@@ -80,15 +87,6 @@ C2_MARGIN = 1e-8  # smallest relative singular value of [T,1] for the rank to co
 C2_UNIQUE_SHARE_ALT, C2_MARGIN_ALT = 0.9, 1e-6  # the robustness alternatives
 
 
-def unique_share(margins: pd.DataFrame, margin: float | None = C2_MARGIN) -> float:
-    """Share of (input, head) rows of ``nullspace.threshold_margins`` with rank([T,1]) = d_s and, unless
-    ``margin`` is None, the smallest relative singular value of [T,1] above ``margin``."""
-    full = margins.rank_T1 == margins.d_s
-    if margin is not None:
-        full &= margins.sigma_min_T1 > margin
-    return float(full.mean())
-
-
 def _c2(
     exact_unique: bool,
     share: float,
@@ -133,9 +131,10 @@ def judge_c2(exact_unique: bool, margins: pd.DataFrame, alternatives_at_dv2: boo
     the rank counted full only above the margin ``C2_MARGIN``."""
     n_texts = int(margins.text.nunique()) if "text" in margins else 1
     what = f"(head, input) pairs ({n_texts} inputs)"
-    v = replace(_c2(exact_unique, unique_share(margins), alternatives_at_dv2, rule, what=what), estimate_of=C2_QUANTITY)
+    share = unique_share(margins, C2_MARGIN)
+    v = replace(_c2(exact_unique, share, alternatives_at_dv2, rule, what=what), estimate_of=C2_QUANTITY)
     alts = {
-        "share": _c2(exact_unique, unique_share(margins), alternatives_at_dv2, rule, C2_UNIQUE_SHARE_ALT, what),
+        "share": _c2(exact_unique, share, alternatives_at_dv2, rule, C2_UNIQUE_SHARE_ALT, what),
         "margin": _c2(exact_unique, unique_share(margins, C2_MARGIN_ALT), alternatives_at_dv2, rule, what=what),
     }
     return with_robustness(v, alts)
@@ -197,3 +196,27 @@ def judge_c3(real_passes: bool | None, failing_share: float, realisable_by_ds: d
     (reported in the sentence, not part of the verdict)."""
     v = replace(_c3(real_passes, failing_share, realisable_by_ds, rule), estimate_of=C3_QUANTITY)
     return with_robustness(v, {"share": _c3(real_passes, failing_share, realisable_by_ds, rule, C3_FAILING_SHARE_ALT)})
+
+
+# --------------------------------------------------------------------------------------------------
+# the entry points: one per claim, called by ``Chapter.judge``
+# --------------------------------------------------------------------------------------------------
+
+
+def c1(evidence: C1Evidence, rules: Rules) -> Verdict:
+    """C1 under its rule, with the alternative ``tolerance``."""
+    return judge_c1(evidence.table, evidence.d_v, rules.rule)
+
+
+def c2(evidence: C2Evidence, rules: Rules) -> Verdict:
+    """C2 under the amended rule, with the alternatives ``share`` and ``margin``, and the original rule's verdict."""
+    e = evidence
+    original = judge_c2_original(e.exact_unique, e.share_one_text, e.alternatives_at_dv2, rules.pre_registered)
+    return amended(judge_c2(e.exact_unique, e.margins, e.alternatives_at_dv2, rules.rule), original)
+
+
+def c3(evidence: C3Evidence, rules: Rules) -> Verdict:
+    """C3 under its rule, with the alternative ``share``; the lengths where a realisable alternative moving
+    rows by a mean TV above ``C3_REALISABLE_TV`` was found are reported in the reason."""
+    found = {n: tv > C3_REALISABLE_TV for n, tv in evidence.accepted_tv_by_ds.items()}
+    return judge_c3(evidence.real_passes, evidence.failing_share, found, rules.rule)
