@@ -305,7 +305,9 @@ def write_claims_page(stage: Path, results_dir: Path) -> None:
         "Each verdict follows a rule fixed from the paper's (or the review's) statement before the numbers were "
         "looked at; the rules are committed in `data/claims.csv` apart from, and before, the code that applies them "
         "(`identifiability.verdicts`). An amended rule keeps the original: the amendment, in "
-        "`data/amendments.csv`, is dated, gives its reason from the claim's meaning and is marked *post hoc*.",
+        "`data/amendments.csv`, is dated, gives its reason from the claim's meaning and is marked *post hoc*. A "
+        "claim added after the numbers were seen (to give a rule to a sentence that decided it without one) says "
+        "so where its rule begins: *Post hoc*.",
         "",
     ]
     for r in table:

@@ -60,3 +60,47 @@ class C3Evidence:
     real_passes: bool | None
     failing_share: float
     accepted_tv_by_ds: dict[int, float]
+
+
+@dataclass(frozen=True)
+class C15Evidence:
+    """What C15's rule reads: the null-space survey's table (``nullspace.null_space_table``), one row per
+    (text, layer, head) with ``dim_LN_T``, ``bound_T``, ``dim_LN_T1``, ``bound_T1`` and the smallest singular
+    values counted, ``kept_min_T`` and ``kept_min_T1`` (relative to the largest), and the value width ``d_v``."""
+
+    table: pd.DataFrame
+    d_v: int
+
+
+@dataclass(frozen=True)
+class C16Evidence:
+    """What C16's rule reads, from the realisable search (``studies.nonidentifiability.realisable_search``).
+
+    Attributes:
+        accepted_tv_by_ds: each searched length d_s >= d_v + 2 -> the smallest, over the searched heads, mean
+            row TV from A of the realisable alternative found there (0 where the exact test did not accept it).
+        threshold_tv_by_ds: each searched length d_s <= d_v + 1 -> the largest, over the searched heads, mean
+            row TV from A of a realisable alternative (the max-entropy one or the search's).
+        dimensions: per (length, head) whose local solution dimension was measured: (d_s, the measured
+            dimension, the count d_q(d_s - d_q - 1)).
+    """
+
+    accepted_tv_by_ds: dict[int, float]
+    threshold_tv_by_ds: dict[int, float]
+    dimensions: tuple[tuple[int, int, int], ...]
+
+
+@dataclass(frozen=True)
+class C17Evidence:
+    """What C17's rule reads, built by ``studies.nonidentifiability.c17_evidence``.
+
+    Attributes:
+        margins: as :attr:`C2Evidence.margins`: every head on inputs of d_v + 1 tokens.
+        alternatives_at_dv2: every head of the survey at d_s = d_v + 2 has dim LN([T, 1]) >= 1; None when the
+            survey holds no text of d_v + 2 tokens.
+        rank_full_share: the share of the survey's (text, head) pairs with rank(T) = min(d_s, d_v).
+    """
+
+    margins: pd.DataFrame
+    alternatives_at_dv2: bool | None
+    rank_full_share: float

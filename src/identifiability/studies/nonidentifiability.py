@@ -17,7 +17,7 @@ import pandas as pd
 import torch
 
 from .. import nullspace as ns
-from ..evidence.nonidentifiability import C1Evidence, C2Evidence, C3Evidence
+from ..evidence.nonidentifiability import C1Evidence, C2Evidence, C3Evidence, C15Evidence, C16Evidence, C17Evidence
 from ..linalg import rank_rtol
 from ..loaded_model import LoadedModel
 from ..nullspace import Realisability
@@ -81,6 +81,7 @@ class NullSpaceSurvey(Study):
     min_dim_LN_T1_by_ds: dict[int, int] = data()  # d_s -> smallest dim LN([T, 1]) over heads (C1's input)
     alternatives_at_dv2: bool = data()  # every head at d_s = d_v + 2 has dim LN([T, 1]) >= 1 (C2's input)
     c1: C1Evidence = data()  # what C1's verdict reads: the table and d_v
+    c15: C15Evidence = data()  # what C15's verdict reads: the same table
 
 
 def null_space_survey(lm: LoadedModel, texts: Sequence[str], max_tokens: int) -> NullSpaceSurvey:
@@ -112,6 +113,7 @@ def null_space_survey(lm: LoadedModel, texts: Sequence[str], max_tokens: int) ->
         min_dim_LN_T1_by_ds={int(n): int(k) for n, k in dims.groupby("d_s").dim_LN_T1.min().items()},
         alternatives_at_dv2=bool(len(at_dv2) and (at_dv2.dim_LN_T1 >= 1).all()),
         c1=C1Evidence(dims, lm.d_v),
+        c15=C15Evidence(dims, lm.d_v),
     )
 
 
@@ -362,6 +364,31 @@ def exact_tests(lm: LoadedModel, alt: Alternatives) -> ExactTests:
     )
 
 
+def _accepted_tv(runs: pd.DataFrame) -> pd.Series:
+    """Per run of a search table, the mean row TV of its realisable alternative where the exact test accepts
+    it (output kept to ``SEARCH_TOL``), else 0."""
+    ok = (runs.search_error <= ns.SEARCH_TOL) & (runs.me_error <= ns.SEARCH_TOL)
+    return runs.search_tv_mean.where(ok, 0.0).fillna(0.0)
+
+
+def _moved(runs: pd.DataFrame) -> pd.Series:
+    """Per run, the larger mean row TV of its two realisable alternatives (max-entropy and searched)."""
+    return runs[["me_tv_mean", "search_tv_mean"]].max(axis=1)
+
+
+def c16_evidence(search: pd.DataFrame, d_v: int) -> C16Evidence:
+    """C16's evidence from a search table (``nullspace.search_by_length``): per searched length beyond
+    d_v + 1 the smallest accepted move over heads, per length at or below it the largest move, and the
+    measured local dimensions beside their count."""
+    beyond, at_thr = search[search.d_s >= d_v + 2], search[search.d_s <= d_v + 1]
+    checked = search.dropna(subset=["local_dim"])
+    return C16Evidence(
+        {int(n): float(tv) for n, tv in _accepted_tv(beyond).groupby(beyond.d_s).min().items()},
+        {int(n): float(tv) for n, tv in _moved(at_thr).groupby(at_thr.d_s).max().items()},
+        tuple((int(r.d_s), int(r.local_dim), int(r.expected_dim)) for r in checked.itertuples()),
+    )
+
+
 @dataclass(frozen=True)
 class RealisableSearch(Study):
     """Realisable alternatives by length: the max-entropy one, the optimiser's (Adam on K', queries solved
@@ -380,6 +407,7 @@ class RealisableSearch(Study):
     table: pd.DataFrame = data()
     realisable_by_ds: dict[int, bool] = data()  # d_s >= d_v + 2 -> every head's accepted alternative moves > min_tv
     accepted_tv_by_ds: dict[int, float] = data()  # d_s >= d_v + 2 -> smallest accepted mean row TV over heads
+    c16: C16Evidence = data()  # what C16's verdict reads: the accepted moves, the moves at d_v + 1, the counts
     by_length: pd.DataFrame = data()  # per d_s (over layers if several): search_tv_mean/max, lp_tv_mean
     beyond_runs: int = data()  # (length, head) runs at d_s >= d_v + 2
     jacobian_lengths: list[int] = data()  # the lengths whose local dimension was measured
@@ -413,11 +441,10 @@ def realisable_search(
     )
     beyond = search[search.d_s >= d_v + 2]
     at_thr = search[search.d_s <= d_v + 1]
-    accepted = beyond[(beyond.search_error <= ns.SEARCH_TOL) & (beyond.me_error <= ns.SEARCH_TOL)]
-    # per run the mean row TV of an alternative the test accepts (0: not accepted, or no distance)
-    accepted_tv = beyond.search_tv_mean.where(beyond.index.isin(accepted.index), 0.0).fillna(0.0)
+    accepted_tv = _accepted_tv(beyond)
     found = accepted_tv > min_tv
     checked = search.dropna(subset=["local_dim"])
+    c16 = c16_evidence(search, d_v)
     at_dq1 = checked[checked.d_s == d_q + 1]
     by_length = (
         search.groupby("d_s")
@@ -431,9 +458,7 @@ def realisable_search(
     return RealisableSearch(
         search=search.to_dict(orient="records"),
         realisable_exists_all_beyond=bool(len(beyond) and found.all()),
-        realisable_none_at_threshold=bool(
-            len(at_thr) == 0 or (at_thr[["me_tv_mean", "search_tv_mean"]].max(axis=1) < 1e-8).all()
-        ),
+        realisable_none_at_threshold=bool(len(at_thr) == 0 or (_moved(at_thr) < 1e-8).all()),
         dimension_count_confirmed=bool(len(checked) and (checked.local_dim == checked.expected_dim).all()),
         naive_count_wrong_at_threshold=bool(len(at_dq1) and (at_dq1.naive_dim > 0).all()),
         search_max_tv_mean=float(search.search_tv_mean.max()),
@@ -443,7 +468,8 @@ def realisable_search(
         A_min_prob=float(beyond.min_prob_A.min()) if len(beyond) else None,
         table=search,
         realisable_by_ds={int(n): bool(ok) for n, ok in found.groupby(beyond.d_s).all().items()},
-        accepted_tv_by_ds={int(n): float(tv) for n, tv in accepted_tv.groupby(beyond.d_s).min().items()},
+        accepted_tv_by_ds=c16.accepted_tv_by_ds,
+        c16=c16,
         by_length=by_length,
         beyond_runs=len(beyond),
         jacobian_lengths=sorted(int(n) for n in checked.d_s.unique()),
@@ -463,6 +489,15 @@ def c2_evidence(exact: ExactThreshold, threshold: Threshold, survey: NullSpaceSu
 def c3_evidence(heads: HeadDistances, search: RealisableSearch) -> C3Evidence:
     """C3's evidence: the exact test on the real A and the paper's alternatives, and the realisable search."""
     return C3Evidence(heads.real_passes, heads.paper_failing_share, search.accepted_tv_by_ds)
+
+
+def c17_evidence(threshold: Threshold, survey: NullSpaceSurvey) -> C17Evidence:
+    """C17's evidence: the margins at d_s = d_v + 1, the survey at d_v + 2 (None without such a text) and the
+    survey's share of T of full rank."""
+    t = survey.table
+    at_dv2 = t[t.d_s == survey.d_v + 2]
+    alternatives = bool((at_dv2.dim_LN_T1 >= 1).all()) if len(at_dv2) else None
+    return C17Evidence(threshold.table, alternatives, float((t.rank_T == np.minimum(t.d_s, survey.d_v)).mean()))
 
 
 RESULTS = (NullSpaceSurvey, Alternatives, HeadDistances, ExactThreshold, Threshold, ExactTests, RealisableSearch)
