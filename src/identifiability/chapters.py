@@ -46,9 +46,10 @@ class ChapterSpec:
     quick: dict = field(default_factory=dict)
     # the packages that hold a module of the chapter's name (:attr:`name`): studies (its computation; the
     # result types its RESULTS lists are the chapter's results keys), charts (its Altair charts), text (its
-    # sentences and tables) and verdicts (its claims' verdicts); a chapter that judges no claim has no
-    # verdicts module, one that states nothing in generated text no text module
-    layers: tuple[str, ...] = ("studies", "charts", "text", "verdicts")
+    # sentences and tables), evidence (what each of its claims' verdicts reads, built by the study) and
+    # verdicts (one entry point c<N> per claim); a chapter that judges no claim has neither of the last two,
+    # one that states nothing in generated text no text module
+    layers: tuple[str, ...] = ("studies", "charts", "text", "evidence", "verdicts")
     # the types of parameters whose default is None ("not set"), e.g. chapter 2's layer
     optional: dict[str, type] = field(default_factory=dict)
 

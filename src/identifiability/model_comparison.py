@@ -19,9 +19,8 @@ import pandas as pd
 from . import paths
 from .chapters import by_name
 from .fileio import read_json
+from .stats import Interval, unpaired_difference
 from .token_roles import SEPARATOR, START
-from .verdicts import Interval
-from .verdicts.across_models import difference
 
 # the chapters whose results the comparison reads, by their file stems (which only the contract spells)
 CHAPTER_3, CHAPTER_4, CHAPTER_6 = (by_name(n).stem for n in ("effective_attention", "token_identity", "context_mixing"))
@@ -163,9 +162,11 @@ def quadrature_inputs(rows: pd.DataFrame, models: pd.DataFrame, corpus: str) -> 
         if key == ref or not (r.startswith("fine-tuned") or r == CONTROL_ROLE):
             continue
         last, layers = _c6_interval(rows, key, corpus), _rate_intervals(rows, key, corpus)
-        d_last = difference(last, base_last) if last and base_last else None
+        d_last = unpaired_difference(last, base_last) if last and base_last else None
         d_layers = (
-            [difference(a, b) for a, b in zip(layers, base)] if layers and base and len(layers) == len(base) else None
+            [unpaired_difference(a, b) for a, b in zip(layers, base)]
+            if layers and base and len(layers) == len(base)
+            else None
         )
         if r == CONTROL_ROLE:
             out["control_last"], out["control_layers"] = d_last, d_layers

@@ -8,6 +8,7 @@ A chapter's first code cell (tagged ``parameters``) declares at least ``model``,
 
 from __future__ import annotations
 
+import importlib
 import platform
 import random
 import textwrap
@@ -17,6 +18,7 @@ from pathlib import Path
 import torch
 
 from . import keys, schema
+from .chapters import CHAPTERS
 from .charts.render import enable_offline
 from .corpora import Corpus, drop_unusable, load_corpus, sample_sentences
 from .fileio import jsonable, read_json, write_json
@@ -24,7 +26,7 @@ from .loaded_model import LoadedModel
 from .models import load_model
 from .paths import DEFAULT_MODEL
 from .verdicts import Verdict, anchor, render
-from .verdicts.claims import load_claims, robustness_names
+from .verdicts.claims import load_claims, robustness_names, rules_of
 
 
 @dataclass
@@ -60,31 +62,25 @@ class Chapter:
             raise KeyError(f"{claim_id!r} is not a claim of chapter {self.name} in data/claims.csv")
         return known[claim_id]
 
-    def rule(self, claim_id: str) -> str:
-        """The rule in force for a claim of this chapter: the latest amendment's, else the pre-registered one."""
-        return self._claim(claim_id)["rule"]
+    def judge(self, claim_id: str, evidence) -> Verdict:
+        """Judge a claim of this chapter on ``evidence`` and record the verdict in this chapter's results.
 
-    def original_rule(self, claim_id: str) -> str:
-        """The pre-registered rule of an amended claim (data/claims.csv), whose verdict is shown beside the
-        amended one."""
+        The claim's one entry point is ``verdicts.<chapter name>.c<N>`` (found through the chapter contract),
+        called with ``evidence`` (the study's typed evidence of the claim) and its rules from
+        ``data/claims.csv`` and ``data/amendments.csv``. The verdict must be judged under the rule in force,
+        carry its original rule's verdict where the claim was amended (``verdicts.amended``) and its verdicts
+        under exactly the alternatives the claim's row names (``verdicts.with_robustness``). Returns the
+        verdict; :meth:`sentence` gives the sentence the page shows."""
         claim = self._claim(claim_id)
-        if claim["amendment"] is None:
-            raise KeyError(f"{claim_id} was not amended: its rule is ch.rule({claim_id!r})")
-        return claim["original_rule"]
-
-    def verdict(self, v: Verdict) -> str:
-        """Record a verdict from :mod:`identifiability.verdicts` (estimate, interval, baseline, rule, verdict)
-        in this chapter's results; returns the sentence the page shows, led by the anchor the claims page links
-        to (``verdicts.anchor``: an HTML id on the chapter's page). An amended claim's verdict must carry
-        its original rule's verdict (``verdicts.amended``), and every verdict the alternatives its claims-table
-        row names (``verdicts.with_robustness``)."""
-        claim = self._claim(v.claim)
+        verdicts = importlib.import_module(CHAPTERS[self.name].module("verdicts"))
+        v = getattr(verdicts, claim_id.lower())(evidence, rules_of(claim))
+        if v.claim != claim_id:
+            raise ValueError(f"{claim_id}'s verdict function returned a verdict of {v.claim}")
         if v.rule != claim["rule"]:
             raise ValueError(f"{v.claim}: judged with another rule than the one in force in data/claims.csv")
         if claim["amendment"] is not None and (v.original is None or v.original.rule != claim["original_rule"]):
             raise ValueError(
-                f"{v.claim} was amended: pass its original rule's verdict too (verdicts.amended(v, original)), "
-                "judged with ch.original_rule"
+                f"{v.claim} was amended: its verdict must carry its original rule's (verdicts.amended(v, original))"
             )
         names = robustness_names(claim)
         if [name for name, _ in v.robustness] != names:
@@ -93,7 +89,12 @@ class Chapter:
                 f"data/claims.csv names, {names} (verdicts.with_robustness)"
             )
         self.results.setdefault("claims", {})[v.claim] = v.to_json()
-        return f'<span id="{anchor(v.claim)}"></span>' + render(v, claim["claim"])
+        return v
+
+    def sentence(self, v: Verdict) -> str:
+        """The sentence the page shows for a verdict of this chapter (:meth:`judge`), led by the anchor the
+        claims page links to (``verdicts.anchor``: an HTML id on the chapter's page)."""
+        return f'<span id="{anchor(v.claim)}"></span>' + render(v, self._claim(v.claim)["claim"])
 
     def save(self) -> Path:
         """Write ``<results_dir>/<chapter>.json`` with the results, parameters and model provenance, after

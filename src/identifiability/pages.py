@@ -7,12 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import paths
+from .digits import fmt, times_ten
 from .executed import BUILD_LOCATION, PARAMETERS, assignments, cell_comments, read_notebook, run_seconds
 from .fileio import read_json
 from .parameters import ALLOWED
 from .verdicts.claims import claims_table
 from .verdicts.core import NOT_RUN, Verdict, from_json, render, robustness_summary, verdict_label
-from .verdicts.text import anchor, fmt, math_text, times_ten
+from .verdicts.text import anchor, math_text
 
 
 def format_value(value) -> str:
@@ -304,7 +305,9 @@ def write_claims_page(stage: Path, results_dir: Path) -> None:
         "Each verdict follows a rule fixed from the paper's (or the review's) statement before the numbers were "
         "looked at; the rules are committed in `data/claims.csv` apart from, and before, the code that applies them "
         "(`identifiability.verdicts`). An amended rule keeps the original: the amendment, in "
-        "`data/amendments.csv`, is dated, gives its reason from the claim's meaning and is marked *post hoc*.",
+        "`data/amendments.csv`, is dated, gives its reason from the claim's meaning and is marked *post hoc*. A "
+        "claim added after the numbers were seen (to give a rule to a sentence that decided it without one) says "
+        "so where its rule begins: *Post hoc*.",
         "",
     ]
     for r in table:

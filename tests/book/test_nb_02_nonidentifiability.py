@@ -43,9 +43,20 @@ def test_nonidentifiability_notebook(chapter_run):
     assert rows[d_v + 2]["local_dim"] == rows[d_v + 2]["expected_dim"] == d_v
     assert rows[d_v + 8]["search_error"] <= 1e-6 and rows[d_v + 8]["search_tv_mean"] > 1e-3
     assert rows[d_v + 8]["lp_tv_mean"] >= rows[d_v + 8]["search_tv_mean"] - 1e-6  # LP tolerance ~1e-7
+    # the post hoc claims, judged from the same numbers: the count met exactly (C15), realisable alternatives
+    # beyond the threshold (C16: found at every searched length, none at it, their dimension the count), the
+    # threshold at d_v + 2 in every head (C17)
+    assert claims["C15"]["verdict"] == "holds" and claims["C15"]["estimate"] == r["share_LN_T_at_bound"] == 1.0
+    all_three = (
+        r["realisable_exists_all_beyond"] and r["realisable_none_at_threshold"] and r["dimension_count_confirmed"]
+    )
+    assert (claims["C16"]["verdict"] == "holds") == all_three and claims["C16"]["verdict"] != "fails"
+    assert claims["C17"]["verdict"] == "holds" and claims["C17"]["estimate"] == 1.0
+    assert [name for name, _ in claims["C17"]["robustness"]] == ["share", "margin"]
     # the page's summary (glued, not recorded: prose, from the results above) ends with the verdicts
     summary = _glued(chapter_run.dir / "notebooks" / "02_nonidentifiability.ipynb", "summary")
-    assert "**C2 — holds.**" in summary and "**C1 — partly holds.**" in summary
+    assert "**C2 — holds.**" in summary and "**C1 — partly holds.**" in summary and "**C17 — holds.**" in summary
+    assert "Verdict (" not in summary and "reads $d_s" not in summary  # the verdicts decide, the prose measures
     assert 'id="verdict-' not in summary  # the anchors lead the verdicts under "Verdicts", once per page
     assert "summary" not in r and r["runtime_s"] > 0
 

@@ -2,7 +2,8 @@
 
 import pytest
 
-from identifiability.verdicts import C6_HOLDS, C6_PARTLY, FAILS, HOLDS, INCONCLUSIVE, PARTLY
+from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, PARTLY
+from identifiability.verdicts.token_identity import C6_HOLDS, C6_PARTLY
 
 
 def test_token_identity_notebook(chapter_run):

@@ -2,7 +2,8 @@
 
 import pytest
 
-from identifiability.verdicts import C8_ANGLE_SLACK, HOLDS, INCONCLUSIVE
+from identifiability.verdicts import HOLDS, INCONCLUSIVE
+from identifiability.verdicts.angle_magnitude import C8_ANGLE_SLACK
 
 
 def test_angle_magnitude_notebook(chapter_run):

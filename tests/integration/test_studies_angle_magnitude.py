@@ -17,7 +17,8 @@ from identifiability.stats import hierarchical_ci
 from identifiability.studies import angle_magnitude as study
 from identifiability.studies import token_identity as token
 from identifiability.text import angle_magnitude as prose
-from identifiability.verdicts import INCONCLUSIVE
+from identifiability.verdicts import INCONCLUSIVE, Rules
+from identifiability.verdicts.angle_magnitude import c8 as judge
 
 FAST = dict(epochs=3, batch_size=256, mlp_hidden=16, patience=2)
 
@@ -183,7 +184,7 @@ def test_one_test_sentence_gives_no_interval_and_an_inconclusive_verdict(tiny_lm
     e = c8.evidence
     for iv in (e.unit_minus_raw, e.norm_vs_chance, e.norm_adds):
         assert iv.n == 1 and math.isfinite(iv.estimate) and math.isnan(iv.low) and math.isnan(iv.high)
-    assert c8.verdict_c8("rule", "original rule").verdict == INCONCLUSIVE
+    assert judge(c8.evidence, Rules("rule", "original rule")).verdict == INCONCLUSIVE
 
 
 def test_every_architecture_runs_every_study(tiny_any, module_data_folder):

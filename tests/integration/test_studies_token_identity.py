@@ -14,10 +14,11 @@ import torch
 from identifiability import identity as ident
 from identifiability import schema
 from identifiability.corpora import load_corpus, sample_sentences
-from identifiability.stats import hierarchical_ci
+from identifiability.stats import Interval, hierarchical_ci, hierarchical_interval
 from identifiability.studies import token_identity as study
 from identifiability.text import token_identity as prose
-from identifiability.verdicts import INCONCLUSIVE, Interval
+from identifiability.verdicts import INCONCLUSIVE, Rules
+from identifiability.verdicts.token_identity import c6
 
 FAST = dict(epochs=3, batch_size=256, mlp_hidden=32, patience=2, seed=0)
 
@@ -197,11 +198,11 @@ def test_the_rates_by_sentence_are_recorded_for_the_fine_tuning_chapter(sample, 
 def test_a_sentence_interval_is_as_wide_as_the_sentences_disagree():
     """Two sentences, one all identified and one all missed: resampling sentences spans 0 to 1; three seeds
     that agree leave it so, and seeds that disagree on one sentence widen the interval of the other's mean."""
-    iv = study.seeds_interval(np.array([1.0, 0.0]), 0, seed=0)
+    iv = hierarchical_interval(np.array([1.0, 0.0]), 0, seed=0)
     assert (iv.estimate, iv.low, iv.high, iv.n) == (0.5, 0.0, 1.0, 2)
-    agree = study.seeds_interval(np.array([[0.8] * 20] * 3), 1, seed=0)
+    agree = hierarchical_interval(np.array([[0.8] * 20] * 3), 1, seed=0)
     assert agree.low == agree.high == pytest.approx(0.8)
-    disagree = study.seeds_interval(np.array([[0.7] * 20, [0.8] * 20, [0.9] * 20]), 1, seed=0)
+    disagree = hierarchical_interval(np.array([[0.7] * 20, [0.8] * 20, [0.9] * 20]), 1, seed=0)
     assert disagree.low < 0.8 < disagree.high and disagree.n == 20
 
 
@@ -223,7 +224,7 @@ def test_one_test_sentence_gives_no_interval_and_an_inconclusive_verdict(tiny_lm
     assert c.last_rate.n == 1 and not c.last_rate.has_interval and math.isfinite(c.last_rate.estimate)
     assert math.isnan(c.naive_drop.low) and math.isnan(c.naive_drop.high)
     assert len(c.c6_seed_rates) == 2 and c.linear_rate_by_sentence["probe_seeds"] == [0, 1]
-    v = c.verdict_c6("rule", "original rule")
+    v = c6(c.c6, Rules("rule", "original rule"))
     assert v.verdict == INCONCLUSIVE and v.original.verdict == INCONCLUSIVE
 
 

@@ -17,25 +17,19 @@ from identifiability import identity as ident
 from identifiability.charts.across_models import differences_chart
 from identifiability.fileio import write_json
 from identifiability.models import random_model
+from identifiability.stats import Interval, chance_of_holding, sentences_for_power, unpaired_difference
 from identifiability.studies.across_models import comparison, paired
-from identifiability.verdicts import (
+from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_RUN, NOT_TESTABLE, PARTLY
+from identifiability.verdicts.across_models import (
     C13_BAND,
     C13_POWER,
-    FAILS,
-    HOLDS,
-    INCONCLUSIVE,
-    NOT_RUN,
-    NOT_TESTABLE,
-    PARTLY,
-    Interval,
-    c13_verdict,
-    c14_verdict,
+    c13,
+    c14,
     judge_c13,
     judge_c13_original,
     judge_c14,
 )
-from identifiability.verdicts.across_models import chance_of_holding, difference, sentences_for_power
-from identifiability.verdicts.claims import load_claims
+from identifiability.verdicts.claims import load_claims, rules
 
 CLAIMS = {c["id"]: c for c in load_claims()}
 RULE = {cid: CLAIMS[cid]["rule"] for cid in ("C13", "C14")}
@@ -92,7 +86,9 @@ def _compare(root, reference: np.ndarray, fine_tuned: list[np.ndarray], control:
         prov = {"kind": "random-init", "seed": 0, "like": {"name": REFERENCE, "content_key": "refkey"}}
         _file(root, _model_folder(root, "random", prov), "rnd", "rndkey", control, keys)
     table = aggregate.read_table(aggregate.write_table(root))
-    return comparison(table, reference=REFERENCE, seed=0, judge_corpus=CORPUS, data_folder=root)
+    return comparison(
+        table, reference=REFERENCE, seed=0, judge_corpus=CORPUS, data_folder=root, band=C13_BAND, power=C13_POWER
+    )
 
 
 def _rates(rng, n: int, L: int = 6, shift=0.0, seed_sd=0.0, probe_sd=0.005, base=None) -> np.ndarray:
@@ -109,10 +105,7 @@ def _base(rng, n: int, L: int = 6) -> np.ndarray:
 
 def _verdicts(cmp):
     ft = cmp.fine_tuning
-    return (
-        c13_verdict(ft, CLAIMS["C13"]["rule"], CLAIMS["C13"]["original_rule"]),
-        c14_verdict(ft, CLAIMS["C14"]["rule"], CLAIMS["C14"]["original_rule"]),
-    )
+    return c13(ft, rules("C13")), c14(ft, rules("C14"))
 
 
 def test_identical_fine_tunes_are_close_with_enough_sentences(tmp_path):
@@ -151,7 +144,7 @@ def test_without_pairing_the_same_data_would_not_be_close(tmp_path):
         per_sentence = rate[:, :, -1].mean(axis=0)
         return Interval(float(per_sentence.mean()), *stats.bootstrap_ci(per_sentence), n=n)
 
-    unpaired = {f"seed{f}": difference(run(r), run(ref)) for f, r in enumerate(fts)}
+    unpaired = {f"seed{f}": unpaired_difference(run(r), run(ref)) for f, r in enumerate(fts)}
     assert judge_c13_original(unpaired, None, CLAIMS["C13"]["original_rule"]).verdict == INCONCLUSIVE
 
 
@@ -368,8 +361,8 @@ def test_tiny_model_whose_last_layer_forgets_tokens(tmp_path, tiny_rates):
 def test_sentences_for_power_solves_the_chance_of_holding():
     n = sentences_for_power(1e-5, 0.02, C13_BAND, C13_POWER)
     assert chance_of_holding(1e-5, 0.02, n, C13_BAND) >= C13_POWER > chance_of_holding(1e-5, 0.02, n - 1, C13_BAND)
-    assert sentences_for_power(0.001, 0.02) is None  # the seeds' part alone is wider than the band allows
-    assert sentences_for_power(0.0, 0.04) > sentences_for_power(0.0, 0.01)
+    assert sentences_for_power(0.001, 0.02, C13_BAND, C13_POWER) is None  # the seeds alone exceed the band
+    assert sentences_for_power(0.0, 0.04, C13_BAND, C13_POWER) > sentences_for_power(0.0, 0.01, C13_BAND, C13_POWER)
 
 
 def test_the_powered_size_gives_about_its_chance_of_holding_in_simulation():
@@ -384,7 +377,7 @@ def test_the_powered_size_gives_about_its_chance_of_holding_in_simulation():
         return seeds + sentences + rng.normal(0, 0.03, (3, 3, 3, n, 2))
 
     pilot = paired(draw(400), n_resamples=1000)
-    n = sentences_for_power(pilot.seed_var, pilot.sentence_var)
+    n = sentences_for_power(pilot.seed_var, pilot.sentence_var, C13_BAND, C13_POWER)
     assert 20 < n < 400
     holds = [
         judge_c13({"t": paired(draw(n), seed=k, n_resamples=300)}, None, RULE["C13"]).verdict == HOLDS

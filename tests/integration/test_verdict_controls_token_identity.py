@@ -8,30 +8,24 @@ import numpy as np
 import pytest
 import torch
 
+from identifiability.evidence.token_identity import C6Evidence
 from identifiability.identity import HiddenStates, unit_vectors
+from identifiability.stats import Interval
 from identifiability.studies import angle_magnitude as angle
 from identifiability.studies import token_identity as study
-from identifiability.verdicts import (
-    C7_SHIFT,
+from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, PARTLY, Rules
+from identifiability.verdicts.angle_magnitude import (
     C8_ANGLE_SLACK_ALT,
     C8_MIN_SPREAD_ALT,
-    FAILS,
-    HOLDS,
-    INCONCLUSIVE,
-    NOT_TESTABLE,
-    PARTLY,
-    C6Evidence,
-    Interval,
-    c6_verdict,
-    judge_c6,
-    judge_c6_original,
-    judge_c7,
+    c8,
     judge_c8,
     judge_c8_original,
 )
 from identifiability.verdicts.claims import load_claims, robustness_names
+from identifiability.verdicts.token_identity import C7_SHIFT, c6, c7, judge_c6, judge_c6_original, judge_c7
 
 L, D, VOCAB, N_SENT = 2, 24, 300, 90
+AMENDED = Rules("rule", "original rule")  # C6 and C8 were amended: judged under both rules
 TRAIN = dict(epochs=40, batch_size=128, mlp_hidden=32, patience=3, seed=0)
 
 
@@ -77,8 +71,8 @@ def test_c6_holds_when_every_layer_is_a_rotation_of_x():
     x, meta, g = _x()
     hs = _states(x, [x @ _rotation(g) for _ in range(L)], *meta)
     cr, _ = _c6(hs)
-    v = cr.verdict_c6("rule", "original rule")
-    assert cr.last_rate.estimate > 0.95 and cr.c6.position_rate < 0.5
+    v = c6(cr.c6, AMENDED)
+    assert cr.c6.rate.estimate > 0.95 and cr.c6.position_rate < 0.5
     assert v.verdict == HOLDS, v.reason
     assert v.original.verdict == HOLDS and dict(v.robustness)["null"] == HOLDS
 
@@ -88,8 +82,8 @@ def test_c6_fails_when_the_hidden_states_are_shuffled_across_tokens():
     perm = torch.randperm(x.shape[0], generator=g)
     hs = _states(x, [x[perm] @ _rotation(g) for _ in range(L)], *meta)
     cr, _ = _c6(hs)
-    v = cr.verdict_c6("rule", "original rule")
-    assert cr.last_rate.estimate < 3 * cr.c6.chance
+    v = c6(cr.c6, AMENDED)
+    assert cr.c6.rate.estimate < 3 * cr.c6.chance
     assert v.verdict == FAILS and v.original.verdict == FAILS
 
 
@@ -102,7 +96,7 @@ def test_c6_fails_against_the_position_only_lookup_when_only_position_survives()
     code = torch.randn(int(position.max()) + 1, D, generator=g)
     hs = _states(x, [code[position] + 0.05 * torch.randn(x.shape, generator=g) for _ in range(L)], *meta)
     cr, _ = _c6(hs)
-    v = cr.verdict_c6("rule", "original rule")
+    v = c6(cr.c6, AMENDED)
     assert cr.c6.position_rate > 3 * cr.c6.chance  # position alone identifies many tokens here
     assert v.verdict == FAILS and "not above the position-only lookup" in v.reason
     assert cr.c6.over_shuffled.low > 0  # ... while it beats the shuffled-label probe
@@ -115,7 +109,7 @@ def test_c7_holds_when_the_first_layer_is_x_and_the_last_is_noise():
     x, meta, g = _x()
     hs = _states(x, [x.clone(), torch.randn(x.shape, generator=g)], *meta)
     cr, ir = _c6(hs)
-    v = cr.verdict_c7(ir.chance_sentence, "rule")
+    v = c7(study.c7_evidence(cr, ir), Rules("rule"))
     assert cr.naive_drop.high < -0.5 and v.verdict == HOLDS
     assert dict(v.robustness) == {"threshold": HOLDS, "unit": HOLDS}
 
@@ -124,7 +118,7 @@ def test_c7_fails_when_every_layer_is_x():
     x, meta, _ = _x()
     hs = _states(x, [x.clone() for _ in range(L)], *meta)
     cr, ir = _c6(hs)
-    v = cr.verdict_c7(ir.chance_sentence, "rule")
+    v = c7(study.c7_evidence(cr, ir), Rules("rule"))
     assert cr.naive_drop.low == cr.naive_drop.high == 0.0  # identical layers: no token changes
     assert v.verdict == FAILS
 
@@ -145,9 +139,9 @@ def test_c8_partly_holds_on_its_angle_part_when_every_norm_is_the_same():
     x, meta, g = _x(n_sent=400)
     x = 5 * unit_vectors(x)
     hs = _states(x, [x @ _rotation(g) for _ in range(L)], *meta)
-    c8 = _c8(hs)
-    v = c8.verdict_c8("rule", "original rule")
-    assert c8.c8_norm_spread_last < 1e-4
+    result = _c8(hs)
+    v = c8(result.evidence, AMENDED)
+    assert result.c8_norm_spread_last < 1e-4
     assert [p.verdict for p in v.parts] == [HOLDS, NOT_TESTABLE]
     assert (v.verdict, v.qualifier) == (PARTLY, "angle part only") and v.label == "partly holds (angle part only)"
     assert v.original.verdict == HOLDS  # the pre-registered rule said a bare "holds"
@@ -164,10 +158,10 @@ def test_c8_magnitude_part_fails_when_the_norm_carries_the_token():
     code = unit_vectors(torch.randn(int(position.max()) + 1, D, generator=g))
     e = (3 + c[token, None]) * unit_vectors(code[position] + 0.05 * torch.randn(len(token), D, generator=g))
     hs = _states(x, [e for _ in range(L)], sentence, position, token)
-    c8 = _c8(hs)
-    v = c8.verdict_c8("rule", "original rule")
-    assert c8.c8_norm_spread_last > 0.05
-    assert c8.evidence.norm_adds.low > 0.02 and c8.evidence.norm_vs_chance.low > 0.05
+    result = _c8(hs)
+    v = c8(result.evidence, AMENDED)
+    assert result.c8_norm_spread_last > 0.05
+    assert result.evidence.norm_adds.low > 0.02 and result.evidence.norm_vs_chance.low > 0.05
     assert [p.verdict for p in v.parts] == [FAILS, FAILS] and v.verdict == FAILS
 
 
@@ -177,10 +171,10 @@ def test_c8_unit_alternative_reads_seed_0_only(spread):
     x, meta, g = _x()
     x = 5 * unit_vectors(x) * (1 + spread * torch.rand(x.shape[0], 1, generator=g))
     hs = _states(x, [x @ _rotation(g) for _ in range(L)], *meta)
-    c8 = _c8(hs)
-    diff = c8.rates["unit"][0] - c8.rates["raw"][0]
-    assert c8.evidence.unit_minus_raw_seed0.estimate == pytest.approx(float(np.mean(diff)))
-    assert c8.evidence.unit_minus_raw_seed0.n == len(diff) == c8.evidence.unit_minus_raw.n
+    result = _c8(hs)
+    diff = result.rates["unit"][0] - result.rates["raw"][0]
+    assert result.evidence.unit_minus_raw_seed0.estimate == pytest.approx(float(np.mean(diff)))
+    assert result.evidence.unit_minus_raw_seed0.n == len(diff) == result.evidence.unit_minus_raw.n
 
 
 # --- each rule's branches, on hand-made intervals --------------------------------------------------------------
@@ -226,7 +220,7 @@ def test_c6_alternatives_move_both_bounds_and_swap_the_null():
         chance=0.04,
         original_rate=iv(0.87, 0.86, 0.88),
     )
-    v = c6_verdict(e, "rule", "original rule")
+    v = c6(e, AMENDED)
     assert v.verdict == HOLDS and v.original.verdict == HOLDS and v.original.rule == "original rule"
     alt = dict(v.robustness)
     assert list(alt) == robustness_names(next(c for c in load_claims() if c["id"] == "C6"))

@@ -12,25 +12,17 @@ import pandas as pd
 import pytest
 
 from identifiability import aggregate, model_comparison
+from identifiability.stats import Interval, unpaired_difference
 from identifiability.text.across_models import claims_markdown
-from identifiability.verdicts import (
-    FAILS,
-    HOLDS,
-    INCONCLUSIVE,
-    NOT_RUN,
-    PARTLY,
-    Interval,
-    judge_c13_original,
-    judge_c14_original,
-)
-from identifiability.verdicts.across_models import difference
+from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_RUN, PARTLY
+from identifiability.verdicts.across_models import judge_c13_original, judge_c14_original
 from identifiability.verdicts.claims import load_claims
 
 RULES = {c["id"]: c["original_rule"] for c in load_claims()}
 
 
 def test_difference_combines_half_widths_in_quadrature():
-    d = difference(Interval(0.9, 0.87, 0.93), Interval(0.8, 0.76, 0.84))
+    d = unpaired_difference(Interval(0.9, 0.87, 0.93), Interval(0.8, 0.76, 0.84))
     assert d.estimate == pytest.approx(0.1) and d.high - d.estimate == pytest.approx(math.hypot(0.03, 0.04))
 
 

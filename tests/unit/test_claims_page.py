@@ -61,7 +61,7 @@ def test_the_page_shows_robustness_and_the_original_verdict_of_an_amended_claim(
 
 
 def _recordable(claim: dict) -> Verdict:
-    """A verdict of ``claim`` that its chapter's ``ch.verdict`` accepts (its rule, alternatives, original)."""
+    """A verdict of ``claim`` that its chapter's ``ch.judge`` accepts (its rule, alternatives, original)."""
     v = Verdict(claim["id"], HOLDS, 0.5, (0.4, 0.6), None, "", claim["rule"], "why")
     v = with_robustness(v, {name: v for name in robustness_names(claim)})
     if claim["amendment"] is not None:
@@ -70,13 +70,13 @@ def _recordable(claim: dict) -> Verdict:
 
 
 def test_each_claim_links_to_the_anchor_its_chapter_gives_the_verdict(tmp_path):
-    """The claims page links ``../notebooks/<chapter>.html#<anchor>``; ``ch.verdict`` leads the verdict's
+    """The claims page links ``../notebooks/<chapter>.html#<anchor>``; ``ch.sentence`` leads the verdict's
     sentence on that chapter's page with an element of that id. Checked for every claim of the table."""
     results = tmp_path / "results"
     by_chapter: dict[str, dict[str, str]] = {}
     for c in CLAIMS.values():
         ch = Chapter(c["chapter"], None, None, {}, results)
-        by_chapter.setdefault(c["chapter"], {})[c["id"]] = ch.verdict(_recordable(c))
+        by_chapter.setdefault(c["chapter"], {})[c["id"]] = ch.sentence(_recordable(c))
         _write(results, c["chapter"], [_recordable(x) for x in CLAIMS.values() if x["chapter"] == c["chapter"]])
     (tmp_path / "book").mkdir()
     pages.write_claims_page(tmp_path, results)
@@ -84,7 +84,7 @@ def test_each_claim_links_to_the_anchor_its_chapter_gives_the_verdict(tmp_path):
     links = re.findall(r'<a href="\.\./notebooks/([\w]+)\.html#([\w-]+)">(C\d+)</a>', page)
     assert sorted(c for _, _, c in links) == sorted(CLAIMS)
     for chapter, target, claim in links:
-        shown = by_chapter[chapter][claim]  # the chapter whose ch.verdict accepts the claim
+        shown = by_chapter[chapter][claim]  # the chapter whose ch.sentence shows the claim
         assert f'<span id="{target}"></span>' in shown, (claim, shown[:80])
         assert all(f'id="{target}"' not in s for c, s in by_chapter[chapter].items() if c != claim)
 

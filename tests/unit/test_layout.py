@@ -361,3 +361,67 @@ def test_the_return_check_can_fail(tmp_path):
         "m.d -> pd.DataFrame | None",
         "m.g -> 'Styler'",
     ]
+
+
+# --------------------------------------------------------------------------------------------------
+# verdicts are called one way: studies build evidence, one entry point per claim judges it
+# --------------------------------------------------------------------------------------------------
+
+
+def _reached(graph: dict[str, set[str]], module: str) -> set[str]:
+    """Every package module ``module`` imports, directly or through the modules it imports."""
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        for t in graph[todo.pop()] - seen:
+            seen.add(t)
+            todo.append(t)
+    return seen
+
+
+def test_no_study_reaches_verdicts_and_evidence_reaches_neither_side():
+    """Studies build evidence and never depend on a rule, not even through another module (``across``);
+    the evidence types depend on neither the studies nor the verdicts."""
+    graph = _graph(_modules())
+    found = {
+        m: sorted(t for t in _reached(graph, m) if t.startswith(sides))
+        for m in list(graph)
+        for prefix, sides in (
+            ("identifiability.studies", ("identifiability.verdicts",)),
+            ("identifiability.evidence", ("identifiability.verdicts", "identifiability.studies")),
+        )
+        if m == prefix or m.startswith(prefix + ".")
+    }
+    assert {m: ts for m, ts in found.items() if ts} == {}, "build evidence in the study, judge it in verdicts"
+
+
+def test_the_study_check_sees_a_relative_import_of_verdicts(tmp_path):
+    (tmp_path / "a.py").write_text("def f():\n    from ..verdicts.core import Rules\n")
+    mods = {"identifiability.studies.a": tmp_path / "a.py", "identifiability.verdicts.core": tmp_path / "a.py"}
+    assert "identifiability.verdicts.core" in _graph(mods)["identifiability.studies.a"]
+
+
+def test_every_claim_has_one_entry_point_of_the_shared_shape():
+    """Claim CN of a chapter is judged by ``verdicts.<chapter name>.cN(evidence, rules) -> Verdict`` and by no
+    other module's ``cN``; its evidence type lives in the chapter's evidence module (what the study builds)."""
+    import importlib
+    import inspect
+    import typing
+
+    from identifiability.chapters import CHAPTERS
+    from identifiability.verdicts import Rules, Verdict
+    from identifiability.verdicts.claims import load_claims
+
+    judging = {stem: spec for stem, spec in CHAPTERS.items() if "verdicts" in spec.layers}
+    modules = {stem: importlib.import_module(spec.module("verdicts")) for stem, spec in judging.items()}
+    for claim in load_claims():
+        name = claim["id"].lower()
+        assert claim["chapter"] in judging, f"{claim['id']}: chapter {claim['chapter']} has no verdicts module"
+        owners = [stem for stem, m in modules.items() if inspect.isfunction(getattr(m, name, None))]
+        assert owners == [claim["chapter"]], f"{claim['id']}: entry point {name} in {owners}"
+        fn = getattr(modules[claim["chapter"]], name)
+        assert list(inspect.signature(fn).parameters) == ["evidence", "rules"], f"{name}: (evidence, rules)"
+        hints = typing.get_type_hints(fn)
+        assert hints["rules"] is Rules and hints["return"] is Verdict, name
+        evidence = judging[claim["chapter"]].module("evidence")
+        assert hints["evidence"].__module__ == evidence, f"{name} reads {hints['evidence']}, not a type of {evidence}"

@@ -12,10 +12,19 @@ import pytest
 import torch
 
 from identifiability.corpora import Corpus, sample_sentences
-from identifiability.hta import HTAResult, hidden_graph, layer_summary, locality, token_table, window_means
+from identifiability.hta import (
+    HTAResult,
+    estimate_error,
+    hidden_graph,
+    layer_summary,
+    locality,
+    token_table,
+    window_means,
+)
+from identifiability.stats import Interval
 from identifiability.studies import context_mixing as study
 from identifiability.studies import schema_of
-from identifiability.verdicts import Interval
+from identifiability.verdicts.context_mixing import C11_WINDOWS
 
 PROBES = 4
 
@@ -129,7 +138,7 @@ def test_estimator_error_by_length_and_the_probes_for_one_percent(tiny_lm, sente
     bands = [f"{lo}-{hi} tokens" for (lo, hi), n in zip(typical.typical_quarters, typical.typical_sentences) if n]
     assert list(e.by_length) == bands
     first = [k for k, q in enumerate(typical.quarter) if q == typical.quarter[0]]
-    alone = study.estimate_error([at_length.exact[k] for k in first], [at_length.estimated[k] for k in first])
+    alone = estimate_error([at_length.exact[k] for k in first], [at_length.estimated[k] for k in first])
     assert e.by_length[bands[0]] == alone
     assert list(e.exact_seconds_by_length) == bands
     assert e.exact_seconds_by_length[bands[0]] == pytest.approx(np.mean([at_length.exact[k].seconds for k in first]))
@@ -318,7 +327,7 @@ def test_locality_near_far_and_growth_on_known_contributions():
     the original rule's window sums, on contributions whose answers are counted by hand."""
     lengths = (14, 16, 18)
     results = [_result(_neighbours_then_uniform(n)) for n in lengths]
-    loc = study.context_locality(_corpus(results), max_offset=10, seed=0)
+    loc = study.context_locality(_corpus(results), max_offset=10, seed=0, windows=C11_WINDOWS)
     e = loc.evidence
 
     def by_sentence(near: int, far: int) -> float:
@@ -499,12 +508,12 @@ def test_locality_text_follows_near_far_and_growth():
             out.append(_result(c / c.sum(-1, keepdim=True)))
         return out
 
-    local = study.context_locality(_corpus(at_distance(lambda k, d: torch.exp(-d / k))), 4, seed=0)
-    distant = study.context_locality(_corpus(at_distance(lambda k, d: (1 + d) ** (3 - k))), 4, seed=0)
+    local = study.context_locality(_corpus(at_distance(lambda k, d: torch.exp(-d / k))), 4, 0, C11_WINDOWS)
+    distant = study.context_locality(_corpus(at_distance(lambda k, d: (1 + d) ** (3 - k))), 4, 0, C11_WINDOWS)
     a, b = prose.locality_text(local, "syn"), prose.locality_text(distant, "syn")
     assert "outweighs a far one in every layer" in a and "contribution grows" in a
     assert "in 0 of 2 layers" in b and "does not grow" in b
-    short = study.context_locality(_corpus([_result(_own(6, [0.5, 0.4]))] * 2), 4, seed=0)
+    short = study.context_locality(_corpus([_result(_own(6, [0.5, 0.4]))] * 2), 4, 0, C11_WINDOWS)
     assert "too short" in prose.locality_text(short, "syn")
 
 
@@ -538,15 +547,14 @@ def test_estimator_and_rank_texts_follow_the_measurements(tiny_lm, sentences, ex
 
 def test_c10_texts_follow_the_verdict_and_the_sample():
     from identifiability.charts import context_mixing as charts
+    from identifiability.evidence.context_mixing import C10Evidence
     from identifiability.text import context_mixing as prose
-    from identifiability.verdicts import c10_verdict
-    from identifiability.verdicts.claims import load_claims
-
-    rule = next(c for c in load_claims() if c["id"] == "C10")
+    from identifiability.verdicts.claims import rules
+    from identifiability.verdicts.context_mixing import c10
 
     def verdict(x):
-        e = study.C10Evidence(x, x, None, 0.05, 0.05, "a sample", x, 0.05)
-        return e, c10_verdict(e, rule["rule"], rule["original_rule"])
+        e = C10Evidence(x, x, None, 0.05, 0.05, "a sample", x, 0.05)
+        return e, c10(e, rules("C10"))
 
     inside, outside = verdict(Interval(0.7, 0.65, 0.75, 20)), verdict(Interval(0.4, 0.35, 0.45, 20))
     a, b = prose.band_text(inside[1]), prose.band_text(outside[1])

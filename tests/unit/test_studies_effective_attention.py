@@ -20,10 +20,11 @@ from identifiability.corpora import concatenated_inputs, join_pair, load_corpus
 from identifiability.linalg import numerical_rank, rank_rtol
 from identifiability.loaded_model import LoadedModel
 from identifiability.models import random_model
-from identifiability.stats import grouped_ci
+from identifiability.stats import grouped_ci, unit_interval
 from identifiability.studies import effective_attention as S
 from identifiability.trace import head, out_proj_weights, trace_batch
-from identifiability.verdicts import NOT_TESTABLE, judge_c4_original, judge_c5, judge_c5_original
+from identifiability.verdicts import NOT_TESTABLE
+from identifiability.verdicts.effective_attention import judge_c4_original, judge_c5, judge_c5_original
 
 RULE = "the pre-registered rule"  # carried into the verdict; the judge functions do not read it
 SHORT = ["A cat sat.", "Dogs bark at night.", "Rain fell on the town."]  # byte-level tokens: under 30 each
@@ -178,7 +179,7 @@ def test_c4_original_evidence_is_kept(fig1):
 def test_spearman_of_a_constant_is_no_trend():
     assert S.spearman(np.array([1.0, 2, 3]), np.ones(3)) == 0.0
     assert S.spearman(np.array([1.0, 2, 3]), np.array([3.0, 2, 1])) == pytest.approx(-1)
-    i = S.unit_interval(0, lambda idx: 0.0)
+    i = unit_interval(0, lambda idx: 0.0)
     assert i.n == 0 and not i.has_interval
 
 

@@ -6,6 +6,8 @@ quantities are exact ranks and constructions, and its verdicts take counts and s
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -18,6 +20,7 @@ from identifiability.studies import nonidentifiability as study
 from identifiability.studies import recorded_fields
 from identifiability.text import nonidentifiability as prose
 from identifiability.trace import head, out_proj_weights, trace_batch
+from identifiability.verdicts.nonidentifiability import C2_MARGIN, C3_REALISABLE_TV
 
 MAX = 128  # the tiny models' positions
 
@@ -66,6 +69,10 @@ def test_null_space_survey_meets_rank_nullity_with_equality(tiny_lm, survey):
     assert survey.share_rank_T_full == survey.share_LN_T_at_bound == survey.share_LN_T1_at_bound == 1.0
     assert survey.min_dim_LN_T1_by_ds == {n: max(0, n - d_v - 1) for n in (8, d_v, d_v + 1, d_v + 2, d_v + 9)}
     assert survey.alternatives_at_dv2
+    assert survey.c1.table is survey.c15.table is survey.table and survey.c15.d_v == d_v  # what C1 and C15 read
+    # C17's evidence: the survey's full-rank share (the same count as C15's), d_v + 2 surveyed
+    e17 = study.c17_evidence(SimpleNamespace(table=survey.table.head(0)), survey)
+    assert e17.rank_full_share == survey.share_rank_T_full and e17.alternatives_at_dv2 is True
     # the tolerance sits in the gap: rounding noise below it, the smallest real singular value far above
     assert survey.gap_T_dropped_max < survey.rtol < 1e-10 < survey.gap_T_kept_min
     assert survey.rtol == MAX * torch.finfo(torch.float64).eps  # max(d_s, d + 1) at the longest input
@@ -104,7 +111,7 @@ def test_a_head_outside_the_model_is_refused_with_the_parameters_to_pass(tiny_lm
     with pytest.raises(ValueError, match=r"layer must be 1\.\.2 and head 0\.\.3, got 3/0; pass e\.g\. -p layer=1"):
         study.alternatives(tiny_lm, text(20), 3, 0, max_tokens=MAX)
     with pytest.raises(ValueError, match="got 1/4"):
-        study.threshold(tiny_lm, [text(20)], 1, 4, max_tokens=MAX)
+        study.threshold(tiny_lm, [text(20)], 1, 4, margin=C2_MARGIN, max_tokens=MAX)
 
 
 def test_head_distances_cover_every_head(tiny_lm, alt):
@@ -151,13 +158,13 @@ def test_exact_threshold_examples():
 
 def test_unique_at_dv_plus_1_and_not_at_dv_plus_2(tiny_lm, text):
     d_v = tiny_lm.d_v
-    at = study.threshold(tiny_lm, [text(d_v + 1, seed) for seed in range(3)], 1, 2, max_tokens=MAX)
+    at = study.threshold(tiny_lm, [text(d_v + 1, seed) for seed in range(3)], 1, 2, margin=C2_MARGIN, max_tokens=MAX)
     assert at.threshold_ds == d_v + 1 and at.threshold_inputs == 3 and at.table.text.nunique() == 3
     assert at.threshold_heads == 3 * tiny_lm.n_layers * tiny_lm.n_heads
     assert at.threshold_unique_heads == at.threshold_heads and at.unique_share == 1.0 == at.share_one_text
     assert max(at.threshold_lp_tv_max, at.threshold_me_tv_max) < 1e-8
     assert at.threshold_sigma_min > 1e-10 and at.threshold_ones_min > 1e-10  # far from degenerate
-    past = study.threshold(tiny_lm, [text(d_v + 2)], 1, 2, max_tokens=MAX)
+    past = study.threshold(tiny_lm, [text(d_v + 2)], 1, 2, margin=C2_MARGIN, max_tokens=MAX)
     assert past.threshold_unique_heads == 0 and past.unique_share == 0.0
     assert past.threshold_lp_tv_max > 1e-6  # one token more and the LP moves a row
 
@@ -185,12 +192,19 @@ def test_exact_tests_accept_A_and_reject_the_papers_alternatives(tiny_lm, alt):
 def test_realisable_search_by_length(tiny_lm, text):
     d_v = tiny_lm.d_v
     texts = [text(n) for n in (d_v + 1, d_v + 2, d_v + 6)]
-    r = study.realisable_search(tiny_lm, texts, [(1, 3)], steps=2, jacobian_max_length=d_v + 2, max_tokens=MAX)
+    r = study.realisable_search(
+        tiny_lm, texts, [(1, 3)], steps=2, jacobian_max_length=d_v + 2, max_tokens=MAX, min_tv=C3_REALISABLE_TV
+    )
     assert [row["d_s"] for row in r.search] == [d_v + 1, d_v + 2, d_v + 6] and r.beyond_runs == 2
     assert r.realisable_exists_all_beyond and r.realisable_none_at_threshold
     assert r.realisable_by_ds == {d_v + 2: True, d_v + 6: True}  # C3's sentence: found at every length
+    assert set(r.accepted_tv_by_ds) == {d_v + 2, d_v + 6} and min(r.accepted_tv_by_ds.values()) > C3_REALISABLE_TV
+    assert r.accepted_tv_by_ds[d_v + 6] == pytest.approx(r.table.search_tv_mean.iloc[-1])  # one head: its TV
     # the count d_q(d_s - d_q - 1), measured through the Jacobian, is 0 at d_q + 1 and d_q at d_q + 2
     assert r.jacobian_lengths == [d_v + 1, d_v + 2] and r.dimension_count_confirmed
+    # C16's evidence: the same accepted moves, the move at d_v + 1, the measured dimensions beside their count
+    assert r.c16.accepted_tv_by_ds == r.accepted_tv_by_ds and list(r.c16.threshold_tv_by_ds) == [d_v + 1]
+    assert r.c16.threshold_tv_by_ds[d_v + 1] < 1e-8 and r.c16.dimensions == ((d_v + 1, 0, 0), (d_v + 2, d_v, d_v))
     assert [row["local_dim"] for row in r.search[:2]] == [0, d_v]
     assert r.naive_count_wrong_at_threshold  # d_q(d_s - d_q) would say d_q at d_q + 1
     assert r.search_error_max <= ns.SEARCH_TOL and r.search_rank_max <= d_v
@@ -200,9 +214,11 @@ def test_realisable_search_by_length(tiny_lm, text):
 
 
 def test_a_search_below_the_threshold_finds_nothing_to_judge(tiny_lm, text):
-    r = study.realisable_search(tiny_lm, [text(tiny_lm.d_v + 1)], [(2, 0), (1, 0)], steps=1, max_tokens=MAX)
+    r = study.realisable_search(
+        tiny_lm, [text(tiny_lm.d_v + 1)], [(2, 0), (1, 0)], steps=1, max_tokens=MAX, min_tv=C3_REALISABLE_TV
+    )
     assert r.beyond_runs == 0 and not r.realisable_exists_all_beyond  # C3's third input: nothing found
-    assert r.realisable_by_ds == {}
+    assert r.realisable_by_ds == {} == r.accepted_tv_by_ds
     assert r.search_error_max is None and r.search_min_prob is None and r.A_min_prob is None
     assert r.realisable_none_at_threshold and r.per_layer and not r.jacobian_lengths
     assert not r.dimension_count_confirmed  # nothing measured confirms nothing
@@ -210,15 +226,82 @@ def test_a_search_below_the_threshold_finds_nothing_to_judge(tiny_lm, text):
 
 def test_summary_ends_with_the_verdict_sentences(tiny_lm, survey, alt, text):
     heads = study.head_distances(tiny_lm, alt.text, max_tokens=MAX)
-    thr = study.threshold(tiny_lm, [text(tiny_lm.d_v + 1)], 2, 1, max_tokens=MAX)
-    search = study.realisable_search(tiny_lm, [text(tiny_lm.d_v + 3)], [(2, 1)], steps=1, max_tokens=MAX)
+    thr = study.threshold(tiny_lm, [text(tiny_lm.d_v + 1)], 2, 1, margin=C2_MARGIN, max_tokens=MAX)
+    search = study.realisable_search(
+        tiny_lm, [text(tiny_lm.d_v + 3)], [(2, 1)], steps=1, max_tokens=MAX, min_tv=C3_REALISABLE_TV
+    )
     claims = ["**C1 — partly holds.** one", "**C2 — holds.** two"]
     text_ = prose.summary_text(
         survey, alt, heads, study.exact_threshold(), thr, study.exact_tests(tiny_lm, alt), search, claims, "m"
     )
     assert text_.endswith("\n\n".join(claims)) and "*Model m, 5 texts;" in text_
-    assert f"in {thr.threshold_unique_heads} of {thr.threshold_heads} real (input, head) pairs" in text_
+    assert f"{thr.threshold_unique_heads} of {thr.threshold_heads} real (input, head) pairs are unique" in text_
     # a finding is stated from the numbers: the tiny head's alternatives keep weights near A's
     assert ("far more extreme" in text_) == (search.search_min_prob < 1e-3 * search.A_min_prob)
     # where realisable alternatives were found is read from the search, length by length
     assert f"were found at $d_s$ = {tiny_lm.d_v + 3}" in text_ and "not at" not in text_
+
+
+def test_the_sections_texts_state_numbers_and_leave_the_decisions_to_the_verdicts(tiny_lm, survey, alt, text):
+    """Whether a claim holds is said by its verdict (C15-C17 took over what these texts used to decide with
+    thresholds of their own): the texts give the numbers and name the claim that judges them."""
+    d_v = tiny_lm.d_v
+    thr = study.threshold(tiny_lm, [text(d_v + 1)], 2, 1, margin=C2_MARGIN, max_tokens=MAX)
+    texts = [text(n) for n in (d_v + 1, d_v + 2)]
+    search = study.realisable_search(
+        tiny_lm, texts, [(2, 1)], steps=1, jacobian_max_length=d_v + 2, max_tokens=MAX, min_tv=C3_REALISABLE_TV
+    )
+    heads = study.head_distances(tiny_lm, alt.text, max_tokens=MAX)
+    sentences = {
+        "threshold": charts.threshold_text(thr, survey),
+        "search": charts.search_text(search),
+        "summary": charts.summary_text(
+            survey, alt, heads, study.exact_threshold(), thr, study.exact_tests(tiny_lm, alt), search, [], "m"
+        ),
+    }
+    for name, t in sentences.items():
+        assert "Verdict" not in t and "holds" not in t and "the threshold is" not in t and " reads " not in t, name
+    assert "claim C17" in sentences["threshold"] and "Claim C16" in sentences["search"]
+    assert "C2 and C17 below" in sentences["summary"] and "C3 and C16 below" in sentences["summary"]
+    assert f"{d_v} against {d_v} at $d_s = {d_v + 2}$" in sentences["search"]  # measured dimension beside the count
+    assert not hasattr(charts, "null_space_verdict_text")
+
+
+def test_the_chapters_verdicts_cell_judges_every_claim_of_the_chapter(tiny_lm, survey, alt, text, tmp_path):
+    """What the chapter's "Verdicts" cell does, on the tiny model: one ``ch.judge`` per claim of the chapter
+    (the claims table's rules, recorded), the sentences the summary ends with, and the verdict chart."""
+    from identifiability.charts.verdicts import verdict_chart
+    from identifiability.notebook import Chapter
+    from identifiability.verdicts.claims import load_claims
+
+    d_v = tiny_lm.d_v
+    threshold = study.threshold(
+        tiny_lm, [text(d_v + 1, seed) for seed in range(3)], 2, 1, margin=C2_MARGIN, max_tokens=MAX
+    )
+    texts = [text(n) for n in (d_v + 1, d_v + 2, d_v + 4)]
+    search = study.realisable_search(
+        tiny_lm, texts, [(2, 1)], steps=1, jacobian_max_length=d_v + 2, max_tokens=MAX, min_tv=C3_REALISABLE_TV
+    )
+    heads, exact = study.head_distances(tiny_lm, alt.text, max_tokens=MAX), study.exact_threshold()
+    ch = Chapter("02_nonidentifiability", tiny_lm, None, {}, tmp_path)
+    verdicts = [
+        ch.judge("C1", survey.c1),
+        ch.judge("C2", study.c2_evidence(exact, threshold, survey)),
+        ch.judge("C3", study.c3_evidence(heads, search)),
+        ch.judge("C15", survey.c15),
+        ch.judge("C16", search.c16),
+        ch.judge("C17", study.c17_evidence(threshold, survey)),
+    ]
+    assert set(ch.results["claims"]) == {c["id"] for c in load_claims() if c["chapter"] == ch.name}
+    # generic random heads: the count met exactly and the threshold at d_v + 2 in every head; realisable
+    # alternatives none at d_v + 1, their dimension the count, and beyond it found where one search step moves
+    # rows by more than 1e-3 (at d_v + 4; at d_v + 2 the tiny head's move stays below it: partly holds)
+    v15, v16, v17 = verdicts[3:]
+    assert v15.verdict == v17.verdict == "holds", (v15.reason, v17.reason)
+    assert [p.verdict for p in v16.parts[1:]] == ["holds", "holds"] and v16.verdict in ("holds", "partly holds")
+    assert v16.parts[0].estimate > 0 and f"d_s = {d_v + 4}" in v16.parts[0].reason
+    claims = [ch.sentence(v) for v in verdicts]
+    tests = study.exact_tests(tiny_lm, alt)
+    summary = charts.summary_text(survey, alt, heads, exact, threshold, tests, search, claims, "m")
+    assert "**C15 — holds.**" in summary and 'id="verdict-' not in summary
+    assert verdict_chart([v.to_json() for v in verdicts]).to_dict()["vconcat"]

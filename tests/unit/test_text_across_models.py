@@ -8,6 +8,7 @@ from types import SimpleNamespace as NS
 
 import pandas as pd
 
+from identifiability.stats import Interval
 from identifiability.studies.across_models import Comparison
 from identifiability.text.across_models import (
     claims_markdown,
@@ -17,7 +18,6 @@ from identifiability.text.across_models import (
     power_text,
     reference_text,
 )
-from identifiability.verdicts import Interval
 
 from .test_text import stand_ins_match
 
@@ -31,7 +31,8 @@ def test_no_separator_text_names_the_models():
 
 
 def _power(seed_var: float, sentence_var: float, n: int) -> dict:
-    from identifiability.verdicts.across_models import C13_BAND, C13_POWER, chance_of_holding, sentences_for_power
+    from identifiability.stats import chance_of_holding
+    from identifiability.verdicts.across_models import C13_BAND, C13_POWER, sentences_for_power
 
     return {
         "fine_tune_seeds": 3,

@@ -8,10 +8,11 @@ from types import SimpleNamespace as NS
 import pandas as pd
 import pytest
 
+from identifiability.stats import Interval
 from identifiability.studies import context_mixing as study
 from identifiability.text import context_mixing as prose
-from identifiability.verdicts import C10_HIGH, C10_LOW, C10_WIDE, C11_FAR, C11_NEAR, Interval, Verdict
-from identifiability.verdicts.context_mixing import C10Evidence
+from identifiability.verdicts import Verdict
+from identifiability.verdicts.context_mixing import C10_HIGH, C10_LOW, C10_WIDE, C11_FAR, C11_NEAR, C10Evidence
 
 from .test_text import stand_ins_match
 

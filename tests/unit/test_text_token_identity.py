@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 import torch
 
+from identifiability.stats import Interval
 from identifiability.studies import token_identity as study
 from identifiability.text import token_identity as prose
-from identifiability.verdicts import Interval
 from identifiability.verdicts.token_identity import C6Evidence
 
 from .test_text import stand_ins_match

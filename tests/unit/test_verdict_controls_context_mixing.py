@@ -15,24 +15,23 @@ import numpy as np
 import pytest
 import torch
 
+from identifiability.evidence.context_mixing import C10Evidence
 from identifiability.hta import HTAResult, layer_summary, token_table
+from identifiability.stats import Interval
 from identifiability.studies import context_mixing as study
-from identifiability.verdicts import (
-    FAILS,
-    HOLDS,
-    INCONCLUSIVE,
-    PARTLY,
-    Interval,
-    c9_verdict,
-    c10_verdict,
-    c11_verdict,
-    c12_verdict,
+from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, PARTLY
+from identifiability.verdicts.claims import load_claims, robustness_names, rules
+from identifiability.verdicts.context_mixing import (
+    C11_WINDOWS,
+    c9,
+    c10,
+    c11,
+    c12,
     judge_c9,
     judge_c10,
     judge_c11,
     judge_c12,
 )
-from identifiability.verdicts.claims import load_claims, robustness_names
 
 LAYERS = 4
 SENTENCES = 30
@@ -108,7 +107,7 @@ def _own_share(shares):
 
 def _c9(make) -> object:
     results, tags = _sentences(make)
-    return c9_verdict(study.own_share(_corpus(results, tags), seed=0).evidence, RULES["C9"]["rule"])
+    return c9(study.own_share(_corpus(results, tags), seed=0).evidence, rules("C9"))
 
 
 def test_c9_holds_when_the_own_share_falls_at_every_layer():
@@ -164,7 +163,7 @@ def _c10(make) -> object:
     typical, tags = _sentences(make, seed=0, noise=0.05)
     original, _ = _sentences(make, seed=1, noise=0.05)
     top = study.top_contributor(_corpus(typical, tags), _typical(typical), typical, original, seed=0)
-    return c10_verdict(top.evidence, RULES["C10"]["rule"], RULES["C10"]["original_rule"])
+    return c10(top.evidence, rules("C10"))
 
 
 def test_c10_holds_when_about_70_percent_keep_the_top_place():
@@ -188,8 +187,8 @@ def test_c10_fails_when_the_own_token_rarely_or_almost_always_stays_on_top(rate)
 def test_c10_band_alternatives_move_with_the_band():
     """An interval around 0.6: inside the rule's and the wide band, across the narrow band's lower bound."""
     x = Interval(0.6, 0.585, 0.615, 40)
-    e = study.C10Evidence(x, x, None, 0.05, 0.05, "a sample", x, 0.05)
-    v = c10_verdict(e, RULES["C10"]["rule"], RULES["C10"]["original_rule"])
+    e = C10Evidence(x, x, None, 0.05, 0.05, "a sample", x, 0.05)
+    v = c10(e, rules("C10"))
     assert v.verdict == HOLDS
     assert dict(v.robustness) == {"band wide": HOLDS, "band narrow": INCONCLUSIVE, "words only": HOLDS}
     assert "special tokens none" in v.reason
@@ -211,8 +210,8 @@ def _by_distance(weight):
 
 def _c11(make, lengths: tuple[int, int] = (12, 20)) -> object:
     results, tags = _sentences(make, lengths=lengths)
-    loc = study.context_locality(_corpus(results, tags), max_offset=10, seed=0)
-    return c11_verdict(loc.evidence, RULES["C11"]["rule"], RULES["C11"]["original_rule"])
+    loc = study.context_locality(_corpus(results, tags), max_offset=10, seed=0, windows=C11_WINDOWS)
+    return c11(loc.evidence, rules("C11"))
 
 
 def test_c11_holds_when_mixing_is_local_and_widens_with_depth():
@@ -232,6 +231,16 @@ def test_c11_fails_when_far_tokens_dominate_and_shrink_with_depth():
     v = _c11(_by_distance(lambda layer, dist: (1 + dist) ** (2.5 - 0.5 * layer)))
     assert v.verdict == FAILS and v.estimate < 0
     assert dict(v.robustness) == {"distances": FAILS, "unit": FAILS}
+
+
+def test_c11_is_judged_only_on_evidence_measured_at_its_windows():
+    """The study measures at the windows the chapter passes it; C11's entry point refuses others."""
+    results, tags = _sentences(_uniform, lengths=(12, 20))
+    other = (C11_WINDOWS[1], C11_WINDOWS[0])
+    loc = study.context_locality(_corpus(results, tags), max_offset=10, seed=0, windows=other)
+    assert loc.evidence.windows == other and f"within_{other[0][0]}" in loc.tables[next(iter(loc.tables))]
+    with pytest.raises(ValueError, match="windows"):
+        c11(loc.evidence, rules("C11"))
 
 
 def test_c11_window_sums_and_per_token_means_can_disagree():
@@ -288,7 +297,7 @@ def _c12(make, tiny_lm) -> object:
     own = study.own_share(corpus, seed=0)
     special = study.special_tokens(tiny_lm, corpus, seed=0)
     pos = study.parts_of_speech(corpus, seed=0)
-    return c12_verdict(study.c12_evidence(special, pos, own.uniform), RULES["C12"]["rule"])
+    return c12(study.c12_evidence(special, pos, own.uniform), rules("C12"))
 
 
 def test_c12_holds_when_special_tokens_gather_and_content_words_keep(tiny_lm):

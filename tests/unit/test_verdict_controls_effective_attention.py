@@ -1,8 +1,8 @@
 """Controls for C4 and C5 whose truth is known by construction, run through the computation the chapter runs:
 synthetic heads go through the batched decomposition (effective_padded), the measures of Figure 1 (a) and the
 attention masses (head_correlations, mass_rows, with the random-subspace null), the study's evidence
-(c4_evidence, c5_category) and the verdicts (c4_verdict, judge_c5); a tiny random model goes through the
-chapter's studies themselves.
+(c4_evidence, c5_category) and the verdicts (the entry points c4 and c5, judge_c5); a tiny random model goes
+through the chapter's studies themselves.
 
 - C4 must fail where every attention row lies in col(T): then A_eff = A at every length.
 - C4 must hold where the attention has a sink on a token whose value vector is small: beyond d_v that sink
@@ -23,10 +23,13 @@ from identifiability import attention_mass as mass
 from identifiability import nulls, token_roles
 from identifiability import projection as eff_attn
 from identifiability.corpora import join_pair
+from identifiability.evidence.effective_attention import C5Evidence, C5Original
 from identifiability.studies import effective_attention as S
-from identifiability.verdicts import FAILS, HOLDS, NOT_TESTABLE, PARTLY, C5Original, c4_verdict, c5_verdict, judge_c5
+from identifiability.verdicts import FAILS, HOLDS, NOT_TESTABLE, PARTLY, Rules
+from identifiability.verdicts.effective_attention import c4, c5, judge_c5
 
 RULE = "the rule"
+RULES = Rules(RULE, RULE)  # C4 and C5 were amended: judged under the rule in force and the original
 D_V, HEADS = 8, 4  # one layer of four heads with d_v = 8
 LENGTHS = [4, 6, 8, 10, 12, 16, 24, 32, 48]  # three at or below d_v, six beyond
 REPEATS = 4
@@ -78,7 +81,7 @@ def test_c4_fails_where_attention_lies_in_col_t():
     assert (table.pearson > 1 - 1e-9).all() and (table[table.d_s > D_V].pearson_random < 1 - 1e-3).all()
     e = S.c4_evidence(table, D_V)
     assert e.identical_at_or_below_dv and not e.diverges
-    v = c4_verdict(e, RULE, RULE)
+    v = c4(e, RULES)
     assert v.verdict == FAILS and v.parts[0].verdict == FAILS and "nothing decorrelates" in v.parts[0].reason
     assert dict(v.robustness) == {"threshold": FAILS, "null": FAILS, "unit": FAILS}
 
@@ -88,7 +91,7 @@ def test_c4_holds_where_a_sink_in_ln_t_grows_with_d_s():
     e = S.c4_evidence(table, D_V)
     assert e.identical_at_or_below_dv and e.diverges
     assert e.trend.high < 0 and e.beyond.high < 0 and e.beyond_random_weights.high < 0
-    v = c4_verdict(e, RULE, RULE)
+    v = c4(e, RULES)
     assert v.verdict == HOLDS and dict(v.robustness) == {"threshold": HOLDS, "null": HOLDS, "unit": HOLDS}
     assert v.original.claim == "C4"
 
@@ -105,10 +108,10 @@ def test_c4_precondition_is_checked_where_ln_t_is_empty():
 
     e = S.c4_evidence(_c4_table(deficient_at_dv), D_V)
     assert e.identical_at_or_below_dv and e.deficient_at_or_below_dv >= 1 and e.identical_below_dv
-    assert c4_verdict(e, RULE, RULE).verdict == HOLDS
+    assert c4(e, RULES).verdict == HOLDS
     # a head with an empty LN(T) whose A_eff differed from A would be a broken construction: the part fails
     broken = replace(e, identical_at_or_below_dv=False, min_at_or_below_dv=0.99)
-    v = c4_verdict(broken, RULE, RULE)
+    v = c4(broken, RULES)
     assert v.verdict == FAILS and "empty LN(T) at d_s <= d_v" in v.parts[0].reason
 
 
@@ -148,7 +151,7 @@ def test_c5_holds_for_a_separator_sink_in_ln_t():
     cats = _c5_evidence(sink=-1, in_col_t=False)
     start, end = cats
     assert end.peak > 3 > start.peak and end.ratio.high < 0.01 and end.vs_random.high < 0
-    v = c5_verdict(cats, NO_ORIGINAL, RULE, RULE)
+    v = c5(C5Evidence(cats, NO_ORIGINAL), RULES)
     assert v.verdict == HOLDS and "end separator ([SEP])" in v.reason
     assert [name for name, _ in v.robustness] == ["peak 2x", "peak 5x", "threshold", "unit"]
     assert all(label == HOLDS for _, label in v.robustness)
@@ -176,8 +179,8 @@ def test_c5_not_testable_on_a_model_with_no_peak(tiny_lm, sentences):
     long = [s for s in sentences if len(tiny_lm.tokenizer(s)["input_ids"]) > tiny_lm.d_v]
     singles = S.mass_by_category(tiny_lm, long, progress=False)
     pairs = S.pair_separators(tiny_lm, [join_pair(long[0], long[1]), join_pair(long[1], long[0])])
-    cats = singles.c5 + pairs.c5
-    assert len(cats) == 3 and all(c.peak < 2 for c in cats)
-    v = c5_verdict(cats, singles.c5_original, RULE, RULE)
+    e = S.c5_evidence(singles, pairs)
+    assert len(e.categories) == 3 and all(c.peak < 2 for c in e.categories)
+    v = c5(e, RULES)
     assert v.verdict == NOT_TESTABLE and "no special token has a peak" in v.reason
     assert dict(v.robustness)["peak 2x"] == NOT_TESTABLE

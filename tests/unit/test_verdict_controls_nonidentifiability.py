@@ -1,5 +1,6 @@
-"""C1-C3 on controls whose truth is known by construction, through the computation chapter 2 uses
-(``nullspace.null_space_table``, ``threshold_margins``, the exact realisability test) and the judges."""
+"""C1-C3 and C15-C17 on controls whose truth is known by construction, through the computation chapter 2 uses
+(``nullspace.null_space_table``, ``threshold_margins``, ``search_by_length``, the exact realisability test, the
+study's evidence builders) and the judges."""
 
 from __future__ import annotations
 
@@ -10,22 +11,27 @@ import pytest
 import torch
 
 from identifiability import nullspace as ns
-from identifiability import verdicts as vd
 from identifiability.verdicts import FAILS, HOLDS, NOT_TESTABLE, PARTLY
+from identifiability.verdicts import nonidentifiability as vd
 
 R = "the rule"
 D_V, D = 4, 12  # value width, model width
 
 
-def _values(d_s: int, seed: int, repeat_rows: bool = False, near_singular: float = 0.0) -> torch.Tensor:
+def _values(
+    d_s: int, seed: int, repeat_rows: bool = False, near_singular: float = 0.0, constant_column: bool = False
+) -> torch.Tensor:
     """(1, 2, d_s, d_v) value vectors of two heads: generic (random), with two equal rows (rank-deficient
-    [T, 1], so an alternative exists one token earlier), or generic plus a row that nearly repeats another."""
+    [T, 1], so an alternative exists one token earlier), generic plus a row that nearly repeats another, or
+    with a constant first column (the ones vector in col(T): [T, 1] no larger than T)."""
     g = torch.Generator().manual_seed(seed)
     v = torch.randn(1, 2, d_s, D_V, generator=g, dtype=torch.float64)
     if repeat_rows:
         v[..., 1, :] = v[..., 0, :]
     if near_singular:
         v[..., 1, :] = v[..., 0, :] + near_singular * torch.randn(D_V, generator=g, dtype=torch.float64)
+    if constant_column:
+        v[..., 0] = 1.0
     return v
 
 
@@ -78,7 +84,7 @@ def test_c2_is_partly_when_some_inputs_are_degenerate():
 def test_c2_the_margin_catches_a_nearly_singular_t_that_rank_alone_passes():
     near = _margins(3, near_singular=1e-11)
     assert (near.rank_T1 == near.d_s).all()  # full rank by the rank tolerance...
-    assert vd.judge_c2_original(True, vd.nonidentifiability.unique_share(near, margin=None), True, R).verdict == HOLDS
+    assert vd.judge_c2_original(True, ns.unique_share(near, margin=None), True, R).verdict == HOLDS
     assert vd.judge_c2(True, near, True, R).verdict == FAILS  # ...but not above the margin
     assert dict(vd.judge_c2(True, _margins(3), True, R).robustness) == {"share": HOLDS, "margin": HOLDS}
 
@@ -105,3 +111,108 @@ def test_c3_holds_when_the_alternatives_fail_the_exact_test_and_fails_when_they_
     failing = sum(not ns.realisability(m, d_q).realisable for m in realisable) / len(realisable)
     v = vd.judge_c3(True, failing, {d_s: True, d_s + 2: False}, R)
     assert v.verdict == FAILS and "found at d_s = 8 and not found at d_s = 10" in v.reason
+
+
+def test_the_entry_points_judge_the_evidence_under_the_claims_rules():
+    """``c1`` to ``c3`` (what ``ch.judge`` calls): the judges above under the claims table's rules, C2 with its
+    original rule's verdict, C3 reporting the lengths whose realisable alternative moves rows by more than
+    C3_REALISABLE_TV."""
+    from identifiability.evidence.nonidentifiability import C1Evidence, C2Evidence, C3Evidence
+    from identifiability.verdicts import Rules
+    from identifiability.verdicts.claims import rules
+
+    v1 = vd.c1(C1Evidence(_survey([D_V + 1, D_V + 2]), D_V), rules("C1"))
+    assert v1.verdict == PARTLY and v1.rule == rules("C1").rule and dict(v1.robustness) == {"tolerance": PARTLY}
+    e2 = C2Evidence(True, _margins(3), True, 1.0)
+    v2 = vd.c2(e2, rules("C2"))
+    assert v2.verdict == HOLDS and v2.original.verdict == HOLDS and v2.original.rule == rules("C2").original
+    with pytest.raises(ValueError, match="amended"):
+        vd.c2(e2, Rules(rules("C2").rule))  # an amended claim is judged under its original rule too
+    v3 = vd.c3(C3Evidence(True, 1.0, {8: 0.2, 10: vd.C3_REALISABLE_TV / 2}), rules("C3"))
+    assert v3.verdict == HOLDS and "found at d_s = 8 and not found at d_s = 10" in v3.reason
+
+
+# --- C15-C17 (post hoc) -----------------------------------------------------------------------------------------
+
+LENGTHS = [D_V - 1, D_V, D_V + 1, D_V + 2, D_V + 5]
+
+
+def test_c15_holds_on_generic_heads_and_fails_or_partly_holds_where_the_count_is_not_met():
+    from identifiability.evidence.nonidentifiability import C15Evidence
+    from identifiability.verdicts.claims import rules
+
+    generic = vd.c15(C15Evidence(_survey(LENGTHS), D_V), rules("C15"))
+    assert generic.verdict == HOLDS and generic.estimate == 1.0
+    assert dict(generic.robustness) == {"share": HOLDS, "tolerance": HOLDS}
+    # two equal rows: below d_v, T loses a rank (dim LN(T) above the count) and [T, 1] too
+    repeated = vd.c15(C15Evidence(_survey(LENGTHS, repeat_rows=True), D_V), rules("C15"))
+    assert repeated.verdict == FAILS and [p.verdict for p in repeated.parts] == [FAILS, FAILS]
+    # a constant column puts the ones vector in col(T): T meets its count, [T, 1] does not beyond d_v
+    ones = vd.c15(C15Evidence(_survey(LENGTHS, constant_column=True), D_V), rules("C15"))
+    assert ones.verdict == PARTLY and [p.verdict for p in ones.parts] == [HOLDS, FAILS]
+
+
+def test_c15_tolerance_alternative_catches_a_nearly_repeated_row():
+    from identifiability.evidence.nonidentifiability import C15Evidence
+    from identifiability.verdicts.claims import rules
+
+    near = _survey([D_V - 1, D_V], near_singular=1e-9)  # full rank by the book's tolerance, not by 1e-6
+    v = vd.c15(C15Evidence(near, D_V), rules("C15"))
+    assert v.verdict == HOLDS and dict(v.robustness)["tolerance"] == FAILS
+
+
+def _search(lengths, attention, steps: int, jacobian: int = 0) -> pd.DataFrame:
+    """``nullspace.search_by_length`` on heads of synthetic values with ``attention(d_s, seed)`` as A."""
+    traces = [
+        SimpleNamespace(
+            values=_values(n, seed=n), attentions=attention(n, n)[None, None].expand(1, 2, n, n), n_tokens=n
+        )
+        for n in lengths
+    ]
+    return ns.search_by_length(traces, W_O, [(1, 0)], D_V, steps=steps, jacobian_max_length=jacobian, progress=False)[0]
+
+
+def test_c16_holds_where_realisable_alternatives_exist_and_fails_where_the_search_finds_none():
+    """A realisable A (a softmax of rank-d_q logits): alternatives found beyond d_v + 1, none at it, their
+    dimension the count. A uniform A is its own maximum-entropy point: with no search step nothing moves, and
+    the rule fails on that measurement."""
+    from identifiability.studies import nonidentifiability as study
+    from identifiability.verdicts.claims import rules
+
+    lengths = [D_V + 1, D_V + 2, D_V + 4]
+    real = study.c16_evidence(_search(lengths, lambda n, s: _softmax_of_rank(n, D_V, s), 2, D_V + 2), D_V)
+    v = vd.c16(real, rules("C16"))
+    assert v.verdict == HOLDS, v.reason
+    assert [p.verdict for p in v.parts] == [HOLDS, HOLDS, HOLDS] and real.dimensions == ((5, 0, 0), (6, 4, 4))
+    uniform = study.c16_evidence(_search(lengths, lambda n, s: torch.full((n, n), 1 / n, dtype=torch.float64), 0), D_V)
+    none = vd.c16(uniform, rules("C16"))
+    assert max(uniform.accepted_tv_by_ds.values()) < 1e-8 and none.verdict == FAILS
+    assert "not at d_s = 6, 8" in none.reason and dict(none.robustness) == {"tv": FAILS}
+    # nothing beyond the threshold searched: nothing to judge
+    below = study.c16_evidence(_search([D_V + 1], lambda n, s: _softmax_of_rank(n, D_V, s), 1), D_V)
+    assert vd.c16(below, rules("C16")).verdict == NOT_TESTABLE
+
+
+def test_c16_at_the_threshold_part_fails_on_a_move_the_exact_count_forbids():
+    # at d_s <= d_v + 1 a realisable alternative cannot move (Section 3): the negative control is evidence that
+    # claims one did
+    v = vd.judge_c16({D_V + 2: 0.1}, {D_V + 1: 0.01}, ((D_V + 2, D_V, D_V),), R)
+    assert v.verdict == PARTLY and [p.verdict for p in v.parts] == [HOLDS, FAILS, HOLDS]
+
+
+def test_c17_holds_on_generic_heads_and_not_where_rows_repeat():
+    from identifiability.studies import nonidentifiability as study
+    from identifiability.verdicts.claims import rules
+
+    def evidence(lengths, **kw):
+        survey = SimpleNamespace(table=_survey(lengths, **kw), d_v=D_V)
+        return study.c17_evidence(SimpleNamespace(table=_margins(3, **kw)), survey)
+
+    v = vd.c17(evidence(LENGTHS), rules("C17"))
+    assert v.verdict == HOLDS and v.estimate == 1.0 and dict(v.robustness) == {"share": HOLDS, "margin": HOLDS}
+    # repeated rows: not unique at d_v + 1, T rank-deficient below d_v; alternatives at d_v + 2 still (rank-nullity)
+    repeated = vd.c17(evidence(LENGTHS, repeat_rows=True), rules("C17"))
+    assert repeated.verdict == PARTLY and [p.verdict for p in repeated.parts] == [FAILS, HOLDS, FAILS]
+    # ... and no text of d_v + 2 tokens surveyed: no part holds
+    short = vd.c17(evidence([D_V - 1, D_V, D_V + 1], repeat_rows=True), rules("C17"))
+    assert short.verdict == FAILS and short.parts[1].verdict == NOT_TESTABLE

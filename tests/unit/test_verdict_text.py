@@ -7,16 +7,21 @@ from __future__ import annotations
 
 import re
 
+import pandas as pd
 import pytest
 
 from identifiability import verdicts as vd
 from identifiability.charts.verdicts import rows, verdict_chart
-from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_RUN, NOT_TESTABLE, Interval
-from identifiability.verdicts.across_models import Paired, judge_c13, judge_c14
+from identifiability.evidence.across_models import Paired
+from identifiability.evidence.effective_attention import C5Category
+from identifiability.stats import Interval
+from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_RUN, NOT_TESTABLE
+from identifiability.verdicts.across_models import judge_c13, judge_c14
 from identifiability.verdicts.angle_magnitude import judge_c8
 from identifiability.verdicts.claims import load_claims
 from identifiability.verdicts.context_mixing import judge_c9, judge_c10, judge_c11, judge_c11_original, judge_c12
-from identifiability.verdicts.effective_attention import C5Category, judge_c4, judge_c5
+from identifiability.verdicts.effective_attention import judge_c4, judge_c5
+from identifiability.verdicts.nonidentifiability import judge_c15, judge_c16, judge_c17
 from identifiability.verdicts.text import math_text
 from identifiability.verdicts.token_identity import judge_c6, judge_c7
 
@@ -31,6 +36,20 @@ def _paired(layers: list[tuple[float, float, float]], peak_late: float) -> Paire
     ls = tuple(iv(*x, n=30, unit="test sentences") for x in layers)
     gap = abs(ls[-1].estimate) - abs(ls[0].estimate)
     return Paired(ls, iv(gap, gap - 0.01, gap + 0.01, 30, "test sentences"), peak_late, 1e-5, 0.01, 3, 3, 30)
+
+
+def _survey_table(at_bound: bool) -> pd.DataFrame:
+    """Rows of ``nullspace.null_space_table`` (d_v = 4) at the count, or with [T, 1] one rank short."""
+    dim_t1 = [0, 0, 1, 4] if at_bound else [0, 1, 2, 5]
+    return pd.DataFrame(
+        {"dim_LN_T": [0, 1, 2, 5], "bound_T": [0, 1, 2, 5], "dim_LN_T1": dim_t1, "bound_T1": [0, 0, 1, 4]}
+        | {"kept_min_T": [0.1] * 4, "kept_min_T1": [0.1] * 4}
+    )
+
+
+def _margins(sigma_min: float) -> pd.DataFrame:
+    """Rows of ``nullspace.threshold_margins`` at d_s = 5, full rank, their smallest singular value given."""
+    return pd.DataFrame({"text": [0, 0, 1, 1], "d_s": 5, "rank_T1": 5, "sigma_min_T1": sigma_min})
 
 
 def _cases() -> dict[str, tuple[vd.Verdict, vd.Verdict]]:
@@ -68,6 +87,15 @@ def _cases() -> dict[str, tuple[vd.Verdict, vd.Verdict]]:
         "C13": (
             judge_c13({"lee-pairs": _paired([(0.0, -0.01, 0.01)] * 6, 0.5)}, None, R),
             judge_c13({}, None, R),
+        ),
+        "C15": (judge_c15(_survey_table(True), 4, R), judge_c15(_survey_table(False), 4, R)),
+        "C16": (
+            judge_c16({6: 0.2, 8: 0.3}, {5: 1e-15}, ((5, 0, 0), (6, 4, 4)), R),
+            judge_c16({6: 0.0, 8: 1e-4}, {5: 1e-15}, ((5, 0, 0),), R),
+        ),
+        "C17": (
+            judge_c17(_margins(1e-3), True, 1.0, R),
+            judge_c17(_margins(1e-12), None, 0.5, R),
         ),
         "C14": (
             judge_c14({"lee-pairs": _paired([(0, -0.01, 0.01)] * 4 + [(-0.1, -0.12, -0.08)] * 2, 0.99)}, None, R),

@@ -4,14 +4,18 @@ positive and negative controls in ``test_verdict_controls_<chapter>.py``."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from identifiability import stats
 from identifiability import verdicts as vd
-from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_RUN, PARTLY, Interval
+from identifiability.stats import Interval
+from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_RUN, PARTLY
 from identifiability.verdicts.core import combine_parts, interval_verdict, part_verdict
+from identifiability.verdicts.nonidentifiability import judge_c2_original
 
 R = "the rule"
 
@@ -129,7 +133,7 @@ def test_the_verdict_chart_has_one_panel_per_part_and_one_for_the_headline_with_
     p1 = part_verdict("C4", "decrease", a, *interval_verdict(a, 0.9, "below"), R, 0.9)
     p2 = part_verdict("C4", "beyond dimension counting", b, *interval_verdict(b, 0.0, "below"), R, 0.0)
     c4 = combine_parts("C4", [p1, p2], R, a, 0.5, "random subspace")
-    c2 = vd.judge_c2_original(True, 1.0, True, R)  # an exact count: its point, no interval
+    c2 = judge_c2_original(True, 1.0, True, R)  # an exact count: its point, no interval
     chart = verdict_chart([c4.to_json(), c2.to_json()])
     assert chart.to_dict()["vconcat"]
     panels = chart.vconcat
@@ -157,3 +161,42 @@ def test_an_interval_prints_for_people():
         "about 90 test sentences instead of 40"
         in interval_verdict(Interval(0.88, 0.85, 0.91, n=40, unit="test sentences"), 0.9, "above")[1]
     )
+
+
+def _c1_evidence():
+    """d_v = 2: no alternative at d_s = d_v + 1, one from d_v + 2 on (C1 partly holds)."""
+    from identifiability.evidence.nonidentifiability import C1Evidence
+
+    table = pd.DataFrame({"d_s": [3, 4, 5], "dim_LN_T1": [0, 1, 2], "kept_min_T1": [0.5, 0.5, 0.5]})
+    return C1Evidence(table, 2)
+
+
+def test_a_chapter_judges_a_claim_one_way_and_records_it(tmp_path):
+    """``ch.judge`` finds the claim's entry point through the chapter contract, passes its rules from the
+    claims table, records the verdict and returns it; ``ch.sentence`` leads its sentence with the anchor."""
+    from identifiability.notebook import Chapter
+    from identifiability.verdicts.claims import rules
+
+    ch = Chapter("02_nonidentifiability", None, None, {}, tmp_path)
+    v = ch.judge("C1", _c1_evidence())
+    assert v.verdict == PARTLY and v.rule == rules("C1").rule and ch.results["claims"]["C1"] == v.to_json()
+    assert ch.sentence(v).startswith('<span id="verdict-c1"></span>**C1 — partly holds.**')
+    with pytest.raises(KeyError, match="not a claim of chapter 02_nonidentifiability"):
+        ch.judge("C4", _c1_evidence())
+
+
+def test_judge_refuses_a_verdict_without_its_alternatives_or_its_original(tmp_path, monkeypatch):
+    from identifiability.notebook import Chapter
+    from identifiability.verdicts import nonidentifiability
+
+    ch = Chapter("02_nonidentifiability", None, None, {}, tmp_path)
+    bare = vd.Verdict("C1", HOLDS, 3.0, None, None, "", "another rule", "why")
+    monkeypatch.setattr(nonidentifiability, "c1", lambda evidence, rules: replace(bare, rule=rules.rule))
+    with pytest.raises(ValueError, match="robustness alternatives"):
+        ch.judge("C1", _c1_evidence())
+    monkeypatch.setattr(nonidentifiability, "c1", lambda evidence, rules: bare)
+    with pytest.raises(ValueError, match="another rule"):
+        ch.judge("C1", _c1_evidence())
+    with pytest.raises(ValueError, match="was amended"):
+        _ = vd.Rules("the rule in force").pre_registered
+    assert "claims" not in ch.results

@@ -14,8 +14,10 @@ from collections.abc import Mapping, Sequence
 import altair as alt
 import pandas as pd
 
+from ..evidence.context_mixing import C10Evidence
 from ..hta import HTAResult, estimate_pairs, explorer_rows
-from ..verdicts import C10_HIGH, C10_LOW, C10_WIDE, C10Evidence, Verdict
+from ..verdicts import Verdict
+from ..verdicts.context_mixing import C10_HIGH, C10_LOW, C10_WIDE
 from .render import sentence_label_expr, thinned_axis
 
 

@@ -12,11 +12,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..text.nonidentifiability import MORE_EXTREME
 from .render import KEEP_WIDTH, token_axis, token_tooltip
 
 if TYPE_CHECKING:
-    from ..studies.nonidentifiability import Alternatives, NullSpaceSurvey, RealisableSearch
+    from ..studies.nonidentifiability import Alternatives
 
 DIMENSIONS = {"rank_T": "rank(T)", "dim_LN_T": "dim LN(T)", "dim_LN_T1": "dim LN([T,1])"}
 ZERO_TV = 1e-12  # a mean TV distance below this is 0 up to float64 rounding of the LP and the search
@@ -252,22 +251,6 @@ def search_distance_chart(search: pd.DataFrame, d_v: int, title: str, per_layer:
     return alt.layer(lines, at_zero, thr_rule).properties(width=460, height=300, title=note if len(zeros) else title)
 
 
-def null_space_verdict_text(r: NullSpaceSurvey) -> str:
-    equality = "holds with equality" if r.share_LN_T_at_bound == 1 else "holds with equality only in part"
-    return (
-        f"**Verdict (null space).** The paper's count {equality}: in "
-        f"{100 * r.share_LN_T_at_bound:.1f}% of {r.survey_heads} (text, head) pairs $\\dim\\mathrm{{LN}}(T) = d_s - "
-        f"d_v$ beyond $d_v = {r.d_v}$ tokens (and 0 below), and $\\dim\\mathrm{{LN}}([T,1]) = d_s - d_v - 1$ beyond "
-        "$d_v + 1$. "
-        + (
-            "The ones vector is never in col(T) here, so the augmented null space is always one smaller. "
-            if r.share_LN_T1_at_bound == 1
-            else f"In {100 * (1 - r.share_LN_T1_at_bound):.1f}% of cases $[T,1]$ is rank-deficient, i.e. a larger "
-            "null space. "
-        )
-    )
-
-
 def viewer_alternatives(r: Alternatives) -> dict[str, torch.Tensor]:
     """The alternatives :func:`alternative_viewer` offers, by name."""
     return {
@@ -275,57 +258,3 @@ def viewer_alternatives(r: Alternatives) -> dict[str, torch.Tensor]:
         "largest TV (LP)": r.largest_tv,
         "max-entropy (realisable, §4)": r.max_entropy,
     }
-
-
-def search_text(r: RealisableSearch) -> str:
-    """Verdict (objection 1): where realisable alternatives were found, how far they move, the count."""
-    by_len = r.by_length
-    beyond = by_len[by_len.d_s >= r.d_v + 2]
-    far = by_len.iloc[-1]
-    near = beyond.iloc[0] if r.beyond_runs else None
-    return (
-        "**Verdict (objection 1).** "
-        + (
-            f"For every $d_s \\ge d_v + 2$ tried ({r.beyond_runs} runs, $d_s$ = {beyond.d_s.min()}–"
-            f"{beyond.d_s.max()}) a softmax-realisable $A' \\ne A$ with the same output was found (relative "
-            f"output error at most {r.search_error_max:.1e}"
-            + ("" if r.causal else f"; rank of its centred log at most {r.search_rank_max} $\\le d_q = {r.d_q}$")
-            + "). "
-            if r.realisable_exists_all_beyond
-            else "Realisable alternatives were **not** found for every $d_s \\ge d_v + 2$ tried (see the table). "
-        )
-        + (
-            "At $d_s \\le d_v + 1$ none exists (distance below $10^{-8}$), as Section 3 proves. "
-            if r.realisable_none_at_threshold
-            else ""
-        )
-        + (
-            f"Near the threshold they barely differ (mean TV {near.search_tv_mean:.1e} at $d_s = {int(near.d_s)}$); "
-            f"at $d_s = {int(far.d_s)}$ rows move by {far.search_tv_mean:.3f} on average and up to "
-            f"{far.search_tv_max:.3f}, against {far.lp_tv_mean:.3f} for the unconstrained row-stochastic "
-            "alternatives. "
-            if near is not None
-            else ""
-        )
-        + (
-            f"The measured solution dimension equals $d_q(d_s - d_q - 1)$ at every $d_s$ checked "
-            f"({', '.join(str(n) for n in r.jacobian_lengths)}). "
-            if r.dimension_count_confirmed
-            else (
-                "The measured dimension did not match the count everywhere (see the table). "
-                if r.jacobian_lengths
-                else ""
-            )
-        )
-        + (
-            ""
-            if not r.beyond_runs
-            else f"\n\n*Caveat.* These alternatives are realisable in the sense of the objection (some $Q', K'$ of "
-            f"width $d_q$ produce them), but they use far more extreme logits than the real head: their smallest "
-            f"weight is {r.search_min_prob:.0e} where $A$'s is {r.A_min_prob:.0e}. Whether this head's own $W_Q, W_K$ "
-            f"could produce them on some input, or alternatives within $A$'s logit range exist, is not settled here."
-            if r.search_min_prob < MORE_EXTREME * r.A_min_prob
-            else f"\n\nTheir smallest weight is {r.search_min_prob:.0e} where $A$'s is {r.A_min_prob:.0e}: their "
-            "logits stay within about the real head's range."
-        )
-    )

@@ -40,15 +40,22 @@ from .folded import PRIMAL_TOL, fold_spec, folded_flops, peak_bytes
 from .naive import hidden_graph, hta_naive, naive_seconds
 from .result import HTAResult, contributions
 from .statistics import (
+    content_gaps,
     cross_segment,
     distance_profile,
     explorer_rows,
+    last_layer,
     layer_summary,
     locality,
+    per_sentence_layers,
+    per_token_layers,
     pos_summary,
+    special_gaps,
     special_profile,
     token_table,
     window_means,
+    window_summary,
+    window_units,
 )
 
 __all__ = [
@@ -60,6 +67,7 @@ __all__ = [
     "block_ranks",
     "cache_folder",
     "cache_params",
+    "content_gaps",
     "contributions",
     "cross_segment",
     "distance_profile",
@@ -72,12 +80,18 @@ __all__ = [
     "hta",
     "hta_corpus",
     "hta_naive",
+    "last_layer",
     "layer_summary",
     "locality",
     "naive_seconds",
     "peak_bytes",
+    "per_sentence_layers",
+    "per_token_layers",
     "pos_summary",
+    "special_gaps",
     "special_profile",
     "token_table",
     "window_means",
+    "window_summary",
+    "window_units",
 ]

@@ -236,6 +236,72 @@ def window_means(results: Sequence[HTAResult], near: int, far: int, skip_special
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
 
 
+def window_summary(results: Sequence[HTAResult], near: int, far: int) -> pd.DataFrame:
+    """Per layer: the near and far per-token means of :func:`window_means` averaged per sentence and over
+    sentences, and 1/d_s averaged the same way (uniform mixing)."""
+    import pandas as pd
+
+    w = window_means(results, near, far)
+    if w.empty:
+        return pd.DataFrame(columns=["layer", "near", "far", "uniform"])
+    w = w.assign(uniform=1 / w.n_tokens)
+    return w.groupby(["layer", "sentence"])[["near", "far", "uniform"]].mean().groupby("layer").mean().reset_index()
+
+
+def window_units(
+    results: Sequence[HTAResult], near: int, far: int, by_tokens: bool = False
+) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """(units, L) frames of the near and the far per-token means of :func:`window_means`, per sentence
+    (averaged over its hidden tokens) or, ``by_tokens``, per hidden token; columns are the layers 1..L.
+    None where no hidden token has an input token beyond ``far``."""
+    w = window_means(results, near, far)
+    if w.empty:
+        return None
+    per = w.groupby([*(["sentence", "position"] if by_tokens else ["sentence"]), "layer"])[["near", "far"]].mean()
+    return per.near.unstack("layer"), per.far.unstack("layer")
+
+
+def per_sentence_layers(table: pd.DataFrame, column: str) -> pd.DataFrame:
+    """(sentences, L): the median of ``column`` of a :func:`token_table` over each sentence's hidden tokens,
+    per layer."""
+    return table.groupby(["sentence", "layer"])[column].median().unstack("layer")
+
+
+def per_token_layers(table: pd.DataFrame, column: str) -> pd.DataFrame:
+    """(hidden tokens, L): ``column`` of a :func:`token_table` for each hidden token (sentence, position), per
+    layer."""
+    return table.pivot_table(index=["sentence", "position"], columns="layer", values=column)
+
+
+def last_layer(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a :func:`token_table` at its last layer."""
+    return table[table.layer == table.layer.max()]
+
+
+def special_gaps(last: pd.DataFrame) -> tuple[list[float], list[float]]:
+    """In the rows ``last`` of one layer of a :func:`token_table`: per sentence with special tokens and words,
+    the special tokens' mean own share minus the median word token's; and the same per special token."""
+    gaps, token_gaps = [], []
+    for _, g in last.groupby("sentence"):
+        words = g[~g.special]
+        if g.special.any() and len(words):
+            gaps.append(g[g.special].own.mean() - words.own.median())
+            token_gaps += list(g[g.special].own - words.own.median())
+    return gaps, token_gaps
+
+
+def content_gaps(last: pd.DataFrame, content: Sequence[str], function: Sequence[str]) -> list[float]:
+    """In the rows ``last`` of one layer of a :func:`token_table`: per sentence with both, the mean own share
+    of its word tokens tagged ``content`` minus that of those tagged ``function``."""
+    gaps = []
+    for _, g in last.groupby("sentence"):
+        words = g[~g.special]
+        c, f = words[words.tag.isin(content)], words[words.tag.isin(function)]
+        if len(c) and len(f):
+            gaps.append(c.own.mean() - f.own.mean())
+    return gaps
+
+
 def special_profile(results: Sequence[HTAResult], max_offset: int = 12) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Where the first and the last special token of each sentence (e.g. [CLS] and [SEP]) get their
     context from (paper Figs 18, 25).

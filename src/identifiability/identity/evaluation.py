@@ -22,7 +22,7 @@ from .lookup import (
     nearest_in_set,
     offset_chance,
 )
-from .probes import TrainedProbes, apply_probes
+from .probes import ProbeConfig, TrainedProbes, apply_probes, train_probes
 
 CANDIDATES = ("sentence", "all")
 NEIGHBOUR_OFFSETS = (-3, -2, -1, 0, 1, 2, 3)
@@ -187,6 +187,86 @@ def correct_by_sentence(
     trained on ``layer`` with ``loss`` and ``lookup`` among the same sentence's tokens. Sentences are the
     independent units that the chapters' intervals resample."""
     return _by_sentence(data, predict(tp, data, layer, loss, lookup))
+
+
+def change_by_sentence(tp: TrainedProbes, data: SplitData, first: int, last: int) -> list[np.ndarray]:
+    """Per sentence of ``data``, per token: identified at layer ``last`` minus at layer ``first`` (1, 0 or
+    -1), by the probes ``tp`` (cosine loss and lookup, as :func:`correct_by_sentence`)."""
+    at_first, at_last = (correct_by_sentence(tp, data, layer, "cos", "cos") for layer in (first, last))
+    return [b - a for a, b in zip(at_first, at_last)]
+
+
+def rate_of(rates: pd.DataFrame, mapping: str, loss: str | None, lookup: str, layer: int) -> float:
+    """One rate of a rates table (:func:`evaluate`); the identity map has no loss."""
+    q = rates[(rates.mapping == mapping) & (rates.lookup == lookup) & (rates.layer == layer)]
+    q = q if mapping == "naive" else q[q.loss == loss]
+    return float(q.rate.iloc[0])
+
+
+def last_layer(test: pd.DataFrame, layer: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The rows of a test split's rates (:func:`evaluate_all`) at ``layer``, the identity map's loss written
+    '—', and the same as a table: (mapping, loss) rows x (candidates, lookup) columns."""
+    last = test[test.layer == layer].copy()
+    last["loss"] = last["loss"].where(last.mapping != "naive", "—")
+    table = last.pivot_table(index=["mapping", "loss"], columns=["candidates", "lookup"], values="rate")
+    return last, table.reindex(columns=pd.MultiIndex.from_product([list(CANDIDATES), list(LOOKUPS)]))
+
+
+def train_test_gap(rates: pd.DataFrame) -> pd.Series:
+    """Per trained probe (the identity map left out), lookup and layer: its rate on the training sentences
+    minus on the test sentences, same-sentence candidates (:func:`evaluate_all`'s rates)."""
+    index = ["mapping", "loss", "lookup", "layer"]
+    trained = rates[rates.mapping != "naive"]
+    train, test = (
+        trained[trained.split == "train"],
+        trained[(trained.split == "test") & (trained.candidates == "sentence")],
+    )
+    return train.set_index(index).rate - test.set_index(index).rate
+
+
+def seed_shares(runs: Sequence[TrainedProbes], data: SplitData, layer: int) -> list[np.ndarray]:
+    """Per sentence of ``data``, per token the share of ``runs`` (one probe set per training seed) whose
+    probe of ``layer`` (cosine loss and lookup) identifies it."""
+    return [np.mean(seeds, axis=0) for seeds in zip(*(correct_by_sentence(tp, data, layer) for tp in runs))]
+
+
+def shuffled_label_rates(
+    splits: dict[str, SplitData], config: ProbeConfig, layer: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The probe of ``layer`` (cosine loss) trained on the training split's targets shuffled with ``seed``:
+    per test sentence its rate (cosine lookup), and each test sentence's number of tokens."""
+    perm = torch.randperm(splits["train"].n, generator=torch.Generator().manual_seed(seed))
+    targets = splits["train"].targets[perm]
+    shuffled = train_probes(splits["train"], splits["val"], [layer], ["cos"], config, targets=targets, progress=False)
+    rates = rates_by_sentence([shuffled], splits["test"], [layer])[0, :, 0]
+    sizes = np.array([len(ok) for ok in correct_by_sentence(shuffled, splits["test"], layer)])
+    return rates, sizes
+
+
+def unseen_by_sentence(train: SplitData, data: SplitData) -> tuple[torch.Tensor, list[np.ndarray]]:
+    """The tokens of ``data`` whose word type no token of ``train`` holds (a probe cannot have learnt them):
+    (n,) over all tokens, and per sentence of ``data``."""
+    unseen = ~torch.isin(data.token_id, train.token_id)
+    return unseen, [unseen[data.sentence == s].numpy() for s in torch.unique(data.sentence)]
+
+
+def uniform_misses(data: SplitData) -> dict[int, float]:
+    """Per neighbour offset k != 0, the share of misses landing on x_{i+k} were they spread uniformly over the
+    sentence's other tokens (:func:`identifiability.identity.lookup.offset_chance`)."""
+    others = [k for k in NEIGHBOUR_OFFSETS if k]
+    return offset_chance(SentenceLayout(data.sentence, data.position), data.position, others, among_others=True)
+
+
+def misses_elsewhere(tp: TrainedProbes, train: SplitData, data: SplitData, layer: int) -> tuple[float, float]:
+    """Where misses land besides a neighbour: the share of the probe's misses at ``layer`` (cosine loss and
+    lookup) that retrieve the same word at another position, and the share of the position-only lookup's
+    wrong guesses that land on an adjacent token (|k| = 1)."""
+    rows = predict(tp, data, layer=layer, loss="cos", lookup="cos")
+    missed = data.key[rows] != data.key
+    same_word = float((missed & (data.token_id[rows] == data.token_id)).sum()) / max(1, int(missed.sum()))
+    pos_rows = position_only_rows(train, data, "cos")
+    pos_off = (data.position[pos_rows] - data.position)[pos_rows != torch.arange(data.n)]
+    return same_word, float((pos_off.abs() == 1).double().mean()) if pos_off.numel() else 0.0
 
 
 def rates_by_sentence(

@@ -513,6 +513,13 @@ def training_summary(probes: dict[str, TrainedProbes]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def seed_training(runs: Sequence[TrainedProbes], seeds: Sequence[int]) -> dict:
+    """The training table (:func:`training_summary`) of each run's probes (one run per training seed, of one
+    mapping) with a ``seed`` column, as lists per column ({} without runs)."""
+    frames = [training_summary({"run": tp}).assign(seed=s) for tp, s in zip(runs, seeds)]
+    return pd.concat(frames, ignore_index=True).round(4).to_dict(orient="list") if frames else {}
+
+
 def rate_curves(probes: dict[str, TrainedProbes]) -> pd.DataFrame:
     """The validation rate (cosine lookup among the sentence's tokens) of every trained probe after each
     epoch, epoch 0 being its initial weights: columns mapping, loss, layer, epoch, rate, stopped early."""

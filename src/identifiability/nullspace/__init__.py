@@ -40,7 +40,7 @@ from .realisability import (
     search_realisable,
     solve_queries,
 )
-from .survey import head_spectra, head_survey, null_space_table, search_by_length, threshold_margins
+from .survey import head_spectra, head_survey, null_space_table, search_by_length, threshold_margins, unique_share
 
 __all__ = [
     "OUTPUT_TOL",
@@ -71,6 +71,7 @@ __all__ = [
     "text_of_length",
     "threshold_margins",
     "tv_rows",
+    "unique_share",
     "verify_alternative",
     "visible_mask",
 ]

@@ -201,6 +201,16 @@ def threshold_margins(values: torch.Tensor, w_o: torch.Tensor, rtol: float | Non
     return pd.DataFrame(rows)
 
 
+def unique_share(margins: pd.DataFrame, margin: float | None) -> float:
+    """Share of (input, head) rows of :func:`threshold_margins` with rank([T,1]) = d_s (A is the only
+    row-stochastic matrix with its output) and, unless ``margin`` is None, the smallest relative singular
+    value of [T,1] above ``margin``."""
+    full = margins.rank_T1 == margins.d_s
+    if margin is not None:
+        full &= margins.sigma_min_T1 > margin
+    return float(full.mean())
+
+
 @one_thread
 def search_by_length(
     traces,

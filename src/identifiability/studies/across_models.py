@@ -10,9 +10,8 @@ import numpy as np
 import pandas as pd
 
 from .. import model_comparison, paths
-from ..stats import LEVEL, RESAMPLES, hierarchical_resamples
-from ..verdicts import Interval
-from ..verdicts.across_models import C13_BAND, C13_POWER, FineTuning, Paired, chance_of_holding, sentences_for_power
+from ..evidence.across_models import FineTuning, Paired
+from ..stats import LEVEL, RESAMPLES, Interval, chance_of_holding, hierarchical_resamples, sentences_for_power
 from . import Study, data
 
 SCALES = (2, 4, 8, 16, 32, 64)  # unit multiples at which an inconclusive "peak late" is re-read
@@ -74,14 +73,14 @@ def paired(d: np.ndarray, seed: int = 0, n_resamples: int = RESAMPLES, seeds_fix
 
 
 def fine_tuning(
-    rows: pd.DataFrame, models: pd.DataFrame, corpus: str, root: Path, seed: int = 0
+    rows: pd.DataFrame, models: pd.DataFrame, corpus: str, root: Path, band: float, power: float, seed: int = 0
 ) -> tuple[FineTuning, dict]:
     """C13's and C14's evidence on ``corpus`` (the held-out text): per fine-tuned task the paired differences
     over its fine-tune seeds (:func:`identifiability.model_comparison.paired_differences`) and their bootstrap, with the
     seeds resampled (the rule) and fixed (the "unit" alternative); the random-initialisation control's; and the
     original rules' unpaired inputs. Also what the page says of each task's power: fine-tune, probe and
-    reference probe seeds, test sentences, the variance split, the chance of "holds" at a true difference of
-    0 and the sentences that make it ``C13_POWER``."""
+    reference probe seeds, test sentences, the variance split, the chance that the interval lies inside
+    ±``band`` at a true difference of 0 and the sentences that make it ``power`` (the chapter passes C13's)."""
     ref, groups, control = model_comparison.fine_tune_groups(rows, models)
     original = model_comparison.quadrature_inputs(rows, models, corpus)
     ev = dict(
@@ -93,7 +92,7 @@ def fine_tuning(
     base = model_comparison.sentence_rates(rows, ref, corpus, root) if ref else None
     if base is None:
         return FineTuning(**ev), {}
-    tasks, unit, diffs, power = {}, {}, {}, {}
+    tasks, unit, diffs, chances = {}, {}, {}, {}
     for task, keys in sorted(groups.items()):
         runs = [r for r in (model_comparison.sentence_rates(rows, k, corpus, root) for k in keys) if r is not None]
         if not runs:
@@ -101,17 +100,17 @@ def fine_tuning(
         d, _ = model_comparison.paired_differences(base, runs)
         diffs[task] = d
         tasks[task], unit[task] = paired(d, seed), paired(d, seed, seeds_fixed=True)
-        power[task] = _power(tasks[task], d.shape[2])
+        chances[task] = _power(tasks[task], d.shape[2], band, power)
     ctrl = ctrl_unit = None
     runs = [model_comparison.sentence_rates(rows, control, corpus, root)] if control else []
     if runs and runs[0] is not None:
         d, _ = model_comparison.paired_differences(base, runs)
         ctrl, ctrl_unit = paired(d, seed), paired(d, seed, seeds_fixed=True)
-        power["random init"] = _power(ctrl, d.shape[2])
-    return FineTuning(tasks, unit, ctrl, ctrl_unit, diffs, **ev), power
+        chances["random init"] = _power(ctrl, d.shape[2], band, power)
+    return FineTuning(tasks, unit, ctrl, ctrl_unit, diffs, **ev), chances
 
 
-def _power(p: Paired, reference_probe_seeds: int) -> dict:
+def _power(p: Paired, reference_probe_seeds: int, band: float, power: float) -> dict:
     return {
         "fine_tune_seeds": p.ft_seeds,
         "probe_seeds": p.probe_seeds,
@@ -120,8 +119,8 @@ def _power(p: Paired, reference_probe_seeds: int) -> dict:
         "d_last": p.last.estimate,
         "seed_var": p.seed_var,
         "sentence_var": p.sentence_var,
-        "chance_of_holding": chance_of_holding(p.seed_var, p.sentence_var, p.sentences, C13_BAND),
-        "sentences_for_power": sentences_for_power(p.seed_var, p.sentence_var, C13_BAND, C13_POWER),
+        "chance_of_holding": chance_of_holding(p.seed_var, p.sentence_var, p.sentences, band),
+        "sentences_for_power": sentences_for_power(p.seed_var, p.sentence_var, band, power),
     }
 
 
@@ -132,7 +131,8 @@ class Comparison(Study):
     models: int  # models that can be compared (same seed and shared parameters)
     table_rows: int  # rows of the whole results table
     # per fine-tuned task (and "random init"): seeds, test sentences, d_L, the variance split of d_L, the
-    # chance that C13 holds at a true difference of 0 and the test sentences that make it C13_POWER
+    # chance that C13 holds at a true difference of 0 and the test sentences that make it C13_POWER (the
+    # band and power :func:`comparison` is given)
     fine_tuning_power: dict
     runs: int = data()  # chapter runs in the table
     models_in_table: int = data()
@@ -141,22 +141,30 @@ class Comparison(Study):
     # model_comparison.curves, of the corpora two models share (model_comparison.compared)
     curves: pd.DataFrame = data()
     no_separator: list[str] = data()  # models whose tokenizer adds no separator to a sentence
-    fine_tuning: FineTuning = data()  # what C13 and C14 take (verdicts.across_models.FineTuning)
+    fine_tuning: FineTuning = data()  # what C13 and C14 take (evidence.across_models.FineTuning)
 
 
 def comparison(
-    table: pd.DataFrame, reference: str, seed: int, judge_corpus: str, data_folder: Path | None = None
+    table: pd.DataFrame,
+    reference: str,
+    seed: int,
+    judge_corpus: str,
+    data_folder: Path | None = None,
+    *,
+    band: float,
+    power: float,
 ) -> Comparison:
     """Compare the models of ``table`` (``aggregate.read_table`` of ``data_folder``, default the data folder)
     on runs of ``seed`` with the parameters most models share; ``reference`` is the pre-trained model,
-    ``judge_corpus`` the text C13 and C14 are judged on."""
+    ``judge_corpus`` the text C13 and C14 are judged on; ``band`` and ``power`` C13's band and the power its
+    sample sizes are reported for (the chapter passes ``verdicts.across_models.C13_BAND`` and ``C13_POWER``)."""
     rows = model_comparison.comparable(table, seed=seed)
     models = model_comparison.models_of(rows, reference=reference)
-    ft, power = fine_tuning(rows, models, judge_corpus, data_folder or paths.data_root(), seed)
+    ft, chances = fine_tuning(rows, models, judge_corpus, data_folder or paths.data_root(), band, power, seed)
     return Comparison(
         models=len(models),
         table_rows=len(table),
-        fine_tuning_power=power,
+        fine_tuning_power=chances,
         runs=int(table.run.nunique()) if len(table) else 0,
         models_in_table=int(table.model_key.nunique()) if len(table) else 0,
         model_table=models,

@@ -22,11 +22,11 @@ import numpy as np
 import pandas as pd
 
 from .. import identity as ident
+from ..evidence.angle_magnitude import C8Evidence
 from ..identity import HiddenStates, SplitData, TrainedProbes
 from ..loaded_model import LoadedModel
-from ..verdicts import C8Evidence, Verdict, c8_verdict
+from ..stats import hierarchical_interval
 from . import Study, data
-from .token_identity import seeds_interval
 
 # (training loss, lookup) pairs, in the order a tie between them is broken (the first wins)
 COMBOS = tuple((lo, lk) for lo in ident.LOSSES for lk in ident.LOOKUPS)
@@ -346,7 +346,7 @@ def norms_and_angles(s: ProbeSample, hist_bins: int = 40) -> NormsAngles:
 @dataclass(frozen=True)
 class C8Result(Study):
     """Per test sentence at the last layer L, the share of its tokens each probe identifies, for three probe
-    seeds, and the intervals :func:`identifiability.verdicts.c8_verdict` reads."""
+    seeds, and the evidence C8's verdict reads (``verdicts.angle_magnitude.c8``)."""
 
     c8_norm_spread_last: float  # interquartile range over median of |e_i^L|
     c8_best_norm_probe: list[str]  # (training loss, lookup) of the magnitude-only MLP judged
@@ -356,10 +356,6 @@ class C8Result(Study):
     evidence: C8Evidence = data()
     rates: dict[str, np.ndarray] = data()  # the same four: (probe seeds, test sentences) rate at layer L
     chance: np.ndarray = data()  # (test sentences,) one over the sentence's tokens
-
-    def verdict_c8(self, rule: str, original_rule: str) -> Verdict:
-        """C8 by the rule in force, with its original rule's verdict and the claims table's alternatives."""
-        return c8_verdict(self.evidence, rule, original_rule)
 
 
 def c8_evidence(s: ProbeSample, abl: Ablations, more_seeds: Sequence[int] = (1, 2)) -> C8Result:
@@ -388,13 +384,13 @@ def c8_evidence(s: ProbeSample, abl: Ablations, more_seeds: Sequence[int] = (1, 
     q25, median, q75 = norms[norms.layer == L].iloc[0][["q25", "median", "q75"]]
     spread = float((q75 - q25) / median)
     evidence = C8Evidence(
-        unit_minus_raw=seeds_interval(unit - raw, 1, s.seed),
-        norm_vs_chance=seeds_interval(norm - chance, 1, s.seed),
-        norm_adds=seeds_interval(both - unit, 1, s.seed),
+        unit_minus_raw=hierarchical_interval(unit - raw, 1, s.seed),
+        norm_vs_chance=hierarchical_interval(norm - chance, 1, s.seed),
+        norm_adds=hierarchical_interval(both - unit, 1, s.seed),
         norm_spread=spread,
-        unit_minus_raw_seed0=seeds_interval((unit - raw)[0], 0, s.seed),
-        norm_vs_chance_seed0=seeds_interval((norm - chance)[0], 0, s.seed),
-        norm_adds_seed0=seeds_interval((both - unit)[0], 0, s.seed),
+        unit_minus_raw_seed0=hierarchical_interval((unit - raw)[0], 0, s.seed),
+        norm_vs_chance_seed0=hierarchical_interval((norm - chance)[0], 0, s.seed),
+        norm_adds_seed0=hierarchical_interval((both - unit)[0], 0, s.seed),
     )
     return C8Result(
         c8_norm_spread_last=spread,

@@ -21,37 +21,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .. import hta
 from ..corpora import Corpus, token_lengths
-from ..hta import (
-    HTAResult,
-    available_method,
-    cross_segment,
-    distance_profile,
-    estimate_error,
-    hta_corpus,
-    layer_summary,
-    locality,
-    pos_summary,
-    special_profile,
-    token_table,
-    window_means,
-)
+from ..evidence.context_mixing import C9Evidence, C10Evidence, C11Evidence, C12Evidence
+from ..hta import HTAResult, hta_corpus, layer_summary, token_table
 from ..loaded_model import LoadedModel
-from ..pos import word_piece_tags
-from ..stats import grouped_ci, paired_ci
-from ..verdicts import (
-    C11_FAR,
-    C11_FAR_ALT,
-    C11_NEAR,
-    C11_NEAR_ALT,
-    CONTENT_TAGS,
-    FUNCTION_TAGS,
-    C9Evidence,
-    C10Evidence,
-    C11Evidence,
-    C12Evidence,
-    Interval,
-)
+from ..pos import CONTENT_TAGS, FUNCTION_TAGS, word_piece_tags
+from ..stats import Interval, difference_interval, grouped_ci, mean_interval, paired_interval
 from . import Study, data
 
 TARGET_ERROR = 0.01  # the median relative error the chapter asks the probes for
@@ -80,7 +56,7 @@ def exact_hta(lm: LoadedModel, texts: list[str], probes: int, seed: int, cache: 
     exact = hta_corpus(lm, texts, mode="exact", cache=cache, desc="exact HTA")
     estimated = hta_corpus(lm, texts, mode="estimate", probes=probes, seed=seed, cache=cache, desc="estimated HTA")
     return ExactHTA(
-        method=available_method(lm),
+        method=hta.available_method(lm),
         causal=lm.adapter.causal,
         exact_sentences=len(exact),
         exact_tokens_mean=float(np.mean([r.n_tokens for r in exact])),
@@ -180,13 +156,13 @@ def estimator_error(exact: ExactHTA, typical: TypicalSample, at_length: ExactHTA
     """The estimator's error on ``exact``'s sentences and, quarter by quarter, on C10's sample ``typical``
     (``at_length``: its exact HTA and estimate), its effect on the per-layer statistics, and the probes a
     1% median error would need."""
-    err = estimate_error(exact.exact, exact.estimated)
+    err = hta.estimate_error(exact.exact, exact.estimated)
     by_length, seconds = {}, {}
     for k, (lo, hi) in enumerate(typical.typical_quarters):
         idx = [i for i, q in enumerate(typical.quarter) if q == k]
         if idx:
             ex, es = [at_length.exact[i] for i in idx], [at_length.estimated[i] for i in idx]
-            by_length[f"{lo}-{hi} tokens"] = estimate_error(ex, es)
+            by_length[f"{lo}-{hi} tokens"] = hta.estimate_error(ex, es)
             seconds[f"{lo}-{hi} tokens"] = float(np.mean([r.seconds for r in ex]))
     summ_ex = layer_summary(token_table(exact.exact)).set_index("layer")
     summ_es = layer_summary(token_table(exact.estimated)).set_index("layer")
@@ -255,22 +231,6 @@ def corpus_hta(
     )
 
 
-def _per_sentence_layers(table: pd.DataFrame, column: str) -> pd.DataFrame:
-    """(sentences, L): the median of ``column`` over each sentence's hidden tokens, per layer."""
-    return table.groupby(["sentence", "layer"])[column].median().unstack("layer")
-
-
-def _per_token_layers(table: pd.DataFrame, column: str) -> pd.DataFrame:
-    """(hidden tokens, L): ``column`` of each hidden token (sentence, position), per layer."""
-    return table.pivot_table(index=["sentence", "position"], columns="layer", values=column)
-
-
-def _paired(a, b, seed: int, unit: str = "sentences") -> Interval:
-    """The mean of ``a - b`` over paired units (``unit``: sentences or tokens), with its interval over them."""
-    n = int(np.isfinite(np.asarray(a, float) - np.asarray(b, float)).sum())
-    return Interval(*paired_ci(a, b, seed=seed), n=n, unit=unit)
-
-
 @dataclass(frozen=True)
 class OwnShare(Study):
     """Section 1 (paper Fig 3a, claim C9): the input token's own share in its hidden token, per layer."""
@@ -294,12 +254,12 @@ def own_share(corpus: CorpusHTA, seed: int) -> OwnShare:
     main = corpus.summaries[corpus.main]
     med = main.own_median.to_numpy()
     table = corpus.tables[corpus.main]
-    by_sentence = _per_sentence_layers(table, "own")  # (sentences, L)
-    by_token = _per_token_layers(table, "own")  # (hidden tokens, L)
+    by_sentence = hta.per_sentence_layers(table, "own")  # (sentences, L)
+    by_token = hta.per_token_layers(table, "own")  # (hidden tokens, L)
     L = int(table.layer.max())
 
     def steps(t: pd.DataFrame, unit: str = "sentences") -> tuple[Interval, ...]:
-        return tuple(_paired(t[layer + 1], t[layer], seed, unit) for layer in range(1, L))
+        return tuple(paired_interval(t[layer + 1], t[layer], seed, unit) for layer in range(1, L))
 
     return OwnShare(
         own_median_first=float(med[0]),
@@ -310,16 +270,12 @@ def own_share(corpus: CorpusHTA, seed: int) -> OwnShare:
         rises=[int(main.layer[i + 1]) for i in range(len(med) - 1) if med[i + 1] >= med[i]],
         evidence=C9Evidence(
             steps=steps(by_sentence),
-            last_minus_first=_paired(by_sentence[L], by_sentence[1], seed),
+            last_minus_first=paired_interval(by_sentence[L], by_sentence[1], seed),
             steps_by_tokens=steps(by_token, "hidden tokens"),
-            last_minus_first_by_tokens=_paired(by_token[L], by_token[1], seed, "hidden tokens"),
+            last_minus_first_by_tokens=paired_interval(by_token[L], by_token[1], seed, "hidden tokens"),
             uniform=float((1 / table.n_tokens).mean()),
         ),
     )
-
-
-def _last_layer(table: pd.DataFrame) -> pd.DataFrame:
-    return table[table.layer == table.layer.max()]
 
 
 def _share_on_top(last: pd.DataFrame, seed: int) -> tuple[Interval, float]:
@@ -348,11 +304,11 @@ def top_contributor(
     """Per layer and corpus, how often a hidden token's largest contributor is its own input token; for C10
     the last layer's share on exact HTA (``exact``: of ``typical``'s sentences; ``original``: of the short
     exact sentences, the original rule's sample), since estimator noise biases an argmax."""
-    last = _last_layer(token_table(exact))
+    last = hta.last_layer(token_table(exact))
     share, chance = _share_on_top(last, seed)
     words, word_chance = _share_on_top(last[~last.special], seed)
     special = _share_on_top(last[last.special], seed)[0] if last.special.any() else None
-    first, first_chance = _share_on_top(_last_layer(token_table(original)), seed)
+    first, first_chance = _share_on_top(hta.last_layer(token_table(original)), seed)
     s = corpus.summaries
     shares = {"all": share, "words": words, "special": special}
     return TopContributor(
@@ -386,54 +342,47 @@ class Locality(Study):
     evidence: C11Evidence = data()
 
 
-def _window_summary(results: list[HTAResult]) -> pd.DataFrame:
-    """Per layer: the near and far per-token means (C11_NEAR, C11_FAR) averaged per sentence and over
-    sentences, and 1/d_s averaged the same way (uniform mixing)."""
-    w = window_means(results, C11_NEAR, C11_FAR)
-    if w.empty:
-        return pd.DataFrame(columns=["layer", "near", "far", "uniform"])
-    w = w.assign(uniform=1 / w.n_tokens)
-    return w.groupby(["layer", "sentence"])[["near", "far", "uniform"]].mean().groupby("layer").mean().reset_index()
-
-
 def _c11_intervals(
     results: list[HTAResult], near: int, far: int, by_tokens: bool, seed: int
 ) -> tuple[tuple[Interval, ...], Interval]:
     """Per layer near minus far, and far at layer L minus layer 1, of the per-token means; averaged per
     sentence with intervals over sentences, or (``by_tokens``) intervals over hidden tokens."""
-    w = window_means(results, near, far)
+    units = hta.window_units(results, near, far, by_tokens)
     L = results[0].c.shape[0] - 1
-    if w.empty:  # no hidden token has an input token beyond ``far``
+    if units is None:  # no hidden token has an input token beyond ``far``
         empty = Interval(math.nan, math.nan, math.nan, 0)
         return tuple(empty for _ in range(L)), empty
-    unit, name = (["sentence", "position"], "hidden tokens") if by_tokens else (["sentence"], "sentences")
-    per = w.groupby([*unit, "layer"])[["near", "far"]].mean()
-    near_t, far_t = per.near.unstack("layer"), per.far.unstack("layer")  # (units, L)
-    steps = tuple(_paired(near_t[layer], far_t[layer], seed, name) for layer in range(1, L + 1))
-    return steps, _paired(far_t[L], far_t[1], seed, name)
+    (near_t, far_t), name = units, "hidden tokens" if by_tokens else "sentences"  # (units, L) each
+    steps = tuple(paired_interval(near_t[layer], far_t[layer], seed, name) for layer in range(1, L + 1))
+    return steps, paired_interval(far_t[L], far_t[1], seed, name)
 
 
-def context_locality(corpus: CorpusHTA, max_offset: int, seed: int) -> Locality:
+def context_locality(
+    corpus: CorpusHTA, max_offset: int, seed: int, windows: tuple[tuple[int, int], tuple[int, int]]
+) -> Locality:
     """The context by neighbour distance (up to ``max_offset``; farther ones pooled), and C11's evidence: the
     mean contribution of one near and one far input token per hidden token (word tokens; the special ones
     are section 4's), per sentence, with the alternative distances and unit, and the original rule's window
-    sums."""
+    sums. ``windows``: ((near, far), (near, far) of the 'distances' alternative), near the distances 1..near
+    and far those beyond far (the chapter passes C11's rule's)."""
+    (n_near, n_far), (alt_near, alt_far) = windows
     results = corpus.results[corpus.main]
-    tables = {k: locality(v, radius=C11_NEAR, far=C11_FAR) for k, v in corpus.results.items()}
-    means = {k: _window_summary(v) for k, v in corpus.results.items()}
-    per_sentence = [locality([r], radius=C11_NEAR, far=C11_FAR) for r in results]
-    near, far = f"within_{C11_NEAR}", f"beyond_{C11_FAR}"
+    tables = {k: hta.locality(v, radius=n_near, far=n_far) for k, v in corpus.results.items()}
+    means = {k: hta.window_summary(v, n_near, n_far) for k, v in corpus.results.items()}
+    per_sentence = [hta.locality([r], radius=n_near, far=n_far) for r in results]
+    near, far = f"within_{n_near}", f"beyond_{n_far}"
     L = len(tables[corpus.main])
-    main = _c11_intervals(results, C11_NEAR, C11_FAR, False, seed)
-    alt = _c11_intervals(results, C11_NEAR_ALT, C11_FAR_ALT, False, seed)
-    tokens = _c11_intervals(results, C11_NEAR, C11_FAR, True, seed)
+    main = _c11_intervals(results, n_near, n_far, False, seed)
+    alt = _c11_intervals(results, alt_near, alt_far, False, seed)
+    tokens = _c11_intervals(results, n_near, n_far, True, seed)
     return Locality(
         locality={k: v.round(5).to_dict(orient="list") for k, v in tables.items()},
         window_means={k: v.round(6).to_dict(orient="list") for k, v in means.items()},
-        profile=distance_profile(results, max_offset=max_offset).round(5),
+        profile=hta.distance_profile(results, max_offset=max_offset).round(5),
         tables=tables,
         means=means,
         evidence=C11Evidence(
+            windows=((n_near, n_far), (alt_near, alt_far)),
             near_minus_far=main[0],
             far_growth=main[1],
             near_minus_far_alt=alt[0],
@@ -441,10 +390,10 @@ def context_locality(corpus: CorpusHTA, max_offset: int, seed: int) -> Locality:
             near_minus_far_by_tokens=tokens[0],
             far_growth_by_tokens=tokens[1],
             original_near_minus_far=tuple(
-                _paired([p[near][li] for p in per_sentence], [p[far][li] for p in per_sentence], seed)
+                paired_interval([p[near][li] for p in per_sentence], [p[far][li] for p in per_sentence], seed)
                 for li in range(L)
             ),
-            original_far_growth=_paired(
+            original_far_growth=paired_interval(
                 [p[far].iloc[-1] for p in per_sentence], [p[far].iloc[0] for p in per_sentence], seed
             ),
             position_only=float(tables[corpus.main][f"uniform_{far}"].iloc[0]),
@@ -467,16 +416,8 @@ class SegmentCrossing(Study):
 
 def segment_crossing(corpus: CorpusHTA) -> SegmentCrossing:
     """The other segment's share per layer on the chapter's corpus, next to uniform mixing."""
-    table = cross_segment(corpus.results[corpus.main])
+    table = hta.cross_segment(corpus.results[corpus.main])
     return SegmentCrossing(cross_segment=table.round(5).to_dict(orient="list") if len(table) else None, table=table)
-
-
-def _against_zero(values: Sequence[float], seed: int, unit: str = "sentences") -> Interval | None:
-    """The mean of per-unit differences with its interval (NaN bounds from one unit: too few to resample);
-    None with no unit at all."""
-    if not len(values):
-        return None
-    return _paired(values, np.zeros(len(values)), seed, unit)
 
 
 @dataclass(frozen=True)
@@ -496,42 +437,21 @@ def special_tokens(lm: LoadedModel, corpus: CorpusHTA, seed: int, max_offset: in
     """The context of the first and last special token of each sentence (up to ``max_offset`` tokens into
     it), and at the last layer the special tokens' own share minus the median word token's of the same
     sentence (C12), per sentence and per special token."""
-    prof, src = special_profile(corpus.results[corpus.main], max_offset=max_offset)
+    prof, src = hta.special_profile(corpus.results[corpus.main], max_offset=max_offset)
     ids = lm.tokenizer("a")["input_ids"]
     names = {"first": lm.tokenizer.convert_ids_to_tokens(ids[0]), "last": lm.tokenizer.convert_ids_to_tokens(ids[-1])}
     if not prof.empty:
         prof["token"] = prof.target.map(names)
         src["token"] = src.target.map(names)
-    gaps, token_gaps = [], []
-    for _, g in _last_layer(corpus.tables[corpus.main]).groupby("sentence"):
-        words = g[~g.special]
-        if g.special.any() and len(words):
-            gaps.append(g[g.special].own.mean() - words.own.median())
-            token_gaps += list(g[g.special].own - words.own.median())
+    gaps, token_gaps = hta.special_gaps(hta.last_layer(corpus.tables[corpus.main]))
     return SpecialTokens(
         special_sources=None if prof.empty else src.round(5).to_dict(orient="list"),
         profile=prof,
         sources=src,
         names=names,
-        special_minus_words=_against_zero(gaps, seed),
-        special_minus_words_by_tokens=_against_zero(token_gaps, seed, "special tokens"),
+        special_minus_words=mean_interval(gaps, seed),
+        special_minus_words_by_tokens=mean_interval(token_gaps, seed, "special tokens"),
     )
-
-
-def _content_minus_function_by_tokens(words: pd.DataFrame, seed: int) -> Interval | None:
-    """Content words' mean own share minus function words', pooled over ``words``' tokens, with an interval
-    that resamples tokens (each one a group of one, its kind in a second column)."""
-    kinds = [(words.tag.isin(CONTENT_TAGS), 1.0), (words.tag.isin(FUNCTION_TAGS), 0.0)]
-    if not all(sel.any() for sel, _ in kinds):
-        return None
-    rows = [np.array([[v, kind]]) for sel, kind in kinds for v in words.own[sel]]
-
-    def gap(v: np.ndarray) -> float:  # NaN for a resample that drew one kind only
-        c = v[:, 1] == 1
-        return float(v[c, 0].mean() - v[~c, 0].mean()) if 0 < c.sum() < len(v) else math.nan
-
-    est, lo, hi = grouped_ci(rows, gap, seed=seed)
-    return Interval(est, lo, hi, n=len(rows), unit="tokens")
 
 
 @dataclass(frozen=True)
@@ -546,31 +466,24 @@ class PartsOfSpeech(Study):
     content_minus_function_by_tokens: Interval | None = data()  # pooled over tokens, interval over tokens
 
 
-def _content_gaps(last: pd.DataFrame, content: Sequence[str], seed: int) -> Interval | None:
-    gaps = []
-    for _, g in last.groupby("sentence"):
-        words = g[~g.special]
-        c, f = words[words.tag.isin(content)], words[words.tag.isin(FUNCTION_TAGS)]
-        if len(c) and len(f):
-            gaps.append(c.own.mean() - f.own.mean())
-    return _against_zero(gaps, seed)
-
-
 def parts_of_speech(corpus: CorpusHTA, seed: int) -> PartsOfSpeech:
     """The median own share per layer and POS tag (tags too rare to be stable left out), and the content
     words' lead over function words at the last layer (C12): per sentence, without ADV, and per token."""
     table = corpus.tables[corpus.main]
     L = int(table.layer.max())
     # tags seen fewer than about 15 times per layer are too noisy to show (fewer for tiny samples)
-    pos = pos_summary(table, min_count=max(3, min(15, len(table) // (40 * L)))).round(4)
-    last = _last_layer(table)
+    pos = hta.pos_summary(table, min_count=max(3, min(15, len(table) // (40 * L)))).round(4)
+    last = hta.last_layer(table)
+    words, no_adv = last[~last.special], tuple(t for t in CONTENT_TAGS if t != "ADV")
     shown = pos[pos.layer == L]
     return PartsOfSpeech(
         pos_own_median_last={r.tag: float(r["median"]) for _, r in shown.iterrows()},
         table=pos,
-        content_minus_function=_content_gaps(last, CONTENT_TAGS, seed),
-        content_minus_function_no_adv=_content_gaps(last, tuple(t for t in CONTENT_TAGS if t != "ADV"), seed),
-        content_minus_function_by_tokens=_content_minus_function_by_tokens(last[~last.special], seed),
+        content_minus_function=mean_interval(hta.content_gaps(last, CONTENT_TAGS, FUNCTION_TAGS), seed),
+        content_minus_function_no_adv=mean_interval(hta.content_gaps(last, no_adv, FUNCTION_TAGS), seed),
+        content_minus_function_by_tokens=difference_interval(
+            words.own[words.tag.isin(CONTENT_TAGS)], words.own[words.tag.isin(FUNCTION_TAGS)], seed
+        ),
     )
 
 

@@ -9,8 +9,7 @@ records plus the tables and intervals that its charts draw and its verdict funct
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -19,15 +18,14 @@ import torch
 from scipy.stats import rankdata
 
 from ..attention_mass import END_SEPARATOR, MIDDLE_SEPARATOR, mass_tables
+from ..evidence.effective_attention import C4Evidence, C5Category, C5Evidence, C5Original
 from ..loaded_model import LoadedModel
 from ..nulls import value_bias as model_value_bias
 from ..nulls import without_value_bias
 from ..projection import correlation_by_length, effective_attention, out_proj_row_space
-from ..stats import bootstrap_ci, grouped_ci, paired_ci
+from ..stats import Interval, grouped_ci, paired_ci, unit_interval
 from ..token_roles import CATEGORIES, SEPARATOR, START, STRUCTURAL, category_labels, special_roles
 from ..trace import out_proj_weights, trace_batch
-from ..verdicts import Interval
-from ..verdicts.effective_attention import C4Evidence, C5Category, C5Original
 from . import Study, data
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -86,17 +84,6 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
     if rx.std() == 0 or ry.std() == 0:
         return 0.0
     return float(np.corrcoef(rx, ry)[0, 1])
-
-
-def unit_interval(n: int, statistic: Callable[[np.ndarray], float], seed: int = 0, unit: str = "inputs") -> Interval:
-    """A statistic of ``n`` units and its bootstrap interval, resampling the units: ``statistic`` takes an
-    (n,) array of unit indices (drawn with replacement) and returns the statistic of those units, so
-    statistics of several paired arrays (a rank correlation) resample their units together; ``unit`` names them."""
-    if n == 0:
-        return Interval(math.nan, math.nan, math.nan, n=0, unit=unit)
-    est = float(statistic(np.arange(n)))
-    low, high = bootstrap_ci(np.arange(n), lambda idx: statistic(idx.astype(int)), seed)
-    return Interval(est, low, high, n=n, unit=unit)
 
 
 def c4_evidence(table: pd.DataFrame, d_v: int, seed: int = 0) -> C4Evidence:
@@ -173,7 +160,7 @@ class RawVsEffective(Study):
     table: pd.DataFrame = data()  # rows of :func:`identifiability.projection.correlation_by_length`
     d_v: int = data()
     ds_just_above_dv: int | None = data()
-    c4: C4Evidence = data()  # what C4's verdict reads (``verdicts.c4_verdict``)
+    c4: C4Evidence = data()  # what C4's verdict reads (``verdicts.effective_attention.c4``)
 
 
 def raw_vs_effective(
@@ -278,7 +265,7 @@ def precision_check(
 
 
 def c5_category(per_head: pd.DataFrame, category: str, token: str, seed: int = 0, inputs: str = "sentences"):
-    """C5's evidence for one category (:class:`identifiability.verdicts.C5Category`, None where no input holds
+    """C5's evidence for one category (``evidence.effective_attention.C5Category``, None where no input holds
     it) from the rows of :func:`identifiability.attention_mass.mass_rows`: per input, the masses on the category
     summed over heads, layers and query rows; the ratio effective / raw and the random subspace's beside it,
     with intervals over inputs and over heads; the peak, the mean raw mass per query row in units of the
@@ -472,6 +459,12 @@ def pair_separators(
         means=seps.groupby("separator")[["raw", "effective"]].mean(),
         c5=(c5,) if c5 else (),
     )
+
+
+def c5_evidence(mass: MassByCategory, seps: PairSeparators) -> C5Evidence:
+    """C5's evidence: the start token and end separator on single sentences, the middle separator on pairs,
+    and the original rule's inputs."""
+    return C5Evidence(mass.c5 + seps.c5, mass.c5_original)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -17,12 +17,12 @@ import pandas as pd
 import torch
 
 from .. import nullspace as ns
+from ..evidence.nonidentifiability import C1Evidence, C2Evidence, C3Evidence, C15Evidence, C16Evidence, C17Evidence
 from ..linalg import rank_rtol
 from ..loaded_model import LoadedModel
 from ..nullspace import Realisability
 from ..preflight import middle_layer
 from ..trace import SentenceTrace, head, out_proj_weights, trace_batch, trace_sentences
-from ..verdicts.nonidentifiability import C3_REALISABLE_TV, unique_share
 from . import Study, data
 
 
@@ -80,6 +80,8 @@ class NullSpaceSurvey(Study):
     heads_per_text: int = data()  # L * H
     min_dim_LN_T1_by_ds: dict[int, int] = data()  # d_s -> smallest dim LN([T, 1]) over heads (C1's input)
     alternatives_at_dv2: bool = data()  # every head at d_s = d_v + 2 has dim LN([T, 1]) >= 1 (C2's input)
+    c1: C1Evidence = data()  # what C1's verdict reads: the table and d_v
+    c15: C15Evidence = data()  # what C15's verdict reads: the same table
 
 
 def null_space_survey(lm: LoadedModel, texts: Sequence[str], max_tokens: int) -> NullSpaceSurvey:
@@ -110,6 +112,8 @@ def null_space_survey(lm: LoadedModel, texts: Sequence[str], max_tokens: int) ->
         heads_per_text=lm.n_layers * lm.n_heads,
         min_dim_LN_T1_by_ds={int(n): int(k) for n, k in dims.groupby("d_s").dim_LN_T1.min().items()},
         alternatives_at_dv2=bool(len(at_dv2) and (at_dv2.dim_LN_T1 >= 1).all()),
+        c1=C1Evidence(dims, lm.d_v),
+        c15=C15Evidence(dims, lm.d_v),
     )
 
 
@@ -265,7 +269,7 @@ class Threshold(Study):
     threshold_ds: int
     threshold_inputs: int  # texts of d_v + 1 tokens measured
     threshold_heads: int  # (input, layer, head) triples
-    threshold_unique_heads: int  # triples with rank([T, 1]) = d_s and the margin (verdicts.C2_MARGIN)
+    threshold_unique_heads: int  # triples with rank([T, 1]) = d_s and the margin (``margin``: C2's)
     threshold_sigma_min: float  # smallest relative singular value of [T, 1] over heads and inputs
     threshold_ones_min: float  # smallest |x.1| / (||x|| sqrt(d_s)) for x spanning LN(T), over heads and inputs
     threshold_lp_tv_max: float  # the LP's largest row move for the chosen head (first input)
@@ -282,11 +286,13 @@ def threshold(
     texts: Sequence[str],
     layer: int,
     h: int,
+    margin: float,
     lp_rounds: int = 1,
     max_tokens: int = 512,
 ) -> Threshold:
     """``texts`` should each have d_v + 1 tokens (see :func:`identifiability.nullspace.text_of_length`); the
-    chosen head's LP and max-entropy moves are measured on the first."""
+    chosen head's LP and max-entropy moves are measured on the first. A pair counts as unique when rank([T, 1])
+    = d_s with its smallest relative singular value above ``margin`` (the chapter passes C2's)."""
     _check_head(lm, layer, h)
     if not texts:
         raise ValueError("threshold needs at least one text of d_v + 1 tokens")
@@ -300,7 +306,7 @@ def threshold(
     _, lp_tv = ns.max_tv_alternative(a, t, _visible(traces[0].n_tokens, causal), rounds=lp_rounds)
     me = ns.max_entropy_alternative(a, t, lm.d_v, causal)
     first = margins[margins.text == 0]
-    share = unique_share(margins)
+    share = ns.unique_share(margins, margin)
     return Threshold(
         threshold_ds=traces[0].n_tokens,
         threshold_inputs=len(traces),
@@ -312,7 +318,7 @@ def threshold(
         threshold_me_tv_max=float(ns.tv_rows(a, me["a_alt"]).max()),
         table=margins,
         unique_share=share,
-        share_one_text=unique_share(first, margin=None),
+        share_one_text=ns.unique_share(first, margin=None),
         layer=layer,
         head=h,
     )
@@ -358,6 +364,31 @@ def exact_tests(lm: LoadedModel, alt: Alternatives) -> ExactTests:
     )
 
 
+def _accepted_tv(runs: pd.DataFrame) -> pd.Series:
+    """Per run of a search table, the mean row TV of its realisable alternative where the exact test accepts
+    it (output kept to ``SEARCH_TOL``), else 0."""
+    ok = (runs.search_error <= ns.SEARCH_TOL) & (runs.me_error <= ns.SEARCH_TOL)
+    return runs.search_tv_mean.where(ok, 0.0).fillna(0.0)
+
+
+def _moved(runs: pd.DataFrame) -> pd.Series:
+    """Per run, the larger mean row TV of its two realisable alternatives (max-entropy and searched)."""
+    return runs[["me_tv_mean", "search_tv_mean"]].max(axis=1)
+
+
+def c16_evidence(search: pd.DataFrame, d_v: int) -> C16Evidence:
+    """C16's evidence from a search table (``nullspace.search_by_length``): per searched length beyond
+    d_v + 1 the smallest accepted move over heads, per length at or below it the largest move, and the
+    measured local dimensions beside their count."""
+    beyond, at_thr = search[search.d_s >= d_v + 2], search[search.d_s <= d_v + 1]
+    checked = search.dropna(subset=["local_dim"])
+    return C16Evidence(
+        {int(n): float(tv) for n, tv in _accepted_tv(beyond).groupby(beyond.d_s).min().items()},
+        {int(n): float(tv) for n, tv in _moved(at_thr).groupby(at_thr.d_s).max().items()},
+        tuple((int(r.d_s), int(r.local_dim), int(r.expected_dim)) for r in checked.itertuples()),
+    )
+
+
 @dataclass(frozen=True)
 class RealisableSearch(Study):
     """Realisable alternatives by length: the max-entropy one, the optimiser's (Adam on K', queries solved
@@ -374,7 +405,9 @@ class RealisableSearch(Study):
     search_min_prob: float | None  # smallest weight of a found alternative beyond the threshold
     A_min_prob: float | None  # smallest weight of the real A there
     table: pd.DataFrame = data()
-    realisable_by_ds: dict[int, bool] = data()  # d_s >= d_v + 2 -> an accepted alternative with TV > 1e-3 (C3)
+    realisable_by_ds: dict[int, bool] = data()  # d_s >= d_v + 2 -> every head's accepted alternative moves > min_tv
+    accepted_tv_by_ds: dict[int, float] = data()  # d_s >= d_v + 2 -> smallest accepted mean row TV over heads
+    c16: C16Evidence = data()  # what C16's verdict reads: the accepted moves, the moves at d_v + 1, the counts
     by_length: pd.DataFrame = data()  # per d_s (over layers if several): search_tv_mean/max, lp_tv_mean
     beyond_runs: int = data()  # (length, head) runs at d_s >= d_v + 2
     jacobian_lengths: list[int] = data()  # the lengths whose local dimension was measured
@@ -393,9 +426,12 @@ def realisable_search(
     lp_rounds: int = 1,
     jacobian_max_length: int = 0,
     max_tokens: int = 512,
+    *,
+    min_tv: float,
 ) -> RealisableSearch:
     """Search realisable alternatives for ``heads`` ((layer 1..L, head) pairs) on each of ``texts`` (one
-    length each); see :func:`identifiability.nullspace.search_by_length`."""
+    length each); see :func:`identifiability.nullspace.search_by_length`. An alternative counts as found when
+    the exact test accepts it and it moves rows by a mean TV above ``min_tv`` (the chapter passes C3's)."""
     for layer, h in heads:
         _check_head(lm, layer, h)
     causal, d_v, d_q = lm.adapter.causal, lm.d_v, lm.d_v
@@ -405,10 +441,10 @@ def realisable_search(
     )
     beyond = search[search.d_s >= d_v + 2]
     at_thr = search[search.d_s <= d_v + 1]
-    accepted = beyond[(beyond.search_error <= ns.SEARCH_TOL) & (beyond.me_error <= ns.SEARCH_TOL)]
-    # C3's rule counts an alternative that moves rows by a mean TV above C3_REALISABLE_TV, accepted by the test
-    found = (beyond.search_tv_mean > C3_REALISABLE_TV) & beyond.index.isin(accepted.index)
+    accepted_tv = _accepted_tv(beyond)
+    found = accepted_tv > min_tv
     checked = search.dropna(subset=["local_dim"])
+    c16 = c16_evidence(search, d_v)
     at_dq1 = checked[checked.d_s == d_q + 1]
     by_length = (
         search.groupby("d_s")
@@ -422,9 +458,7 @@ def realisable_search(
     return RealisableSearch(
         search=search.to_dict(orient="records"),
         realisable_exists_all_beyond=bool(len(beyond) and found.all()),
-        realisable_none_at_threshold=bool(
-            len(at_thr) == 0 or (at_thr[["me_tv_mean", "search_tv_mean"]].max(axis=1) < 1e-8).all()
-        ),
+        realisable_none_at_threshold=bool(len(at_thr) == 0 or (_moved(at_thr) < 1e-8).all()),
         dimension_count_confirmed=bool(len(checked) and (checked.local_dim == checked.expected_dim).all()),
         naive_count_wrong_at_threshold=bool(len(at_dq1) and (at_dq1.naive_dim > 0).all()),
         search_max_tv_mean=float(search.search_tv_mean.max()),
@@ -434,6 +468,8 @@ def realisable_search(
         A_min_prob=float(beyond.min_prob_A.min()) if len(beyond) else None,
         table=search,
         realisable_by_ds={int(n): bool(ok) for n, ok in found.groupby(beyond.d_s).all().items()},
+        accepted_tv_by_ds=c16.accepted_tv_by_ds,
+        c16=c16,
         by_length=by_length,
         beyond_runs=len(beyond),
         jacobian_lengths=sorted(int(n) for n in checked.d_s.unique()),
@@ -443,6 +479,25 @@ def realisable_search(
         causal=causal,
         per_layer=len({layer for layer, _ in heads}) > 1,
     )
+
+
+def c2_evidence(exact: ExactThreshold, threshold: Threshold, survey: NullSpaceSurvey) -> C2Evidence:
+    """C2's evidence: the exact example, the margins at d_s = d_v + 1 and the survey at d_v + 2."""
+    return C2Evidence(exact.exact_generic_unique, threshold.table, survey.alternatives_at_dv2, threshold.share_one_text)
+
+
+def c3_evidence(heads: HeadDistances, search: RealisableSearch) -> C3Evidence:
+    """C3's evidence: the exact test on the real A and the paper's alternatives, and the realisable search."""
+    return C3Evidence(heads.real_passes, heads.paper_failing_share, search.accepted_tv_by_ds)
+
+
+def c17_evidence(threshold: Threshold, survey: NullSpaceSurvey) -> C17Evidence:
+    """C17's evidence: the margins at d_s = d_v + 1, the survey at d_v + 2 (None without such a text) and the
+    survey's share of T of full rank."""
+    t = survey.table
+    at_dv2 = t[t.d_s == survey.d_v + 2]
+    alternatives = bool((at_dv2.dim_LN_T1 >= 1).all()) if len(at_dv2) else None
+    return C17Evidence(threshold.table, alternatives, float((t.rank_T == np.minimum(t.d_s, survey.d_v)).mean()))
 
 
 RESULTS = (NullSpaceSurvey, Alternatives, HeadDistances, ExactThreshold, Threshold, ExactTests, RealisableSearch)

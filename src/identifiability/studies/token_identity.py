@@ -4,7 +4,8 @@ Token i is *identified* at layer l when the nearest input embedding x_j (among i
 test tokens') to g^l(e_i^l) is its own x_i; g^l is the identity map (``naive``), an affine map (``linear``)
 or an MLP, trained with an L2 or cosine loss (:mod:`identifiability.identity`). The sections build on each
 other: :func:`hidden_sample` (hidden states and the split by sentence) -> :func:`trained_probes` ->
-:func:`identification` (rates per layer) and :func:`identity_claims` (the evidence of C6 and C7) ->
+:func:`identification` (rates per layer) and :func:`identity_claims` (C6's evidence; C7's with
+:func:`c7_evidence`) ->
 :func:`generalisation` -> :func:`neighbours`; :func:`second_corpus` repeats the experiment on other text.
 
 Shapes: L layers (L+1 hidden states, 0 = x), n tokens of a split, d model width. Intervals resample test
@@ -23,22 +24,15 @@ import pandas as pd
 import torch
 
 from .. import identity as ident
+from ..evidence.token_identity import C6Evidence, C7Evidence
 from ..loaded_model import LoadedModel
-from ..stats import bootstrap_ci, grouped_ci, hierarchical_ci
-from ..verdicts import C6Evidence, Interval, Verdict, c6_verdict, c7_verdict
+from ..stats import Interval, grouped_ci, hierarchical_interval, mean_interval
 from . import Study, data
 
 # The paper's last-layer rate: linear map, cosine loss and lookup, layer 12 of BERT-base (MRPC sentences)
 PAPER_LAST_LAYER = 0.93
 # The identity map counts as keeping a layer's tokens while it identifies at least this share
 NAIVE_KEEPS = 0.99
-
-
-def _rate(df: pd.DataFrame, mapping: str, loss: str | None, lookup: str, layer: int) -> float:
-    """One rate of a rates table (:func:`identifiability.identity.evaluate`); the identity map has no loss."""
-    q = df[(df.mapping == mapping) & (df.lookup == lookup) & (df.layer == layer)]
-    q = q if mapping == "naive" else q[q.loss == loss]
-    return float(q.rate.iloc[0])
 
 
 # --------------------------------------------------------------------------------------------------
@@ -221,28 +215,23 @@ def identification(sample: SampleResult, probes: ProbesResult) -> Identification
     test = rates[rates.split == "test"]
     sent, allc = test[test.candidates == "sentence"], test[test.candidates == "all"]
     keys = ["mapping", "loss", "lookup"]
-    last = test[test.layer == L].copy()
-    last["loss"] = last["loss"].where(last.mapping != "naive", "—")
-    table = last.pivot_table(index=["mapping", "loss"], columns=["candidates", "lookup"], values="rate").reindex(
-        columns=pd.MultiIndex.from_product([["sentence", "all"], list(ident.LOOKUPS)])
-    )
-    index = ["mapping", "loss", "lookup", "layer"]
-    train = rates[(rates.split == "train") & (rates.mapping != "naive")]
-    gap = train.set_index(index).rate - sent[sent.mapping != "naive"].set_index(index).rate
+    last, table = ident.last_layer(test, L)
+    gap = ident.train_test_gap(rates)
     best = last[last.candidates == "sentence"].sort_values("rate").iloc[-1]
-    first_drop = next((layer for layer in range(L + 1) if _rate(sent, "naive", None, "cos", layer) < NAIVE_KEEPS), None)
+    naive = [ident.rate_of(sent, "naive", None, "cos", layer) for layer in range(L + 1)]
+    first_drop = next((layer for layer, r in enumerate(naive) if r < NAIVE_KEEPS), None)
     return IdentificationResult(
         rates_sentence=ident.nested(sent, keys, "rate"),
         rates_all=ident.nested(allc, keys, "rate"),
         rates_train=ident.nested(rates[rates.split == "train"], keys, "rate"),
         chance_sentence=float(sent.chance.iloc[0]),
         chance_all=float(allc.chance.iloc[0]),
-        linear_cos_cos_last=_rate(sent, "linear", "cos", "cos", L),
-        mlp_cos_cos_last=_rate(sent, "mlp", "cos", "cos", L),
-        naive_cos_last=_rate(sent, "naive", None, "cos", L),
-        naive_l2_last=_rate(sent, "naive", None, "l2", L),
-        naive_layer0=[_rate(df, "naive", None, lk, 0) for df in (sent, allc) for lk in ident.LOOKUPS],
-        linear_cos_cos_last_all=_rate(allc, "linear", "cos", "cos", L),
+        linear_cos_cos_last=ident.rate_of(sent, "linear", "cos", "cos", L),
+        mlp_cos_cos_last=ident.rate_of(sent, "mlp", "cos", "cos", L),
+        naive_cos_last=ident.rate_of(sent, "naive", None, "cos", L),
+        naive_l2_last=ident.rate_of(sent, "naive", None, "l2", L),
+        naive_layer0=[ident.rate_of(df, "naive", None, lk, 0) for df in (sent, allc) for lk in ident.LOOKUPS],
+        linear_cos_cos_last_all=ident.rate_of(allc, "linear", "cos", "cos", L),
         paper_last_layer=PAPER_LAST_LAYER,
         eval_seconds=round(time.time() - t0, 1),
         max_train_test_gap=float(gap.max()),
@@ -278,7 +267,7 @@ class ClaimsResult(Study):
     c6_unseen_types_rate: float  # C6's estimate on test tokens whose word type no training sentence holds
     c6_unseen_types_ci95: list
     c6_unseen_tokens: int
-    c6: C6Evidence = data()  # what c6_verdict reads
+    c6: C6Evidence = data()  # what C6's verdict reads (``verdicts.token_identity.c6``)
     naive_drop: Interval = data()  # C7: identity map, cosine lookup, layer L minus layer 1, sentences resampled
     naive_drop_by_token: Interval = data()  # the same, tokens resampled (C7's robustness 'unit')
     unseen: Interval = data()  # the C6 estimate on unseen word types
@@ -289,26 +278,6 @@ class ClaimsResult(Study):
     def last_rate(self) -> Interval:
         """C6's estimate: the last-layer rate over probe seeds and test sentences."""
         return self.c6.rate
-
-    def verdict_c6(self, rule: str, original_rule: str) -> Verdict:
-        """C6 by the rule in force, with its original rule's verdict and the claims table's alternatives."""
-        return c6_verdict(self.c6, rule, original_rule)
-
-    def verdict_c7(self, chance: float, rule: str) -> Verdict:
-        """C7 by its rule, with the claims table's alternatives."""
-        return c7_verdict(self.naive_drop, self.naive_drop_by_token, chance, rule)
-
-
-def _seed_training(runs: Sequence[ident.TrainedProbes], seeds: Sequence[int]) -> dict:
-    """The training table (:func:`identifiability.identity.training_summary`) of each extra seed's probes."""
-    frames = [ident.training_summary({"linear": tp}).assign(seed=s) for tp, s in zip(runs, seeds)]
-    return pd.concat(frames, ignore_index=True).round(4).to_dict(orient="list") if frames else {}
-
-
-def seeds_interval(values: np.ndarray, levels: int, seed: int) -> Interval:
-    """Mean of ``values`` (*seeds, sentences) with an interval resampling ``levels`` seed axes and the
-    test sentences (:func:`identifiability.stats.hierarchical_ci`); ``n`` counts the test sentences."""
-    return Interval(*hierarchical_ci(values, levels, seed=seed), n=values.shape[levels], unit="test sentences")
 
 
 def identity_claims(
@@ -336,33 +305,24 @@ def identity_claims(
     rates = ident.rates_by_sentence(runs, test, range(L + 1))  # (seeds, sentences, L+1)
     last = rates[..., L]
     position = np.array([ok.mean() for ok in ident.position_only_by_sentence(splits["train"], test)])
-    perm = torch.randperm(splits["train"].n, generator=torch.Generator().manual_seed(seed))
-    shuffled = ident.train_probes(
-        splits["train"], splits["val"], [L], ["cos"], config, targets=splits["train"].targets[perm], progress=False
-    )
-    shuffled_rates = ident.rates_by_sentence([shuffled], test, [L])[0, :, 0]
-    sizes = np.array([len(ok) for ok in ident.correct_by_sentence(shuffled, test, L)])
+    shuffled_rates, sizes = ident.shuffled_label_rates(splits, config, L, seed)
     # the pre-registered interval: per token the share of seeds that identify it, sentences resampled
-    per_token = [np.mean(seeds, axis=0) for seeds in zip(*(ident.correct_by_sentence(tp, test, L) for tp in runs))]
+    per_token = ident.seed_shares(runs, test, L)
     c6 = C6Evidence(
-        rate=seeds_interval(last, 1, seed),
-        over_position=seeds_interval(last - position, 1, seed),
-        over_shuffled=seeds_interval(last - shuffled_rates, 1, seed),
-        rate_seed0=seeds_interval(last[0], 0, seed),
-        over_position_seed0=seeds_interval(last[0] - position, 0, seed),
+        rate=hierarchical_interval(last, 1, seed),
+        over_position=hierarchical_interval(last - position, 1, seed),
+        over_shuffled=hierarchical_interval(last - shuffled_rates, 1, seed),
+        rate_seed0=hierarchical_interval(last[0], 0, seed),
+        over_position_seed0=hierarchical_interval(last[0] - position, 0, seed),
         position_rate=float(position.mean()),
         shuffled_rate=float(shuffled_rates.mean()),
         chance=float((1 / sizes).mean()),
         original_rate=Interval(*grouped_ci(per_token, np.mean, seed=seed), n=len(per_token), unit="test sentences"),
     )
-    naive_first = ident.correct_by_sentence(probes.probes["naive"], test, 1, "cos", "cos")
-    naive_last = ident.correct_by_sentence(probes.probes["naive"], test, L, "cos", "cos")
-    drops = [b - a for a, b in zip(naive_first, naive_last)]
+    drops = ident.change_by_sentence(probes.probes["naive"], test, 1, L)
     all_drops = np.concatenate(drops)
-    by_layer = [seeds_interval(rates[..., layer], 1, seed) for layer in range(L + 1)]
-    # the probe cannot have learnt a word that no training sentence holds
-    unseen = ~torch.isin(test.token_id, splits["train"].token_id)
-    masks = [unseen[test.sentence == s].numpy() for s in torch.unique(test.sentence)]
+    by_layer = [hierarchical_interval(rates[..., layer], 1, seed) for layer in range(L + 1)]
+    unseen, masks = ident.unseen_by_sentence(splits["train"], test)
     unseen_groups = [g[m] for g, m in zip(per_token, masks) if m.any()]
     unseen_rate = grouped_ci(unseen_groups, np.mean, seed=seed) if unseen_groups else (float("nan"),) * 3
     keys = [sample.sentence_keys[int(s)] for s in torch.unique(test.sentence)]
@@ -381,19 +341,23 @@ def identity_claims(
             "layers": list(range(1, L + 1)),
             "rate": rates[..., 1:].round(6).tolist(),
         },
-        seed_training=_seed_training(runs[1:], [seed + k for k in more_seeds]),
+        seed_training=ident.seed_training(runs[1:], [seed + k for k in more_seeds]),
         c6_unseen_types_rate=unseen_rate[0],
         c6_unseen_types_ci95=list(unseen_rate[1:]),
         c6_unseen_tokens=int(unseen.sum()),
         c6=c6,
         naive_drop=Interval(*grouped_ci(drops, np.mean, seed=seed), n=len(drops), unit="test sentences"),
-        naive_drop_by_token=Interval(
-            float(all_drops.mean()), *bootstrap_ci(all_drops, seed=seed), n=len(all_drops), unit="test tokens"
-        ),
+        naive_drop_by_token=mean_interval(all_drops, seed, "test tokens"),
         unseen=Interval(*unseen_rate, n=len(unseen_groups), unit="test sentences"),
         rates=rates,
         position=position,
     )
+
+
+def c7_evidence(claims: ClaimsResult, rates: IdentificationResult) -> C7Evidence:
+    """C7's evidence: the identity map's drop from layer 1 to the last (intervals over test sentences and,
+    for the alternative, test tokens) and chance among the sentence's tokens as its baseline."""
+    return C7Evidence(claims.naive_drop, claims.naive_drop_by_token, rates.chance_sentence)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -478,14 +442,8 @@ def neighbours(sample: SampleResult, probes: ProbesResult, rates: Identification
     miss_last = 1 - float(at_last.loc[0, "share"])
     near = float(at_last.loc[[k for k in at_last.index if k != 0], "share"].sum())
     naive_nb = nb[(nb.mapping == "naive") & (nb.lookup == "cos") & (nb.layer == L)].set_index("offset")
-    layout = ident.SentenceLayout(test.sentence, test.position)
     others = [k for k in ident.NEIGHBOUR_OFFSETS if k]
-    uniform_miss = ident.offset_chance(layout, test.position, others, among_others=True)
-    rows = ident.predict(probes.probes["linear"], test, layer=L, loss="cos", lookup="cos")
-    missed = test.key[rows] != test.key
-    same_word = float((missed & (test.token_id[rows] == test.token_id)).sum()) / max(1, int(missed.sum()))
-    pos_rows = ident.position_only_rows(sample.splits["train"], test, "cos")
-    pos_off = (test.position[pos_rows] - test.position)[pos_rows != torch.arange(test.n)]
+    same_word, position_adjacent = ident.misses_elsewhere(probes.probes["linear"], sample.splits["train"], test, L)
     return NeighbourResult(
         neighbours=ident.nested(nb, ["mapping", "loss", "lookup", "offset"], "share"),
         neighbour_chance=nb.groupby("offset").chance.first().to_dict(),
@@ -493,9 +451,9 @@ def neighbours(sample: SampleResult, probes: ProbesResult, rates: Identification
         linear_cos_last_miss_within_3=near,
         naive_cos_last_neighbour_shares={int(k): float(v) for k, v in naive_nb.share.items()},
         linear_cos_last_misses_by_offset={k: float(at_last.loc[k, "share"]) / max(miss_last, 1e-12) for k in others},
-        uniform_misses_by_offset=uniform_miss,
+        uniform_misses_by_offset=ident.uniform_misses(test),
         linear_cos_last_miss_same_word=same_word,
-        position_only_adjacent=float((pos_off.abs() == 1).double().mean()) if pos_off.numel() else 0.0,
+        position_only_adjacent=position_adjacent,
         table=nb,
     )
 
@@ -563,8 +521,8 @@ def second_corpus(
         second_rates=ident.nested(test, ["mapping", "loss", "lookup"], "rate"),
         second_transfer_rates=ident.nested(transfer, ["mapping", "loss", "lookup"], "rate"),
         second_chance=float(test.chance.iloc[0]),
-        second_linear_cos_cos_last=_rate(test, "linear", "cos", "cos", L),
-        second_transfer_linear_cos_cos_last=_rate(transfer, "linear", "cos", "cos", L),
+        second_linear_cos_cos_last=ident.rate_of(test, "linear", "cos", "cos", L),
+        second_transfer_linear_cos_cos_last=ident.rate_of(transfer, "linear", "cos", "cos", L),
         overlay=overlay,
     )
 

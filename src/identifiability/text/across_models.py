@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..digits import fmt
 from ..model_comparison import labels
-from ..verdicts.text import fmt
 
 
 def no_separator_text(models: list[str]) -> str:

@@ -19,7 +19,8 @@ from ..studies.context_mixing import (
     TopContributor,
     TypicalSample,
 )
-from ..verdicts import C10_HIGH, C10_LOW, C10_WIDE, C11_FAR, C11_NEAR, Verdict
+from ..verdicts import Verdict
+from ..verdicts.context_mixing import C10_HIGH, C10_LOW, C10_WIDE, C11_FAR, C11_NEAR
 from ..verdicts.text import layers
 
 

@@ -138,7 +138,6 @@ MORE_EXTREME = 1e-3  # a smallest weight below this fraction of A's needs "far m
 def threshold_text(r: Threshold, survey: NullSpaceSurvey) -> str:
     """Uniqueness at d_s = d_v + 1 on every head, its margins, and where the threshold lies for this model."""
     zero = max(r.threshold_lp_tv_max, r.threshold_me_tv_max) < NONE_TV
-    full = survey.share_rank_T_full == 1
     return (
         f"$d_s = {r.threshold_ds} = d_v + 1$, {r.threshold_inputs} inputs: in **{r.threshold_unique_heads} of "
         f"{r.threshold_heads} (input, head) pairs** rank$([T,1]) = d_s$ with its smallest relative singular value "
@@ -151,8 +150,8 @@ def threshold_text(r: Threshold, survey: NullSpaceSurvey) -> str:
         f"**When rank$(T) < d_v$** (a rank-deficient $W_O^h$, or repeated rows of $T$) the threshold moves down: "
         f"alternatives exist as soon as $d_s > \\mathrm{{rank}}([T, \\mathbf 1])$, as the rank-deficient exact "
         f"example shows at $d_s = 3$. In the survey above rank$(T) = \\min(d_s, d_v)$ held for "
-        f"{100 * survey.share_rank_T_full:.2f}% of heads, so for this model the threshold is "
-        + (f"$d_s \\ge d_v + 2 = {survey.d_v + 2}$." if full else "lower for the heads whose $T$ is rank-deficient.")
+        f"{100 * survey.share_rank_T_full:.2f}% of heads. Where this model's threshold lies, for every head, is "
+        "claim C17, judged at the end of the chapter from these counts."
     )
 
 
@@ -220,7 +219,8 @@ def summary_text(
     claims: list[str],
     model_name: str,
 ) -> str:
-    """The chapter's summary: the claim and both objections as measured, then each claim's verdict sentence."""
+    """The chapter's summary: the claim and both objections as measured, then each claim's verdict sentence
+    (``claims``): whether a claim holds is said by its verdict only."""
     deficient = [v for v in _paper_ranks(tests).values() if v is not None]
     found, missing = ([n for n, ok in sorted(search.realisable_by_ds.items()) if ok is want] for want in (True, False))
     lines = [
@@ -230,29 +230,21 @@ def summary_text(
         f"{survey.rtol:.0e}, singular values kept down to {min(survey.gap_T_kept_min, survey.gap_T1_kept_min):.0e}, "
         f"rounding noise at {survey.gap_T_dropped_max:.0e}); alternatives built in it reproduce the output to "
         f"{max(alt.construct['rel_output_error'], alt.lp['rel_output_error']):.0e} and, at $d_s = {alt.example_ds}$, "
-        f"move rows by a total variation of {heads.survey_lp_tv_mean:.2f} on average over all heads.",
-        "**Objection 2 (threshold).** At $d_s = d_v + 1$ the alternative is unique "
-        + (
-            f"(exactly, $d_s = 3$, $d_v = 2$; and in {thr.threshold_unique_heads} of {thr.threshold_heads} real "
-            "(input, head) pairs). "
-            if exact.exact_generic_unique
-            else "(the exact example did not confirm this: see Section 3). "
-        )
-        + (
-            'So the paper\'s "$d_s > d_v$" reads $d_s \\ge d_v + 2$ for this model — more generally '
-            "$d_s > \\mathrm{rank}([T,\\mathbf 1])$, which is lower when $T$ is rank-deficient."
-            if exact.exact_generic_unique and thr.unique_share == 1 and survey.alternatives_at_dv2
-            else "For this model the measurements do not place the threshold at $d_s = d_v + 2$ for every head "
-            "(see Section 3 and C2's verdict)."
-        ),
+        f"move rows by a total variation of {heads.survey_lp_tv_mean:.2f} on average over all heads. C1 and C15 "
+        "below judge it.",
+        "**Objection 2 (threshold).** At $d_s = d_v + 1$ the exact example ($d_s = 3$, $d_v = 2$) admits "
+        + ("only $A$ itself" if exact.exact_generic_unique else "alternatives (see Section 3)")
+        + f", and {thr.threshold_unique_heads} of {thr.threshold_heads} real (input, head) pairs are unique; "
+        f"rank$(T) = \\min(d_s, d_v)$ in {100 * survey.share_rank_T_full:.1f}% of the surveyed heads. C2 and C17 "
+        "below judge where the threshold lies.",
         "**Objection 1 (softmax realisability).** "
         + (
             "The exact test does not apply to this causal model. "
             if tests.causal
-            else f"The paper's alternatives are not realisable (a centred log of rank {max(deficient, default=0)} "
-            f"$> d_q = {tests.d_q}$). "
+            else f"The paper's alternatives tested on the chosen head fail the exact test (a centred log of rank "
+            f"{max(deficient, default=0)} $> d_q = {tests.d_q}$). "
             if not any(tests.realisable[k] for k in _paper_ranks(tests))
-            else "Some of the paper's alternatives pass the exact test (see Section 4). "
+            else "Some of the paper's alternatives tested on the chosen head pass the exact test (see Section 4). "
         )
         + (
             f"Realisable alternatives with identical output (mean row TV above {C3_REALISABLE_TV:g}) were found at "
@@ -260,9 +252,12 @@ def summary_text(
             + (f", not at {', '.join(map(str, missing))}" if missing else "")
             + f" (a closed-form max-entropy one, and the optimiser's, up to a mean total variation of "
             f"{search.search_max_tv_mean:.3g} per row, largest row {search.search_max_tv_row:.3g})"
-            + (" — and none at $d_s \\le d_v + 1$. " if search.realisable_none_at_threshold else ". ")
+            + (
+                "; at $d_s \\le d_v + 1$ they move rows by less than $10^{-8}$. "
+                if search.realisable_none_at_threshold and (search.table.d_s <= search.d_v + 1).any()
+                else ". "
+            )
         )
-        + ("Their number matches the count $d_q(d_s - d_q - 1)$. " if search.dimension_count_confirmed else "")
         + (
             ""
             if search.search_min_prob is None
@@ -272,8 +267,77 @@ def summary_text(
             if search.search_min_prob < MORE_EXTREME * search.A_min_prob  # far more extreme logits
             else f"Their logits stay within about the real head's range (smallest weight {search.search_min_prob:.0e} "
             f"vs {search.A_min_prob:.0e})."
-        ),
+        )
+        + " C3 and C16 below judge the objection.",
     ]
     lines.append(f"*Model {model_name}, {survey.survey_texts} texts; all numbers computed by this page.*")
     # the page shows the verdicts again, anchored, under "Verdicts"
     return "\n\n".join(lines + [unanchored(c) for c in claims])
+
+
+def _span(values: pd.Series) -> str:
+    """'4' or '3–4': the range of integer values over heads."""
+    lo, hi = int(values.min()), int(values.max())
+    return str(lo) if lo == hi else f"{lo}–{hi}"
+
+
+def search_text(r: RealisableSearch) -> str:
+    """Objection 1, measured: where realisable alternatives were found, how far they move, the dimension
+    count; claim C16 (judged at the end of the chapter) says what these numbers decide."""
+    by_len = r.by_length
+    beyond = by_len[by_len.d_s >= r.d_v + 2]
+    far = by_len.iloc[-1]
+    near = beyond.iloc[0] if r.beyond_runs else None
+    found, missing = ([n for n, ok in sorted(r.realisable_by_ds.items()) if ok is want] for want in (True, False))
+    measured = r.table.dropna(subset=["local_dim"])
+    return (
+        "**Realisable alternatives (objection 1), measured.** "
+        + (
+            f"At $d_s \\ge d_v + 2$ ({r.beyond_runs} runs, $d_s$ = {beyond.d_s.min()}–{beyond.d_s.max()}) the "
+            f"search found a softmax-realisable $A'$ with the same output, moving rows by a mean total variation "
+            f"above {C3_REALISABLE_TV:g} (C3's), at $d_s$ = "
+            f"{', '.join(map(str, found)) or 'no length'}"
+            + (f", not at {', '.join(map(str, missing))}" if missing else "")
+            + f" (relative output error at most {r.search_error_max:.1e}"
+            + ("" if r.causal else f"; rank of its centred log at most {r.search_rank_max} $\\le d_q = {r.d_q}$")
+            + "). "
+            if r.beyond_runs
+            else "No length $d_s \\ge d_v + 2$ was searched. "
+        )
+        + (
+            "At $d_s \\le d_v + 1$ the realisable alternatives move rows by less than $10^{-8}$, as Section 3's "
+            "count says. "
+            if r.realisable_none_at_threshold and (r.table.d_s <= r.d_v + 1).any()
+            else ""
+        )
+        + (
+            f"Near the threshold they barely differ (mean TV {near.search_tv_mean:.1e} at $d_s = {int(near.d_s)}$); "
+            f"at $d_s = {int(far.d_s)}$ rows move by {far.search_tv_mean:.3f} on average and up to "
+            f"{far.search_tv_max:.3f}, against {far.lp_tv_mean:.3f} for the unconstrained row-stochastic "
+            "alternatives. "
+            if near is not None
+            else ""
+        )
+        + (
+            "The measured solution dimension, against the count $d_q(d_s - d_q - 1)$: "
+            + "; ".join(
+                f"{_span(g.local_dim)} against {_span(g.expected_dim)} at $d_s = {n}$"
+                for n, g in measured.groupby("d_s")
+            )
+            + ". "
+            if len(measured)
+            else ""
+        )
+        + "Claim C16, judged at the end of the chapter, applies its rule to these numbers."
+        + (
+            ""
+            if not r.beyond_runs
+            else f"\n\n*Caveat.* These alternatives are realisable in the sense of the objection (some $Q', K'$ of "
+            f"width $d_q$ produce them), but they use far more extreme logits than the real head: their smallest "
+            f"weight is {r.search_min_prob:.0e} where $A$'s is {r.A_min_prob:.0e}. Whether this head's own $W_Q, W_K$ "
+            f"could produce them on some input, or alternatives within $A$'s logit range exist, is not settled here."
+            if r.search_min_prob < MORE_EXTREME * r.A_min_prob
+            else f"\n\nTheir smallest weight is {r.search_min_prob:.0e} where $A$'s is {r.A_min_prob:.0e}: their "
+            "logits stay within about the real head's range."
+        )
+    )

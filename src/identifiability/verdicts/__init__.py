@@ -1,76 +1,28 @@
-"""Verdicts: one pure function per claim of ``data/claims.csv``, from typed measurements to a verdict.
+"""Verdicts: one entry point per claim of ``data/claims.csv``, from its evidence to a verdict.
 
-Each function applies its claim's pre-registered rule (the ``rule`` column, fixed before any number was
-looked at; the thresholds are the named constants beside each function) to an estimate, its 95% interval
-and a null baseline, and returns a :class:`Verdict`. Nothing here is written by hand per run: the
-chapters record measurements, these functions decide, and :func:`render` turns the decision into the
-sentence the page shows. Six outcomes:
+Claim CN of a chapter is judged by ``verdicts.<chapter name>.cN(evidence, rules) -> Verdict``: ``evidence`` is
+the one typed value the chapter's study builds (``identifiability.evidence.<chapter name>``), ``rules`` the
+claim's :class:`Rules` from the claims table (the rule in force and, for an amended claim, the pre-registered
+one). A chapter calls it one way, ``ch.judge("CN", evidence)`` (:meth:`identifiability.notebook.Chapter.judge`),
+which finds the function through the chapter contract, passes the rules, checks and records the verdict.
+
+Each entry point applies its claim's pre-registered rule (the ``rule`` column, fixed before any number was
+looked at; the thresholds are the named constants of the chapter's module) to an estimate, its 95% interval
+and a null baseline, and returns a :class:`Verdict` carrying its verdicts under the alternatives the
+claim's row names (:func:`with_robustness`) and, for an amended claim (``data/amendments.csv``), the
+original rule's verdict (:func:`amended`). The per-threshold ``judge_cN`` functions beside it are its parts,
+which the controls (``tests/unit/test_verdict_controls_<chapter>.py``) also call. Nothing here is written by
+hand per run: the chapters record measurements, these functions decide, and :func:`render` turns the
+decision into the sentence the page shows. Six outcomes:
 
 - *holds* and *fails*: the interval lies on one side of the rule's threshold;
 - *partly holds*: one part of a compound claim holds and another does not (the reason says which);
 - *inconclusive*: an interval contains its threshold (the reason says how many units would settle it);
 - *not testable on this model*: the model cannot show the effect (the reason says why, from a measurement);
 - *not run in this build*: the comparison the claim needs was not run (the reason gives the command that runs it).
-
-An amended claim (``data/amendments.csv``) carries its original rule's verdict (:func:`amended`); every
-verdict carries its verdicts under the alternatives its claims-table row names (:func:`with_robustness`).
 """
 
-from .across_models import (
-    C13_BAND,
-    C13_BAND_NARROW,
-    C13_BAND_WIDE,
-    C13_POWER,
-    C14_PEAK_FAIL,
-    C14_PEAK_SHARE,
-    C14_PEAK_SHARE_ALT,
-    FT_MIN_SEEDS,
-    FineTuning,
-    Paired,
-    c13_verdict,
-    c14_verdict,
-    judge_c13,
-    judge_c13_original,
-    judge_c14,
-    judge_c14_original,
-)
-from .angle_magnitude import (
-    C8_ANGLE_SLACK,
-    C8_ANGLE_SLACK_ALT,
-    C8_MIN_SPREAD,
-    C8_MIN_SPREAD_ALT,
-    C8_NORM_CHANCE,
-    C8Evidence,
-    c8_verdict,
-    judge_c8,
-    judge_c8_original,
-)
-from .context_mixing import (
-    C9_SHIFT,
-    C10_HIGH,
-    C10_LOW,
-    C10_WIDE,
-    C11_FAR,
-    C11_FAR_ALT,
-    C11_NEAR,
-    C11_NEAR_ALT,
-    CONTENT_TAGS,
-    FUNCTION_TAGS,
-    C9Evidence,
-    C10Evidence,
-    C11Evidence,
-    C12Evidence,
-    c9_verdict,
-    c10_verdict,
-    c11_verdict,
-    c12_verdict,
-    judge_c9,
-    judge_c10,
-    judge_c10_original,
-    judge_c11,
-    judge_c11_original,
-    judge_c12,
-)
+from ..digits import fmt
 from .core import (
     FAILS,
     HOLDS,
@@ -79,8 +31,8 @@ from .core import (
     NOT_TESTABLE,
     PARTLY,
     VERDICTS,
-    Interval,
     Quantity,
+    Rules,
     Verdict,
     amended,
     from_json,
@@ -88,158 +40,25 @@ from .core import (
     robustness_summary,
     with_robustness,
 )
-from .effective_attention import (
-    C4_PEARSON,
-    C4_SHIFT,
-    C5_PEAK,
-    C5_PEAK_HIGH,
-    C5_PEAK_LOW,
-    C5_RATIO,
-    C5_RATIO_SHIFT,
-    C4Evidence,
-    C5Category,
-    C5Original,
-    c4_verdict,
-    c5_verdict,
-    judge_c4,
-    judge_c4_original,
-    judge_c5,
-    judge_c5_original,
-)
-from .nonidentifiability import (
-    C1_RANK_TOL_ALT,
-    C2_FAIL_SHARE,
-    C2_MARGIN,
-    C2_MARGIN_ALT,
-    C2_UNIQUE_SHARE,
-    C2_UNIQUE_SHARE_ALT,
-    C3_FAILING_SHARE,
-    C3_FAILING_SHARE_ALT,
-    C3_REALISABLE_TV,
-    judge_c1,
-    judge_c2,
-    judge_c2_original,
-    judge_c3,
-)
-from .text import anchor, fmt, math_text
-from .token_identity import (
-    C6_HOLDS,
-    C6_PARTLY,
-    C6_SHIFT,
-    C7_SHIFT,
-    C6Evidence,
-    c6_verdict,
-    c7_verdict,
-    judge_c6,
-    judge_c6_original,
-    judge_c7,
-)
+from .text import anchor, math_text
 
 __all__ = [
-    "C1_RANK_TOL_ALT",
-    "C2_MARGIN",
-    "C2_MARGIN_ALT",
-    "C2_UNIQUE_SHARE_ALT",
-    "C3_FAILING_SHARE_ALT",
-    "C3_REALISABLE_TV",
-    "judge_c2_original",
-    "C13_BAND",
-    "C13_BAND_NARROW",
-    "C13_BAND_WIDE",
-    "C13_POWER",
-    "C14_PEAK_FAIL",
-    "C14_PEAK_SHARE",
-    "C14_PEAK_SHARE_ALT",
-    "FT_MIN_SEEDS",
-    "FineTuning",
-    "Paired",
-    "c13_verdict",
-    "c14_verdict",
-    "judge_c13",
-    "judge_c13_original",
-    "judge_c14",
-    "judge_c14_original",
-    "C10_HIGH",
-    "C10_LOW",
-    "C2_FAIL_SHARE",
-    "C2_UNIQUE_SHARE",
-    "C3_FAILING_SHARE",
-    "C4_PEARSON",
-    "C5_RATIO",
-    "C4_SHIFT",
-    "C5_PEAK",
-    "C5_PEAK_HIGH",
-    "C5_PEAK_LOW",
-    "C5_RATIO_SHIFT",
-    "C4Evidence",
-    "C5Category",
-    "C5Original",
-    "c4_verdict",
-    "c5_verdict",
-    "judge_c4_original",
-    "judge_c5_original",
-    "C6_HOLDS",
-    "C6_PARTLY",
-    "C8_ANGLE_SLACK",
-    "C8_MIN_SPREAD",
-    "C8_NORM_CHANCE",
-    "C6_SHIFT",
-    "C7_SHIFT",
-    "C8_ANGLE_SLACK_ALT",
-    "C8_MIN_SPREAD_ALT",
-    "C6Evidence",
-    "C8Evidence",
-    "c6_verdict",
-    "c7_verdict",
-    "c8_verdict",
-    "judge_c6_original",
-    "judge_c8_original",
-    "CONTENT_TAGS",
     "FAILS",
-    "FUNCTION_TAGS",
     "HOLDS",
     "INCONCLUSIVE",
-    "Interval",
     "NOT_RUN",
     "NOT_TESTABLE",
-    "amended",
-    "robustness_summary",
-    "with_robustness",
     "PARTLY",
     "VERDICTS",
-    "Verdict",
-    "judge_c1",
-    "judge_c10",
-    "judge_c11",
-    "judge_c12",
-    "judge_c2",
-    "judge_c3",
-    "judge_c4",
-    "judge_c5",
-    "judge_c6",
-    "judge_c7",
-    "judge_c8",
-    "judge_c9",
-    "C9_SHIFT",
-    "C10_WIDE",
-    "C11_FAR",
-    "C11_FAR_ALT",
-    "C11_NEAR",
-    "C11_NEAR_ALT",
-    "C9Evidence",
-    "C10Evidence",
-    "C11Evidence",
-    "C12Evidence",
-    "c9_verdict",
-    "c10_verdict",
-    "c11_verdict",
-    "c12_verdict",
-    "judge_c10_original",
-    "judge_c11_original",
-    "render",
     "Quantity",
+    "Rules",
+    "Verdict",
+    "amended",
     "anchor",
     "fmt",
     "from_json",
     "math_text",
+    "render",
+    "robustness_summary",
+    "with_robustness",
 ]

@@ -2,20 +2,20 @@
 
 C13 and C14 (amended rules, ``data/amendments.csv``) are judged from one hierarchical bootstrap of the paired
 per-sentence differences d_l (fine-tuned minus pre-trained identifiability rate on the same test sentence,
-layers 1..L), resampling fine-tune seeds, probe seeds and test sentences (:class:`Paired`, built by
-``studies.across_models``). Their original rules (half-widths of two unpaired runs combined in quadrature) are kept as
-:func:`judge_c13_original` and :func:`judge_c14_original`, whose verdicts the claims page shows beside.
+layers 1..L), resampling fine-tune seeds, probe seeds and test sentences (``evidence.across_models.Paired``,
+built by ``studies.across_models``). Their original rules (half-widths of two unpaired runs combined in
+quadrature, ``stats.unpaired_difference``) are kept as :func:`judge_c13_original` and :func:`judge_c14_original`,
+whose verdicts the claims page shows beside; the entry points :func:`c13` and :func:`c14` assemble both with the
+alternatives.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
-import numpy as np
-from scipy.stats import norm
-
-from ..stats import LEVEL
+from ..digits import fmt, pct
+from ..evidence.across_models import FineTuning, Paired
+from ..stats import Interval, sentences_for_power
 from .core import (
     FAILS,
     HOLDS,
@@ -23,15 +23,15 @@ from .core import (
     NOT_RUN,
     NOT_TESTABLE,
     PARTLY,
-    Interval,
     Quantity,
+    Rules,
     Verdict,
     amended,
     combine_parts,
     interval_verdict,
     with_robustness,
 )
-from .text import fmt, layers, pct
+from .text import layers
 
 C13_BAND = 0.05  # "close": the last-layer difference within 5 points of identifiability rate
 C13_BAND_NARROW = 0.03  # robustness: a stricter band
@@ -62,85 +62,6 @@ C14_PEAK_LAYER = Quantity(
     "layer with the largest |difference|", r"\operatorname{argmax}_l \lvert d_l\rvert", integer=True
 )
 FT_MIN_SEEDS = 3  # the amended rules bootstrap over at least this many fine-tune seeds per task
-
-
-@dataclass(frozen=True)
-class Paired:
-    """One fine-tuned task's (or the random-initialisation control's) paired differences d_l, fine-tuned
-    minus pre-trained identifiability rate on the same test sentence, layers 1..L, from one bootstrap.
-
-    ``layers``, ``gap`` and ``peak_late`` are read from the same draws, so C14's two parts are joint.
-    ``seed_var`` and ``sentence_var`` split the variance of the last-layer estimate into the part more test
-    sentences cannot shrink (fine-tune and probe seeds) and the per-sentence part (its share is
-    ``sentence_var / sentences``); :func:`sentences_for_power` reads them.
-    """
-
-    layers: tuple[Interval, ...]  # d_l, l = 1..L: mean over seeds and sentences, 95% interval
-    gap: Interval  # |d_L| - |d_1|
-    peak_late: float  # share of draws whose largest |d_l| lies in l > L/2
-    seed_var: float
-    sentence_var: float
-    ft_seeds: int
-    probe_seeds: int
-    sentences: int
-    # (m, share): the share of draws peaking late were every unit m times as many (draws shrunk by 1/sqrt(m)
-    # around the estimate); what an inconclusive "peak late" names as the sentences that would settle it
-    peak_late_scaled: tuple[tuple[int, float], ...] = field(default=())
-
-    @property
-    def last(self) -> Interval:
-        return self.layers[-1]
-
-
-@dataclass(frozen=True)
-class FineTuning:
-    """Everything C13 and C14 take, current and original rules: per fine-tuned task the paired evidence
-    (``tasks``: seeds and sentences resampled; ``unit``: sentences only, seeds fixed), the random-initialisation
-    control's, and per fine-tuned model the original rules' unpaired differences."""
-
-    tasks: dict[str, Paired] = field(default_factory=dict)
-    unit: dict[str, Paired] = field(default_factory=dict)
-    control: Paired | None = None
-    control_unit: Paired | None = None
-    differences: dict[str, np.ndarray] = field(default_factory=dict)  # task -> (F, P, n, L) d per sentence
-    original_last: dict[str, Interval] = field(default_factory=dict)  # model -> last-layer difference
-    original_layers: dict[str, list[Interval]] = field(default_factory=dict)  # model -> d_l, l = 1..L
-    original_control_last: Interval | None = None
-    original_control_layers: list[Interval] | None = None
-
-
-# --------------------------------------------------------------------------------------------------
-# power of C13
-# --------------------------------------------------------------------------------------------------
-
-
-def _z(band: float, power: float, level: float) -> float:
-    """band / sqrt(V) that gives ``power``: the estimate at a true 0 is N(0, V) and C13 holds when
-    |estimate| + z_level sqrt(V) <= band, so P(holds) = 2 Phi(band / sqrt(V) - z_level) - 1."""
-    return float(norm.ppf(0.5 + level / 2) + norm.ppf(0.5 + power / 2))
-
-
-def chance_of_holding(seed_var: float, sentence_var: float, sentences: int, band: float, level: float = LEVEL) -> float:
-    """The chance that C13 holds when the true difference is 0, with ``sentences`` test sentences: the
-    estimate's variance is V = seed_var + sentence_var / sentences, and it holds when the interval
-    (estimate ± z sqrt(V)) lies inside ±band: 2 Phi(band / sqrt(V) - z) - 1 (0 when negative)."""
-    v = seed_var + sentence_var / max(sentences, 1)
-    if v <= 0:
-        return 1.0
-    return max(0.0, float(2 * norm.cdf(band / math.sqrt(v) - norm.ppf(0.5 + level / 2)) - 1))
-
-
-def sentences_for_power(
-    seed_var: float, sentence_var: float, band: float = C13_BAND, power: float = C13_POWER, level: float = LEVEL
-) -> int | None:
-    """How many test sentences give C13 a ``power`` chance of holding when the true difference is 0
-    (:func:`chance_of_holding`): V(n) = seed_var + sentence_var / n must reach (band / k)^2 with
-    k = z_level + z_power (3.24 for 95% and 80%), so n = sentence_var / ((band / k)^2 - seed_var). None when
-    the seeds' part alone exceeds (band / k)^2: more fine-tune seeds are needed, not more sentences."""
-    target = (band / _z(band, power, level)) ** 2
-    if seed_var >= target:
-        return None
-    return max(2, math.ceil(sentence_var / (target - seed_var)))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -210,7 +131,7 @@ def judge_c13(
 ) -> Verdict:
     """C13 (amended): per fine-tuned task, the 95% interval of the paired last-layer difference d_L lies
     inside ±``band``; fails if it lies outside for any task; inconclusive otherwise, naming the test
-    sentences that give a ``power`` chance of holding at a true 0 (:func:`sentences_for_power`). Not run
+    sentences that give a ``power`` chance of holding at a true 0 (``stats.sentences_for_power``). Not run
     without fine-tuned results. ``control``: the random-initialisation model's d_L, the baseline."""
     if not tasks:
         return _not_run("C13", rule)
@@ -233,19 +154,11 @@ def judge_c13(
     )
 
 
-def difference(a: Interval, b: Interval) -> Interval:
-    """a - b with the two 95% half-widths combined in quadrature (the original rules of C13 and C14:
-    independent runs; conservative for runs on the same test sentences, whose errors correlate positively)."""
-    half = math.hypot((a.high - a.low) / 2, (b.high - b.low) / 2)
-    d = a.estimate - b.estimate
-    return Interval(d, d - half, d + half, min(a.n, b.n), a.unit)
-
-
 def judge_c13_original(
     diffs: dict[str, Interval], control: Interval | None, rule: str, *, band: float = C13_BAND
 ) -> Verdict:
     """C13's original rule: each fine-tuned model's last-layer rate minus the pre-trained model's
-    (:func:`difference`, unpaired) lies within ±``band``. ``control``: the random-initialisation model's."""
+    (``stats.unpaired_difference``) lies within ±``band``. ``control``: the random-initialisation model's."""
     if not diffs:
         return _not_run("C13", rule)
     parts = []
@@ -475,11 +388,12 @@ def judge_c14_original(per_model: dict[str, list[Interval]], control: list[Inter
 # --------------------------------------------------------------------------------------------------
 
 
-def c13_verdict(ft: FineTuning, rule: str, original_rule: str) -> Verdict:
+def c13(evidence: FineTuning, rules: Rules) -> Verdict:
     """C13 as the page records it: the amended rule's verdict with the original rule's and the alternatives
     the claims table names (band narrow, band wide, unit: sentences only, seeds fixed)."""
+    ft, rule = evidence, rules.rule
     current = judge_c13(ft.tasks, ft.control, rule)
-    original = judge_c13_original(ft.original_last, ft.original_control_last, original_rule)
+    original = judge_c13_original(ft.original_last, ft.original_control_last, rules.pre_registered)
     alternatives = {
         "band narrow": judge_c13(ft.tasks, ft.control, rule, band=C13_BAND_NARROW),
         "band wide": judge_c13(ft.tasks, ft.control, rule, band=C13_BAND_WIDE),
@@ -488,11 +402,12 @@ def c13_verdict(ft: FineTuning, rule: str, original_rule: str) -> Verdict:
     return with_robustness(amended(current, original), alternatives)
 
 
-def c14_verdict(ft: FineTuning, rule: str, original_rule: str) -> Verdict:
+def c14(evidence: FineTuning, rules: Rules) -> Verdict:
     """C14 as the page records it: the amended rule's verdict with the original rule's and the alternatives
     the claims table names (peak share 0.9, unit: sentences only, seeds fixed)."""
+    ft, rule = evidence, rules.rule
     current = judge_c14(ft.tasks, ft.control, rule)
-    original = judge_c14_original(ft.original_layers, ft.original_control_layers, original_rule)
+    original = judge_c14_original(ft.original_layers, ft.original_control_layers, rules.pre_registered)
     alternatives = {
         "peak share": judge_c14(ft.tasks, ft.control, rule, peak_share=C14_PEAK_SHARE_ALT),
         "unit": judge_c14(ft.unit, ft.control_unit, rule),

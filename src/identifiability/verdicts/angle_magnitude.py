@@ -2,20 +2,23 @@
 
 The judge takes its thresholds as keyword arguments defaulting to the constants below, so a robustness
 alternative of ``data/claims.csv`` is the same judge with a moved threshold; ``judge_c8_original`` keeps the
-pre-registered rule of the amended claim."""
+pre-registered rule of the amended claim; the entry point :func:`c8` assembles them from the evidence."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from ..digits import pct
+from ..evidence.angle_magnitude import C8Evidence
+from ..stats import Interval
 from .core import (
     FAILS,
     HOLDS,
     INCONCLUSIVE,
     NOT_TESTABLE,
     PARTLY,
-    Interval,
     Quantity,
+    Rules,
     Verdict,
     amended,
     combine_parts,
@@ -23,7 +26,6 @@ from .core import (
     part_verdict,
     with_robustness,
 )
-from .text import pct
 
 # --------------------------------------------------------------------------------------------------
 # C8: angle versus magnitude (chapter 5)
@@ -148,38 +150,15 @@ def judge_c8_original(
     return v
 
 
-@dataclass(frozen=True)
-class C8Evidence:
-    """What C8's rules read at the last layer, built by ``studies.angle_magnitude.c8_evidence``; per test sentence
-    the share of its tokens each probe identifies.
-
-    Attributes:
-        unit_minus_raw: unit-vector probes minus raw probes (cosine loss and lookup), interval over probe
-            seeds and test sentences (hierarchical bootstrap).
-        norm_vs_chance: the norm-only probe minus chance (1/d_s of each sentence), same resampling.
-        norm_adds: unit vectors with the norm as one more input minus unit vectors alone, same resampling.
-        norm_spread: interquartile range over median of |e_i^L| (test tokens).
-        unit_minus_raw_seed0, norm_vs_chance_seed0, norm_adds_seed0: the three of probe seed 0 alone, interval
-            over sentences only (robustness 'unit').
-    """
-
-    unit_minus_raw: Interval
-    norm_vs_chance: Interval
-    norm_adds: Interval
-    norm_spread: float
-    unit_minus_raw_seed0: Interval
-    norm_vs_chance_seed0: Interval
-    norm_adds_seed0: Interval
-
-
-def c8_verdict(e: C8Evidence, rule: str, original_rule: str) -> Verdict:
+def c8(evidence: C8Evidence, rules: Rules) -> Verdict:
     """C8 under the rule in force, with its robustness alternatives (``slack``, ``spread``, ``unit``) and the
     original rule's verdict."""
+    e, rule = evidence, rules.rule
     args = (e.unit_minus_raw, e.norm_vs_chance, e.norm_spread, e.norm_adds, rule)
     alternatives = {
         "slack": judge_c8(*args, angle_slack=C8_ANGLE_SLACK_ALT),
         "spread": judge_c8(*args, min_spread=C8_MIN_SPREAD_ALT),
         "unit": judge_c8(e.unit_minus_raw_seed0, e.norm_vs_chance_seed0, e.norm_spread, e.norm_adds_seed0, rule),
     }
-    original = judge_c8_original(e.unit_minus_raw, e.norm_vs_chance, e.norm_spread, e.norm_adds, original_rule)
+    original = judge_c8_original(e.unit_minus_raw, e.norm_vs_chance, e.norm_spread, e.norm_adds, rules.pre_registered)
     return amended(with_robustness(judge_c8(*args), alternatives), original)

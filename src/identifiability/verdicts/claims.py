@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .. import paths
 from ..fileio import read_json
+from .core import Rules
 
 
 def _read(path: Path) -> list[dict]:
@@ -40,6 +41,20 @@ def load_claims() -> list[dict]:
         rule = a["rule"] if a else c["rule"]
         rows.append({**c, "original_rule": c["rule"], "rule": rule, "amendment": a, "amendments": history})
     return rows
+
+
+def rules_of(claim: dict) -> Rules:
+    """The rules a row of :func:`load_claims` is judged under: the rule in force and, if it was amended, the
+    pre-registered one."""
+    return Rules(claim["rule"], claim["original_rule"] if claim["amendment"] is not None else None)
+
+
+def rules(claim_id: str) -> Rules:
+    """The rules claim ``claim_id`` is judged under (:func:`rules_of` of its row)."""
+    found = [c for c in load_claims() if c["id"] == claim_id]
+    if not found:
+        raise KeyError(f"no claim {claim_id!r} in data/claims.csv")
+    return rules_of(found[0])
 
 
 def robustness_names(claim: dict) -> list[str]:

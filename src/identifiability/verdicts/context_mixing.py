@@ -3,24 +3,25 @@
 C10 and C11 were amended (``data/amendments.csv``): C10 is judged on a sample of sentences of typical
 length, C11 on the mean contribution of one input token per window. Each judge takes its thresholds as
 keyword arguments, so the robustness alternatives of ``data/claims.csv`` call the same function with moved
-thresholds or intervals over another unit; :func:`c9_verdict` to :func:`c12_verdict` assemble the rule in
+thresholds or intervals over another unit; the entry points :func:`c9` to :func:`c12` assemble the rule in
 force, its alternatives and (C10, C11) the original rule's verdict from the evidence the chapter's studies
-build (``studies.context_mixing``).
+build (:mod:`identifiability.evidence.context_mixing`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from ..stats import units_to_settle
+from ..evidence.context_mixing import C9Evidence, C10Evidence, C11Evidence, C12Evidence
+from ..stats import Interval, units_to_settle
 from .core import (
     FAILS,
     HOLDS,
     INCONCLUSIVE,
     NOT_TESTABLE,
-    Interval,
     Quantity,
+    Rules,
     Verdict,
     amended,
     combine_parts,
@@ -30,8 +31,6 @@ from .core import (
 )
 from .text import layers
 
-CONTENT_TAGS = ("NOUN", "VERB", "ADJ", "ADV")  # content words, as the C12 rule names them
-FUNCTION_TAGS = ("DET", "ADP", "PRON", "CCONJ", "AUX")  # function words, as the C12 rule names them
 OWN_UNIFORM = Quantity("own-token share under uniform mixing (a share, not a difference)", r"1/d_s")
 
 
@@ -82,26 +81,6 @@ C9_STEP = Quantity(
 )
 
 
-@dataclass(frozen=True)
-class C9Evidence:
-    """What C9's rule reads, built by ``studies.context_mixing.own_share``.
-
-    Attributes:
-        steps: (L-1,) per step l -> l+1 (l = 1..L-1), the change of the median own-token share, per sentence
-            (its median over the sentence's hidden tokens), mean and interval over sentences.
-        last_minus_first: layer L minus layer 1, the same way.
-        steps_by_tokens, last_minus_first_by_tokens: the same changes per hidden token, mean and interval
-            over hidden tokens (robustness 'unit').
-        uniform: the own share under uniform mixing, 1/d_s averaged over the hidden tokens.
-    """
-
-    steps: tuple[Interval, ...]
-    last_minus_first: Interval
-    steps_by_tokens: tuple[Interval, ...]
-    last_minus_first_by_tokens: Interval
-    uniform: float
-
-
 def judge_c9(
     step_diffs: Sequence[Interval],
     last_minus_first: Interval,
@@ -129,8 +108,9 @@ def judge_c9(
     return replace(v, estimate_of=C9_QUANTITY, baseline_of=OWN_UNIFORM)
 
 
-def c9_verdict(e: C9Evidence, rule: str) -> Verdict:
+def c9(evidence: C9Evidence, rules: Rules) -> Verdict:
     """C9 under its rule, with the alternatives ``threshold`` (steps below +C9_SHIFT) and ``unit`` (tokens)."""
+    e, rule = evidence, rules.rule
     v = judge_c9(e.steps, e.last_minus_first, e.uniform, rule)
     return with_robustness(
         v,
@@ -151,31 +131,6 @@ C10_QUANTITY = Quantity(
     "share of hidden tokens whose largest contributor at the last layer is their own input token",
     r"\Pr[\operatorname{argmax}_j\, c^{L}_{ij} = i]",
 )
-
-
-@dataclass(frozen=True)
-class C10Evidence:
-    """What C10's rules read, built by ``studies.context_mixing.top_contributor`` from exact HTA.
-
-    Attributes:
-        share: the share of hidden tokens whose largest contributor at the last layer is their own input
-            token, every hidden token of the sample of typical lengths counted; interval over sentences.
-        words, special: the same over word tokens and over special tokens only (special None when the
-            tokenizer adds none).
-        chance, word_chance: 1/d_s averaged over those hidden tokens (the own token on top by chance).
-        sample: what the sample is, for the reason (e.g. "20 sentences of 6-28 tokens").
-        original: ``share`` on the original rule's sample (the chapter's short exact sentences).
-        original_chance: ``chance`` there.
-    """
-
-    share: Interval
-    words: Interval
-    special: Interval | None
-    chance: float
-    word_chance: float
-    sample: str
-    original: Interval
-    original_chance: float
 
 
 def judge_c10(
@@ -213,9 +168,10 @@ def judge_c10_original(top_is_self_last: Interval, chance: float, rule: str) -> 
     return judge_c10(top_is_self_last, chance, rule)
 
 
-def c10_verdict(e: C10Evidence, rule: str, original_rule: str) -> Verdict:
+def c10(evidence: C10Evidence, rules: Rules) -> Verdict:
     """C10 under the amended rule (with word and special tokens reported apart), its alternatives ``band
     wide``, ``band narrow`` and ``words only``, and the original rule's verdict."""
+    e, rule = evidence, rules.rule
     v = judge_c10(e.share, e.chance, rule)
     special = "none (the tokenizer adds none)" if e.special is None else str(e.special)
     v = replace(v, reason=f"{e.sample}; {v.reason}; word tokens {e.words}, special tokens {special}")
@@ -224,7 +180,8 @@ def c10_verdict(e: C10Evidence, rule: str, original_rule: str) -> Verdict:
         "band narrow": judge_c10(e.share, e.chance, rule, low=C10_LOW + C10_WIDE, high=C10_HIGH - C10_WIDE),
         "words only": judge_c10(e.words, e.word_chance, rule),
     }
-    return amended(with_robustness(v, alternatives), judge_c10_original(e.original, e.original_chance, original_rule))
+    original = judge_c10_original(e.original, e.original_chance, rules.pre_registered)
+    return amended(with_robustness(v, alternatives), original)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -233,6 +190,7 @@ def c10_verdict(e: C10Evidence, rule: str, original_rule: str) -> Verdict:
 
 C11_NEAR, C11_FAR = 3, 8  # near: distances 1 to 3; far: beyond distance 8
 C11_NEAR_ALT, C11_FAR_ALT = 2, 5  # robustness 'distances'
+C11_WINDOWS = ((C11_NEAR, C11_FAR), (C11_NEAR_ALT, C11_FAR_ALT))  # what the chapter's study measures C11 at
 C11_GROWTH = Quantity(
     "mean contribution of one input token beyond distance {far} at the last layer minus at layer 1",
     r"\bar c_{\mathrm{far}}^{L} - \bar c_{\mathrm{far}}^{1}",
@@ -253,33 +211,6 @@ C11_POSITION_ONLY = Quantity(
 
 def _at(q: Quantity, near: int, far: int) -> Quantity:
     return replace(q, words=q.words.format(near=near, far=far))
-
-
-@dataclass(frozen=True)
-class C11Evidence:
-    """What C11's rules read, built by ``studies.context_mixing.context_locality``.
-
-    Attributes:
-        near_minus_far: (L,) per layer: the mean contribution of one input token at distance 1..C11_NEAR
-            minus that of one beyond C11_FAR, per hidden token, averaged per sentence; interval over sentences.
-        far_growth: the far per-token mean at layer L minus layer 1, the same way.
-        near_minus_far_alt, far_growth_alt: the same with C11_NEAR_ALT and C11_FAR_ALT (robustness 'distances').
-        near_minus_far_by_tokens, far_growth_by_tokens: the same per hidden token, interval over hidden tokens
-            (robustness 'unit').
-        original_near_minus_far, original_far_growth: the original rule's quantities, the context share
-            summed within C11_NEAR minus that beyond C11_FAR, and the far share's growth.
-        position_only: the original rule's baseline, the far share under uniform mixing.
-    """
-
-    near_minus_far: tuple[Interval, ...]
-    far_growth: Interval
-    near_minus_far_alt: tuple[Interval, ...]
-    far_growth_alt: Interval
-    near_minus_far_by_tokens: tuple[Interval, ...]
-    far_growth_by_tokens: Interval
-    original_near_minus_far: tuple[Interval, ...]
-    original_far_growth: Interval
-    position_only: float
 
 
 def _c11_parts(
@@ -346,43 +277,26 @@ def judge_c11_original(
     return replace(v, estimate_of=C11_SHARE_GROWTH, baseline_of=C11_POSITION_ONLY)
 
 
-def c11_verdict(e: C11Evidence, rule: str, original_rule: str) -> Verdict:
-    """C11 under the amended rule, its alternatives ``distances`` and ``unit``, and the original rule's verdict."""
+def c11(evidence: C11Evidence, rules: Rules) -> Verdict:
+    """C11 under the amended rule, its alternatives ``distances`` and ``unit``, and the original rule's verdict.
+    The evidence must be measured at the rule's windows (``C11_WINDOWS``)."""
+    e, rule = evidence, rules.rule
+    if tuple(e.windows) != C11_WINDOWS:
+        raise ValueError(f"C11's evidence was measured at the windows {e.windows}, its rule's are {C11_WINDOWS}")
     v = judge_c11(e.near_minus_far, e.far_growth, rule)
     alternatives = {
         "distances": judge_c11(e.near_minus_far_alt, e.far_growth_alt, rule, near=C11_NEAR_ALT, far=C11_FAR_ALT),
         "unit": judge_c11(e.near_minus_far_by_tokens, e.far_growth_by_tokens, rule, unit="tokens"),
     }
-    original = judge_c11_original(e.original_near_minus_far, e.original_far_growth, e.position_only, original_rule)
+    original = judge_c11_original(
+        e.original_near_minus_far, e.original_far_growth, e.position_only, rules.pre_registered
+    )
     return amended(with_robustness(v, alternatives), original)
 
 
 # --------------------------------------------------------------------------------------------------
 # C12: special tokens gather context, content words keep more of their own identity
 # --------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class C12Evidence:
-    """What C12's rule reads, built by ``studies.context_mixing.c12_evidence``, at the last layer.
-
-    Attributes:
-        special_minus_words: per sentence, the special tokens' mean own share minus the median word token's;
-            interval over sentences. None when no sentence has special tokens (the tokenizer adds none).
-        content_minus_function: per sentence, content words' (CONTENT_TAGS) mean own share minus function
-            words' (FUNCTION_TAGS); interval over sentences. None when no sentence has both.
-        content_minus_function_no_adv: the same without ADV among the content words (robustness).
-        special_minus_words_by_tokens, content_minus_function_by_tokens: the same per token, intervals over
-            tokens (robustness 'unit').
-        uniform: the own share under uniform mixing, 1/d_s averaged over the hidden tokens.
-    """
-
-    special_minus_words: Interval | None
-    content_minus_function: Interval | None
-    content_minus_function_no_adv: Interval | None
-    special_minus_words_by_tokens: Interval | None
-    content_minus_function_by_tokens: Interval | None
-    uniform: float
 
 
 C12_SPECIAL = Quantity(
@@ -451,8 +365,9 @@ def judge_c12(
     return replace(combined, reason=reason, parts=tuple(parts), qualifier=only, estimate_of=q, baseline_of=OWN_UNIFORM)
 
 
-def c12_verdict(e: C12Evidence, rule: str) -> Verdict:
+def c12(evidence: C12Evidence, rules: Rules) -> Verdict:
     """C12 under its rule, with the alternatives ``content without ADV`` and ``unit`` (tokens)."""
+    e, rule = evidence, rules.rule
     v = judge_c12(e.special_minus_words, e.content_minus_function, e.uniform, rule)
     alternatives = {
         "content without ADV": judge_c12(e.special_minus_words, e.content_minus_function_no_adv, e.uniform, rule),

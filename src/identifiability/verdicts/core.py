@@ -1,13 +1,14 @@
-"""The mechanics of a verdict: intervals, the five outcomes, part-by-part combination and the sentence a
-page shows."""
+"""The mechanics of a verdict: the rules a claim is judged under, the six outcomes, part-by-part combination
+and the sentence a page shows. Intervals are :class:`identifiability.stats.Interval`, built by the studies."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, replace
 
-from ..stats import units_to_settle
-from .text import Quantity, fmt, math_text, quantity_of
+from ..digits import fmt
+from ..stats import Interval, units_to_settle
+from .text import Quantity, math_text, quantity_of
 
 HOLDS, PARTLY, FAILS, INCONCLUSIVE, NOT_TESTABLE, NOT_RUN = (
     "holds",
@@ -21,43 +22,20 @@ VERDICTS = (HOLDS, PARTLY, FAILS, INCONCLUSIVE, NOT_TESTABLE, NOT_RUN)
 
 
 @dataclass(frozen=True)
-class Interval:
-    """A measured quantity: its estimate, 95% interval and the number of independent units behind it."""
+class Rules:
+    """The rules a claim is judged under, from ``data/claims.csv`` and ``data/amendments.csv``
+    (:func:`identifiability.verdicts.claims.rules`): the rule in force and, for an amended claim, its
+    pre-registered original, whose verdict the claims page shows beside the current one."""
 
-    estimate: float
-    low: float
-    high: float
-    n: int = 0  # units (sentences, inputs) the interval resamples; 0 when exact
-    unit: str = "units"  # what they are, plural ("test sentences", "heads"): the page and the reasons name it
-
-    def __str__(self) -> str:
-        """How a page prints it: three significant digits, the interval and its units."""
-        if not self.has_interval:
-            return f"{fmt(self.estimate)} (no interval: {self.count})"
-        units = f", {self.count}" if self.n else ""
-        return f"{fmt(self.estimate)} (95% interval {fmt(self.low)} to {fmt(self.high)}{units})"
+    rule: str  # the rule in force: the latest amendment's, else the pre-registered one
+    original: str | None = None  # an amended claim's pre-registered rule; None for a claim never amended
 
     @property
-    def count(self) -> str:
-        """'16 test sentences', '1 test sentence'."""
-        return f"{self.n} {self.unit[:-1] if self.n == 1 and self.unit.endswith('s') else self.unit}"
-
-    @classmethod
-    def exact(cls, value: float) -> Interval:
-        return cls(value, value, value, 0)
-
-    @property
-    def has_interval(self) -> bool:
-        """False where the bounds are missing (NaN): too few units were measured to resample."""
-        return math.isfinite(self.low) and math.isfinite(self.high)
-
-    def side(self, threshold: float) -> str:
-        """'above', 'below' or 'contains' for ``threshold``."""
-        if self.low > threshold:
-            return "above"
-        if self.high < threshold:
-            return "below"
-        return "contains"
+    def pre_registered(self) -> str:
+        """The original rule of an amended claim (its verdict function judges under it too)."""
+        if self.original is None:
+            raise ValueError("this claim was amended: its rules need the original rule (verdicts.claims.rules)")
+        return self.original
 
 
 @dataclass(frozen=True)

@@ -3,23 +3,26 @@
 Both were amended (``data/amendments.csv``): C4 is judged over the whole measured curve, C5 on summed
 masses where raw attention has a peak. Each judge takes its thresholds as keyword arguments, so the
 robustness alternatives of ``data/claims.csv`` call the same function with moved thresholds, another null
-or intervals over another unit; :func:`c4_verdict` and :func:`c5_verdict` assemble the rule in force, its
-alternatives and the original rule's verdict.
+or intervals over another unit; the entry points :func:`c4` and :func:`c5` assemble the rule in force, its
+alternatives and the original rule's verdict from the evidence (:mod:`identifiability.evidence.effective_attention`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from ..digits import fmt
+from ..evidence.effective_attention import C4Evidence, C5Category, C5Evidence, sink_of
+from ..stats import Interval
 from .core import (
     FAILS,
     HOLDS,
     INCONCLUSIVE,
     NOT_TESTABLE,
     PARTLY,
-    Interval,
     Quantity,
+    Rules,
     Verdict,
     amended,
     combine_parts,
@@ -27,7 +30,6 @@ from .core import (
     part_verdict,
     with_robustness,
 )
-from .text import fmt
 
 # --------------------------------------------------------------------------------------------------
 # C4: raw and effective attention diverge as d_s grows beyond d_v
@@ -54,45 +56,6 @@ C4_PAIRED = Quantity(
     "subspace of the same rank)",
     r"\overline{r(A, A_{\mathrm{eff}}) - r(A, A_{\mathrm{rand}})}",
 )
-
-
-@dataclass(frozen=True)
-class C4Evidence:
-    """What C4's rules read, built by ``studies.effective_attention.c4_evidence`` from one row per input and head.
-
-    Attributes:
-        identical_at_or_below_dv: Pearson(A, A_eff) = 1 (to 1e-9) for every head with an empty LN(T) of every
-            input with d_s <= d_v (version 3 of the rule).
-        min_at_or_below_dv: the smallest of those correlations (None without such inputs).
-        deficient_at_or_below_dv: head-inputs at d_s <= d_v whose T is numerically rank-deficient (non-empty
-            LN(T)): left out of the check, counted on the page.
-        diverges: some input with d_s > d_v has a median Pearson over heads below 1 - 1e-9.
-        trend: Spearman correlation of d_s and the input's median Pearson over heads (inputs with d_s > d_v),
-            its interval over inputs.
-        beyond: mean over inputs with d_s >= d_v + 2 of the median over heads of Pearson(A, A_eff) minus
-            Pearson(A, A projected onto a random subspace of the same rank), interval over inputs.
-        beyond_random_weights: the same against the random value weights' effective attention.
-        trend_by_heads, beyond_by_heads: ``trend`` and ``beyond`` with intervals over heads.
-        random_trend: ``trend``'s estimate for the random-subspace projection (the baseline).
-        identical_below_dv, median_longest, paired_longest, random_median_longest: the original rule's inputs
-            (A_eff = A for d_s < d_v; the median Pearson at the longest length and the mean over heads of the
-            paired difference there, intervals over inputs; the random projection's median there).
-    """
-
-    identical_at_or_below_dv: bool
-    min_at_or_below_dv: float | None
-    deficient_at_or_below_dv: int
-    diverges: bool
-    trend: Interval
-    beyond: Interval
-    beyond_random_weights: Interval
-    trend_by_heads: Interval
-    beyond_by_heads: Interval
-    random_trend: float | None
-    identical_below_dv: bool
-    median_longest: Interval
-    paired_longest: Interval
-    random_median_longest: float
 
 
 def _with_numbers(why: str, x: Interval) -> str:
@@ -170,9 +133,10 @@ def judge_c4_original(
     return replace(v, estimate_of=C4_MEDIAN)
 
 
-def c4_verdict(e: C4Evidence, rule: str, original_rule: str) -> Verdict:
+def c4(evidence: C4Evidence, rules: Rules) -> Verdict:
     """C4 under the rule in force, with its robustness alternatives (``threshold``, ``null``, ``unit``) and
     the original rule's verdict."""
+    e, rule = evidence, rules.rule
     common = (e.identical_at_or_below_dv, e.min_at_or_below_dv, e.diverges)
     v = judge_c4(*common, e.trend, e.beyond, e.random_trend, rule)
     alternatives = {
@@ -183,7 +147,7 @@ def c4_verdict(e: C4Evidence, rule: str, original_rule: str) -> Verdict:
         "unit": judge_c4(*common, e.trend_by_heads, e.beyond_by_heads, e.random_trend, rule),
     }
     original = judge_c4_original(
-        e.identical_below_dv, e.median_longest, e.paired_longest, e.random_median_longest, original_rule
+        e.identical_below_dv, e.median_longest, e.paired_longest, e.random_median_longest, rules.pre_registered
     )
     return amended(with_robustness(v, alternatives), original)
 
@@ -212,45 +176,6 @@ C5_ORIGINAL_Q = Quantity(
 
 def _ratio_quantity(token: str) -> Quantity:
     return replace(C5_RATIO_Q, words=C5_RATIO_Q.words.format(token=token))
-
-
-@dataclass(frozen=True)
-class C5Category:
-    """One special-token category's evidence, built by ``studies.effective_attention.c5_category``.
-
-    Attributes:
-        category: "start", "end separator" or "middle separator".
-        token: the tokenizer's spelling ([CLS], </s>, ...).
-        separator: whether the category is a separator (the claim's token).
-        peak: median over inputs of the mean raw mass per query row on the category, in units of the
-            uniform share (its tokens / d_s).
-        ratio: per input, the effective mass on the category over its raw mass, each summed over heads,
-            layers and query rows; interval over inputs.
-        vs_random: that ratio minus the random subspace's, per input; interval over inputs.
-        random: the random subspace's ratio, mean over inputs.
-        ratio_by_heads, vs_random_by_heads: the same two with intervals over heads.
-        inputs: what an input is ("sentences", "sentence pairs").
-    """
-
-    category: str
-    token: str
-    separator: bool
-    peak: float
-    ratio: Interval
-    vs_random: Interval
-    random: float
-    ratio_by_heads: Interval
-    vs_random_by_heads: Interval
-    inputs: str = "sentences"
-
-    @property
-    def label(self) -> str:
-        return f"{self.category} ({self.token})" if self.token else self.category
-
-
-def sink_of(categories: Sequence[C5Category]) -> C5Category | None:
-    """The special token with the largest raw peak: the one that carries the model's attention sink."""
-    return max(categories, key=lambda c: c.peak, default=None)
 
 
 def _judge_category(c: C5Category, ratio: float, by_heads: bool, rule: str) -> tuple[str, str, list[Verdict], Interval]:
@@ -333,20 +258,6 @@ def judge_c5(
     )
 
 
-@dataclass(frozen=True)
-class C5Original:
-    """The original rule's inputs (rows of effective attention normalised to sum to one): the separator's
-    ratio to its raw mass and that ratio minus the random subspace's, per sentence; the same for the largest
-    structural peak where it is not the separator (``peak_*``, None otherwise); the random ratio."""
-
-    separator_ratio: Interval | None
-    separator_vs_random: Interval | None
-    peak_token: str
-    peak_ratio: Interval | None
-    peak_vs_random: Interval | None
-    random_ratio: float | None
-
-
 def judge_c5_original(
     sep_ratio: Interval | None,
     sep_vs_random: Interval | None,
@@ -395,9 +306,10 @@ def judge_c5_original(
     return combined
 
 
-def c5_verdict(categories: Sequence[C5Category], original: C5Original, rule: str, original_rule: str) -> Verdict:
+def c5(evidence: C5Evidence, rules: Rules) -> Verdict:
     """C5 under the rule in force, with its robustness alternatives (``peak 2x``, ``peak 5x``,
     ``threshold``, ``unit``) and the original rule's verdict."""
+    categories, rule = evidence.categories, rules.rule
     v = judge_c5(categories, rule)
     alternatives = {
         "peak 2x": judge_c5(categories, rule, peak=C5_PEAK_LOW),
@@ -405,9 +317,9 @@ def c5_verdict(categories: Sequence[C5Category], original: C5Original, rule: str
         "threshold": judge_c5(categories, rule, ratio=C5_RATIO - C5_RATIO_SHIFT),
         "unit": judge_c5(categories, rule, by_heads=True),
     }
-    o = original
+    o = evidence.original
     first = judge_c5_original(
         o.separator_ratio, o.separator_vs_random, o.peak_token, o.peak_ratio, o.peak_vs_random, o.random_ratio,
-        original_rule,
+        rules.pre_registered,
     )  # fmt: skip
     return amended(with_robustness(v, alternatives), first)

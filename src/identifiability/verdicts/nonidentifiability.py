@@ -1,5 +1,8 @@
 """Claims about attention weights (chapter 2): non-identifiability and the review's two objections. Counts
-over every head: exact, no sampling, so the robustness alternatives move tolerances and shares, not units."""
+over every head: exact, no sampling, so the robustness alternatives move tolerances and shares, not units.
+
+Each claim's entry point ``c<N>(evidence, rules)`` applies the rule in force, its alternatives and (C2) the
+original rule; the ``judge_c<N>`` functions are its per-threshold parts, which the controls also call."""
 
 from __future__ import annotations
 
@@ -7,17 +10,22 @@ from dataclasses import replace
 
 import pandas as pd
 
+from ..digits import fmt, pct
+from ..evidence.nonidentifiability import C1Evidence, C2Evidence, C3Evidence, C15Evidence, C16Evidence, C17Evidence
+from ..nullspace import unique_share
+from ..stats import Interval
 from .core import (
     FAILS,
     HOLDS,
     NOT_TESTABLE,
     PARTLY,
-    Interval,
     Quantity,
+    Rules,
     Verdict,
+    amended,
+    combine_parts,
     with_robustness,
 )
-from .text import pct
 
 C1_RANK_TOL_ALT = 1e-6  # the robustness alternative's relative rank tolerance (the book's: max(d_s, d+1) * eps)
 C1_QUANTITY = Quantity("smallest input length from which every head admits alternatives", r"d_s^{\min}", "tokens", True)
@@ -80,15 +88,6 @@ C2_MARGIN = 1e-8  # smallest relative singular value of [T,1] for the rank to co
 C2_UNIQUE_SHARE_ALT, C2_MARGIN_ALT = 0.9, 1e-6  # the robustness alternatives
 
 
-def unique_share(margins: pd.DataFrame, margin: float | None = C2_MARGIN) -> float:
-    """Share of (input, head) rows of ``nullspace.threshold_margins`` with rank([T,1]) = d_s and, unless
-    ``margin`` is None, the smallest relative singular value of [T,1] above ``margin``."""
-    full = margins.rank_T1 == margins.d_s
-    if margin is not None:
-        full &= margins.sigma_min_T1 > margin
-    return float(full.mean())
-
-
 def _c2(
     exact_unique: bool,
     share: float,
@@ -133,9 +132,10 @@ def judge_c2(exact_unique: bool, margins: pd.DataFrame, alternatives_at_dv2: boo
     the rank counted full only above the margin ``C2_MARGIN``."""
     n_texts = int(margins.text.nunique()) if "text" in margins else 1
     what = f"(head, input) pairs ({n_texts} inputs)"
-    v = replace(_c2(exact_unique, unique_share(margins), alternatives_at_dv2, rule, what=what), estimate_of=C2_QUANTITY)
+    share = unique_share(margins, C2_MARGIN)
+    v = replace(_c2(exact_unique, share, alternatives_at_dv2, rule, what=what), estimate_of=C2_QUANTITY)
     alts = {
-        "share": _c2(exact_unique, unique_share(margins), alternatives_at_dv2, rule, C2_UNIQUE_SHARE_ALT, what),
+        "share": _c2(exact_unique, share, alternatives_at_dv2, rule, C2_UNIQUE_SHARE_ALT, what),
         "margin": _c2(exact_unique, unique_share(margins, C2_MARGIN_ALT), alternatives_at_dv2, rule, what=what),
     }
     return with_robustness(v, alts)
@@ -197,3 +197,247 @@ def judge_c3(real_passes: bool | None, failing_share: float, realisable_by_ds: d
     (reported in the sentence, not part of the verdict)."""
     v = replace(_c3(real_passes, failing_share, realisable_by_ds, rule), estimate_of=C3_QUANTITY)
     return with_robustness(v, {"share": _c3(real_passes, failing_share, realisable_by_ds, rule, C3_FAILING_SHARE_ALT)})
+
+
+# --------------------------------------------------------------------------------------------------
+# C15-C17 (post hoc: data/claims.csv): the count, realisable alternatives, this model's threshold
+# --------------------------------------------------------------------------------------------------
+
+C15_SHARE = 1.0  # the count must hold with equality in this share of (text, head) pairs: every one
+C15_SHARE_ALT = 0.99  # robustness 'share'
+C15_RANK_TOL_ALT = 1e-6  # robustness 'tolerance': a relative rank tolerance, as C1's
+C15_COUNT = Quantity(
+    "share of (text, head) pairs with dim LN(T) = max(0, d_s - d_v)", r"\Pr[\dim \mathrm{LN}(T) = \max(0, d_s - d_v)]"
+)
+C15_AUGMENTED = Quantity(
+    "share of (text, head) pairs with dim LN([T,1]) = max(0, d_s - d_v - 1)",
+    r"\Pr[\dim \mathrm{LN}([T,\mathbf 1]) = \max(0, d_s - d_v - 1)]",
+)
+C16_MIN_TV = 1e-3  # beyond d_v + 1 a realisable alternative counts when its mean row TV from A exceeds this
+C16_NONE_TV = 1e-8  # at d_s <= d_v + 1 no realisable alternative may move rows by this much
+C16_MIN_TV_ALT = 1e-2  # robustness 'tv'
+C16_BEYOND = Quantity(
+    "share of the searched lengths d_s >= d_v + 2 at which every searched head has a realisable alternative",
+    r"\Pr_{d_s \ge d_v + 2}[\mathrm{TV}(A, A') > 10^{-3}]",
+)
+C16_AT_THRESHOLD = Quantity(
+    "largest mean row TV of a realisable alternative at d_s <= d_v + 1", r"\max_{d_s \le d_v + 1} \mathrm{TV}(A, A')"
+)
+C16_COUNT = Quantity(
+    "share of the measured (length, head) pairs whose local dimension is d_q(d_s - d_q - 1)",
+    r"\Pr[\dim = d_q(d_s - d_q - 1)]",
+)
+C17_SHARE = 1.0  # each count must hold in this share of pairs: every one
+C17_MARGIN = 1e-8  # smallest relative singular value of [T,1] for the rank to count as full
+C17_SHARE_ALT, C17_MARGIN_ALT = 0.99, 1e-6  # robustness 'share' and 'margin'
+C17_UNIQUE = Quantity(
+    "share of (head, input) pairs at d_s = d_v + 1 with rank([T,1]) = d_s above the margin",
+    r"\Pr[\operatorname{rank}\,[T,1] = d_s]",
+)
+C17_FULL = Quantity(
+    "share of the survey's (text, head) pairs with rank(T) = min(d_s, d_v)",
+    r"\Pr[\operatorname{rank} T = \min(d_s, d_v)]",
+)
+
+
+def _share_part(claim: str, name: str, share: float, needed: float, what: str, rule: str, q: Quantity) -> Verdict:
+    """A part that holds when ``share`` (of an exact count) reaches ``needed``."""
+    v = HOLDS if share >= needed else FAILS
+    why = f"{pct(share)} of {what}" + ("" if v == HOLDS else f", below the {pct(needed)} the rule asks")
+    return Verdict(f"{claim}.{name}", v, share, None, None, "", rule, why, threshold=needed, estimate_of=q)
+
+
+def _part(claim: str, name: str, verdict: str, why: str, rule: str, estimate=None, threshold=None, q=None):
+    return Verdict(f"{claim}.{name}", verdict, estimate, None, None, "", rule, why, threshold=threshold, estimate_of=q)
+
+
+def _reason(parts: list[Verdict]) -> str:
+    return "; ".join(f"{p.claim.split('.', 1)[1]}: {p.verdict} ({p.reason})" for p in parts)
+
+
+def _at_bound(table: pd.DataFrame, suffix: str, rtol: float | None) -> float:
+    """Share of rows with dim LN at its bound (``suffix`` "T" or "T1"); with ``rtol`` a row whose smallest kept
+    singular value is at or below it loses a rank, so its dimension leaves the bound."""
+    ok = table[f"dim_LN_{suffix}"] == table[f"bound_{suffix}"]
+    if rtol is not None:
+        ok &= table[f"kept_min_{suffix}"] > rtol
+    return float(ok.mean())
+
+
+def judge_c15(
+    table: pd.DataFrame, d_v: int, rule: str, *, share: float = C15_SHARE, rtol: float | None = None
+) -> Verdict:
+    """C15 (post hoc): dim LN(T) and dim LN([T,1]) meet their counts max(0, d_s - d_v) and max(0, d_s - d_v - 1)
+    in at least ``share`` of the survey's (text, head) pairs; ``rtol``: another rank tolerance."""
+    pairs = f"{len(table)} (text, head) pairs"
+    count, augmented = _at_bound(table, "T", rtol), _at_bound(table, "T1", rtol)
+    parts = [
+        _share_part(
+            "C15",
+            "count",
+            count,
+            share,
+            f"{pairs} have dim LN(T) = max(0, d_s - d_v) with d_v = {d_v}",
+            rule,
+            C15_COUNT,
+        ),
+        _share_part(
+            "C15",
+            "augmented",
+            augmented,
+            share,
+            f"{pairs} have dim LN([T,1]) = max(0, d_s - d_v - 1)",
+            rule,
+            C15_AUGMENTED,
+        ),
+    ]
+    note = "the rank-nullity bound dim LN(T) >= d_s - d_v, which no pair can fall below"
+    v = combine_parts("C15", parts, rule, None, None, note, first_is_core=False)
+    return replace(v, estimate=count, threshold=share, estimate_of=C15_COUNT)
+
+
+def _lengths_part(accepted_tv_by_ds: dict[int, float], min_tv: float, rule: str) -> Verdict:
+    found = [n for n, tv in sorted(accepted_tv_by_ds.items()) if tv > min_tv]
+    missing = [n for n in sorted(accepted_tv_by_ds) if n not in found]
+    share = len(found) / len(accepted_tv_by_ds)
+    why = f"every searched head has one with mean row TV > {min_tv:g} at d_s = {_lengths(found)}" + (
+        f", not at d_s = {_lengths(missing)}" if missing else ""
+    )
+    return _part("C16", "beyond the threshold", HOLDS if not missing else FAILS, why, rule, share, 1.0, C16_BEYOND)
+
+
+def judge_c16(
+    accepted_tv_by_ds: dict[int, float],
+    threshold_tv_by_ds: dict[int, float],
+    dimensions: tuple[tuple[int, int, int], ...],
+    rule: str,
+    *,
+    min_tv: float = C16_MIN_TV,
+) -> Verdict:
+    """C16 (post hoc): realisable alternatives moving rows by more than ``min_tv`` at every searched
+    d_s >= d_v + 2, none moving them by C16_NONE_TV at d_s <= d_v + 1, and the measured local dimension equal
+    to the count d_q(d_s - d_q - 1). Not testable with no length d_s >= d_v + 2 searched."""
+    note = "the dimension count d_q(d_s - d_q - 1) of realisable alternatives, 0 at d_s = d_q + 1"
+    if not accepted_tv_by_ds:
+        why = "no length d_s >= d_v + 2 was searched for realisable alternatives"
+        return Verdict("C16", NOT_TESTABLE, None, None, None, note, rule, why, estimate_of=C16_BEYOND)
+    beyond = _lengths_part(accepted_tv_by_ds, min_tv, rule)
+    if threshold_tv_by_ds:
+        largest = max(threshold_tv_by_ds.values())
+        why = f"the largest mean row TV at d_s = {_lengths(sorted(threshold_tv_by_ds))} is {fmt(largest)}"
+        v = HOLDS if largest < C16_NONE_TV else FAILS
+        at_threshold = _part("C16", "at the threshold", v, why, rule, largest, C16_NONE_TV, C16_AT_THRESHOLD)
+    else:
+        at_threshold = _part("C16", "at the threshold", NOT_TESTABLE, "no length d_s <= d_v + 1 was searched", rule)
+    if dimensions:
+        off = sorted({n for n, measured, expected in dimensions if measured != expected})
+        same = sum(measured == expected for _, measured, expected in dimensions) / len(dimensions)
+        checked = _lengths(sorted({n for n, _, _ in dimensions}))
+        why = f"measured at d_s = {checked}" + (
+            f"; it differs at d_s = {_lengths(off)}" if off else ", equal everywhere"
+        )
+        count = _part("C16", "count", FAILS if off else HOLDS, why, rule, same, 1.0, C16_COUNT)
+    else:
+        count = _part("C16", "count", NOT_TESTABLE, "no local solution dimension was measured", rule)
+    parts = [beyond, at_threshold, count]
+    verdicts = [p.verdict for p in parts]
+    v = HOLDS if all(x == HOLDS for x in verdicts) else FAILS if beyond.estimate == 0 else PARTLY
+    return Verdict(
+        "C16", v, beyond.estimate, None, None, note, rule, _reason(parts), tuple(parts), 1.0, estimate_of=C16_BEYOND
+    )
+
+
+def judge_c17(
+    margins: pd.DataFrame,
+    alternatives_at_dv2: bool | None,
+    rank_full_share: float,
+    rule: str,
+    *,
+    share: float = C17_SHARE,
+    margin: float = C17_MARGIN,
+) -> Verdict:
+    """C17 (post hoc): for this model the threshold is d_v + 2 in every head: at least ``share`` of the
+    (head, input) pairs at d_s = d_v + 1 unique (rank([T,1]) = d_s above ``margin``), every head with
+    alternatives at d_v + 2, and rank(T) full in at least ``share`` of the survey's pairs. Holds if all three
+    parts hold, fails if none holds, partly holds otherwise."""
+    n_inputs = int(margins.text.nunique()) if "text" in margins else 1
+    unique = unique_share(margins, margin)
+    pairs = f"(head, input) pairs at d_s = d_v + 1 ({n_inputs} inputs) are unique above a margin of {fmt(margin)}"
+    if alternatives_at_dv2 is None:
+        dv2 = _part("C17", "alternatives at d_v + 2", NOT_TESTABLE, "no text of d_v + 2 tokens was surveyed", rule)
+    elif alternatives_at_dv2:
+        dv2 = _part("C17", "alternatives at d_v + 2", HOLDS, "every head has dim LN([T,1]) >= 1 at d_s = d_v + 2", rule)
+    else:
+        dv2 = _part("C17", "alternatives at d_v + 2", FAILS, "some head has no alternative at d_s = d_v + 2", rule)
+    parts = [
+        _share_part("C17", "unique at d_v + 1", unique, share, pairs, rule, C17_UNIQUE),
+        dv2,
+        _share_part(
+            "C17",
+            "full rank",
+            rank_full_share,
+            share,
+            "the survey's pairs have rank(T) = min(d_s, d_v)",
+            rule,
+            C17_FULL,
+        ),
+    ]
+    verdicts = [p.verdict for p in parts]
+    v = HOLDS if all(x == HOLDS for x in verdicts) else FAILS if HOLDS not in verdicts else PARTLY
+    note = "the generic count d_s - d_v - 1 (0 at d_s = d_v + 1)"
+    return Verdict(
+        "C17", v, unique, None, None, note, rule, _reason(parts), tuple(parts), share, estimate_of=C17_UNIQUE
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# the entry points: one per claim, called by ``Chapter.judge``
+# --------------------------------------------------------------------------------------------------
+
+
+def c1(evidence: C1Evidence, rules: Rules) -> Verdict:
+    """C1 under its rule, with the alternative ``tolerance``."""
+    return judge_c1(evidence.table, evidence.d_v, rules.rule)
+
+
+def c2(evidence: C2Evidence, rules: Rules) -> Verdict:
+    """C2 under the amended rule, with the alternatives ``share`` and ``margin``, and the original rule's verdict."""
+    e = evidence
+    original = judge_c2_original(e.exact_unique, e.share_one_text, e.alternatives_at_dv2, rules.pre_registered)
+    return amended(judge_c2(e.exact_unique, e.margins, e.alternatives_at_dv2, rules.rule), original)
+
+
+def c3(evidence: C3Evidence, rules: Rules) -> Verdict:
+    """C3 under its rule, with the alternative ``share``; the lengths where a realisable alternative moving
+    rows by a mean TV above ``C3_REALISABLE_TV`` was found are reported in the reason."""
+    found = {n: tv > C3_REALISABLE_TV for n, tv in evidence.accepted_tv_by_ds.items()}
+    return judge_c3(evidence.real_passes, evidence.failing_share, found, rules.rule)
+
+
+def c15(evidence: C15Evidence, rules: Rules) -> Verdict:
+    """C15 under its rule, with the alternatives ``share`` and ``tolerance``."""
+    e, rule = evidence, rules.rule
+    alternatives = {
+        "share": judge_c15(e.table, e.d_v, rule, share=C15_SHARE_ALT),
+        "tolerance": judge_c15(e.table, e.d_v, rule, rtol=C15_RANK_TOL_ALT),
+    }
+    return with_robustness(judge_c15(e.table, e.d_v, rule), alternatives)
+
+
+def c16(evidence: C16Evidence, rules: Rules) -> Verdict:
+    """C16 under its rule, with the alternative ``tv``."""
+    e, rule = evidence, rules.rule
+    v = judge_c16(e.accepted_tv_by_ds, e.threshold_tv_by_ds, e.dimensions, rule)
+    tv = judge_c16(e.accepted_tv_by_ds, e.threshold_tv_by_ds, e.dimensions, rule, min_tv=C16_MIN_TV_ALT)
+    return with_robustness(v, {"tv": tv})
+
+
+def c17(evidence: C17Evidence, rules: Rules) -> Verdict:
+    """C17 under its rule, with the alternatives ``share`` and ``margin``."""
+    e, rule = evidence, rules.rule
+    v = judge_c17(e.margins, e.alternatives_at_dv2, e.rank_full_share, rule)
+    alternatives = {
+        "share": judge_c17(e.margins, e.alternatives_at_dv2, e.rank_full_share, rule, share=C17_SHARE_ALT),
+        "margin": judge_c17(e.margins, e.alternatives_at_dv2, e.rank_full_share, rule, margin=C17_MARGIN_ALT),
+    }
+    return with_robustness(v, alternatives)

@@ -3,25 +3,25 @@
 Each judge takes its thresholds as keyword arguments defaulting to the constants below, so a robustness
 alternative of ``data/claims.csv`` is the same judge with a moved threshold (or with other evidence: another
 null, another unit of resampling, built by the study). ``judge_c6_original`` keeps the pre-registered
-rule of the amended claim."""
+rule of the amended claim; the entry points :func:`c6` and :func:`c7` assemble them from the evidence."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ..digits import fmt
+from ..evidence.token_identity import C6Evidence, C7Evidence
+from ..stats import Interval
 from .core import (
     FAILS,
     HOLDS,
     INCONCLUSIVE,
     PARTLY,
-    Interval,
     Quantity,
+    Rules,
     Verdict,
     amended,
     interval_verdict,
     with_robustness,
 )
-from .text import fmt
 
 # --------------------------------------------------------------------------------------------------
 # C6, C7: token identity per layer (chapter 4)
@@ -128,37 +128,10 @@ def judge_c6_original(last_rate: Interval, shuffled_rate: float, rule: str) -> V
     )
 
 
-@dataclass(frozen=True)
-class C6Evidence:
-    """What C6's rules read, built by ``studies.token_identity.identity_claims``; rates are of the last layer's
-    linear map with cosine loss and lookup, per test sentence.
-
-    Attributes:
-        rate: the rate, interval over probe seeds and test sentences (hierarchical bootstrap).
-        over_position: the per-sentence rate minus the position-only lookup's, same resampling.
-        over_shuffled: the per-sentence rate minus the shuffled-label probe's (robustness 'null').
-        rate_seed0, over_position_seed0: ``rate`` and ``over_position`` of probe seed 0 alone, interval over
-            sentences only (robustness 'unit').
-        position_rate, shuffled_rate, chance: the baselines (position-only lookup, shuffled-label probe, a
-            uniform guess among the sentence's tokens).
-        original_rate: the pre-registered interval: per token the share of seeds that identify it,
-            sentences resampled.
-    """
-
-    rate: Interval
-    over_position: Interval
-    over_shuffled: Interval
-    rate_seed0: Interval
-    over_position_seed0: Interval
-    position_rate: float
-    shuffled_rate: float
-    chance: float
-    original_rate: Interval
-
-
-def c6_verdict(e: C6Evidence, rule: str, original_rule: str) -> Verdict:
+def c6(evidence: C6Evidence, rules: Rules) -> Verdict:
     """C6 under the rule in force, with its robustness alternatives (``threshold up``, ``threshold down``,
     ``null``, ``unit``) and the original rule's verdict."""
+    e, rule = evidence, rules.rule
     kw = dict(chance=e.chance, shuffled_rate=e.shuffled_rate)
     v = judge_c6(e.rate, e.over_position, e.position_rate, rule, **kw)
     alternatives = {
@@ -171,7 +144,8 @@ def c6_verdict(e: C6Evidence, rule: str, original_rule: str) -> Verdict:
         "null": judge_c6(e.rate, e.over_shuffled, e.shuffled_rate, rule, null="shuffled", chance=e.chance),
         "unit": judge_c6(e.rate_seed0, e.over_position_seed0, e.position_rate, rule, **kw),
     }
-    return amended(with_robustness(v, alternatives), judge_c6_original(e.original_rate, e.shuffled_rate, original_rule))
+    original = judge_c6_original(e.original_rate, e.shuffled_rate, rules.pre_registered)
+    return amended(with_robustness(v, alternatives), original)
 
 
 def judge_c7(last_minus_first: Interval, chance: float, rule: str, *, bound: float = 0.0) -> Verdict:
@@ -198,9 +172,10 @@ def judge_c7(last_minus_first: Interval, chance: float, rule: str, *, bound: flo
     )
 
 
-def c7_verdict(by_sentence: Interval, by_token: Interval, chance: float, rule: str) -> Verdict:
-    """C7 with its robustness alternatives: ``threshold`` (below -C7_SHIFT) and ``unit`` (``by_token``: the
-    same difference with an interval over tokens instead of sentences)."""
+def c7(evidence: C7Evidence, rules: Rules) -> Verdict:
+    """C7 with its robustness alternatives: ``threshold`` (below -C7_SHIFT) and ``unit`` (the same
+    difference with an interval over tokens instead of sentences)."""
+    by_sentence, by_token, chance, rule = evidence.drop, evidence.drop_by_token, evidence.chance, rules.rule
     alternatives = {
         "threshold": judge_c7(by_sentence, chance, rule, bound=-C7_SHIFT),
         "unit": judge_c7(by_token, chance, rule),

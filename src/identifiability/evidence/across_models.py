@@ -1,0 +1,54 @@
+"""What C13 and C14 read (chapter 8, across models), built by :mod:`identifiability.studies.across_models`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..stats import Interval
+
+
+@dataclass(frozen=True)
+class Paired:
+    """One fine-tuned task's (or the random-initialisation control's) paired differences d_l, fine-tuned
+    minus pre-trained identifiability rate on the same test sentence, layers 1..L, from one bootstrap.
+
+    ``layers``, ``gap`` and ``peak_late`` are read from the same draws, so C14's two parts are joint.
+    ``seed_var`` and ``sentence_var`` split the variance of the last-layer estimate into the part more test
+    sentences cannot shrink (fine-tune and probe seeds) and the per-sentence part (its share is
+    ``sentence_var / sentences``); :func:`identifiability.stats.sentences_for_power` reads them.
+    """
+
+    layers: tuple[Interval, ...]  # d_l, l = 1..L: mean over seeds and sentences, 95% interval
+    gap: Interval  # |d_L| - |d_1|
+    peak_late: float  # share of draws whose largest |d_l| lies in l > L/2
+    seed_var: float
+    sentence_var: float
+    ft_seeds: int
+    probe_seeds: int
+    sentences: int
+    # (m, share): the share of draws peaking late were every unit m times as many (draws shrunk by 1/sqrt(m)
+    # around the estimate); what an inconclusive "peak late" names as the sentences that would settle it
+    peak_late_scaled: tuple[tuple[int, float], ...] = field(default=())
+
+    @property
+    def last(self) -> Interval:
+        return self.layers[-1]
+
+
+@dataclass(frozen=True)
+class FineTuning:
+    """Everything C13 and C14 take, current and original rules: per fine-tuned task the paired evidence
+    (``tasks``: seeds and sentences resampled; ``unit``: sentences only, seeds fixed), the random-initialisation
+    control's, and per fine-tuned model the original rules' unpaired differences."""
+
+    tasks: dict[str, Paired] = field(default_factory=dict)
+    unit: dict[str, Paired] = field(default_factory=dict)
+    control: Paired | None = None
+    control_unit: Paired | None = None
+    differences: dict[str, np.ndarray] = field(default_factory=dict)  # task -> (F, P, n, L) d per sentence
+    original_last: dict[str, Interval] = field(default_factory=dict)  # model -> last-layer difference
+    original_layers: dict[str, list[Interval]] = field(default_factory=dict)  # model -> d_l, l = 1..L
+    original_control_last: Interval | None = None
+    original_control_layers: list[Interval] | None = None

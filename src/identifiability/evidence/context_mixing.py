@@ -1,0 +1,106 @@
+"""What C9 to C12 read (chapter 6, context mixing), built by :mod:`identifiability.studies.context_mixing`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..stats import Interval
+
+
+@dataclass(frozen=True)
+class C9Evidence:
+    """What C9's rule reads, built by ``studies.context_mixing.own_share``.
+
+    Attributes:
+        steps: (L-1,) per step l -> l+1 (l = 1..L-1), the change of the median own-token share, per sentence
+            (its median over the sentence's hidden tokens), mean and interval over sentences.
+        last_minus_first: layer L minus layer 1, the same way.
+        steps_by_tokens, last_minus_first_by_tokens: the same changes per hidden token, mean and interval
+            over hidden tokens (robustness 'unit').
+        uniform: the own share under uniform mixing, 1/d_s averaged over the hidden tokens.
+    """
+
+    steps: tuple[Interval, ...]
+    last_minus_first: Interval
+    steps_by_tokens: tuple[Interval, ...]
+    last_minus_first_by_tokens: Interval
+    uniform: float
+
+
+@dataclass(frozen=True)
+class C10Evidence:
+    """What C10's rules read, built by ``studies.context_mixing.top_contributor`` from exact HTA.
+
+    Attributes:
+        share: the share of hidden tokens whose largest contributor at the last layer is their own input
+            token, every hidden token of the sample of typical lengths counted; interval over sentences.
+        words, special: the same over word tokens and over special tokens only (special None when the
+            tokenizer adds none).
+        chance, word_chance: 1/d_s averaged over those hidden tokens (the own token on top by chance).
+        sample: what the sample is, for the reason (e.g. "20 sentences of 6-28 tokens").
+        original: ``share`` on the original rule's sample (the chapter's short exact sentences).
+        original_chance: ``chance`` there.
+    """
+
+    share: Interval
+    words: Interval
+    special: Interval | None
+    chance: float
+    word_chance: float
+    sample: str
+    original: Interval
+    original_chance: float
+
+
+@dataclass(frozen=True)
+class C11Evidence:
+    """What C11's rules read, built by ``studies.context_mixing.context_locality`` at the windows the chapter
+    passes it (the rule's, ``verdicts.context_mixing.C11_WINDOWS``).
+
+    Attributes:
+        windows: ((near, far), (near_alt, far_alt)): near is distances 1..near, far beyond far; the rule's
+            windows, then the 'distances' alternative's.
+        near_minus_far: (L,) per layer: the mean contribution of one input token within the near window minus
+            that of one in the far window, per hidden token, averaged per sentence; interval over sentences.
+        far_growth: the far per-token mean at layer L minus layer 1, the same way.
+        near_minus_far_alt, far_growth_alt: the same at the alternative's windows (robustness 'distances').
+        near_minus_far_by_tokens, far_growth_by_tokens: the same per hidden token, interval over hidden tokens
+            (robustness 'unit').
+        original_near_minus_far, original_far_growth: the original rule's quantities, the context share
+            summed within the near window minus that in the far window, and the far share's growth.
+        position_only: the original rule's baseline, the far share under uniform mixing.
+    """
+
+    windows: tuple[tuple[int, int], tuple[int, int]]
+    near_minus_far: tuple[Interval, ...]
+    far_growth: Interval
+    near_minus_far_alt: tuple[Interval, ...]
+    far_growth_alt: Interval
+    near_minus_far_by_tokens: tuple[Interval, ...]
+    far_growth_by_tokens: Interval
+    original_near_minus_far: tuple[Interval, ...]
+    original_far_growth: Interval
+    position_only: float
+
+
+@dataclass(frozen=True)
+class C12Evidence:
+    """What C12's rule reads, built by ``studies.context_mixing.c12_evidence``, at the last layer.
+
+    Attributes:
+        special_minus_words: per sentence, the special tokens' mean own share minus the median word token's;
+            interval over sentences. None when no sentence has special tokens (the tokenizer adds none).
+        content_minus_function: per sentence, content words' (``pos.CONTENT_TAGS``) mean own share minus
+            function words' (``pos.FUNCTION_TAGS``); interval over sentences. None when no sentence has both.
+        content_minus_function_no_adv: the same without ADV among the content words (robustness).
+        special_minus_words_by_tokens, content_minus_function_by_tokens: the same per token, intervals over
+            tokens (robustness 'unit').
+        uniform: the own share under uniform mixing, 1/d_s averaged over the hidden tokens.
+    """
+
+    special_minus_words: Interval | None
+    content_minus_function: Interval | None
+    content_minus_function_no_adv: Interval | None
+    special_minus_words_by_tokens: Interval | None
+    content_minus_function_by_tokens: Interval | None
+    uniform: float
