@@ -231,12 +231,13 @@ def test_one_place_maps_layer_numbers_to_indices_and_forms_t():
 
 # Each chapter's one name (chapters.ChapterSpec.name) names its module in every package of its layers; beside
 # those, a layer package holds only the modules several chapters share.
-LAYERS = ("studies", "charts", "text", "verdicts")
+LAYERS = ("studies", "charts", "text", "evidence", "verdicts")
 SHARED = {
     "studies": (),  # Study and data() are in studies/__init__.py
     # the offline renderer with the axes and menus several charts share; the narrow-page layout; verdict charts
     "charts": ("render", "narrow", "verdicts"),
     "text": (),
+    "evidence": (),
     "verdicts": ("core", "claims", "text"),  # Verdict and interval rules; data/claims.csv; how verdicts read
 }
 
@@ -275,6 +276,7 @@ def test_the_layer_check_names_a_missing_and_a_misnamed_file(tmp_path):
         "studies": ("one", "two"),
         "charts": ("one", "render"),
         "text": ("one_text",),
+        "evidence": (),
         "verdicts": (),
     }.items():
         (tmp_path / layer).mkdir()

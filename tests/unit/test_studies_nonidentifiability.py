@@ -253,9 +253,9 @@ def test_the_sections_texts_state_numbers_and_leave_the_decisions_to_the_verdict
     )
     heads = study.head_distances(tiny_lm, alt.text, max_tokens=MAX)
     sentences = {
-        "threshold": charts.threshold_text(thr, survey),
-        "search": charts.search_text(search),
-        "summary": charts.summary_text(
+        "threshold": prose.threshold_text(thr, survey),
+        "search": prose.search_text(search),
+        "summary": prose.summary_text(
             survey, alt, heads, study.exact_threshold(), thr, study.exact_tests(tiny_lm, alt), search, [], "m"
         ),
     }
@@ -302,6 +302,6 @@ def test_the_chapters_verdicts_cell_judges_every_claim_of_the_chapter(tiny_lm, s
     assert v16.parts[0].estimate > 0 and f"d_s = {d_v + 4}" in v16.parts[0].reason
     claims = [ch.sentence(v) for v in verdicts]
     tests = study.exact_tests(tiny_lm, alt)
-    summary = charts.summary_text(survey, alt, heads, exact, threshold, tests, search, claims, "m")
+    summary = prose.summary_text(survey, alt, heads, exact, threshold, tests, search, claims, "m")
     assert "**C15 — holds.**" in summary and 'id="verdict-' not in summary
     assert verdict_chart([v.to_json() for v in verdicts]).to_dict()["vconcat"]
