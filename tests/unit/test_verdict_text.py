@@ -238,3 +238,12 @@ def test_holds_and_fails_constants_are_the_states_the_chart_colours():
     from identifiability.charts.verdicts import COLOURS
 
     assert set(COLOURS) == set(vd.VERDICTS) and HOLDS in COLOURS and FAILS in COLOURS
+
+
+@pytest.mark.parametrize("claim", list(CASES))
+def test_part_names_read_as_written_on_a_page(claim):
+    """A page typesets the verdict's ASCII notation (math_text): a part named with notation ('unique at d_v + 1')
+    would not read as its name there, and the browser check matches each part's name in the line's text."""
+    for v in (p for side in CASES[claim] for top in (side,) for p in _all(top) if p is not top):
+        name = v.claim.split(".", 1)[-1]
+        assert math_text(name) == name, f"{v.claim}: name the part in words"

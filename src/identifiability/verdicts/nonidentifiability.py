@@ -363,14 +363,16 @@ def judge_c17(
     n_inputs = int(margins.text.nunique()) if "text" in margins else 1
     unique = unique_share(margins, margin)
     pairs = f"(head, input) pairs at d_s = d_v + 1 ({n_inputs} inputs) are unique above a margin of {fmt(margin)}"
+    # parts are named in words: a page typesets d_v, so a name holding it would not read as it is written
+    past = "alternatives one token past the threshold"
     if alternatives_at_dv2 is None:
-        dv2 = _part("C17", "alternatives at d_v + 2", NOT_TESTABLE, "no text of d_v + 2 tokens was surveyed", rule)
+        dv2 = _part("C17", past, NOT_TESTABLE, "no text of d_v + 2 tokens was surveyed", rule)
     elif alternatives_at_dv2:
-        dv2 = _part("C17", "alternatives at d_v + 2", HOLDS, "every head has dim LN([T,1]) >= 1 at d_s = d_v + 2", rule)
+        dv2 = _part("C17", past, HOLDS, "every head has dim LN([T,1]) >= 1 at d_s = d_v + 2", rule)
     else:
-        dv2 = _part("C17", "alternatives at d_v + 2", FAILS, "some head has no alternative at d_s = d_v + 2", rule)
+        dv2 = _part("C17", past, FAILS, "some head has no alternative at d_s = d_v + 2", rule)
     parts = [
-        _share_part("C17", "unique at d_v + 1", unique, share, pairs, rule, C17_UNIQUE),
+        _share_part("C17", "unique at the threshold", unique, share, pairs, rule, C17_UNIQUE),
         dv2,
         _share_part(
             "C17",
