@@ -14,7 +14,9 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import threading
+from urllib.parse import urlsplit
 
 from . import paths
 from .errors import SweepError
@@ -27,6 +29,8 @@ def connect(scheduler: str | None = None, workers: int | None = None, timeout: f
 
     if scheduler:
         try:
+            if refused(scheduler):
+                raise ConnectionRefusedError(scheduler)
             return Client(scheduler, timeout=timeout)
         except (OSError, TimeoutError) as e:
             raise SweepError(
@@ -57,6 +61,26 @@ def connect(scheduler: str | None = None, workers: int | None = None, timeout: f
         if cluster is not None:
             cluster.close()
         raise
+
+
+def refused(address: str) -> bool:
+    """Whether a ``tcp://host:port`` address refuses a connection (nothing listens there), found at once:
+    Dask's client retries a refused connection until its timeout (10 s), which a mistyped address should not
+    cost. False for other schemes and for an address that accepts or does not answer (the client decides)."""
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    try:
+        port = parts.port
+    except ValueError:  # not a number: the client's own parsing reports it
+        return False
+    if parts.scheme != "tcp" or not parts.hostname or not port:
+        return False
+    try:
+        socket.create_connection((parts.hostname, port), timeout=2.0).close()
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False  # unresolvable or silent: the client's own attempt reports it
+    return False
 
 
 @contextlib.contextmanager

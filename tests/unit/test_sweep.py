@@ -334,3 +334,21 @@ def test_a_stopped_sweep_removes_its_runs_private_folders(stop, closing, data, m
         sweep.sweep(["m"], ["lee"], [0], ["03"], progress=False)
     assert (root / "m-1" / "lee" / "03_effective_attention").is_dir()  # the worker had begun the run
     assert not list(root.rglob(".partial-*"))
+
+
+def test_a_refused_scheduler_address_is_found_without_the_clients_retries():
+    """Dask's client retries a refused address for its whole timeout; cluster.refused answers at once, and
+    only for a tcp address where nothing listens."""
+    import socket
+
+    from identifiability import cluster
+
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        assert not cluster.refused(f"tcp://127.0.0.1:{port}")
+        assert not cluster.refused(f"127.0.0.1:{port}")  # Dask reads a bare host:port as tcp
+    assert cluster.refused(f"tcp://127.0.0.1:{port}")  # closed now: nothing listens
+    assert not cluster.refused(f"tls://127.0.0.1:{port}")  # another scheme: left to the client
+    assert not cluster.refused("tcp://127.0.0.1:notaport")
