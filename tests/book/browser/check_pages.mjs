@@ -214,8 +214,11 @@ async function moveControls(p, charts) {
   return out;
 }
 
-const report = [];
-for (const page of pages) {
+// Pages are checked CONCURRENCY at a time: most of a page's time is waiting (for MathJax, for a chart to
+// redraw after a control moves), which another page's checks fill. The report keeps the pages' order.
+const CONCURRENCY = Number(process.env.CHECK_CONCURRENCY || 3);
+
+async function checkPage(page) {
   const entry = { page, errors: [], external: [], bytes: 0, requests: 0, widths: {} };
   for (const width of WIDTHS) {
     const ctx = await browser.newContext({ viewport: { width, height: 900 } });
@@ -239,7 +242,10 @@ for (const page of pages) {
     await p.goto(base + page, { waitUntil: "load" });
     await p.waitForFunction(() => [...document.querySelectorAll(".vega-chart")].every((e) => e.querySelector("svg, canvas")),
       null, { timeout: 30000 }).catch(() => {});
-    await p.waitForTimeout(800);  // MathJax typesets, fonts arrive
+    // MathJax's first typesetting done (its startup promise), then time for fonts to arrive: with pages
+    // checked side by side a fixed wait alone could end before a busy page has typeset
+    await p.evaluate(() => window.MathJax?.startup?.promise?.then(() => true)).catch(() => {});
+    await p.waitForTimeout(800);
     const seen = await p.evaluate(inspect);
     const result = { charts: seen.charts, tables: seen.tables, raw: rawOutput(seen.lines), mathOk: seen.mathOk, cut: seen.cut,
                      read: seen.lines.length, printed: seen.printed, code: seen.code, scroll: seen.scroll,
@@ -252,7 +258,17 @@ for (const page of pages) {
     entry.widths[width] = result;
     await ctx.close();
   }
-  report.push(entry);
+  return entry;
 }
+
+const report = new Array(pages.length);
+let next = 0;
+async function lane() {
+  while (next < pages.length) {
+    const i = next++;
+    report[i] = await checkPage(pages[i]);
+  }
+}
+await Promise.all(Array.from({ length: Math.min(CONCURRENCY, pages.length) }, lane));
 await browser.close();
 console.log(JSON.stringify(report));
