@@ -89,6 +89,39 @@ def test_folded_unfolded_and_chunking_agree(tiny_lm):
     assert rel(attribution.hta(tiny_lm, SENT, method="generic", chunk=300).S, base) <= 1e-4  # ragged too
 
 
+def test_score_tangent_paths_agree():
+    """The score tangent from projected Q/K tangents (dense products in the first layer) and from the
+    precomputed score rows (W_q^hᵀ k, W_k^hᵀ q; one-row products in the first layer) agree with each other
+    and with the naive reference. At random initialisation attention is almost uniform and the score
+    tangent barely moves S, so the query and key weights are scaled up, and the entries off the diagonal
+    (all of which come through attention) are compared: leaving out the q·dk term moves them by about 20%."""
+    lm = random_model("bert", seed=1)
+    with torch.no_grad():
+        for layer in lm.model.encoder.layer:
+            layer.attention.self.query.weight.mul_(8)
+            layer.attention.self.key.weight.mul_(8)
+    text = "The cat sat on the mat."
+    inp = prepare(lm, text)
+    n = inp.x.shape[0]
+    spec, dirs, off = attribution.fold_spec(lm), Directions(*inp.x.shape), ~torch.eye(n, dtype=torch.bool)
+    project = folded_S(lm, inp, dirs, 7, spec, scores="project")  # 7: a ragged last chunk
+    rows = folded_S(lm, inp, dirs, 7, spec, scores="precomputed")
+    auto = folded_S(lm, inp, dirs, None, spec)  # n·(H − 1) < d: score rows after the first layer
+    ref = attribution.hta(lm, text, method="naive").S
+    for a, b in ((rows, project), (rows, ref), (project, ref)):
+        assert rel(a, b) <= 1e-5 and rel(a[:, off], b[:, off]) <= 1e-5
+    assert rel(auto, rows) <= 1e-6
+    # n·(H − 1) >= d: one-row products in the first layer, projected Q/K tangents in the others
+    inp = prepare(lm, SENT + " " + SENT)
+    n = inp.x.shape[0]
+    dirs, off = Directions(*inp.x.shape), ~torch.eye(n, dtype=torch.bool)
+    assert n * (lm.n_heads - 1) >= lm.d_model
+    mixed, project = folded_S(lm, inp, dirs, None, spec), folded_S(lm, inp, dirs, None, spec, scores="project")
+    assert rel(mixed, project) <= 1e-5 and rel(mixed[:, off], project[:, off]) <= 1e-5
+    with pytest.raises(ValueError, match="scores"):
+        folded_S(lm, inp, dirs, None, spec, scores="rows")
+
+
 def test_trace_input_equals_text_input(tiny_lm):
     tr = trace_batch(tiny_lm, [SENT, SENT + " " + SENT])[0]  # padded batch: the trace has padding removed
     assert rel(attribution.hta(tiny_lm, tr).S, attribution.hta(tiny_lm, SENT).S) <= 1e-6

@@ -3,21 +3,27 @@
 A hand-written batched forward-mode pass. Everything after the attention mixing acts on a tangent position
 by position, through one d x d matrix per position, P_p = J_LN1 (I + W1ᵀ diag(act'(z_p)) W2ᵀ) J_LN2
 (row-vector convention), precomputed once per sentence; the tangent then costs about 10d² FLOPs per
-position and layer instead of about 24d². In the first layer a direction is non-zero at one position, so
-its Q/K/V products are one row. :func:`.api.hta` chooses it automatically where it applies
-(:func:`fold_spec` reads the layers through the architecture registry); its own primal pass is checked
-against the model's hidden states before any tangent is pushed, and it falls back to the generic path
-(with a warning) when they disagree.
+position and layer instead of about 24d². The score tangent needs no Q/K tangents: per head,
+dq_pb·k_t = t_pb·(W_qᵀ k_t) and q_p·dk_tb = t_tb·(W_kᵀ q_p), so with these 2H·n score rows precomputed once
+per sentence it is one product, 2·d·H·n MACs per tangent row instead of 2d² for the Q/K projections plus
+2·n·d; that path is taken where it is fewer, n·(H − 1) < d (on the embedded model n ≤ 34), and costs
+about 6d² + 4·d·H·n FLOPs per position and layer. In the first layer a direction is non-zero at one
+position, so its Q/K/V projections and its score products are one row. :func:`.api.hta` chooses the
+folded pass automatically where it applies (:func:`fold_spec` reads the layers through the architecture
+registry); its own primal pass is checked against the model's hidden states before any tangent is
+pushed, and it falls back to the generic path (with a warning) when they disagree.
 
 Memory (float32, B = tangent directions per chunk, n = d_s, H heads, d width, d_ff FFN width, L layers):
-the per-sentence state, 4·L·n·(d² + 8d + d_ff + 2H·n) bytes (the P_p dominate: 4·L·n·d²), plus the larger
-of the chunk working set, at most 4·B·n·(12d + 3H·n) bytes (about 8d + H·n floats per tangent row are
-alive at once; the rest is margin), and the folding's temporary while the state is built,
+the per-sentence state, 4·L·n·(d² + 8d + d_ff + 2H·n) bytes (the P_p dominate: 4·L·n·d²) and 8·H·n·d for
+the score rows of each layer that uses them, plus the larger of the chunk working set, at most
+4·B·n·(12d + 3H·n) bytes (about 8d + H·n floats per tangent row are alive at once, 5d + 3H·n on the
+score-row path; the rest is margin), and the folding's temporary while the state is built,
 4·min(n, 8192/d)·d·d_ff bytes; plus the output S (squared norms), 8·(L+1)·n² bytes. (The allocator and
 the BLAS library add their own buffers on top: on the embedded model the resident-set growth of one exact
-pass in a fresh process measured 178, 310–335, 367–449 and 692 MB at d_s = 16, 32, 64, 128 against bounds
-of 218, 292, 441 and 743 MB, i.e. up to about 15% over at d_s = 32 and 64, where glibc's per-thread arenas
-keep freed chunks resident. The benchmark reports its own measurement next to the bound.)
+pass in a fresh process measured 161–237, 236–318, 394–450 and 684–720 MB at d_s = 16, 32, 64, 128 (eight,
+eight, four and four processes) against bounds of 221, 298, 441 and 743 MB, i.e. up to about 7% over at
+d_s = 16 and 32, where glibc's heap keeps freed blocks resident: the same pass varies by up to 50% from
+one process to the next. The benchmark reports its own measurement next to the bound.)
 :func:`peak_bytes` evaluates these bounds (and the generic path's, see :mod:`.generic`); the benchmark
 measures the peak.
 """
@@ -125,6 +131,19 @@ class _LayerState:
     xhat2: torch.Tensor
     s2: torch.Tensor
     P: torch.Tensor | None = None  # (n, d, d) the folded position-wise Jacobian
+    qk: torch.Tensor | None = None  # (2H·n, d) the score rows of :func:`_score_rows`
+
+
+def _score_rows(ly: _PostLNLayer, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """(2H·n, d): scaling·(W_q^hᵀ k_t^h) for every (h, t), then scaling·(W_k^hᵀ q_p^h) for every (h, p).
+
+    The tangent has no bias, so dq_pb^h·k_t^h = t_pb·(W_q^hᵀ k_t^h) and q_p^h·dk_tb^h = t_tb·(W_k^hᵀ q_p^h):
+    one product of the tangents with these rows gives both score-tangent terms without Q/K tangents.
+    """
+    H, n, d_v = q.shape
+    d = H * d_v
+    wq, wk = ly.wqkv[: 2 * d].view(2, H, d_v, d).unbind(0)  # W_q^h, W_k^h: (H, d_v, d)
+    return torch.cat([k @ wq, q @ wk]).reshape(2 * H * n, d).mul_(ly.scaling)
 
 
 def _ln_parts(ln: nn.LayerNorm, y: torch.Tensor):
@@ -168,9 +187,10 @@ def _fold(xhat1, s1, w1, dact, w2, xhat2, s2, max_rows: int = 1 << 13) -> torch.
     return Y.mul_(s2)  # scale columns by s2
 
 
-def _folded_primal(lm: LoadedModel, layers: list[_PostLNLayer], inp: Inputs, fold: bool):
-    """The post-LN forward pass from x, keeping what the tangent pass needs; returns (states, rel_err)
-    where rel_err is the worst relative difference from the model's own hidden states."""
+def _folded_primal(lm: LoadedModel, layers: list[_PostLNLayer], inp: Inputs, fold: bool, rows: list[bool]):
+    """The post-LN forward pass from x, keeping what the tangent pass needs (the score rows in the layers
+    where ``rows`` says so); returns (states, rel_err) where rel_err is the worst relative difference from
+    the model's own hidden states."""
     H = lm.n_heads
     h = inp.x
     n, d = h.shape
@@ -197,6 +217,8 @@ def _folded_primal(lm: LoadedModel, layers: list[_PostLNLayer], inp: Inputs, fol
         )
         if fold:
             st.P = _fold(st.xhat1, st.s1, ly.w1, st.dact, ly.w2, st.xhat2, st.s2)
+        if rows[li]:
+            st.qk = _score_rows(ly, q, k)
         states.append(st)
         ref = inp.hidden[li + 1]
         worst = max(worst, float((h - ref).norm() / ref.norm().clamp_min(1e-30)))
@@ -209,6 +231,98 @@ def _should_fold(n_dirs: int, d: int, d_ff: int) -> bool:
     return n_dirs * (2 * d * d_ff - d * d) > d * d * d_ff
 
 
+def _projected_scores(
+    t: torch.Tensor,
+    ly: _PostLNLayer,
+    st: _LayerState,
+    buf: torch.Tensor,
+    one_row: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """V tangents (H, n_t, B·d_v) and score tangents (H, n_p·B, n_t) of tangents t (n, B, d) from their
+    Q/K/V projections, written into ``buf``. ``one_row`` = (pos, cols, vec) in the first layer, where a
+    direction is non-zero at one position only: its Q/K/V tangents are then one row each."""
+    n, b, d = t.shape
+    H, _, d_v = st.q.shape
+    qkv = buf[: n * b * 3 * d].view(n, b, 3 * d)
+    if one_row is not None:
+        pos, cols, vec = one_row
+        qkv.zero_()
+        qkv[pos, cols] = vec @ ly.wqkv.T
+    else:
+        torch.mm(t.view(n * b, d), ly.wqkv.T, out=qkv.view(n * b, 3 * d))
+    q5 = qkv.view(n, b, 3, H, d_v)
+    dq = q5[:, :, 0].permute(2, 0, 1, 3).reshape(H, n * b, d_v)  # rows (p, b), a view
+    dv = q5[:, :, 2].permute(2, 0, 1, 3).reshape(H, n, b * d_v)  # (H, n_t, B·d_v)
+    # score tangent dS[h, p, b, t] = (dq_pb·k_t + q_p·dk_tb) · scaling, laid out (H, n_p·B, n_t).
+    # The q·dk term comes out transposed; for short sentences adding it through a strided
+    # view is faster than making dk (H, d_v, B·n_t) contiguous for one matmul (measured).
+    if n <= _STRIDED_MAX_N:
+        dk = q5[:, :, 1].permute(2, 0, 1, 3).reshape(H, n * b, d_v)  # rows (t, b), a view
+        ds = dq @ st.k.transpose(1, 2)
+        ds.reshape(H, n, b, n).add_((dk @ st.q.transpose(1, 2)).reshape(H, n, b, n).permute(0, 3, 2, 1))
+        ds.mul_(ly.scaling)
+    else:
+        dk = q5[:, :, 1].permute(2, 3, 1, 0).reshape(H, d_v, b * n)  # columns (b, t), a copy
+        ds = (st.q @ dk).reshape(H, n * b, n)  # q_p·dk_tb, already in (p, b, t) order
+        ds.baddbmm_(dq, st.k.transpose(1, 2), beta=ly.scaling, alpha=ly.scaling)
+    return dv, ds
+
+
+def _precomputed_scores(
+    t: torch.Tensor, ly: _PostLNLayer, qk: torch.Tensor, buf: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """As :func:`_projected_scores`, but only V is projected: the score tangent is one product with the
+    score rows ``qk`` of :func:`_score_rows`, (n·B, 2H·n) holding scaling·dq·k indexed (p, b, h, t), then
+    scaling·q·dk indexed (t, b, h, p), added into (h, p, b, t) order."""
+    n, b, d = t.shape
+    H = qk.shape[0] // (2 * n)
+    d_v, nb = d // H, n * b
+    v, sc = buf[: nb * (d + 2 * H * n)].split([nb * d, nb * 2 * H * n])
+    torch.mm(t.view(nb, d), ly.wqkv[2 * d :].T, out=v.view(nb, d))
+    torch.mm(t.view(nb, d), qk.T, out=sc.view(nb, 2 * H * n))
+    dv = v.view(n, b, H, d_v).permute(2, 0, 1, 3).reshape(H, n, b * d_v)  # (H, n_t, B·d_v), a copy
+    dqk, qdk = sc.view(n, b, 2, H, n).unbind(2)
+    ds = torch.empty(H, n, b, n, dtype=t.dtype, device=t.device)
+    torch.add(dqk.permute(2, 0, 1, 3), qdk.permute(2, 3, 1, 0), out=ds)
+    return dv, ds.view(H, n * b, n)
+
+
+def _first_layer_scores(
+    ly: _PostLNLayer, st: _LayerState, pos: torch.Tensor, cols: torch.Tensor, vec: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """As :func:`_projected_scores` in the first layer, where direction b is non-zero at position pos_b
+    only: its Q/K/V tangents are one row, so its dq·k term is one row (p = pos_b) and its q·dk term one
+    column (t = pos_b) of the score tangent, products over B rows instead of n·B (on the embedded model
+    measured 2.4x, 2.8x, 5x and 9x faster than :func:`_projected_scores` there at n = 8, 16, 32 and 128)."""
+    b, d = vec.shape
+    H, n, d_v = st.q.shape
+    dq, dk, dv1 = (vec @ ly.wqkv.T).view(b, 3, H, d_v).permute(1, 2, 0, 3)  # each (H, B, d_v)
+    dv = torch.zeros(H, n, b, d_v, dtype=vec.dtype, device=vec.device)
+    ds = torch.zeros(H, n, b, n, dtype=vec.dtype, device=vec.device)
+    dv[:, pos, cols] = dv1
+    ds[:, pos, cols, :] = torch.bmm(dq, st.k.transpose(1, 2)).mul_(ly.scaling)  # (H, B, n_t)
+    ds[:, :, cols, pos] += torch.bmm(st.q, dk.transpose(1, 2)).mul_(ly.scaling)  # (H, n_p, B)
+    return dv.view(H, n, b * d_v), ds.view(H, n * b, n)
+
+
+def _should_precompute(n: int, d: int, H: int) -> bool:
+    """Take the score tangent from the score rows (2·d·H·n MACs per tangent row, plus d² for V) rather
+    than from projected Q/K tangents (3d² for Q/K/V, plus 2·n·d for the two score products) where that is
+    fewer operations: n·(H − 1) < d. Measured on the embedded model (d = 384, H = 12, 2 threads, three
+    runs): this part of a layer takes 0.5x, 0.7x, 0.8x, 0.95x, 1.0x and 1.2x the time at n = 8, 16, 24, 32,
+    36 and 48."""
+    return n * (H - 1) < d
+
+
+def _score_row_layers(n: int, d: int, H: int, L: int, scores: str | None) -> list[bool]:
+    """Which layers take the score tangent from score rows: never the first (:func:`_first_layer_scores`
+    is cheaper there), the others where :func:`_should_precompute` says so, or as ``scores`` forces."""
+    if scores not in (None, "project", "precomputed"):
+        raise ValueError(f"scores must be None, 'project' or 'precomputed', got {scores!r}")
+    rest = _should_precompute(n, d, H) if scores is None else scores == "precomputed"
+    return [False] + [rest] * (L - 1)
+
+
 def folded_S(
     lm: LoadedModel,
     inp: Inputs,
@@ -216,17 +330,28 @@ def folded_S(
     chunk: int | None,
     layers: list[_PostLNLayer],
     fold: bool | None = None,
+    scores: str | None = None,
 ) -> torch.Tensor | None:
     """(L+1, n, n) float64 squared block norms S on the CPU by the hand-written batched forward-mode pass;
-    None if its primal pass disagrees with the model."""
+    None if its primal pass disagrees with the model.
+
+    ``fold``: fold LN1, FFN and LN2 into P_p (None: where :func:`_should_fold` says it pays). ``scores``:
+    how the layers get their score tangent. "project": from Q/K tangents in every layer, with dense score
+    products in the first (the path before score rows, kept as a reference). Otherwise the first layer's
+    score products are one row per direction (:func:`_first_layer_scores`) and the others use the score
+    rows of :func:`_score_rows` ("precomputed") or projected Q/K tangents, as :func:`_should_precompute`
+    says (None).
+    """
     n = inp.x.shape[0]
     d, H = lm.d_model, lm.n_heads
     d_v = d // H
     d_ff = layers[0].w1.shape[0]
     if fold is None:
         fold = _should_fold(dirs.total, d, d_ff)
+    rows = _score_row_layers(n, d, H, len(layers), scores)
+    first_one_row = scores != "project"
     with torch.no_grad():
-        states, err = _folded_primal(lm, layers, inp, fold)
+        states, err = _folded_primal(lm, layers, inp, fold, rows)
         if err > PRIMAL_TOL:
             warnings.warn(
                 f"folded HTA: own forward pass differs from {lm.name}'s hidden states by {err:.1e} "
@@ -237,7 +362,10 @@ def folded_S(
         dev, dt = inp.x.device, inp.x.dtype
         S = torch.zeros(len(layers) + 1, n, n, dtype=torch.float64, device=dev)
         B = auto_chunk(n, chunk)
-        qkv_buf = torch.empty(n * min(B, dirs.count), 3 * d, dtype=dt, device=dev)
+        # The Q/K/V (or V and score) tangents are the largest tensors of a chunk; one buffer per sentence,
+        # reused, spares the allocator a fresh (page-faulting) block per layer on the CPU.
+        width = max([d + 2 * H * n if r else 3 * d for r in rows[1:]] + [0 if first_one_row else 3 * d])
+        buf = torch.empty(n * min(B, dirs.count) * width, dtype=dt, device=dev)
         for start in range(0, dirs.count, B):
             stop = min(start + B, dirs.count)
             b = stop - start
@@ -250,35 +378,18 @@ def folded_S(
             t = torch.zeros(n, b, d, dtype=dt, device=dev)
             t[pos, cols] = vec
             for li, (ly, st) in enumerate(zip(layers, states)):
-                # The Q/K/V tangents are the largest tensor of a chunk; one buffer per sentence, reused,
-                # spares the allocator a fresh (page-faulting) block per layer on the CPU.
-                qkv = qkv_buf[: n * b].view(n, b, 3 * d)
-                if li == 0:  # one non-zero row per direction: Q/K/V tangents are one row each
-                    qkv.zero_()
-                    qkv[pos, cols] = vec @ ly.wqkv.T
+                if li == 0 and first_one_row:
+                    dv, ds = _first_layer_scores(ly, st, pos, cols, vec)
+                elif st.qk is not None:
+                    dv, ds = _precomputed_scores(t, ly, st.qk, buf)
                 else:
-                    torch.mm(t.view(n * b, d), ly.wqkv.T, out=qkv_buf[: n * b])  # (n, B, 3d)
-                q5 = qkv.reshape(n, b, 3, H, d_v)
-                dq = q5[:, :, 0].permute(2, 0, 1, 3).reshape(H, n * b, d_v)  # rows (p, b), a view
-                dv = q5[:, :, 2].permute(2, 0, 1, 3).reshape(H, n, b * d_v)  # (H, n_t, B·d_v)
-                # score tangent dS[h, p, b, t] = (dq_pb·k_t + q_p·dk_tb) · scaling, laid out (H, n_p·B, n_t).
-                # The q·dk term comes out transposed; for short sentences adding it through a strided
-                # view is faster than making dk (H, d_v, B·n_t) contiguous for one matmul (measured).
-                if n <= _STRIDED_MAX_N:
-                    dk = q5[:, :, 1].permute(2, 0, 1, 3).reshape(H, n * b, d_v)  # rows (t, b), a view
-                    ds = dq @ st.k.transpose(1, 2)
-                    ds.reshape(H, n, b, n).add_((dk @ st.q.transpose(1, 2)).reshape(H, n, b, n).permute(0, 3, 2, 1))
-                    ds.mul_(ly.scaling)
-                else:
-                    dk = q5[:, :, 1].permute(2, 3, 1, 0).reshape(H, d_v, b * n)  # columns (b, t), a copy
-                    ds = (st.q @ dk).reshape(H, n * b, n)  # q_p·dk_tb, already in (p, b, t) order
-                    ds.baddbmm_(dq, st.k.transpose(1, 2), beta=ly.scaling, alpha=ly.scaling)
+                    dv, ds = _projected_scores(t, ly, st, buf, (pos, cols, vec) if li == 0 else None)
                 ads = ds.reshape(H, n, b, n).mul_(st.a.unsqueeze(2)).reshape(H, n * b, n)  # A ⊙ dS
                 # softmax tangent times V without forming dA: dA V = (A⊙dS) V − rowsum(A⊙dS) ⊙ (A V)
                 dctx = (st.a @ dv).reshape(H, n * b, d_v).baddbmm_(ads, st.v)  # A dV + (A⊙dS) V
                 dctx = dctx.reshape(H, n, b, d_v)
                 dctx -= ads.sum(-1).reshape(H, n, b, 1) * st.ctx.unsqueeze(2)
-                del qkv, q5, dq, dk, dv, ds, ads  # free before the next allocations: this bounds the peak
+                del dv, ds, ads  # free before the next allocations: this bounds the peak
                 r = torch.addmm(t.reshape(n * b, d), dctx.permute(1, 2, 0, 3).reshape(n * b, d), ly.wo.T)
                 r = r.reshape(n, b, d)  # output projection + residual
                 del dctx, t
@@ -296,18 +407,23 @@ def folded_S(
     return S.cpu()
 
 
-def folded_flops(lm: LoadedModel, n: int, n_dirs: int, fold: bool = True) -> float:
-    """Floating-point operations of the folded tangent pass (the useful work, for GFLOP/s figures).
+def folded_flops(lm: LoadedModel, n: int, n_dirs: int, fold: bool = True, scores: str | None = None) -> float:
+    """Floating-point operations of the folded tangent pass on the path :func:`folded_S` takes with the same
+    ``fold`` and ``scores`` (the work done, for GFLOP/s figures).
 
-    Per direction and position: Q/K/V 3d² (skipped in the first layer, where they are one row per
-    direction), output projection d², folded P_p d² (or 2·d·d_ff unfolded), attention 4·n·d; times two
-    for multiply-add; plus the per-sentence folding, n·d²·d_ff per layer.
+    Per direction, position and layer: output projection d², folded P_p d² (or 2·d·d_ff unfolded), the
+    attention-weighted sums 2·n·d, and V with the score tangent: projected, 3d² + 2·n·d, or from score rows,
+    d² + 2·d·H·n. In the first layer the projections are one row per direction (3d²/n per position), and
+    so are the score products (2·d per position) unless ``scores="project"``. Times two for multiply-add;
+    plus per sentence the folding, n·d²·d_ff per layer, and the score rows, 2·n·d² per layer that uses them.
     """
-    d, d_ff = lm.d_model, lm.d_ff
-    L = lm.n_layers
+    d, d_ff, H, L = lm.d_model, lm.d_ff, lm.n_heads, lm.n_layers
+    rows = _score_row_layers(n, d, H, L, scores)
     ffn = d * d if fold else 2 * d * d_ff
-    per_row = L * (d * d + ffn + 4 * n * d) + (L - 1) * 3 * d * d
-    return 2.0 * n_dirs * n * per_row + (2.0 * L * n * d * d * d_ff if fold else 0.0)
+    per_row = L * (d * d + ffn + 2 * n * d) + 3 * d * d / n + (2 * n * d if scores == "project" else 2 * d)
+    per_row += sum(d * d + 2 * d * H * n if r else 3 * d * d + 2 * n * d for r in rows[1:])
+    per_sentence = (L * n * d * d * d_ff if fold else 0) + sum(rows) * 2 * n * d * d
+    return 2.0 * (n_dirs * n * per_row + per_sentence)
 
 
 def peak_bytes(lm: LoadedModel, n: int, chunk: int | None = None, method: str = "folded") -> int:
@@ -318,7 +434,8 @@ def peak_bytes(lm: LoadedModel, n: int, chunk: int | None = None, method: str = 
     d_ff = lm.d_ff
     out = 8 * (L + 1) * n * n
     if method == "folded":
-        state = 4 * L * n * (d * d + 8 * d + d_ff + 2 * H * n)
+        score_rows = 8 * H * n * d * sum(_score_row_layers(n, d, H, L, None))
+        state = 4 * L * n * (d * d + 8 * d + d_ff + 2 * H * n) + score_rows
         working = 4 * B * n * (12 * d + 3 * H * n)
         folding = 4 * min(n, max(1, 8192 // d)) * d * d_ff
         return state + max(working, folding) + out
