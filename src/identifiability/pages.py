@@ -4,6 +4,7 @@ chapters' measured run times (``book/teachers.md``) and the paper-vs-replication
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from . import paths
@@ -224,8 +225,9 @@ def write_teachers_page(
 def _measured(v: Verdict) -> str:
     """The estimate in a table cell: its symbol (or its words) = value (interval); the command that fills a
     comparison this build did not run."""
-    if v.verdict == NOT_RUN:
-        return "not run in this build: `make compare`"
+    if v.verdict == NOT_RUN:  # the command that runs it, as the verdict's reason names it
+        command = re.search(r"`make [^`]+`", v.reason)
+        return "not run in this build" + (f": {command.group(0)}" if command else "")
     if v.estimate is None:
         return "no estimate"
     q = v.estimate_of
@@ -249,6 +251,39 @@ def _base(v: Verdict) -> str:
     return f"${b.symbol}$ = {b.value(v.baseline)} (another quantity)" if b.symbol else b.value(v.baseline)
 
 
+def _claim_card(r: dict, v: Verdict | None) -> list[str]:
+    """One claim of the claims page as a card (MyST): the claim in words first, then a definition list of its
+    verdict (robustness; the original rule's), this build's estimate, the baseline and the untrained twin's
+    verdict. ``book.css`` lays the list out in four columns on a wide page and one below another on a phone, so
+    no column is cut and nothing scrolls sideways."""
+    est, base = (_measured(v), _base(v)) if v else ("—", "—")
+    original = r.get("original")
+    before = verdict_label(original) if original else (None if r["amendment"] is None else "not measured")
+    notes = [robustness_summary(r) or "robustness not measured"] + ([f"original rule: {before}"] if before else [])
+    twin = r.get("twin")
+    link = f'<a href="../notebooks/{r["chapter"]}.html#{anchor(r["id"])}">{r["id"]}</a>'
+    flat = lambda t: str(t).replace("\n", " ")  # noqa: E731
+    return [
+        "::::{container} claim-card",
+        f"**{link}** {flat(math_text(r['claim']))} ({flat(r['source'])}, {flat(r['where'])}; "
+        f"*{flat(math_text(r['paper_value']))}*)",
+        "",
+        "verdict",
+        f": **{verdict_label(r)}** ({'; '.join(notes)})",
+        "",
+        "this build (95% interval)",
+        f": {flat(est)}",
+        "",
+        "baseline",
+        f": {flat(base)}",
+        "",
+        "untrained twin",
+        f": {verdict_label(twin) if twin else '—'}",
+        "::::",
+        "",
+    ]
+
+
 def write_claims_page(stage: Path, results_dir: Path) -> None:
     """``book/claims.md``: the paper-vs-replication table, from data/claims.csv (with its amendments) and the
     verdict each chapter recorded in ``results_dir``: the current verdict, its robustness to the alternatives
@@ -265,27 +300,16 @@ def write_claims_page(stage: Path, results_dir: Path) -> None:
         "seen, the original rule's verdict stands beside the current one, and the amendment's reason is below. "
         "Generated from `data/claims.csv`, `data/amendments.csv` and the chapters' results files; each id links "
         "to the verdict in its chapter. Numbers have three significant digits; each estimate and baseline is "
-        "named below with what it measures.",
+        "named below with what it measures. Each claim is a card: the claim in words, then its verdict, this "
+        "build's estimate, the baseline and the verdict on the untrained twin (the same architecture with its "
+        "random initial weights: what the architecture gives before any training).",
         "",
-        "| | verdict (robustness; original rule's verdict) | this build (95% interval) | baseline "
-        "| claim (where; the paper's value) |",
-        "|---|---|---|---|---|",  # one verdict column: seven columns do not fit the page's 690 px
     ]
     table = claims_table(results_dir)
     # the row's claim text replaced the verdict's own ``claim`` field (its id) in claims_table
     verdicts = {r["id"]: None if r["verdict"] == "not measured" else from_json({**r, "claim": r["id"]}) for r in table}
     for r in table:
-        v = verdicts[r["id"]]
-        est, base = (_measured(v), _base(v)) if v else ("—", "—")
-        original = r.get("original")
-        before = verdict_label(original) if original else (None if r["amendment"] is None else "not measured")
-        notes = [robustness_summary(r) or "robustness not measured"] + ([f"original rule: {before}"] if before else [])
-        link = f'<a href="../notebooks/{r["chapter"]}.html#{anchor(r["id"])}">{r["id"]}</a>'
-        lines.append(  # the verdict first: what a reader looks for, and what a narrow screen shows
-            f"| {link} | **{verdict_label(r)}** ({'; '.join(notes)}) | {esc(est)} | {esc(base)} "
-            f"| {esc(math_text(r['claim']))} ({esc(r['source'])}, {esc(r['where'])}; "
-            f"*{esc(math_text(r['paper_value']))}*) |"
-        )
+        lines += _claim_card(r, verdicts[r["id"]])
     lines += ["", "## Why each verdict", ""]
     for r in table:
         v = verdicts[r["id"]]

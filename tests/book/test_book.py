@@ -448,6 +448,22 @@ def _sideways(report) -> list[tuple]:
     ]
 
 
+def _cards(report) -> list[tuple]:
+    """Claims-page cards (``pages._claim_card``) that are cut at their edge, show the claim after its fields, or
+    lay their fields out wrong for the width: one under another at 390 px, side by side at 1280."""
+    out = []
+    for r in report:
+        for width, w in r["widths"].items():
+            for c in w.get("cards", []):
+                if not c["fits"]:
+                    out.append((r["page"], width, c["id"], "cut", tuple(c["wide"])))
+                if not c["claimFirst"]:
+                    out.append((r["page"], width, c["id"], "claim not first"))
+                if c["stacked"] != (width == "390"):
+                    out.append((r["page"], width, c["id"], "stacked" if c["stacked"] else "side by side"))
+    return out
+
+
 def _code_overflow(report, width: str) -> list[tuple]:
     return [
         (r["page"], c["kind"], c["width"], c["box"], c["text"][:60]) for r in report for c in r["widths"][width]["code"]
@@ -547,11 +563,26 @@ def test_the_checks_find_each_known_fault_and_nothing_on_a_clean_page(fixture_pa
         "C5.middle is holds, the chart draws ['fails']",
         "no verdict chart draws it",  # C9: the chart after its line is not a verdict chart
     }
-    for check in (_small_text, _sideways, _single_option, _wide_controls):
+    assert {t[2:4] for t in _cards(bad)} == {("C2", "cut"), ("C3", "claim not first"), ("C3", "stacked")}
+    assert {(t[1], t[2]) for t in _cards(bad) if t[3] == "stacked"} == {("1280", "C3")}
+    assert [len(good[0]["widths"][w]["cards"]) for w in ("1280", "390")] == [1, 1]
+    for check in (_small_text, _sideways, _single_option, _wide_controls, _cards):
         assert not check(good), check.__name__
     assert not _code_overflow(good, "1280") and not _code_overflow(good, "390")
     assert not good[0]["widths"]["1280"]["cut"] and not _verdict_disagreements(good, recorded)
     assert [len(good[0]["widths"][w]["verdicts"]) for w in ("1280", "390")] == [2, 2]
+
+
+def test_the_claims_page_fits_at_1280_and_reads_top_to_bottom_at_390_px(browser):
+    """Issue 32: every claim's card fits (nothing cut, nothing scrolls sideways), the claim in words comes first,
+    and its fields stand side by side at 1280 px and one under another at 390 px."""
+    from identifiability.verdicts.claims import load_claims
+
+    page = next(r for r in browser if r["page"] == "book/claims.html")
+    assert [len(page["widths"][w]["cards"]) for w in ("1280", "390")] == [len(load_claims())] * 2
+    bad = _cards([page])
+    assert not bad, f"claims-page cards (page, viewport px, claim, fault): {bad}"
+    assert not page["widths"]["1280"]["tables"] and not page["widths"]["390"]["tables"], "a table is back"
 
 
 def test_chart_text_is_readable_at_1280_and_390_px(browser):

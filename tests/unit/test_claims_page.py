@@ -10,7 +10,7 @@ import pytest
 from identifiability import pages
 from identifiability.fileio import write_json
 from identifiability.notebook import Chapter
-from identifiability.verdicts import HOLDS, NOT_RUN, PARTLY, Quantity, Verdict, amended, with_robustness
+from identifiability.verdicts import FAILS, HOLDS, NOT_RUN, PARTLY, Quantity, Verdict, amended, with_robustness
 from identifiability.verdicts.claims import load_claims, robustness_names
 from identifiability.verdicts.text import math_text
 
@@ -19,6 +19,35 @@ CLAIMS = {c["id"]: c for c in load_claims()}
 
 def _write(results, chapter: str, verdicts: list[Verdict]) -> None:
     write_json(results / f"{chapter}.json", {"results": {"claims": {v.claim: v.to_json() for v in verdicts}}})
+
+
+def _cards(page: str) -> dict[str, str]:
+    """Each claim's card on the claims page (``::::{container} claim-card`` ... ``::::``), by claim id."""
+    blocks = re.findall(r"::::\{container\} claim-card\n(.*?)\n::::\n", page, flags=re.S)
+    return {re.search(r">(C\d+)</a>", b).group(1): b for b in blocks}
+
+
+def test_each_claim_is_a_card_that_reads_top_to_bottom(tmp_path):
+    """The claim in words first, then verdict, this build's estimate, baseline and the untrained twin's verdict,
+    as a definition list (``book.css`` lays it out in columns on a wide page, one under another on a phone)."""
+    c4 = CLAIMS["C4"]
+    v = Verdict("C4", HOLDS, -0.9, (-0.95, -0.8), 0.1, "null", c4["rule"], "why")
+    twin = Verdict("C4", FAILS, 0.2, (0.1, 0.3), 0.1, "null", c4["rule"], "why")
+    results = tmp_path / "results"
+    write_json(
+        results / f"{c4['chapter']}.json",
+        {"results": {"claims": {"C4": v.to_json()}, "twin_claims": {"C4": twin.to_json()}}},
+    )
+    (tmp_path / "book").mkdir()
+    pages.write_claims_page(tmp_path, results)
+    cards = _cards((tmp_path / "book" / "claims.md").read_text())
+    assert sorted(cards) == sorted(CLAIMS)
+    lines = cards["C4"].splitlines()
+    assert lines[0].startswith("**<a ") and math_text(c4["claim"]) in lines[0]
+    terms = [line for line in lines if line and not line.startswith((":", "**"))]
+    assert terms == ["verdict", "this build (95% interval)", "baseline", "untrained twin"]
+    assert lines[lines.index("untrained twin") + 1] == ": fails"
+    assert cards["C1"].splitlines()[-1] == ": —"  # no twin verdict recorded
 
 
 def test_the_page_shows_robustness_and_the_original_verdict_of_an_amended_claim(tmp_path):
@@ -45,11 +74,10 @@ def test_the_page_shows_robustness_and_the_original_verdict_of_an_amended_claim(
     (tmp_path / "book").mkdir()
     pages.write_claims_page(tmp_path, results)
     page = (tmp_path / "book" / "claims.md").read_text()
-    rows = {re.search(r">(C\d+)</a>", line).group(1): line for line in page.splitlines() if line.startswith("| <a ")}
-    assert rows["C1"].startswith(
-        '| <a href="../notebooks/02_nonidentifiability.html#verdict-c1">C1</a> | **partly holds** (robust) |'
-    )
-    assert "| **partly holds** (sensitive to share; original rule: holds) |" in rows["C2"]
+    rows = _cards(page)
+    assert rows["C1"].startswith('**<a href="../notebooks/02_nonidentifiability.html#verdict-c1">C1</a>** ')
+    assert "\nverdict\n: **partly holds** (robust)\n" in rows["C1"]
+    assert "\nverdict\n: **partly holds** (sensitive to share; original rule: holds)\n" in rows["C2"]
     assert "Under the original rule: **holds** (one input, no margin)." in page
     m = math_text  # the page typesets the table's notation
     assert f"*Reason:* {m(c2['amendment']['reason'])}" in page and "*post hoc: amended after the original" in page
@@ -57,7 +85,7 @@ def test_the_page_shows_robustness_and_the_original_verdict_of_an_amended_claim(
     c4 = CLAIMS["C4"]  # amended twice: both versions and both reasons are on the page
     assert len(c4["amendments"]) == 2 and all(m(a["reason"]) in page and m(a["rule"]) in page for a in c4["amendments"])
     assert "Under the alternatives: share: holds; margin: partly holds." in page
-    assert "| **not measured** (robustness not measured; original rule: not measured) |" in rows["C6"]
+    assert ": **not measured** (robustness not measured; original rule: not measured)" in rows["C6"]
 
 
 def _recordable(claim: dict) -> Verdict:
@@ -119,13 +147,13 @@ def test_the_page_names_each_estimate_and_baseline_and_typesets_its_math(tmp_pat
     (tmp_path / "book").mkdir()
     pages.write_claims_page(tmp_path, results)
     page = (tmp_path / "book" / "claims.md").read_text()
-    row = next(line for line in page.splitlines() if ">C7</a>" in line)
+    row = _cards(page)["C7"]
     assert (
-        "| **holds** (robust) | $r^{L} - r^{1}$ = -0.287 (-0.300 to -0.270) | $1/d_s$ = 0.0500 (another quantity) |"
-        in row
+        "\nverdict\n: **holds** (robust)\n\nthis build (95% interval)\n: $r^{L} - r^{1}$ = -0.287 (-0.300 to -0.270)"
+        "\n\nbaseline\n: $1/d_s$ = 0.0500 (another quantity)\n" in row
     )
     assert "naive rate at the last layer minus at layer 1, $r^{L} - r^{1}$ = -0.287" in page  # in words below
-    row13 = next(line for line in page.splitlines() if ">C13</a>" in line)
+    row13 = _cards(page)["C13"]
     assert "not run in this build: `make compare`" in row13 and "not testable" not in row13
     assert "**C13 — not run in this build.** Nothing was measured in this build" in page
     # the claims table's ASCII notation is MyST math, like every other page
@@ -146,6 +174,6 @@ def test_a_bare_number_is_never_a_cell(tmp_path, value):
     _write(tmp_path / "r", c11["chapter"], [v])
     (tmp_path / "book").mkdir()
     pages.write_claims_page(tmp_path, tmp_path / "r")
-    row = next(line for line in (tmp_path / "book" / "claims.md").read_text().splitlines() if ">C11</a>" in line)
-    cells = [c.strip() for c in row.split(" | ")]
-    assert cells[2].startswith(r"$\Delta c$ = ") and cells[3] == "0 (same quantity)"
+    card = _cards((tmp_path / "book" / "claims.md").read_text())["C11"]
+    cells = [line[2:] for line in card.splitlines() if line.startswith(": ")]
+    assert cells[1].startswith(r"$\Delta c$ = ") and cells[2] == "0 (same quantity)"

@@ -76,13 +76,19 @@ def constants(claim: dict) -> dict[str, float]:
 def claims_table(results_dir: str | Path) -> list[dict]:
     """Each claim with the verdict its chapter recorded in ``results_dir``: the fields of
     :class:`identifiability.verdicts.Verdict` (``verdict`` is "not measured" where the chapter has not run),
-    the row's fields, and ``alternatives``: the row's text of its robustness alternatives."""
+    the row's fields, ``alternatives``: the row's text of its robustness alternatives, and ``twin``: the verdict
+    (as recorded) of the same claim on the model's untrained twin, where the chapter judged it there (results key
+    ``twin_claims``), else None."""
     rows = []
     for claim in load_claims():
         path = Path(results_dir) / f"{claim['chapter']}.json"
-        measured = read_json(path)["results"].get("claims", {}).get(claim["id"]) if path.is_file() else None
+        results = read_json(path)["results"] if path.is_file() else {}
+        measured = results.get("claims", {}).get(claim["id"])
+        twin = results.get("twin_claims", {}).get(claim["id"])  # the same claim on the untrained twin
         # the csv's fields win (a verdict's own ``claim`` field is its id), except ``robustness``: the verdict's
         # (alternative, verdict) pairs; the row's text of the alternatives becomes ``alternatives``
         fixed = {k: v for k, v in claim.items() if k != "robustness"}
-        rows.append({**(measured or {"verdict": "not measured"}), **fixed, "alternatives": claim["robustness"]})
+        rows.append(
+            {**(measured or {"verdict": "not measured"}), **fixed, "alternatives": claim["robustness"], "twin": twin}
+        )
     return rows

@@ -82,7 +82,18 @@ function inspect() {
                    text: e.textContent.split("\n").sort((a, b) => b.length - a.length)[0].slice(0, 120) }));
   const root = document.scrollingElement || document.documentElement;
   const scroll = { width: root.scrollWidth, viewport: window.innerWidth, wide: root.scrollWidth > window.innerWidth ? widest() : [] };
-  return { charts, tables, lines, mathOk, cut, printed, code, scroll, controls: controls(), verdicts: verdicts(charts) };
+  // The claims page's cards (identifiability.pages._claim_card): whether everything in a card fits inside it,
+  // whether the claim in words comes first, and whether the fields stand one under another (a phone) or side
+  // by side (a wide page).
+  const cards = [...document.querySelectorAll("div.claim-card")].map((c) => {
+    const r = box(c), head = c.querySelector(":scope > p"), dds = [...c.querySelectorAll("dl > dd")].map(box);
+    const wide = [...c.querySelectorAll("*")].filter((e) => box(e).right > r.right + 1 && box(e).width > 0);
+    return { id: (head?.querySelector("a")?.textContent || "").trim(), fits: c.scrollWidth <= c.clientWidth + 1 && !wide.length,
+             wide: wide.slice(0, 3).map((e) => (e.textContent || e.tagName).trim().slice(0, 40)),
+             claimFirst: !!head && dds.length > 0 && box(head).bottom <= Math.min(...dds.map((d) => d.top)) + 1,
+             stacked: dds.length > 1 && dds.every((d, i) => i === 0 || d.top >= dds[i - 1].bottom - 1) };
+  });
+  return { charts, tables, lines, mathOk, cut, printed, code, scroll, controls: controls(), verdicts: verdicts(charts), cards };
 
   // The deepest elements that reach past the right edge of the window, outside any box that scrolls or clips.
   function widest() {
@@ -249,7 +260,7 @@ async function checkPage(page) {
     const seen = await p.evaluate(inspect);
     const result = { charts: seen.charts, tables: seen.tables, raw: rawOutput(seen.lines), mathOk: seen.mathOk, cut: seen.cut,
                      read: seen.lines.length, printed: seen.printed, code: seen.code, scroll: seen.scroll,
-                     controls: seen.controls, verdicts: seen.verdicts };
+                     controls: seen.controls, verdicts: seen.verdicts, cards: seen.cards };
     if (width === WIDTHS[0]) {
       result.interactions = await moveControls(p, seen.charts);
       entry.bytes = sizes.reduce((a, b) => a + b, 0);
