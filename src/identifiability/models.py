@@ -98,6 +98,38 @@ def _finish(model, tokenizer, adapter, name, provenance, device) -> LoadedModel:
     return lm
 
 
+def twin_of(lm: LoadedModel, seed: int = 0) -> LoadedModel:
+    """The untrained twin of ``lm``: the same architecture (config) and tokenizer with the fresh weights the
+    model class's own initialiser gives under ``torch.manual_seed(seed)``, built in memory. What a claim shows
+    on the twin, the architecture and the data give without any training; one initialisation seed.
+
+    The global torch generator is restored afterwards, so building a twin does not change what the chapter
+    draws next."""
+    from transformers import AutoModel
+
+    state = torch.random.get_rng_state()
+    try:
+        torch.manual_seed(seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = AutoModel.from_config(lm.model.config, attn_implementation="eager")
+    finally:
+        torch.random.set_rng_state(state)
+    name = f"{lm.name} (untrained twin, seed {seed})"
+    provenance = {
+        "name": name,
+        "source": f"random initialisation of {lm.name}'s architecture",
+        "model_type": lm.model.config.model_type,
+        "kind": "random-init twin",
+        "like": lm.provenance.get("content_key"),
+        "seed": seed,
+        "initialiser": f"{type(model).__name__}.from_config under torch.manual_seed({seed})",
+        "content_key": tensor_key(model),
+        "key": f"{lm.key}-twin-seed{seed}",
+    }
+    return _finish(model, lm.tokenizer, lm.adapter, name, provenance, str(lm.device))
+
+
 # Tiny configs for tests and for exercising each architecture offline (random weights).
 TINY_SIZES = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128)
 

@@ -23,9 +23,9 @@ from .charts.render import enable_offline
 from .corpora import Corpus, drop_unusable, load_corpus, sample_sentences
 from .fileio import jsonable, read_json, write_json
 from .loaded_model import LoadedModel
-from .models import load_model
+from .models import load_model, twin_of
 from .paths import DEFAULT_MODEL
-from .verdicts import Verdict, anchor, render
+from .verdicts import Verdict, anchor, render, render_twin
 from .verdicts.claims import load_claims, robustness_names, rules_of
 
 
@@ -38,6 +38,7 @@ class Chapter:
     results_dir: Path
     results: dict = field(default_factory=dict)
     dropped_lines: int = 0  # corpus lines left out: they tokenise to special or unknown tokens only
+    _twin: LoadedModel | None = field(default=None, repr=False)
 
     def sentences(
         self, n: int | None = None, min_tokens: int = 3, max_tokens: int | None = None, corpus: Corpus | None = None
@@ -71,6 +72,19 @@ class Chapter:
         carry its original rule's verdict where the claim was amended (``verdicts.amended``) and its verdicts
         under exactly the alternatives the claim's row names (``verdicts.with_robustness``). Returns the
         verdict; :meth:`sentence` gives the sentence the page shows."""
+        v = self._judged(claim_id, evidence)
+        self.results.setdefault("claims", {})[v.claim] = v.to_json()
+        return v
+
+    def judge_twin(self, claim_id: str, evidence) -> Verdict:
+        """Judge a claim on the untrained twin's ``evidence`` (:attr:`twin`), under the same rule and entry point
+        as :meth:`judge`, and record it apart (results key ``twin_claims``, the claims page's twin column): the
+        twin's verdict stands beside the model's, never folded into it. :meth:`twin_sentence` words it."""
+        v = self._judged(claim_id, evidence)
+        self.results.setdefault("twin_claims", {})[v.claim] = v.to_json()
+        return v
+
+    def _judged(self, claim_id: str, evidence) -> Verdict:
         claim = self._claim(claim_id)
         verdicts = importlib.import_module(CHAPTERS[self.name].module("verdicts"))
         v = getattr(verdicts, claim_id.lower())(evidence, rules_of(claim))
@@ -88,8 +102,23 @@ class Chapter:
                 f"{v.claim}: the robustness alternatives {[n for n, _ in v.robustness]} differ from the ones "
                 f"data/claims.csv names, {names} (verdicts.with_robustness)"
             )
-        self.results.setdefault("claims", {})[v.claim] = v.to_json()
         return v
+
+    @property
+    def twin(self) -> LoadedModel:
+        """The model's untrained twin (:func:`identifiability.models.twin_of`, seed ``twin_seed`` or the chapter's
+        seed), built once per chapter; its provenance is recorded (results key ``twin``)."""
+        if self._twin is None:
+            seed = int(self.params.get("twin_seed", self.params.get("seed", 0)))
+            self._twin = twin_of(self.lm, seed)
+            p = self._twin.provenance
+            self.results["twin"] = {k: p[k] for k in ("name", "source", "seed", "initialiser", "content_key")}
+        return self._twin
+
+    def twin_sentence(self, trained: Verdict, twin: Verdict, what: str) -> str:
+        """The sentence beside a verdict (:meth:`sentence`) for the same claim on the untrained twin: its verdict,
+        its estimate and trained minus twin with an interval (``what``: what the twin ran on)."""
+        return render_twin(trained, twin, what)
 
     def sentence(self, v: Verdict) -> str:
         """The sentence the page shows for a verdict of this chapter (:meth:`judge`), led by the anchor the

@@ -37,7 +37,9 @@ from .core import (
     amended,
     from_json,
     render,
+    render_twin,
     robustness_summary,
+    twin_difference,
     with_robustness,
 )
 from .text import anchor, math_text
@@ -59,6 +61,8 @@ __all__ = [
     "from_json",
     "math_text",
     "render",
+    "render_twin",
+    "twin_difference",
     "robustness_summary",
     "with_robustness",
 ]

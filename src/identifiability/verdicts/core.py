@@ -7,7 +7,7 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 
 from ..digits import fmt
-from ..stats import Interval, units_to_settle
+from ..stats import Interval, units_to_settle, unpaired_difference
 from .text import Quantity, math_text, quantity_of
 
 HOLDS, PARTLY, FAILS, INCONCLUSIVE, NOT_TESTABLE, NOT_RUN = (
@@ -226,6 +226,42 @@ def render(v: Verdict, claim_text: str = "") -> str:
     if v.estimate is None:
         return f"{head} No estimate.{_baseline(v)} *Why:* {why}."
     return f"{head} *Estimate:* {_estimate(v)}.{_baseline(v)} *Why:* {why}."
+
+
+def twin_difference(trained: Verdict, twin: Verdict) -> Interval | None:
+    """Trained minus twin on the claim's estimate, the two 95% half-widths combined in quadrature (two runs on
+    different models and samples); None where either has no interval or they estimate different quantities."""
+    if trained.estimate is None or twin.estimate is None or trained.ci95 is None or twin.ci95 is None:
+        return None
+    if (trained.estimate_of and trained.estimate_of.words) != (twin.estimate_of and twin.estimate_of.words):
+        return None
+    a, b = (Interval(v.estimate, v.ci95[0], v.ci95[1], 2, "") for v in (trained, twin))
+    if not all(math.isfinite(x) for x in (a.low, a.high, b.low, b.high)):
+        return None
+    return unpaired_difference(a, b)
+
+
+def render_twin(trained: Verdict, twin: Verdict, what: str) -> str:
+    """The sentence a page shows beside a verdict for the same claim on the model's untrained twin (``what``:
+    the twin's run, e.g. '20 sentences, estimated HTA'): the twin's verdict and estimate, and trained minus twin
+    with its interval. Beside the verdict, never folded into it."""
+    if twin.claim != trained.claim:
+        raise ValueError(f"the twin's verdict is of {twin.claim}, not {trained.claim}")
+    head = (
+        f"*{trained.claim} on the untrained twin* (the same architecture with random initial weights, one "
+        f"initialisation seed; {what}): **{twin.label}**"
+    )
+    if twin.estimate is None:
+        return f"{head}. *Why:* {math_text(twin.reason)}."
+    text = f"{head}; {_estimate(twin)}"
+    d = twin_difference(trained, twin)
+    if d is not None:
+        q = trained.estimate_of or Quantity("estimate")
+        text += (
+            f". *Trained minus twin:* {fmt(d.estimate, q.integer)} (95% interval {fmt(d.low, q.integer)} to "
+            f"{fmt(d.high, q.integer)}; half-widths combined in quadrature)"
+        )
+    return text + "."
 
 
 def from_json(d: dict) -> Verdict:
