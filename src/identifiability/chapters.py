@@ -75,6 +75,7 @@ _SPECIAL_TOKEN = "a token besides the special ones"
 _PROBE_RULES = (
     at_least("max_tokens", lambda p, m: int(p.get("min_tokens", 3)), "at least min_tokens"),
     at_least("min_tokens", lambda p, m: 3, _SPECIAL_TOKEN),
+    at_least("twin_sentences", lambda p, m: 20, "the untrained twin's test split, 15% of them, needs 3 sentences"),
 )
 EXACT_MIN_TOKENS = 6  # chapter 6's short exact sentences: 6..exact_max_tokens tokens (its ``short``)
 
@@ -157,12 +158,12 @@ CHAPTERS: dict[str, ChapterSpec] = {
                 (window("min_tokens", "max_tokens"), window("min_tokens", "max_tokens", corpus="second_corpus")),
                 corpora=("second_corpus",),
             ),
-            quick={"n_sentences": 60, "second_n_sentences": 40, "epochs": 3},
+            quick={"n_sentences": 60, "second_n_sentences": 40, "epochs": 3, "twin_sentences": 30, "twin_epochs": 2},
         ),
         ChapterSpec(
             "05_angle_magnitude",
             ChapterRules(_PROBE_RULES, (window("min_tokens", "max_tokens"),)),
-            quick={"n_sentences": 60, "epochs": 3},
+            quick={"n_sentences": 60, "epochs": 3, "twin_sentences": 30, "twin_epochs": 2},
         ),
         ChapterSpec(
             "06_context_mixing",

@@ -115,6 +115,15 @@ class Chapter:
             self.results["twin"] = {k: p[k] for k in ("name", "source", "seed", "initialiser", "content_key")}
         return self._twin
 
+    def verdicts_text(self, verdicts: list[Verdict], twins: list[Verdict] = (), what: str = "") -> str:
+        """Each verdict's sentence (:meth:`sentence`), each followed by its claim's verdict on the untrained twin
+        where ``twins`` has it (:meth:`twin_sentence`; ``what``: what the twin ran on)."""
+        by_claim = {t.claim: t for t in twins}
+        return "\n\n".join(
+            self.sentence(v) + (f"\n\n{self.twin_sentence(v, by_claim[v.claim], what)}" if v.claim in by_claim else "")
+            for v in verdicts
+        )
+
     def twin_sentence(self, trained: Verdict, twin: Verdict, what: str) -> str:
         """The sentence beside a verdict (:meth:`sentence`) for the same claim on the untrained twin: its verdict,
         its estimate and trained minus twin with an interval (``what``: what the twin ran on)."""

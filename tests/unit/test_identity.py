@@ -345,3 +345,22 @@ def test_every_chart_renders(hs, splits):
     for name, chart in made.items():
         spec = chart.to_dict()
         assert spec and "$schema" in spec, name
+
+
+def test_the_rate_chart_draws_the_untrained_twin_beside_the_chosen_probe(hs, splits):
+    """The twin's curve is the same probe (the chart's menus filter it too), on test sentences only, in the
+    twin's colour; without a twin nothing of it is drawn."""
+    import json
+
+    probes = ident.train_all(splits, epochs=1, batch_size=256, mlp_hidden=16, progress=False)
+    rates, _ = ident.evaluate_all(probes, splits)
+    twin = rates.assign(rate=rates.rate * 0.5)
+    spec = json.dumps(charts.rate_chart(rates, "t", twin=twin).to_dict())
+    plain = json.dumps(charts.rate_chart(rates, "t").to_dict())
+    assert charts.TWIN_COLOUR in spec and charts.TWIN_COLOUR not in plain and "untrained twin" in spec
+    layers = charts.rate_chart(rates, "t", twin=twin).to_dict()["layer"]
+    drawn = [x for x in layers if x.get("mark", {}).get("color") == charts.TWIN_COLOUR]
+    assert len(drawn) == 1 and drawn[0]["transform"][0]["filter"], "the twin's curve ignores the menus"
+    data = charts.rate_chart(rates, "t", twin=twin).to_dict()["datasets"]
+    halves = [rows for rows in data.values() if rows and "split" not in rows[0] and "candidates" in rows[0]]
+    assert halves and len(halves[0]) == int((rates.split == "test").sum())

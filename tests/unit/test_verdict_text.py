@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from identifiability import verdicts as vd
-from identifiability.charts.verdicts import rows, verdict_chart
+from identifiability.charts.verdicts import TWIN_COLOUR, rows, verdict_chart
 from identifiability.evidence.across_models import Paired
 from identifiability.evidence.effective_attention import C5Category
 from identifiability.stats import Interval
@@ -206,6 +206,24 @@ def test_the_verdict_chart_draws_every_part_and_the_headline(claim):
         spec.pop("$schema")
         text = str(spec)
         assert "NaN" not in text and "$" not in text and "_{" not in text  # no raw notation in chart text
+
+
+def test_the_verdict_chart_draws_the_untrained_twin_under_the_headline_only():
+    """The twin's estimate and interval sit on the claim's headline panel, on keys of their own (the browser
+    check reads (claim, verdict) rows: the twin's verdict is not the claim's), and its axis holds both."""
+    trained = vd.Verdict("C9", vd.HOLDS, -0.3, (-0.35, -0.25), 0.1, "", "r", "why")
+    twin = vd.Verdict("C9", vd.FAILS, 0.4, (0.3, 0.5), 0.1, "", "r", "why")
+    spec = verdict_chart([trained.to_json()], twins=[twin.to_json()]).to_dict()
+    panel = spec["vconcat"][-1]
+    drawn = [layer for layer in panel["layer"] if layer["mark"].get("color") == TWIN_COLOUR]
+    assert len(drawn) == 2 and "purple, hollow: the untrained twin" in str(spec["title"])
+    data = [row for rows_ in spec["datasets"].values() for row in rows_]
+    assert {"twin_estimate": 0.4, "twin_low": 0.3, "twin_high": 0.5, "twin": "untrained twin: fails"} in data
+    assert not any(row.get("verdict") == "fails" for row in data)
+    domain = panel["layer"][0]["encoding"]["x"]["scale"]["domain"]
+    assert domain[0] < -0.35 and domain[1] > 0.5
+    plain = verdict_chart([trained.to_json()]).to_dict()
+    assert TWIN_COLOUR not in str(plain) and "twin" not in str(plain["title"])
 
 
 def test_math_text_typesets_the_notation_of_the_claims_table():

@@ -13,6 +13,7 @@ from altair.expr.core import Expression
 
 from ..identity import CANDIDATES, LOOKUPS, LOSSES, MAPPINGS
 from .render import combined_choice, dash_legend, dropdown, plain_notation
+from .verdicts import TWIN_COLOUR
 
 
 def _label_probe(mapping: str, loss: str, lookup: str) -> str:
@@ -44,11 +45,16 @@ def _probe_choice(
 
 
 def rate_chart(
-    rates: pd.DataFrame, title: str, paper_value: float | None = None, paper_label: str = "paper"
+    rates: pd.DataFrame,
+    title: str,
+    paper_value: float | None = None,
+    paper_label: str = "paper",
+    twin: pd.DataFrame | None = None,
 ) -> alt.LayerChart:
     """Identification rate per layer. ``rates`` has columns mapping, loss, lookup, candidates, split,
     layer, rate, chance. Dropdowns choose the trained mapping, its loss, the lookup and the candidate
-    set; the naive baseline (same lookup and candidates) and chance are drawn with it."""
+    set; the naive baseline (same lookup and candidates) and chance are drawn with it. ``twin``: the same
+    rates on the model's untrained twin, whose test-split curve of the chosen probe is drawn beside."""
     df = rates[["mapping", "loss", "lookup", "candidates", "split", "layer", "rate", "chance"]].copy()
     df["rate"] = df["rate"].round(4)
     df["chance"] = df["chance"].round(4)
@@ -89,6 +95,15 @@ def rate_chart(
         .encode(y="chance:Q", tooltip=[alt.Tooltip("chance:Q", format=".3f")])
     )
     layers = [probe, naive, chance]
+    if twin is not None:
+        tw = twin[twin.split == "test"][["mapping", "loss", "lookup", "candidates", "layer", "rate"]].copy()
+        tw["rate"] = tw["rate"].round(4)
+        picked = alt.Chart(tw).transform_filter(sel).encode(x="layer:O", y=y)
+        layers += [
+            picked.mark_line(color=TWIN_COLOUR, strokeDash=[6, 3], point=True).encode(
+                tooltip=["layer", alt.Tooltip("rate:Q", format=".3f", title="untrained twin")]
+            )
+        ]
     if paper_value is not None:
         last = int(df.layer.max())
         ref = pd.DataFrame({"layer": [last], "rate": [paper_value], "label": [f"{paper_label}: {paper_value:.0%}"]})
@@ -104,6 +119,8 @@ def rate_chart(
         )
         layers += [pt, tx]
     subtitle = "blue: the chosen probe (solid: test, dashed: train); grey: identity map; red dotted: chance"
+    if twin is not None:
+        subtitle = [subtitle, "purple dashed: the same probe on the untrained twin (test)"]
     return (
         alt.layer(*layers)
         .add_params(mapping, loss, lookup, cands)

@@ -61,7 +61,20 @@ def rows(v: dict) -> list[dict]:
     return out + [_row(v, f"{v['claim']}: {verdict_label(v)}", True)]
 
 
-def _panel(r: dict, width: int) -> alt.LayerChart | alt.Chart:
+TWIN_COLOUR = "#9467bd"  # the untrained twin (charts.token_identity draws it in the same colour)
+
+
+def _twin_row(t: dict | None) -> dict | None:
+    """The untrained twin's headline estimate and interval for a panel, under keys of their own: the browser
+    check reads a chart's (claim, verdict) rows, and the twin's verdict is not the claim's."""
+    if t is None or not _finite(t.get("estimate")):
+        return None
+    ci = t.get("ci95") if t.get("ci95") and all(_finite(b) for b in t["ci95"]) else (t["estimate"],) * 2
+    label = f"untrained twin: {verdict_label(t)}"
+    return {"twin_estimate": t["estimate"], "twin_low": ci[0], "twin_high": ci[1], "twin": label}
+
+
+def _panel(r: dict, width: int, twin: dict | None = None) -> alt.LayerChart | alt.Chart:
     title = alt.Title(
         r["title"],
         subtitle=textwrap.wrap(r["measures"], 56)[:3] if r["measures"] else alt.Undefined,
@@ -80,6 +93,8 @@ def _panel(r: dict, width: int) -> alt.LayerChart | alt.Chart:
         return text.encode(text="text:N").properties(width=width, height=14 * len(lines), title=title)
     lo = min(r["low"], r["threshold"] if r["threshold"] is not None else r["low"])
     hi = max(r["high"], r["threshold"] if r["threshold"] is not None else r["high"])
+    if twin is not None:
+        lo, hi = min(lo, twin["twin_low"]), max(hi, twin["twin_high"])
     pad = (hi - lo) * 0.15 or 0.05
     scale = alt.Scale(domain=[lo - pad, hi + pad], nice=False)
     colour = alt.Color("verdict:N", scale=alt.Scale(domain=list(COLOURS), range=list(COLOURS.values())), legend=None)
@@ -103,27 +118,41 @@ def _panel(r: dict, width: int) -> alt.LayerChart | alt.Chart:
             x=alt.X("estimate:Q", title=None, scale=scale, axis=alt.Axis(tickCount=5)), color=colour, tooltip=tip
         ),
     ]
+    if twin is not None:  # drawn under the model's, hollow, in the twin's colour
+        t = alt.Chart(pd.DataFrame([twin]))
+        ttip = ["twin:N", alt.Tooltip("twin_estimate:Q", format=".3g", title="estimate")]
+        layers += [
+            t.mark_rule(strokeWidth=2, color=TWIN_COLOUR, yOffset=8).encode(
+                x=alt.X("twin_low:Q", scale=scale), x2="twin_high:Q", tooltip=ttip
+            ),
+            t.mark_point(filled=False, size=50, color=TWIN_COLOUR, yOffset=8).encode(
+                x=alt.X("twin_estimate:Q", scale=scale), tooltip=ttip
+            ),
+        ]
     if r["threshold"] is not None:
         layers.append(
             alt.Chart(pd.DataFrame({"t": [r["threshold"]]}))
             .mark_rule(strokeDash=[4, 3], color="black")
             .encode(x=alt.X("t:Q", scale=scale))
         )
-    return alt.layer(*layers).properties(width=width, height=22, title=title)
+    return alt.layer(*layers).properties(width=width, height=30 if twin else 22, title=title)
 
 
-def verdict_chart(verdicts: Sequence[dict], width: int = 420) -> alt.VConcatChart:
+def verdict_chart(verdicts: Sequence[dict], width: int = 420, twins: Sequence[dict] = ()) -> alt.VConcatChart:
     """One small panel per row of the given verdicts (``Verdict.to_json()`` dicts; :func:`rows`): each part
     of a compound claim, then the claim's headline outcome, with the estimate, its 95% interval (bar) and the
     rule's threshold (dashed), coloured by the outcome; each panel has its own axis, since a rate and a
-    difference do not share one."""
-    panels = [_panel(r, width) for v in verdicts for r in rows(v)]
+    difference do not share one. ``twins``: the same claims' verdicts on the untrained twin, whose headline
+    estimate and interval are drawn under the model's (hollow, purple), beside it and not part of it."""
+    by_claim = {t["claim"]: t for t in twins}
+    panels = [
+        _panel(r, width, _twin_row(by_claim.get(v["claim"])) if r["headline"] else None)
+        for v in verdicts
+        for r in rows(v)
+    ]
+    subtitle = "bar: 95% interval, dot: estimate, dashed: the threshold"
+    if by_claim:
+        subtitle += "; purple, hollow: the untrained twin"
     return alt.vconcat(*panels, spacing=8).properties(
-        title=alt.Title(
-            [
-                "Each verdict: its parts, then its headline",
-                "bar: 95% interval, dot: estimate, dashed: the threshold",
-            ],
-            anchor="start",
-        )
+        title=alt.Title(["Each verdict: its parts, then its headline", subtitle], anchor="start")
     )

@@ -261,7 +261,7 @@ def render_twin(trained: Verdict, twin: Verdict, what: str) -> str:
             f". *Trained minus twin:* {fmt(d.estimate, q.integer)} (95% interval {fmt(d.low, q.integer)} to "
             f"{fmt(d.high, q.integer)}; half-widths combined in quadrature)"
         )
-    return text + "."
+    return f"{text}. *Why, on the twin:* {math_text(twin.reason)}."
 
 
 def from_json(d: dict) -> Verdict:
