@@ -10,6 +10,10 @@ def test_angle_magnitude_notebook(chapter_run):
     r = chapter_run("05_angle_magnitude")["results"]
     out = chapter_run.dir / "notebooks" / "05_angle_magnitude.ipynb"
     L = r["n_layers"]
+    # the untrained twin ran beside the model: its verdicts apart from the model's, on its own weights
+    assert sorted(r["twin_claims"]) == ["C8"] and r["twin"]["seed"] == 0
+    assert r["twin"]["content_key"] != chapter_run("05_angle_magnitude")["provenance"]["content_key"]
+    assert all(r["twin_claims"][c]["rule"] == r["claims"][c]["rule"] for c in r["twin_claims"])
     assert L == 6
     for k in (
         "linear_cos_cos",
