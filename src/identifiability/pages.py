@@ -302,7 +302,8 @@ def write_claims_page(stage: Path, results_dir: Path) -> None:
         "to the verdict in its chapter. Numbers have three significant digits; each estimate and baseline is "
         "named below with what it measures. Each claim is a card: the claim in words, then its verdict, this "
         "build's estimate, the baseline and the verdict on the untrained twin (the same architecture with its "
-        "random initial weights: what the architecture gives before any training).",
+        'random initial weights, one initialisation seed: what the architecture gives before any training; "—" '
+        "where the claim is not run on it).",
         "",
     ]
     table = claims_table(results_dir)
