@@ -459,9 +459,8 @@ def test_c13_at_the_ceiling_holds_with_no_change_detected_and_its_power(tmp_path
     assert (task.verdict, task.qualifier) == (HOLDS, "no change detected"), task.reason
     assert (v13.verdict, v13.qualifier) == (HOLDS, "no change detected")
     power = stats.power_to_detect(C13_BAND, stats.rate_variance(1 - C13_BAND, tokens))
-    assert (
-        0.99 < power <= 1 and f"power of {pct(power)}" in task.reason and f"{tokens.sum()} test tokens" in task.reason
-    )
+    assert 0.9995 < power < 1 and "power of over 99.9%" in task.reason  # said so, not rounded up to 100%
+    assert f"same {tokens.sum()} test tokens in 80 test sentences" in task.reason
     # a handful of short sentences: the power is stated as what it is, and the verdict is still "holds"
     few, few_tokens = _ft_compare(tmp_path / "few", 21, [1.0] * 6, [1.0] * 6, n=6)
     low = stats.power_to_detect(C13_BAND, stats.rate_variance(1 - C13_BAND, few_tokens))
@@ -484,6 +483,19 @@ def test_c14_off_the_ceiling_holds_where_the_fine_tune_changes_late_layers_most(
     assert v14.verdict == HOLDS, v14.reason
     assert [p.verdict for p in v14.parts[0].parts] == [HOLDS, HOLDS]
     assert "layers 1, 2, 3, 4, 5 and 6" in prose.ceiling_text(cmp.fine_tuning)
+
+
+def test_c14_reads_the_gap_and_the_peak_on_the_off_ceiling_layers_only(tmp_path):
+    """Layer 1 of the reference is at the ceiling and the fine-tunes lose most there (0.5); on the layers off
+    the ceiling (2-6) they change the late ones most. C14 holds: f = 2 and m = 6, and the largest change among
+    the off-ceiling layers lies late; read on every layer (version 3), both parts would fail."""
+    cmp, _ = _ft_compare(tmp_path, 30, [1, 0.8, 0.8, 0.8, 0.8, 0.8], [0.5, 0.8, 0.8, 0.7, 0.6, 0.5])
+    p = cmp.fine_tuning.tasks["lee-pairs"]
+    assert p.off_ceiling == (2, 3, 4, 5, 6) and abs(p.layers[0].estimate) > abs(p.last.estimate)
+    assert p.gap.estimate == pytest.approx(abs(p.last.estimate) - abs(p.layers[1].estimate))
+    _, v14 = _verdicts(cmp)
+    assert v14.verdict == HOLDS and p.peak_late == 1.0, v14.reason
+    assert "|d_6| - |d_2|" in v14.parts[0].reason and "layers 2, 3, 4, 5 and 6" in v14.reason
 
 
 def test_c14_off_the_ceiling_fails_where_the_fine_tune_changes_early_layers_most(tmp_path):
@@ -518,7 +530,8 @@ def test_c14_without_a_measurable_change_is_inconclusive_no_change_detected_with
     task = v14.parts[0]
     assert task.qualifier == "no change detected" and "power to detect a change of 0.05" in task.reason
     for k in (1, 6):
-        assert f"layer {k} {pct(stats.power_to_detect(C13_BAND, p.layer_var[k - 1]))}" in task.reason
+        power = stats.power_to_detect(C13_BAND, p.layer_var[k - 1])
+        assert 0.5 < power < 0.9995 and f"layer {k} {pct(power)}" in task.reason
 
 
 def test_c14_with_too_few_fine_tune_seeds_is_inconclusive(tmp_path):

@@ -112,6 +112,11 @@ def ceiling_power(p: Paired, band: float) -> float:
     return power_to_detect(band, rate_variance(1 - band, p.tokens)) if p.tokens else float("nan")
 
 
+def _share(power: float) -> str:
+    """A power as a percentage, 'over 99.9%' where three significant digits would round it up to 100%."""
+    return "over 99.9%" if power > 0.9995 and power < 1 else pct(power)
+
+
 def _ceiling_reason(p: Paired, band: float) -> str:
     power = ceiling_power(p, band)
     tokens = sum(p.tokens)
@@ -123,7 +128,7 @@ def _ceiling_reason(p: Paired, band: float) -> str:
     least = "" if p.tokens_recorded else "at least "
     return (
         f"{NO_CHANGE}: both models identify every test token at the last layer (d_L = 0 in every resample); "
-        f"the test had a power of {pct(power)} to detect a change of {band:g} (a rate of {1 - band:g} on the "
+        f"the test had a power of {_share(power)} to detect a change of {band:g} (a rate of {1 - band:g} on the "
         f"same {least}{tokens} test tokens in {p.sentences} test sentences)"
     )
 
@@ -300,7 +305,8 @@ def _untestable(p: Paired, off: tuple[int, ...], rule: str) -> Verdict | None:
     at = [k for k in range(1, L + 1) if k not in off]
     bound = f"the upper bound of the reference's rate is at least {p.ceiling:g}"
     where = f"off the ceiling: {layers(off)}" if off else "no layer is off the ceiling"
-    short = "fewer than two layers are off the ceiling" if len(off) < 2 else f"none lies in the lower half, 1-{L // 2}"
+    low = f"no layer off the ceiling lies in the lower half, 1-{L // 2}"
+    short = "fewer than two layers are off the ceiling" if len(off) < 2 else low
     why = f"{short} ({where}); at the ceiling ({bound}): layer(s) {_rates(p, at)}".replace(
         "layer(s)", "layer" if len(at) == 1 else "layers"
     )
@@ -309,7 +315,7 @@ def _untestable(p: Paired, off: tuple[int, ...], rule: str) -> Verdict | None:
 
 def _no_change(p: Paired, off: tuple[int, ...], band: float) -> str:
     """The null result's reason, with the power to detect a change of ``band`` at each off-ceiling layer."""
-    power = ", ".join(f"layer {k} {pct(power_to_detect(band, p.layer_var[k - 1]))}" for k in off)
+    power = ", ".join(f"layer {k} {_share(power_to_detect(band, p.layer_var[k - 1]))}" for k in off)
     return (
         f"{NO_CHANGE}: no off-ceiling layer's d_l interval excludes 0 ({layers(off)}); the power to detect a "
         f"change of {band:g}: {power}"
@@ -421,7 +427,7 @@ def judge_c14(
         else "no random-initialisation control has results with these parameters",
         rule,
         f"judged on the layers off the ceiling, {layers(off)}; "
-        + "; ".join(f"{p.claim.split('.', 1)[1]}: {p.label} ({p.reason})" for p in parts),
+        + "; ".join(f"{p.claim.split('.', 1)[1]}: {p.verdict} ({p.reason})" for p in parts),
         tuple(parts),
         qualifier=_qualifier(parts, overall) if overall == INCONCLUSIVE else "",
         estimate_of=C14_GAP,
