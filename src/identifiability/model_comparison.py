@@ -210,6 +210,45 @@ def _occurrences(keys: list[str]) -> list[str]:
     return out
 
 
+def _shared(reference: dict, fine_tuned: list[dict]) -> tuple[dict[str, int], list[dict[str, int]], list[str]]:
+    """(the reference's index per sentence, each run's, the sentences every run measured in the reference's
+    order), sentences named by occurrence (:func:`_occurrences`)."""
+    ref_keys = _occurrences(reference["sentence_keys"])
+    runs = [dict(zip(_occurrences(r["sentence_keys"]), range(len(r["sentence_keys"])))) for r in fine_tuned]
+    if len({len(r["layers"]) for r in [reference, *fine_tuned]}) != 1:
+        raise ValueError("the runs to pair have different numbers of layers")
+    return dict(zip(ref_keys, range(len(ref_keys)))), runs, [k for k in ref_keys if all(k in run for run in runs)]
+
+
+def reference_rates(reference: dict, fine_tuned: list[dict]) -> tuple[np.ndarray, np.ndarray, bool]:
+    """The pre-trained model's rates on the sentences :func:`paired_differences` pairs, in its order, and the
+    test tokens of each of those sentences.
+
+    Returns:
+        (Q, n, L) the reference's rate per probe seed, test sentence and layer; (n,) test tokens per sentence;
+        and whether the runs recorded them (chapter 4's ``tokens``). A run that did not is read for the
+        least denominator of every rate measured on the sentence (by any run, seed and layer): a lower
+        bound of its tokens, so the variance a power is computed from is, if anything, too large.
+    """
+    ref_index, runs, shared = _shared(reference, fine_tuned)
+    cols = [ref_index[k] for k in shared]
+    ref = np.asarray(reference["rate"], dtype=float)[:, cols]
+    if reference.get("tokens"):
+        return ref, np.asarray(reference["tokens"], dtype=int)[cols], True
+    seen = [ref] + [np.asarray(r["rate"], dtype=float)[:, [run[k] for k in shared]] for r, run in zip(fine_tuned, runs)]
+    rates = np.concatenate([np.moveaxis(x, 1, 0).reshape(len(shared), -1) for x in seen], axis=1)  # (n, all)
+    return ref, np.array([_denominator(r) for r in rates]), False
+
+
+def _denominator(rates: np.ndarray, most: int = 512) -> int:
+    """The least t with every finite rate a multiple of 1/t (rates are recorded to 6 decimals), 1 if none."""
+    r = rates[np.isfinite(rates)]
+    for t in range(1, most + 1):
+        if np.all(np.abs(r * t - np.round(r * t)) < 1e-6 * t + 1e-9):
+            return t
+    return most
+
+
 def paired_differences(reference: dict, fine_tuned: list[dict]) -> tuple[np.ndarray, list[str]]:
     """d[f, p, q, s, l] = rate of fine-tune f with probe seed p on test sentence s at layer l, minus the
     pre-trained model's rate with its probe seed q on the same sentence and layer.
@@ -228,13 +267,8 @@ def paired_differences(reference: dict, fine_tuned: list[dict]) -> tuple[np.ndar
         (F, P, Q, n, L) differences, on the n test sentences every run measured (in the reference's order)
         and the P probe seeds every fine-tune has; and the n sentence keys.
     """
-    ref_keys = _occurrences(reference["sentence_keys"])
-    runs = [dict(zip(_occurrences(r["sentence_keys"]), range(len(r["sentence_keys"])))) for r in fine_tuned]
-    shared = [k for k in ref_keys if all(k in run for run in runs)]
-    if len({len(r["layers"]) for r in [reference, *fine_tuned]}) != 1:
-        raise ValueError("the runs to pair have different numbers of layers")
+    ref_index, runs, shared = _shared(reference, fine_tuned)
     seeds = [s for s in fine_tuned[0]["probe_seeds"] if all(s in r["probe_seeds"] for r in fine_tuned)]
-    ref_index = dict(zip(ref_keys, range(len(ref_keys))))
     ref = np.asarray(reference["rate"], dtype=float)[:, [ref_index[k] for k in shared]]  # (Q, n, L)
     ft = np.stack(
         [

@@ -275,3 +275,40 @@ def sentences_for_power(
     if seed_var >= target:
         return None
     return max(2, math.ceil(sentence_var / (target - seed_var)))
+
+
+# --------------------------------------------------------------------------------------------------
+# the power of a test for a change: how likely a change of a given size gives an interval excluding 0
+# --------------------------------------------------------------------------------------------------
+
+
+def rate_variance(rate: float, tokens: Sequence[int] | np.ndarray) -> float:
+    """The variance of a rate measured as the mean over sentences of each sentence's share of identified
+    tokens, when every token is identified independently with probability ``rate``: a sentence of t_s tokens
+    has variance rate (1 - rate) / t_s, and the mean of n sentences rate (1 - rate) / n² · Σ_s 1 / t_s.
+
+    Args:
+        tokens: (n,) the number of test tokens of each test sentence.
+    """
+    t = np.asarray(tokens, dtype=float)
+    t = t[t > 0]
+    if t.size == 0:
+        return math.nan
+    return float(rate * (1 - rate) * np.sum(1 / t) / t.size**2)
+
+
+def power_to_detect(difference: float, variance: float, level: float = LEVEL) -> float:
+    """The chance that an interval estimate ± z sqrt(V) (z for ``level``) excludes 0 when the true difference
+    is ``difference`` and the estimate's variance is ``variance``: the estimate is N(difference, V), so the
+    chance is Φ(|difference| / sqrt(V) - z) + Φ(-|difference| / sqrt(V) - z). 1 when V is 0 and the
+    difference is not; NaN when V is unknown. This is the normal approximation the rules state; a percentile
+    bootstrap of few sentences' differences of one sign (a reference at the ceiling can only lose) may differ
+    from it either way."""
+    from scipy.stats import norm
+
+    if not math.isfinite(variance):
+        return math.nan
+    if variance <= 0:
+        return 1.0 if difference else 0.0
+    z, x = float(norm.ppf(0.5 + level / 2)), abs(difference) / math.sqrt(variance)
+    return float(norm.cdf(x - z) + norm.cdf(-x - z))

@@ -193,6 +193,8 @@ def test_the_rates_by_sentence_are_recorded_for_the_fine_tuning_chapter(sample, 
     assert r["probe_seeds"] == [0, 1, 2] and r["layers"] == list(range(1, L + 1))
     assert np.array(r["rate"]) == pytest.approx(claims.rates[..., 1:], abs=1e-6)
     assert np.array(r["rate"]).shape == (3, len(ids), L)
+    # C13's power at the ceiling reads the test tokens of each sentence, in the same order
+    assert r["tokens"] == [int((test.sentence == i).sum()) for i in ids] and sum(r["tokens"]) == len(test.sentence)
 
 
 def test_a_sentence_interval_is_as_wide_as_the_sentences_disagree():

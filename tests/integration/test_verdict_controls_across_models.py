@@ -15,10 +15,12 @@ import torch
 from identifiability import aggregate, model_comparison, stats
 from identifiability import identity as ident
 from identifiability.charts.across_models import differences_chart
+from identifiability.digits import pct
 from identifiability.fileio import write_json
 from identifiability.models import random_model
 from identifiability.stats import Interval, chance_of_holding, sentences_for_power, unpaired_difference
 from identifiability.studies.across_models import comparison, paired
+from identifiability.text import across_models as prose
 from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_RUN, NOT_TESTABLE, PARTLY
 from identifiability.verdicts.across_models import (
     C13_BAND,
@@ -41,8 +43,11 @@ def _keys(n: int) -> list[str]:
     return [hashlib.sha1(f"sentence {i}".encode()).hexdigest()[:12] for i in range(n)]
 
 
-def _file(root, model: str, key: str, content: str, rate: np.ndarray, keys: list[str], seeds=(0, 1, 2)) -> None:
-    """A chapter 4 results file holding ``linear_rate_by_sentence`` with ``rate`` (probe seeds, n, L)."""
+def _file(
+    root, model: str, key: str, content: str, rate: np.ndarray, keys: list[str], seeds=(0, 1, 2), tokens=None
+) -> None:
+    """A chapter 4 results file holding ``linear_rate_by_sentence`` with ``rate`` (probe seeds, n, L) and,
+    where given, the test tokens per sentence."""
     doc = {
         "chapter": "04_token_identity",
         "params": {"model": model, "corpus": CORPUS, "seed": 0, "n_sentences": 400},
@@ -54,6 +59,7 @@ def _file(root, model: str, key: str, content: str, rate: np.ndarray, keys: list
                 "layers": list(range(1, rate.shape[-1] + 1)),
                 "rate": np.round(rate, 6).tolist(),
             }
+            | ({} if tokens is None else {"tokens": [int(t) for t in tokens]})
         },
     }
     write_json(root / "results" / key / CORPUS / "04_token_identity.json", doc)
@@ -66,11 +72,12 @@ def _model_folder(root, name: str, prov: dict) -> str:
     return str(folder)
 
 
-def _compare(root, reference: np.ndarray, fine_tuned: list[np.ndarray], control: np.ndarray | None = None):
-    """File the reference's and each fine-tune seed's rates (and the control's), then run chapter 8's study."""
+def _compare(root, reference: np.ndarray, fine_tuned: list[np.ndarray], control: np.ndarray | None = None, tokens=None):
+    """File the reference's and each fine-tune seed's rates (and the control's; the reference's run with its
+    test tokens per sentence where given), then run chapter 8's study."""
     n = reference.shape[1]
     keys = _keys(n)
-    _file(root, REFERENCE, REFERENCE, "refkey", reference, keys)
+    _file(root, REFERENCE, REFERENCE, "refkey", reference, keys, tokens=tokens)
     for f, rate in enumerate(fine_tuned):
         prov = {
             "kind": "fine-tuned",
@@ -185,11 +192,12 @@ def test_changes_in_the_first_layers_only_make_c14_fail(tmp_path):
     assert [p.verdict for p in task.parts] == [FAILS, FAILS]
 
 
-def test_no_change_where_early_layers_are_at_ceiling_makes_c14_not_testable(tmp_path):
-    """The real data's shape: every model identifies every token at layers 1-3 (rate 1, no spread) and the
-    fine-tunes change nothing. Version 2 of the rule held C14 there (|d_L| - |d_1| = |d_L| > 0 in every draw,
-    and the largest |d_l| is where the rates vary); version 3 asks for a change first: not testable. The same
-    models with the last two layers moved are testable, and C14 holds."""
+def test_a_model_off_the_ceiling_in_its_upper_half_only_makes_c14_not_testable(tmp_path):
+    """The real data's shape: every model identifies every token at layers 1-3 (rate 1, no spread). Version 3
+    called a task without change not testable and held C14 once the last layers moved (|d_L| - |d_1| = |d_L|
+    in every draw: the ceiling alone). Version 4 judges the layers off the ceiling only, and here none of them
+    lies in the lower half: not testable on this model, whether the fine-tunes change nothing or move the
+    last two layers, the reason naming the layers at the ceiling with their rates."""
     rng = np.random.default_rng(9)
     n = 60
     base = _base(rng, n)
@@ -200,12 +208,12 @@ def test_no_change_where_early_layers_are_at_ceiling_makes_c14_not_testable(tmp_
         r[..., ceiling] = 1.0
         return r
 
-    cmp = _compare(tmp_path, rates(), [rates() for _ in range(3)])
-    v14 = judge_c14(cmp.fine_tuning.tasks, None, RULE["C14"])
-    assert cmp.fine_tuning.tasks["lee-pairs"].last.low < 0 < cmp.fine_tuning.tasks["lee-pairs"].last.high
-    assert v14.verdict == NOT_TESTABLE and "no measurable change" in v14.reason, v14.reason
-    moved = _compare(tmp_path / "late", rates(), [rates() - np.array([0, 0, 0, 0, 0.1, 0.2]) for _ in range(3)])
-    assert judge_c14(moved.fine_tuning.tasks, None, RULE["C14"]).verdict == HOLDS
+    for root, shift in ((tmp_path, 0.0), (tmp_path / "late", np.array([0, 0, 0, 0, 0.1, 0.2]))):
+        cmp = _compare(root, rates(), [rates() - shift for _ in range(3)])
+        assert cmp.fine_tuning.off_ceiling == (4, 5, 6)
+        v14 = judge_c14(cmp.fine_tuning.tasks, None, RULE["C14"])
+        assert v14.verdict == NOT_TESTABLE, v14.reason
+        assert "layers 1 (100.00%), 2 (100.00%), 3 (100.00%)" in v14.reason and "lower half" in v14.reason
 
 
 def test_a_change_that_misses_the_last_layer_fails_last_beats_first(tmp_path):
@@ -376,11 +384,14 @@ def test_the_powered_size_gives_about_its_chance_of_holding_in_simulation():
         sentences = rng.normal(0, sd_sentence, (1, 1, 1, n, 1))
         return seeds + sentences + rng.normal(0, 0.03, (3, 3, 3, n, 2))
 
-    pilot = paired(draw(400), n_resamples=1000)
+    def study(d, **kw):  # the reference well off the ceiling: C13's plain case
+        return paired(d, np.full(d.shape[2:], 0.5), ceiling=1 - C13_BAND, **kw)
+
+    pilot = study(draw(400), n_resamples=1000)
     n = sentences_for_power(pilot.seed_var, pilot.sentence_var, C13_BAND, C13_POWER)
     assert 20 < n < 400
     holds = [
-        judge_c13({"t": paired(draw(n), seed=k, n_resamples=300)}, None, RULE["C13"]).verdict == HOLDS
+        judge_c13({"t": study(draw(n), seed=k, n_resamples=300)}, None, RULE["C13"]).verdict == HOLDS
         for k in range(150)
     ]
     assert abs(np.mean(holds) - C13_POWER) < 0.12, (n, np.mean(holds))
@@ -406,3 +417,142 @@ def test_the_reference_beside_its_control_alone(tmp_path):
     assert str(ft.control.last) in control_text(ft)
     assert claims_markdown(cmp.claim_table, cmp.model_table) == "No run these models share judges a claim."
     assert chart["title"] == "t"  # on the layered chart, where the page shows it
+
+
+# --------------------------------------------------------------------------------------------------
+# C13 version 3 and C14 version 4 from per-token correctness (0/1 per test token, its truth known):
+# the ceiling, the layers off it, and the null result with its power
+# --------------------------------------------------------------------------------------------------
+
+
+def _tokens(rng, n: int) -> np.ndarray:
+    return rng.integers(8, 25, n)  # test tokens per sentence, as the held-out text's
+
+
+def _correct(rng, tokens: np.ndarray, p) -> np.ndarray:
+    """(3 probe seeds, n, L) per-sentence rates: each test token identified (1) or not (0) with the
+    probability ``p`` of its layer (L,), drawn afresh per probe seed; a sentence's rate is its tokens' mean."""
+    p = np.asarray(p, dtype=float)
+    return np.stack([[(rng.random((t, len(p))) < p).mean(axis=0) for t in tokens] for _ in range(3)])
+
+
+OFF = [0.8] * 6  # a reference off the ceiling at every layer
+
+
+def _ft_compare(root, seed: int, ref_p, ft_p, seeds: int = 3, n: int = 80):
+    rng = np.random.default_rng(seed)
+    tokens = _tokens(rng, n)
+    ref = _correct(rng, tokens, ref_p)
+    cmp = _compare(root, ref, [_correct(rng, tokens, ft_p) for _ in range(seeds)], tokens=tokens)
+    return cmp, tokens
+
+
+def test_c13_at_the_ceiling_holds_with_no_change_detected_and_its_power(tmp_path):
+    """Both models identify every test token at the last layer: d_L = 0 in every draw. C13 holds, qualified
+    "no change detected" (never "not testable"), and the reason gives the power to detect a change of 0.05 for
+    a rate of 0.95 on these test tokens, which the page can check by hand."""
+    cmp, tokens = _ft_compare(tmp_path, 20, [0.9, 0.9, 0.9, 0.9, 0.9, 1.0], [0.9, 0.9, 0.9, 0.9, 0.9, 1.0])
+    p = cmp.fine_tuning.tasks["lee-pairs"]
+    assert p.last.low == p.last.high == 0 and p.reference[-1].low == 1 and p.tokens == tuple(tokens)
+    v13, _ = _verdicts(cmp)
+    task = v13.parts[0]
+    assert (task.verdict, task.qualifier) == (HOLDS, "no change detected"), task.reason
+    assert (v13.verdict, v13.qualifier) == (HOLDS, "no change detected")
+    power = stats.power_to_detect(C13_BAND, stats.rate_variance(1 - C13_BAND, tokens))
+    assert 0.9995 < power < 1 and "power of over 99.9%" in task.reason  # said so, not rounded up to 100%
+    assert f"same {tokens.sum()} test tokens in 80 test sentences" in task.reason
+    # a handful of short sentences: the power is stated as what it is, and the verdict is still "holds"
+    few, few_tokens = _ft_compare(tmp_path / "few", 21, [1.0] * 6, [1.0] * 6, n=6)
+    low = stats.power_to_detect(C13_BAND, stats.rate_variance(1 - C13_BAND, few_tokens))
+    v = judge_c13(few.fine_tuning.tasks, None, RULE["C13"])
+    assert v.verdict == HOLDS and low < 0.99 and f"power of {pct(low)}" in v.parts[0].reason
+    # the ceiling without the tokens recorded: read off the rates' denominators (a lower bound, said so)
+    rng = np.random.default_rng(22)
+    tok = _tokens(rng, 40)
+    rates = lambda p: _correct(rng, tok, p)  # noqa: E731
+    bare = _compare(tmp_path / "bare", rates([0.8] * 5 + [1.0]), [rates([0.8] * 5 + [1.0]) for _ in range(3)])
+    q = bare.fine_tuning.tasks["lee-pairs"]
+    assert not q.tokens_recorded and all(t <= u for t, u in zip(q.tokens, tok)) and sum(q.tokens) > 0.8 * tok.sum()
+    assert "at least" in judge_c13(bare.fine_tuning.tasks, None, RULE["C13"]).parts[0].reason
+
+
+def test_c14_off_the_ceiling_holds_where_the_fine_tune_changes_late_layers_most(tmp_path):
+    cmp, _ = _ft_compare(tmp_path, 23, OFF, [0.8, 0.8, 0.8, 0.7, 0.6, 0.5])
+    assert cmp.fine_tuning.off_ceiling == (1, 2, 3, 4, 5, 6)
+    _, v14 = _verdicts(cmp)
+    assert v14.verdict == HOLDS, v14.reason
+    assert [p.verdict for p in v14.parts[0].parts] == [HOLDS, HOLDS]
+    assert "layers 1, 2, 3, 4, 5 and 6" in prose.ceiling_text(cmp.fine_tuning)
+
+
+def test_c14_reads_the_gap_and_the_peak_on_the_off_ceiling_layers_only(tmp_path):
+    """Layer 1 of the reference is at the ceiling and the fine-tunes lose most there (0.5); on the layers off
+    the ceiling (2-6) they change the late ones most. C14 holds: f = 2 and m = 6, and the largest change among
+    the off-ceiling layers lies late; read on every layer (version 3), both parts would fail."""
+    cmp, _ = _ft_compare(tmp_path, 30, [1, 0.8, 0.8, 0.8, 0.8, 0.8], [0.5, 0.8, 0.8, 0.7, 0.6, 0.5])
+    p = cmp.fine_tuning.tasks["lee-pairs"]
+    assert p.off_ceiling == (2, 3, 4, 5, 6) and abs(p.layers[0].estimate) > abs(p.last.estimate)
+    assert p.gap.estimate == pytest.approx(abs(p.last.estimate) - abs(p.layers[1].estimate))
+    _, v14 = _verdicts(cmp)
+    assert v14.verdict == HOLDS and p.peak_late == 1.0, v14.reason
+    assert "|d_6| - |d_2|" in v14.parts[0].reason and "layers 2, 3, 4, 5 and 6" in v14.reason
+
+
+def test_c14_off_the_ceiling_fails_where_the_fine_tune_changes_early_layers_most(tmp_path):
+    cmp, _ = _ft_compare(tmp_path, 24, OFF, [0.5, 0.6, 0.7, 0.8, 0.8, 0.8])
+    _, v14 = _verdicts(cmp)
+    assert v14.verdict == FAILS, v14.reason
+    assert [p.verdict for p in v14.parts[0].parts] == [FAILS, FAILS]
+
+
+def test_c14_on_the_default_models_ceiling_is_not_testable(tmp_path):
+    """Layers 1-4 of the reference identify 99.96-100% of tokens (the default model's), only 5 and 6 are off
+    the ceiling: none in the lower half, so C14 is not testable on this model, the fine-tunes' late change
+    notwithstanding, and the reason names the layers at the ceiling with their rates."""
+    cmp, _ = _ft_compare(tmp_path, 25, [1, 0.9996, 1, 0.9998, 0.8, 0.8], [1, 0.9996, 1, 0.9998, 0.7, 0.5])
+    ft = cmp.fine_tuning
+    assert ft.off_ceiling == (5, 6) and all(r.high >= 0.95 for r in ft.reference[:4])
+    _, v14 = _verdicts(cmp)
+    assert v14.verdict == NOT_TESTABLE, v14.reason
+    assert "layers 1 (100.00%), 2 (99.9" in v14.reason and "4 (99.9" in v14.reason
+    assert "off the ceiling only: **layers 5 and 6**" in prose.ceiling_text(ft)
+
+
+def test_c14_without_a_measurable_change_is_inconclusive_no_change_detected_with_power(tmp_path):
+    """Fine-tunes that identify the tokens as the reference does (a true d_l of 0 at every off-ceiling layer):
+    no interval excludes 0, so the task is inconclusive, "no change detected", with the power to detect 0.05
+    at each of those layers (from the variance of its draws)."""
+    cmp, _ = _ft_compare(tmp_path, 26, OFF, OFF)
+    p = cmp.fine_tuning.tasks["lee-pairs"]
+    assert all(d.low <= 0 <= d.high for d in p.layers)
+    _, v14 = _verdicts(cmp)
+    assert (v14.verdict, v14.qualifier) == (INCONCLUSIVE, "no change detected"), v14.reason
+    task = v14.parts[0]
+    assert task.qualifier == "no change detected" and "power to detect a change of 0.05" in task.reason
+    for k in (1, 6):
+        power = stats.power_to_detect(C13_BAND, p.layer_var[k - 1])
+        assert 0.5 < power < 0.9995 and f"layer {k} {pct(power)}" in task.reason
+
+
+def test_c14_with_too_few_fine_tune_seeds_is_inconclusive(tmp_path):
+    cmp, _ = _ft_compare(tmp_path, 27, OFF, [0.8, 0.8, 0.8, 0.7, 0.6, 0.5], seeds=2)
+    v13, v14 = _verdicts(cmp)
+    assert v14.verdict == INCONCLUSIVE and "at least 3" in v14.reason, v14.reason
+    assert v13.verdict == INCONCLUSIVE
+
+
+def test_the_reference_rate_comes_from_the_draws_of_the_differences():
+    """The reference's interval per layer is that of its rates (probe seeds and sentences resampled with the
+    differences): its estimate is their mean, a layer at 1 everywhere has the interval [1, 1], and a rate
+    spread over sentences has an interval about as wide as its own bootstrap's."""
+    rng = np.random.default_rng(28)
+    n = 50
+    ref = np.stack([np.ones((3, n)), np.clip(rng.normal(0.7, 0.1, (3, n)), 0, 1)], axis=-1)  # (Q, n, 2)
+    d = rng.normal(0, 0.01, (3, 3, 3, n, 2))
+    p = paired(d, ref, ceiling=0.95)
+    assert (p.reference[0].low, p.reference[0].high) == (1.0, 1.0) and p.off_ceiling == (2,)
+    assert p.reference[1].estimate == pytest.approx(ref[..., 1].mean())
+    own = stats.hierarchical_interval(ref[..., 1], 1)
+    assert p.reference[1].high - p.reference[1].low == pytest.approx(own.high - own.low, rel=0.25)
+    with pytest.raises(ValueError, match="another band"):  # evidence built for another band than the rule's
+        judge_c14({"t": paired(d, ref, ceiling=0.5)}, None, RULE["C14"])

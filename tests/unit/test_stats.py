@@ -1,6 +1,7 @@
 """The hierarchical bootstrap: seed-to-seed spread must reach the interval, and paired sentences stay paired."""
 
 import numpy as np
+import pytest
 
 from identifiability.stats import hierarchical_ci, hierarchical_resamples, paired_ci
 
@@ -35,3 +36,29 @@ def test_trailing_axes_are_kept_apart_and_one_sentence_gives_no_interval():
     assert hierarchical_resamples(v, levels=2, n_resamples=7).shape == (7, 6)
     est, lo, hi = hierarchical_ci(np.ones((3, 1)), levels=1)
     assert est == 1 and np.isnan(lo) and np.isnan(hi)
+
+
+def test_the_power_to_detect_a_change_matches_a_simulation_of_token_correctness():
+    """C13's power at the ceiling, checked independently: sentences of 2-4 test tokens, each identified with
+    probability 0.95 against a reference that identifies all (a true difference of -0.05). Over simulated
+    test sets, the variance of the mean of per-sentence rates is ``rate_variance``'s, and an interval
+    estimate ± 1.96 sqrt(V) excludes 0 about as often as ``power_to_detect`` says."""
+    from identifiability.stats import power_to_detect, rate_variance
+
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(2, 5, 40)
+    v = rate_variance(0.95, tokens)
+    power = power_to_detect(0.05, v)
+    assert 0.3 < power < 0.9  # a case where the answer is not trivially 0 or 1
+    reps = 20000
+    correct = rng.random((reps, int(tokens.sum()))) < 0.95
+    starts = np.concatenate([[0], np.cumsum(tokens)[:-1]])
+    rates = np.add.reduceat(correct, starts, axis=1) / tokens  # (reps, sentences)
+    d = rates.mean(axis=1) - 1.0
+    assert d.mean() == pytest.approx(-0.05, abs=0.001)
+    assert d.var() == pytest.approx(v, rel=0.05)
+    assert np.mean(np.abs(d) > 1.959964 * np.sqrt(v)) == pytest.approx(power, abs=0.03)
+    # the edges: no variance detects any change for certain and none that is absent; unknown is unknown
+    assert power_to_detect(0.05, 0.0) == 1.0 and power_to_detect(0.0, 0.0) == 0.0
+    assert np.isnan(power_to_detect(0.05, rate_variance(0.95, [])))
+    assert power_to_detect(0.05, 1e-6) > 0.999 and power_to_detect(0.0, 1e-3) == pytest.approx(0.05, abs=1e-6)

@@ -11,6 +11,7 @@ import pandas as pd
 from identifiability.stats import Interval
 from identifiability.studies.across_models import Comparison
 from identifiability.text.across_models import (
+    ceiling_text,
     claims_markdown,
     comparison_text,
     control_text,
@@ -146,6 +147,27 @@ def test_claims_markdown_writes_an_interval_and_a_baseline_only_where_there_are_
     point = claims_markdown(_claims(0.96, math.nan), models).splitlines()[2]
     assert point.startswith("| C6 | lee | **holds** 0.950 | ")  # low == high: no interval, no baseline
     assert claims_markdown(_claims(0.94, 0.2).iloc[:0], models) == "No run these models share judges a claim."
+
+
+def test_the_ceiling_text_names_the_layers_off_the_ceiling_and_those_at_it():
+    """C14 v4 is judged on the layers whose reference rate's upper bound lies below the ceiling: the page names
+    them, and those at the ceiling; all off, none at it; nothing without paired evidence."""
+    from identifiability.evidence.across_models import FineTuning, Paired
+
+    def ft(rates):
+        ref = tuple(Interval(r, r - 0.02 * (r < 1), min(1.0, r + 0.02), 30, "test sentences") for r in rates)
+        off = tuple(k for k, r in enumerate(ref, 1) if r.high < 0.95)
+        d = Interval(0.0, -0.01, 0.01, 30, "test sentences")
+        p = Paired((d,) * len(rates), d, 0.5, 0, 0.1, 3, 3, 30, reference=ref, off_ceiling=off)
+        return FineTuning(tasks={"t": p})
+
+    default = ceiling_text(ft([1.0, 0.9996, 1.0, 0.9998, 0.8, 0.7]))
+    assert "off the ceiling only: **layers 5 and 6**; at the ceiling: layers 1, 2, 3 and 4." in default
+    assert "2: 99.96% (97.96 to 100.00)" in default and "reaches 0.95" in default
+    everywhere = ceiling_text(ft([0.8, 0.7, 0.6]))
+    assert everywhere.endswith("**layers 1, 2 and 3**.") and "at the ceiling" not in everywhere
+    assert "**no layer**; at the ceiling: layer 1." in ceiling_text(ft([1.0]))
+    assert ceiling_text(FineTuning()) == ""
 
 
 def test_the_stand_ins_have_the_fields_of_the_study_types():

@@ -35,7 +35,9 @@ def iv(est: float, low: float, high: float, n: int = 40, unit: str = "sentences"
 def _paired(layers: list[tuple[float, float, float]], peak_late: float) -> Paired:
     ls = tuple(iv(*x, n=30, unit="test sentences") for x in layers)
     gap = abs(ls[-1].estimate) - abs(ls[0].estimate)
-    return Paired(ls, iv(gap, gap - 0.01, gap + 0.01, 30, "test sentences"), peak_late, 1e-5, 0.01, 3, 3, 30)
+    ref = tuple(iv(0.8, 0.75, 0.85, 30, "test sentences") for _ in ls)  # off the ceiling at every layer
+    g = iv(gap, gap - 0.01, gap + 0.01, 30, "test sentences")
+    return Paired(ls, g, peak_late, 1e-5, 0.01, 3, 3, 30, reference=ref, off_ceiling=tuple(range(1, len(ls) + 1)))
 
 
 def _survey_table(at_bound: bool) -> pd.DataFrame:

@@ -25,21 +25,40 @@ def _interval(estimate: float, draws: np.ndarray, n: int) -> Interval:
     return Interval(float(estimate), low, high, n, "test sentences")
 
 
-def _late_share(draws: np.ndarray) -> float:
-    """Share of draws (R, L) whose largest |d_l| lies in l > L/2 (layers 1..L)."""
-    L = draws.shape[1]
-    return float(np.mean(np.argmax(np.abs(draws), axis=1) + 1 > L / 2))
+def _late_share(draws: np.ndarray, layers: tuple[int, ...], L: int) -> float:
+    """Share of draws (R, L) whose largest |d_l| among ``layers`` (1-based) lies in l > L/2; NaN without any."""
+    if not layers:
+        return float("nan")
+    cols = np.asarray(layers) - 1
+    return float(np.mean(np.asarray(layers)[np.argmax(np.abs(draws[:, cols]), axis=1)] > L / 2))
 
 
-def paired(d: np.ndarray, seed: int = 0, n_resamples: int = RESAMPLES, seeds_fixed: bool = False) -> Paired:
+def paired(
+    d: np.ndarray,
+    reference: np.ndarray,
+    tokens: np.ndarray | None = None,
+    *,
+    ceiling: float,
+    seed: int = 0,
+    n_resamples: int = RESAMPLES,
+    seeds_fixed: bool = False,
+    tokens_recorded: bool = True,
+) -> Paired:
     """The paired evidence of C13 and C14 from per-sentence differences, one hierarchical bootstrap
-    (``stats.hierarchical_resamples``) whose draws give every layer's interval, |d_L| - |d_1| and the share of
-    draws peaking late, jointly.
+    (``stats.hierarchical_resamples``) whose draws give every layer's interval, the reference's rate per layer,
+    and, on the layers off the ceiling, |d_m| - |d_f| and the share of draws peaking late, jointly.
 
     Args:
         d: (F, P, Q, n, L) differences d_l per test sentence, layers 1..L
             (:func:`identifiability.model_comparison.paired_differences`): three seed levels (fine-tune seeds, their
             probe seeds, the reference's probe seeds), resampled before the sentences.
+        reference: (Q, n, L) the reference's rates on the same sentences
+            (:func:`identifiability.model_comparison.reference_rates`). They are resampled with the differences
+            (stacked beside them, repeated over the fine-tune axes, whose resampling leaves their mean as it is),
+            so each draw's reference rate is that of the reference probe seeds and sentences of its d_l.
+        tokens: (n,) test tokens per sentence, kept for C13's power at the ceiling.
+        ceiling: a layer is off the ceiling when the upper bound of its reference rate lies below this
+            (C14's rule: 1 - C13's band, which the chapter passes).
         seeds_fixed: average the seeds and resample the sentences only (the claims table's "unit" alternative).
     Returns:
         :class:`Paired`. Its variance split reads the bootstrap: the last layer's variance over draws V and its
@@ -48,27 +67,44 @@ def paired(d: np.ndarray, seed: int = 0, n_resamples: int = RESAMPLES, seeds_fix
     """
     d = np.asarray(d, dtype=float)
     F, P, _, n, L = d.shape
-    est = np.nanmean(d.reshape(-1, n, L), axis=0)  # (n, L): seeds averaged
-    est_l = np.nanmean(est, axis=0)  # (L,)
+    ref = np.asarray(reference, dtype=float)
+    if ref.shape != d.shape[2:]:
+        raise ValueError(f"the reference's rates {ref.shape} do not match the differences {d.shape}")
+    both = np.concatenate([d, np.broadcast_to(ref, d.shape)], axis=-1)  # (F, P, Q, n, 2L): d_l, then the rate
+    est = np.nanmean(both.reshape(-1, n, 2 * L), axis=0)  # (n, 2L): seeds averaged
+    est_l = np.nanmean(est, axis=0)  # (2L,)
     if n < 2:
-        draws = sentence_draws = np.full((1, L), np.nan)
+        draws = sentence_draws = np.full((1, 2 * L), np.nan)
     else:
-        sentence_draws = hierarchical_resamples(est, 0, seed=seed, n_resamples=n_resamples)  # (R, L)
-        draws = sentence_draws if seeds_fixed else hierarchical_resamples(d, 3, seed=seed, n_resamples=n_resamples)
-    gaps = np.abs(draws[:, -1]) - np.abs(draws[:, 0])
+        sentence_draws = hierarchical_resamples(est, 0, seed=seed, n_resamples=n_resamples)  # (R, 2L)
+        draws = sentence_draws if seeds_fixed else hierarchical_resamples(both, 3, seed=seed, n_resamples=n_resamples)
+    rate = tuple(_interval(est_l[L + k], draws[:, L + k], n) for k in range(L))
+    off = tuple(k + 1 for k, r in enumerate(rate) if r.has_interval and r.high < ceiling)
+    est_l, draws, sentence_draws = est_l[:L], draws[:, :L], sentence_draws[:, :L]
+    if len(off) >= 2:
+        f, m = off[0] - 1, off[-1] - 1
+        gap = _interval(abs(est_l[m]) - abs(est_l[f]), np.abs(draws[:, m]) - np.abs(draws[:, f]), n)
+    else:
+        gap = Interval(float("nan"), float("nan"), float("nan"), n, "test sentences")
     v_all, v_sent = float(np.var(draws[:, -1])), float(np.var(sentence_draws[:, -1]))
     return Paired(
         layers=tuple(_interval(est_l[k], draws[:, k], n) for k in range(L)),
-        gap=_interval(abs(est_l[-1]) - abs(est_l[0]), gaps, n),
-        peak_late=_late_share(draws) if n >= 2 else float("nan"),
+        gap=gap,
+        peak_late=_late_share(draws, off, L) if n >= 2 else float("nan"),
         seed_var=max(0.0, v_all - v_sent),
         sentence_var=n * v_sent,
         ft_seeds=F,
         probe_seeds=P,
         sentences=n,
-        peak_late_scaled=tuple((m, _late_share(est_l + (draws - est_l) / np.sqrt(m))) for m in SCALES)
+        peak_late_scaled=tuple((m, _late_share(est_l + (draws - est_l) / np.sqrt(m), off, L)) for m in SCALES)
         if n >= 2
         else (),
+        reference=rate,
+        ceiling=ceiling,
+        off_ceiling=off,
+        layer_var=tuple(float(np.var(draws[:, k])) for k in range(L)),
+        tokens=() if tokens is None else tuple(int(t) for t in tokens),
+        tokens_recorded=tokens_recorded,
     )
 
 
@@ -80,7 +116,9 @@ def fine_tuning(
     seeds resampled (the rule) and fixed (the "unit" alternative); the random-initialisation control's; and the
     original rules' unpaired inputs. Also what the page says of each task's power: fine-tune, probe and
     reference probe seeds, test sentences, the variance split, the chance that the interval lies inside
-    ±``band`` at a true difference of 0 and the sentences that make it ``power`` (the chapter passes C13's)."""
+    ±``band`` at a true difference of 0 and the sentences that make it ``power`` (the chapter passes C13's).
+    ``band`` also sets C14's ceiling: a layer is off it when its reference rate's upper bound lies below
+    1 - ``band``."""
     ref, groups, control = model_comparison.fine_tune_groups(rows, models)
     original = model_comparison.quadrature_inputs(rows, models, corpus)
     ev = dict(
@@ -93,19 +131,23 @@ def fine_tuning(
     if base is None:
         return FineTuning(**ev), {}
     tasks, unit, diffs, chances = {}, {}, {}, {}
+
+    def both(runs: list[dict]) -> tuple[np.ndarray, Paired, Paired]:  # seeds resampled (the rule), fixed
+        d, _ = model_comparison.paired_differences(base, runs)
+        ref, tokens, recorded = model_comparison.reference_rates(base, runs)
+        kw = dict(ceiling=1 - band, seed=seed, tokens_recorded=recorded)
+        return d, paired(d, ref, tokens, **kw), paired(d, ref, tokens, seeds_fixed=True, **kw)
+
     for task, keys in sorted(groups.items()):
         runs = [r for r in (model_comparison.sentence_rates(rows, k, corpus, root) for k in keys) if r is not None]
         if not runs:
             continue
-        d, _ = model_comparison.paired_differences(base, runs)
-        diffs[task] = d
-        tasks[task], unit[task] = paired(d, seed), paired(d, seed, seeds_fixed=True)
-        chances[task] = _power(tasks[task], d.shape[2], band, power)
+        diffs[task], tasks[task], unit[task] = both(runs)
+        chances[task] = _power(tasks[task], diffs[task].shape[2], band, power)
     ctrl = ctrl_unit = None
     runs = [model_comparison.sentence_rates(rows, control, corpus, root)] if control else []
     if runs and runs[0] is not None:
-        d, _ = model_comparison.paired_differences(base, runs)
-        ctrl, ctrl_unit = paired(d, seed), paired(d, seed, seeds_fixed=True)
+        d, ctrl, ctrl_unit = both(runs)
         chances["random init"] = _power(ctrl, d.shape[2], band, power)
     return FineTuning(tasks, unit, ctrl, ctrl_unit, diffs, **ev), chances
 

@@ -325,7 +325,8 @@ def identity_claims(
     unseen, masks = ident.unseen_by_sentence(splits["train"], test)
     unseen_groups = [g[m] for g, m in zip(per_token, masks) if m.any()]
     unseen_rate = grouped_ci(unseen_groups, np.mean, seed=seed) if unseen_groups else (float("nan"),) * 3
-    keys = [sample.sentence_keys[int(s)] for s in torch.unique(test.sentence)]
+    ids, tokens = torch.unique(test.sentence, return_counts=True)  # sentence order, as ``rates``
+    keys = [sample.sentence_keys[int(s)] for s in ids]
     return ClaimsResult(
         c6_seed_rates=[float(r) for r in last.mean(1)],
         c6_position_rate=c6.position_rate,
@@ -340,6 +341,7 @@ def identity_claims(
             "probe_seeds": [seed + k for k in (0, *more_seeds)],
             "layers": list(range(1, L + 1)),
             "rate": rates[..., 1:].round(6).tolist(),
+            "tokens": tokens.tolist(),  # test tokens per sentence: C13's power at the ceiling reads them
         },
         seed_training=ident.seed_training(runs[1:], [seed + k for k in more_seeds]),
         c6_unseen_types_rate=unseen_rate[0],

@@ -118,6 +118,33 @@ def control_text(ft) -> str:
     )
 
 
+def ceiling_text(ft) -> str:
+    """Which layers C14 is judged on (``ft``: a ``evidence.across_models.FineTuning``): the pre-trained
+    reference's rate per layer with its interval, the layers off the ceiling (upper bound below the
+    evidence's ceiling, 1 - C13's band) named, and those at it; "" without paired evidence."""
+    ref, off = ft.reference, ft.off_ceiling
+    if not ref:
+        return ""
+    p = next(iter(ft.tasks.values()), None) or ft.control
+    at = [k for k in range(1, len(ref) + 1) if k not in off]
+    rates = ", ".join(
+        f"{k}: {100 * r.estimate:.2f}% ({100 * r.low:.2f} to {100 * r.high:.2f})" for k, r in enumerate(ref, 1)
+    )
+    named = _layers(off) if off else "no layer"
+    text = (
+        f"**Where C14 looks.** The pre-trained reference's identifiability rate per layer, with its 95% interval "
+        f"from the same draws as the differences: {rates}. A layer where the upper bound reaches "
+        f"{p.ceiling:g} leaves fine-tuning almost nothing to change but a loss, so C14 is judged on the layers "
+        f"off the ceiling only: **{named}**"
+    )
+    return text + (f"; at the ceiling: {_layers(at)}." if at else ".")
+
+
+def _layers(numbers: list[int]) -> str:
+    n = [str(x) for x in numbers]
+    return f"layer {n[0]}" if len(n) == 1 else f"layers {', '.join(n[:-1])} and {n[-1]}"
+
+
 def claims_markdown(df: pd.DataFrame, models: pd.DataFrame) -> str:
     """:func:`identifiability.model_comparison.claims` as a Markdown table: one row per claim and corpus, one column per
     model (named by :func:`identifiability.model_comparison.labels`, in the order of ``models``), each cell the verdict,

@@ -15,7 +15,7 @@ import math
 
 from ..digits import fmt, pct
 from ..evidence.across_models import FineTuning, Paired
-from ..stats import Interval, sentences_for_power
+from ..stats import Interval, power_to_detect, rate_variance, sentences_for_power
 from .core import (
     FAILS,
     HOLDS,
@@ -51,7 +51,11 @@ C13_QUANTITY = Quantity(
 )
 C13_TASK = Quantity("paired last-layer difference of identifiability rate, fine-tuned minus pre-trained", r"\bar d_L")
 C14_GAP = Quantity(
-    "change at the last layer minus change at layer 1, in absolute value (first task)",
+    "change at the last layer off the ceiling minus change at the first, in absolute value (first task)",
+    r"\lvert\bar d_m\rvert - \lvert\bar d_f\rvert",
+)
+C14_GAP_ORIGINAL = Quantity(
+    "change at the last layer minus change at layer 1, in absolute value (first model)",
     r"\lvert\bar d_L\rvert - \lvert\bar d_1\rvert",
 )
 C14_PEAK = Quantity(
@@ -62,6 +66,7 @@ C14_PEAK_LAYER = Quantity(
     "layer with the largest |difference|", r"\operatorname{argmax}_l \lvert d_l\rvert", integer=True
 )
 FT_MIN_SEEDS = 3  # the amended rules bootstrap over at least this many fine-tune seeds per task
+NO_CHANGE = "no change detected"  # the qualifier of a null result that the page gives with its power
 
 
 # --------------------------------------------------------------------------------------------------
@@ -93,11 +98,49 @@ def _power_hint(p: Paired, band: float, power: float) -> str:
     )
 
 
+def _at_ceiling(p: Paired) -> bool:
+    """Both models identify every test token at the last layer: d_L = 0 and the reference's rate 1 in every
+    draw (C13, version 3)."""
+    d, ref = p.last, p.reference[-1] if p.reference else None
+    return d.has_interval and d.low == d.high == 0 and ref is not None and ref.low == 1
+
+
+def ceiling_power(p: Paired, band: float) -> float:
+    """The power C13's test had at the ceiling: the chance that a true difference of ``band``, with the
+    variance of a rate of 1 - ``band`` on the same test tokens (``stats.rate_variance``), gives an interval
+    excluding 0 (``stats.power_to_detect``). NaN without the test tokens."""
+    return power_to_detect(band, rate_variance(1 - band, p.tokens)) if p.tokens else float("nan")
+
+
+def _share(power: float) -> str:
+    """A power as a percentage, 'over 99.9%' where three significant digits would round it up to 100%."""
+    return "over 99.9%" if power > 0.9995 and power < 1 else pct(power)
+
+
+def _ceiling_reason(p: Paired, band: float) -> str:
+    power = ceiling_power(p, band)
+    tokens = sum(p.tokens)
+    if power != power:  # NaN: the runs recorded no test tokens and none could be read from the rates
+        return (
+            f"{NO_CHANGE}: both models identify every test token at the last layer; the runs record no test "
+            "tokens, so the power is unknown"
+        )
+    least = "" if p.tokens_recorded else "at least "
+    return (
+        f"{NO_CHANGE}: both models identify every test token at the last layer (d_L = 0 in every resample); "
+        f"the test had a power of {_share(power)} to detect a change of {band:g} (a rate of {1 - band:g} on the "
+        f"same {least}{tokens} test tokens in {p.sentences} test sentences)"
+    )
+
+
 def _c13_task(name: str, p: Paired, rule: str, band: float, power: float, min_seeds: int) -> Verdict:
     d = p.last
     few = _too_few_seeds(p, min_seeds)
+    qualifier = ""
     if few:
         v, why = INCONCLUSIVE, few
+    elif _at_ceiling(p):
+        v, why, qualifier = HOLDS, _ceiling_reason(p, band), NO_CHANGE
     elif not d.has_interval:
         v, why = INCONCLUSIVE, f"no interval: {d.n} test sentence(s), too few to resample"
     elif -band <= d.low and d.high <= band:
@@ -107,8 +150,28 @@ def _c13_task(name: str, p: Paired, rule: str, band: float, power: float, min_se
     else:
         v, why = INCONCLUSIVE, f"the interval straddles ±{band:g}; {_power_hint(p, band, power)}"
     return Verdict(
-        f"C13.{name}", v, d.estimate, (d.low, d.high), None, "", rule, why, threshold=band, estimate_of=C13_TASK
+        f"C13.{name}",
+        v,
+        d.estimate,
+        (d.low, d.high),
+        None,
+        "",
+        rule,
+        why,
+        threshold=band,
+        qualifier=qualifier,
+        estimate_of=C13_TASK,
     )
+
+
+def _qualifier(parts: list[Verdict], verdict: str) -> str:
+    """The overall qualifier: "no change detected" where every task that decided ``verdict`` has it (in
+    which tasks, when not all of them)."""
+    same = [p for p in parts if p.verdict == verdict]
+    marked = [p.claim.split(".", 1)[1] for p in same if p.qualifier == NO_CHANGE]
+    if not marked:
+        return ""
+    return NO_CHANGE if len(marked) == len(parts) else f"{NO_CHANGE} in {', '.join(marked)}"
 
 
 def _overall(verdicts: list[str]) -> str:
@@ -129,17 +192,21 @@ def judge_c13(
     power: float = C13_POWER,
     min_seeds: int = FT_MIN_SEEDS,
 ) -> Verdict:
-    """C13 (amended): per fine-tuned task, the 95% interval of the paired last-layer difference d_L lies
-    inside ±``band``; fails if it lies outside for any task; inconclusive otherwise, naming the test
-    sentences that give a ``power`` chance of holding at a true 0 (``stats.sentences_for_power``). Not run
-    without fine-tuned results. ``control``: the random-initialisation model's d_L, the baseline."""
+    """C13 (amended, version 3): per fine-tuned task, the 95% interval of the paired last-layer difference
+    d_L lies inside ±``band``; fails if it lies outside for any task; inconclusive otherwise, naming the test
+    sentences that give a ``power`` chance of holding at a true 0 (``stats.sentences_for_power``). A task
+    with fewer than ``min_seeds`` fine-tune seeds is inconclusive. A task whose two models identify every
+    test token at the last layer (d_L = 0 and the reference's rate 1 in every draw) holds qualified "no
+    change detected", its reason giving the power to detect a change of ``band`` (:func:`ceiling_power`).
+    Not run without fine-tuned results. ``control``: the random-initialisation model's d_L, the baseline."""
     if not tasks:
         return _not_run("C13", rule)
     parts = [_c13_task(name, p, rule, band, power, min_seeds) for name, p in tasks.items()]
     worst = max(tasks.values(), key=lambda p: abs(p.last.estimate)).last
+    overall = _overall([p.verdict for p in parts])
     return Verdict(
         "C13",
-        _overall([p.verdict for p in parts]),
+        overall,
         worst.estimate,
         (worst.low, worst.high),
         None if control is None else control.last.estimate,
@@ -150,6 +217,7 @@ def judge_c13(
         "; ".join(f"{p.claim.split('.', 1)[1]}: {p.verdict} ({p.reason})" for p in parts),
         tuple(parts),
         threshold=band,
+        qualifier=_qualifier(parts, overall) if overall == HOLDS else "",
         estimate_of=C13_QUANTITY,
     )
 
@@ -214,31 +282,75 @@ def _changed(d: Interval) -> bool:
     return d.has_interval and (d.low > 0 or d.high < 0)
 
 
-def _c14_task(name: str, p: Paired, rule: str, share: float, fail: float, min_seeds: int) -> Verdict:
+def _off_ceiling(p: Paired, band: float) -> tuple[int, ...]:
+    """The layers whose reference rate's upper bound lies below 1 - ``band``; checked against the layers the
+    study read the gap and the peak on (it was given the band to build them)."""
+    off = tuple(k for k, r in enumerate(p.reference, start=1) if r.has_interval and r.high < 1 - band)
+    if off != p.off_ceiling:
+        raise ValueError(f"the evidence's off-ceiling layers {p.off_ceiling} are not the rule's {off}: another band")
+    return off
+
+
+def _rates(p: Paired, which: list[int]) -> str:
+    """'1 (100.00%), 2 (99.96%)': the reference's rate at these layers (two decimals: near the ceiling three
+    significant digits would round 99.96% to 100%)."""
+    return ", ".join(f"{k} ({100 * p.reference[k - 1].estimate:.2f}%)" for k in which)
+
+
+def _untestable(p: Paired, off: tuple[int, ...], rule: str) -> Verdict | None:
+    """C14 not testable on this model: fewer than two layers off the ceiling, or none in the lower half."""
     L = len(p.layers)
+    if len(off) >= 2 and any(k <= L / 2 for k in off):
+        return None
+    at = [k for k in range(1, L + 1) if k not in off]
+    bound = f"the upper bound of the reference's rate is at least {p.ceiling:g}"
+    where = f"off the ceiling: {layers(off)}" if off else "no layer is off the ceiling"
+    low = f"no layer off the ceiling lies in the lower half, 1-{L // 2}"
+    short = "fewer than two layers are off the ceiling" if len(off) < 2 else low
+    why = f"{short} ({where}); at the ceiling ({bound}): layer(s) {_rates(p, at)}".replace(
+        "layer(s)", "layer" if len(at) == 1 else "layers"
+    )
+    return Verdict("C14", NOT_TESTABLE, None, None, None, "", rule, why, estimate_of=C14_GAP)
+
+
+def _no_change(p: Paired, off: tuple[int, ...], band: float) -> str:
+    """The null result's reason, with the power to detect a change of ``band`` at each off-ceiling layer."""
+    power = ", ".join(f"layer {k} {_share(power_to_detect(band, p.layer_var[k - 1]))}" for k in off)
+    return (
+        f"{NO_CHANGE}: no off-ceiling layer's d_l interval excludes 0 ({layers(off)}); the power to detect a "
+        f"change of {band:g}: {power}"
+    )
+
+
+def _c14_task(
+    name: str, p: Paired, off: tuple[int, ...], rule: str, share: float, fail: float, min_seeds: int, band: float
+) -> Verdict:
+    L, f, m = len(p.layers), off[0], off[-1]
     gap = (p.gap.low, p.gap.high)
     few = _too_few_seeds(p, min_seeds)
-    if not few and not any(_changed(d) for d in p.layers):
-        why = (
-            "no measurable change: no layer's d_l interval excludes 0 "
-            f"(d_1 {p.layers[0]}; d_{L} {p.last}), so there is no change to locate"
-        )
-        return Verdict(f"C14.{name}", NOT_TESTABLE, p.gap.estimate, gap, None, "", rule, why, estimate_of=C14_GAP)
+    if not few and not any(_changed(p.layers[k - 1]) for k in off):
+        why = _no_change(p, off, band)
+        est, v = p.gap.estimate, INCONCLUSIVE
+        return Verdict(f"C14.{name}", v, est, gap, None, "", rule, why, qualifier=NO_CHANGE, estimate_of=C14_GAP)
     v1, why1 = interval_verdict(p.gap, 0.0, "above")
-    why1 = f"|d_L| - |d_1|: {why1}"
-    if v1 != FAILS and not _changed(p.last):
-        moved = [i + 1 for i, d in enumerate(p.layers) if _changed(d)]
-        v1 = FAILS
-        where = f"({fmt(p.last.low)} to {fmt(p.last.high)})"
-        changed = f"while {layers(moved)} changed" if moved else "and no layer changed measurably"
-        why1 = f"d_{L}'s interval {where} contains 0 {changed}"
+    why1 = f"|d_{m}| - |d_{f}|: {why1}"
+    d_m = p.layers[m - 1]
+    if v1 != FAILS and not _changed(d_m):
+        moved = [k for k in off if _changed(p.layers[k - 1])]
+        where = f"({fmt(d_m.low)} to {fmt(d_m.high)})"
+        if moved:
+            v1, why1 = FAILS, f"d_{m}'s interval {where} contains 0 while {layers(moved)} changed"
+        else:
+            v1, why1 = INCONCLUSIVE, f"d_{m}'s interval {where} contains 0 and no off-ceiling layer changed measurably"
     if p.peak_late >= share:
         v2 = HOLDS
     elif p.peak_late < fail:
         v2 = FAILS
     else:
         v2 = INCONCLUSIVE
-    why2 = f"{pct(p.peak_late)} of draws have their largest |d_l| in layers {L // 2 + 1}-{L} (holds from {share:.0%})"
+    late = [k for k in off if k > L / 2]
+    why2 = f"{pct(p.peak_late)} of draws have their largest |d_l| of {layers(off)} in {layers(late)}"
+    why2 += f" (holds from {share:.0%})"
     if v2 == INCONCLUSIVE:
         why2 += _peak_hint(p, share, fail)
     parts = [
@@ -280,31 +392,44 @@ def judge_c14(
     peak_share: float = C14_PEAK_SHARE,
     peak_fail: float = C14_PEAK_FAIL,
     min_seeds: int = FT_MIN_SEEDS,
+    band: float = C13_BAND,
 ) -> Verdict:
-    """C14 (amended, version 3), per fine-tuned task from the same draws. A task where no layer's d_l interval
-    excludes 0 is not testable (no change to locate). "Last beats first": d_L's interval excludes 0 and the
-    interval of |d_L| - |d_1| lies above 0 (fails below 0, or where d_L did not change while another layer
-    did); "peak late": at least ``peak_share`` of draws have their largest |d_l| in l > L/2 (fails below
-    ``peak_fail``). A task holds if both parts hold, fails if both fail, partly holds if one holds and the
-    other fails, else is inconclusive; over the testable tasks C14 holds if every task holds, fails if one
-    fails, else is inconclusive if one is, else partly holds. ``control``: the random-initialisation model's."""
+    """C14 (amended, version 4), per fine-tuned task from the same draws, on the layers off the ceiling only:
+    those whose reference rate's upper bound lies below 1 - ``band`` (C13's band). Not testable on this
+    model with fewer than two such layers or none in l <= L/2 (the reason names the layers at the ceiling
+    with their rates). A task where no off-ceiling layer's d_l interval excludes 0 is inconclusive,
+    qualified "no change detected", with the power to detect a change of ``band`` at each of those layers
+    (``stats.power_to_detect`` on the variance of d_l's draws). With f and m the first and last off-ceiling
+    layer, "last beats first": d_m's interval excludes 0 and that of |d_m| - |d_f| lies above 0 (fails
+    below 0, or where d_m did not change while another off-ceiling layer did); "peak late": at least
+    ``peak_share`` of draws have their largest |d_l| among the off-ceiling layers in l > L/2 (fails below
+    ``peak_fail``). A task with fewer than ``min_seeds`` fine-tune seeds is inconclusive. A task holds if
+    both parts hold, fails if both fail, partly holds if one holds and the other fails, else is
+    inconclusive; C14 holds if every task holds, fails if one fails, else is inconclusive if one is, else
+    partly holds. ``control``: the random-initialisation model's |d_m| - |d_f|, the baseline."""
     if not tasks:
         return _not_run("C14", rule)
-    parts = [_c14_task(name, p, rule, peak_share, peak_fail, min_seeds) for name, p in tasks.items()]
-    first = parts[0]
-    testable = [p.verdict for p in parts if p.verdict != NOT_TESTABLE]
+    first = next(iter(tasks.values()))
+    off = _off_ceiling(first, band)
+    untestable = _untestable(first, off, rule)
+    if untestable is not None:
+        return untestable
+    parts = [_c14_task(name, p, off, rule, peak_share, peak_fail, min_seeds, band) for name, p in tasks.items()]
+    overall = _overall([p.verdict for p in parts])
     return Verdict(
         "C14",
-        _overall(testable) if testable else NOT_TESTABLE,
-        first.estimate,
-        first.ci95,
+        overall,
+        parts[0].estimate,
+        parts[0].ci95,
         None if control is None else control.gap.estimate,
-        "the random-initialisation control's |d_L| - |d_1| (it changes every layer)"
+        f"the random-initialisation control's |d_{off[-1]}| - |d_{off[0]}| (it changes every layer)"
         if control is not None
         else "no random-initialisation control has results with these parameters",
         rule,
-        "; ".join(f"{p.claim.split('.', 1)[1]}: {p.verdict} ({p.reason})" for p in parts),
+        f"judged on the layers off the ceiling, {layers(off)}; "
+        + "; ".join(f"{p.claim.split('.', 1)[1]}: {p.verdict} ({p.reason})" for p in parts),
         tuple(parts),
+        qualifier=_qualifier(parts, overall) if overall == INCONCLUSIVE else "",
         estimate_of=C14_GAP,
     )
 
@@ -337,7 +462,7 @@ def _c14_model(name: str, layers: list[Interval], rule: str) -> Verdict:
             "",
             rule,
             why1,
-            estimate_of=C14_GAP,
+            estimate_of=C14_GAP_ORIGINAL,
         ),
         Verdict(f"C14.{name}.peak late", v2, float(peak), None, None, "", rule, why2, estimate_of=C14_PEAK_LAYER),
     )
@@ -351,7 +476,7 @@ def _c14_model(name: str, layers: list[Interval], rule: str) -> Verdict:
         v = FAILS
     reason = f"last beats first: {v1} ({why1}); peak late: {v2} ({why2})"
     return Verdict(
-        f"C14.{name}", v, gap.estimate, (gap.low, gap.high), None, "", rule, reason, parts, estimate_of=C14_GAP
+        f"C14.{name}", v, gap.estimate, (gap.low, gap.high), None, "", rule, reason, parts, estimate_of=C14_GAP_ORIGINAL
     )
 
 
@@ -379,7 +504,7 @@ def judge_c14_original(per_model: dict[str, list[Interval]], control: list[Inter
         rule,
         combined.reason,
         tuple(parts),
-        estimate_of=C14_GAP,
+        estimate_of=C14_GAP_ORIGINAL,
     )
 
 
