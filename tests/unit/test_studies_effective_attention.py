@@ -379,8 +379,11 @@ def test_another_spelling_lands_in_the_same_roles(tiny_roberta):
     assert r.mass_by_layer[token_roles.SEPARATOR]["raw"] and r.mass_by_layer[token_roles.START]["effective"]
     assert r.c5[1].ratio.n == 2 and len(r.c5_ratio_by_sentence[END_SEPARATOR]["model"]) == 2
     assert [c.token for c in r.c5] == ["<s>", "</s>"]
-    seps = S.pair_separators(lm, [join_pair("The cat sat.", "It was sunny.")])  # <s> a </s></s> b </s>
+    pair = join_pair("The cat sat.", "It was sunny.")  # <s> a </s></s> b </s>
+    seps = S.pair_separators(lm, [pair])
     assert seps.pairs == 1 and all(seps.separator_mass[w]["raw"] for w in ("first", "second"))
+    # the middle separator is two tokens: its peak is in units of 2 / d_s, as plain torch measures it
+    assert seps.c5[0].peak == pytest.approx(_peaks_by_hand(lm, [pair])[MIDDLE_SEPARATOR], rel=1e-5)
     from identifiability.charts.effective_attention import mass_chart
     from identifiability.text.effective_attention import no_separator_text
 
