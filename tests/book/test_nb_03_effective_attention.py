@@ -64,8 +64,13 @@ def test_effective_attention_notebook(chapter_run):
     assert c4["robustness"] == [["threshold", "holds"], ["null", "holds"], ["unit", "holds"]]
     # the original rule judges the two inputs at the longest length alone: too few to decide
     assert c4["original"]["verdict"] == "inconclusive" and c4["original"]["rule"] != c4["rule"]
-    # C5: no separator has a peak, the sink [CLS] lies in the null space beyond the random subspace
-    assert c5["verdict"] == "partly holds" and c5["qualifier"] == "via the sink, [CLS]"
-    assert c5["estimate"] == start["ratio"] or abs(c5["estimate"] - start["ratio"]) < 1e-4
+    # C5 (version 4) is judged on [SEP] alone: no separator has a peak, so it is not testable, each one named
+    assert c5["verdict"] == "not testable on this model" and c5["estimate"] is None
+    assert "end separator ([SEP]) gets" in c5["reason"] and "middle separator ([SEP]) gets" in c5["reason"]
     assert [name for name, _ in c5["robustness"]] == ["peak 2x", "peak 5x", "threshold", "unit"]
     assert c5["original"]["verdict"] == "partly holds"
+    # C18: this model's sink, [CLS], lies in the null space beyond the random subspace
+    c18 = r["claims"]["C18"]
+    assert c18["verdict"] == "holds" and c18["reason"].startswith("this model's sink is start ([CLS])")
+    assert abs(c18["estimate"] - start["ratio"]) < 1e-4 and c18["original"] is None
+    assert [name for name, _ in c18["robustness"]] == ["peak 2x", "peak 5x", "unit"]

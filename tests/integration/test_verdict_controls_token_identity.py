@@ -254,3 +254,61 @@ def test_c8_rule_branches():
     assert judge_c8(lose3, chance, 0.3, ok, "rule", angle_slack=C8_ANGLE_SLACK_ALT).verdict == HOLDS
     assert judge_c8(ok, chance, 0.03, ok, "rule").label == "partly holds (angle part only)"
     assert judge_c8(ok, chance, 0.03, ok, "rule", min_spread=C8_MIN_SPREAD_ALT).verdict == HOLDS
+
+
+# C8 version 3, every case it states: the angle part from its two intervals, the magnitude part from the spread
+# and its interval, and how they combine. Built from intervals whose side of each threshold is known.
+OK, LOSES = iv(0.0, -0.01, 0.01), iv(-0.2, -0.25, -0.15)  # direction only minus raw, against -0.02
+EDGE = iv(-0.02, -0.04, 0.0)  # contains -0.02
+AT_CHANCE, INFORMATIVE, NEAR = iv(0.0, -0.01, 0.02), iv(0.3, 0.25, 0.35), iv(0.05, 0.03, 0.07)  # against 0.05
+ANGLE = {  # (direction only minus raw, norm only minus chance) -> the angle part's verdict
+    "holds": ((OK, AT_CHANCE), HOLDS),
+    "fails: direction loses": ((LOSES, AT_CHANCE), FAILS),
+    "fails: norm informative": ((OK, INFORMATIVE), FAILS),
+    "fails: one fails, one open": ((LOSES, NEAR), FAILS),  # 'fails if either interval lies on its other side'
+    "inconclusive: direction open": ((EDGE, AT_CHANCE), INCONCLUSIVE),
+    "inconclusive: norm open": ((OK, NEAR), INCONCLUSIVE),
+}
+MAGNITUDE = {  # (relative norm spread, norm added minus direction only) -> the magnitude part's verdict
+    "not testable": ((0.01, iv(0.2, 0.1, 0.3)), NOT_TESTABLE),  # measured, but the spread is below 5%
+    "holds": ((0.3, iv(0.0, -0.01, 0.01)), HOLDS),
+    "fails": ((0.3, iv(0.2, 0.1, 0.3)), FAILS),
+    "inconclusive": ((0.3, iv(0.02, 0.0, 0.04)), INCONCLUSIVE),
+}
+
+
+def _c8_v3(angle: str, magnitude: str) -> tuple[str, str]:
+    """C8 version 3's combination as its text states it: (verdict, qualifier)."""
+    if (angle, magnitude) == (HOLDS, HOLDS):
+        return HOLDS, ""
+    if angle == FAILS:
+        return FAILS, ""
+    if magnitude == NOT_TESTABLE:
+        return (PARTLY, "angle part only") if angle == HOLDS else (angle, "")
+    if INCONCLUSIVE in (angle, magnitude):
+        return INCONCLUSIVE, ""
+    assert (angle, magnitude) == (HOLDS, FAILS)
+    return PARTLY, ""
+
+
+@pytest.mark.parametrize("magnitude", list(MAGNITUDE))
+@pytest.mark.parametrize("angle", list(ANGLE))
+def test_c8_version_3_decides_every_case_it_states(angle, magnitude):
+    (unit_minus_raw, norm_vs_chance), a = ANGLE[angle]
+    (spread, norm_adds), m = MAGNITUDE[magnitude]
+    v = judge_c8(unit_minus_raw, norm_vs_chance, spread, norm_adds, "rule")
+    assert [p.verdict for p in v.parts] == [a, m]
+    assert (v.verdict, v.qualifier) == _c8_v3(a, m)
+    assert v.estimate == unit_minus_raw.estimate
+
+
+def test_c8_holds_where_the_magnitude_part_is_tested_and_holds():
+    v = judge_c8(OK, AT_CHANCE, 0.3, iv(0.0, -0.01, 0.01), "rule")
+    assert (v.verdict, v.label) == (HOLDS, HOLDS) and [p.verdict for p in v.parts] == [HOLDS, HOLDS]
+    assert v.parts[1].estimate == 0.0 and v.parts[1].threshold == 0.02
+    # the spread's bound: 'below 5%' is not testable, 5% itself is tested
+    assert judge_c8(OK, AT_CHANCE, 0.05, iv(0.0, -0.01, 0.01), "rule").verdict == HOLDS
+    assert judge_c8(OK, AT_CHANCE, 0.0499, iv(0.0, -0.01, 0.01), "rule").label == "partly holds (angle part only)"
+    # a testable magnitude part that was not measured is no case of the rule: refused, not guessed
+    with pytest.raises(ValueError, match="testable but not measured"):
+        judge_c8(OK, AT_CHANCE, 0.3, None, "rule")

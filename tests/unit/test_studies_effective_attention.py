@@ -24,7 +24,7 @@ from identifiability.stats import grouped_ci, unit_interval
 from identifiability.studies import effective_attention as S
 from identifiability.trace import head, out_proj_weights, trace_batch
 from identifiability.verdicts import NOT_TESTABLE
-from identifiability.verdicts.effective_attention import judge_c4_original, judge_c5, judge_c5_original
+from identifiability.verdicts.effective_attention import judge_c4_original, judge_c5, judge_c5_original, judge_c18
 
 RULE = "the pre-registered rule"  # carried into the verdict; the judge functions do not read it
 SHORT = ["A cat sat.", "Dogs bark at night.", "Rain fell on the town."]  # byte-level tokens: under 30 each
@@ -277,6 +277,53 @@ def test_pair_separators_split_the_separator_mass(tiny_lm):
     assert set(seps.c5_pair_categories) == {MIDDLE_SEPARATOR}
 
 
+def _with_a_start_sink() -> LoadedModel:
+    """A tiny random BERT whose first layer puts a sink on the start token: its position embedding gets a large
+    first coordinate, and every head of layer 1 scores keys by that coordinate alone (a constant query, keys
+    reading coordinate 0), so [CLS] takes almost all of each row there."""
+    lm = random_model("bert", seed=0)
+    with torch.no_grad():
+        lm.model.embeddings.position_embeddings.weight[0, 0] += 30.0
+        a = lm.model.encoder.layer[0].attention.self
+        a.query.weight.zero_()
+        a.query.bias.fill_(1.0)
+        a.key.weight.zero_()
+        a.key.weight[:, 0] = a.attention_head_size**-0.5
+    return lm
+
+
+def _peaks_by_hand(lm: LoadedModel, texts: list[str]) -> dict[str, float]:
+    """Independently of the study: per category, the median over inputs of the mean raw attention mass per query
+    row (over every layer and head) on its k tokens, in units of its uniform share k / d_s, from the model's own
+    ``output_attentions`` (the start token: [CLS]; the end separator: the last [SEP]; the middle one: any other)."""
+    out: dict[str, list[float]] = {}
+    for text in texts:
+        first, second = corpora.split_pair(text)
+        enc = lm.tokenizer(first, second, return_tensors="pt")  # a pair through the tokenizer's own template
+        ids = enc["input_ids"][0]
+        with torch.no_grad():
+            a = torch.stack(lm.model(**enc, output_attentions=True).attentions)[:, 0].double()  # (L, H, d_s, d_s)
+        seps = (ids == lm.tokenizer.sep_token_id).nonzero().flatten().tolist()
+        keys = {token_roles.START: [0], END_SEPARATOR: seps[-1:], MIDDLE_SEPARATOR: seps[:-1]}
+        for c, k in keys.items():
+            if k:
+                out.setdefault(c, []).append(float(a[..., k].sum(-1).mean()) / (len(k) / len(ids)))
+    return {c: float(np.median(v)) for c, v in out.items()}
+
+
+def test_the_peak_is_the_mean_raw_mass_per_row_in_uniform_shares(long_sentences):
+    """C5's and C18's peaks against plain torch on a tiny model with a start-token sink: the study's evidence
+    reports the same peak per category, the sink is the start token (C18's), and no separator has a peak."""
+    lm = _with_a_start_sink()
+    pairs = [join_pair(long_sentences[i], long_sentences[i + 1]) for i in range(3)]
+    singles, seps = S.mass_by_category(lm, long_sentences, progress=False), S.pair_separators(lm, pairs)
+    by_hand = _peaks_by_hand(lm, long_sentences) | {MIDDLE_SEPARATOR: _peaks_by_hand(lm, pairs)[MIDDLE_SEPARATOR]}
+    e = S.c18_evidence(singles, seps)
+    assert {c.category: c.peak for c in e.categories} == pytest.approx(by_hand, rel=1e-5)
+    assert by_hand[token_roles.START] > 10 > 1.5 > by_hand[END_SEPARATOR]  # the sink is there, [SEP] has no peak
+    assert e.sink.category == token_roles.START and e.categories == S.c5_evidence(singles, seps).categories
+
+
 def test_value_bias_reaches_every_study(tiny_lm, long_sentences):
     """value_bias=False builds T without b_V everywhere; a random init has b_V = 0, so nothing changes there,
     and the results say which T was used."""
@@ -332,8 +379,11 @@ def test_another_spelling_lands_in_the_same_roles(tiny_roberta):
     assert r.mass_by_layer[token_roles.SEPARATOR]["raw"] and r.mass_by_layer[token_roles.START]["effective"]
     assert r.c5[1].ratio.n == 2 and len(r.c5_ratio_by_sentence[END_SEPARATOR]["model"]) == 2
     assert [c.token for c in r.c5] == ["<s>", "</s>"]
-    seps = S.pair_separators(lm, [join_pair("The cat sat.", "It was sunny.")])  # <s> a </s></s> b </s>
+    pair = join_pair("The cat sat.", "It was sunny.")  # <s> a </s></s> b </s>
+    seps = S.pair_separators(lm, [pair])
     assert seps.pairs == 1 and all(seps.separator_mass[w]["raw"] for w in ("first", "second"))
+    # the middle separator is two tokens: its peak is in units of 2 / d_s, as plain torch measures it
+    assert seps.c5[0].peak == pytest.approx(_peaks_by_hand(lm, [pair])[MIDDLE_SEPARATOR], rel=1e-5)
     from identifiability.charts.effective_attention import mass_chart
     from identifiability.text.effective_attention import no_separator_text
 
@@ -348,7 +398,7 @@ def test_a_tokenizer_that_adds_no_separator_says_so(tiny_gpt2):
     r = S.mass_by_category(tiny_gpt2, ["The cat sat on the mat.", "Birds sang in the trees."], progress=False)
     assert not set(token_roles.STRUCTURAL) & set(r.mass_categories) and r.sink_token is None
     assert r.c5 == () and r.c5_original.separator_ratio is None and r.c5_ratio_by_sentence == {}
-    assert judge_c5(r.c5, RULE).verdict == NOT_TESTABLE
+    assert judge_c5(r.c5, RULE).verdict == NOT_TESTABLE and judge_c18(r.c5, RULE).verdict == NOT_TESTABLE
     o = r.c5_original
     v = judge_c5_original(o.separator_ratio, o.separator_vs_random, o.peak_token, o.peak_ratio, o.peak_vs_random,
                           o.random_ratio, RULE)  # fmt: skip

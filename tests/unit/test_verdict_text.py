@@ -20,7 +20,7 @@ from identifiability.verdicts.across_models import judge_c13, judge_c14
 from identifiability.verdicts.angle_magnitude import judge_c8
 from identifiability.verdicts.claims import load_claims
 from identifiability.verdicts.context_mixing import judge_c9, judge_c10, judge_c11, judge_c11_original, judge_c12
-from identifiability.verdicts.effective_attention import judge_c4, judge_c5
+from identifiability.verdicts.effective_attention import judge_c4, judge_c5, judge_c18
 from identifiability.verdicts.nonidentifiability import judge_c15, judge_c16, judge_c17
 from identifiability.verdicts.text import math_text
 from identifiability.verdicts.token_identity import judge_c6, judge_c7
@@ -57,6 +57,7 @@ def _margins(sigma_min: float) -> pd.DataFrame:
 def _cases() -> dict[str, tuple[vd.Verdict, vd.Verdict]]:
     """Per claim, a verdict on each side of its rule (built by the judges, from intervals on either side)."""
     cats = lambda r: [C5Category("end separator", "[SEP]", True, 6.0, r, iv(-0.2, -0.3, -0.1), 0.6, r, r)]  # noqa: E731
+    sink = lambda r: [C5Category("start", "[CLS]", False, 12.0, r, iv(-0.2, -0.3, -0.1), 0.6, r, r)]  # noqa: E731
     far_open = [iv(0.1, 0.05, 0.15), iv(0.01, -0.005, 0.02), iv(0.01, -0.01, 0.03), iv(0.2, 0.1, 0.3)]
     return {
         "C4": (
@@ -64,6 +65,7 @@ def _cases() -> dict[str, tuple[vd.Verdict, vd.Verdict]]:
             judge_c4(True, 1.0, True, iv(0.3, 0.2, 0.4), iv(0.1, 0.05, 0.15), -0.1, R),
         ),
         "C5": (judge_c5(cats(iv(0.2, 0.1, 0.3)), R), judge_c5(cats(iv(0.8, 0.7, 0.9)), R)),
+        "C18": (judge_c18(sink(iv(0.2, 0.1, 0.3)), R), judge_c18(sink(iv(0.8, 0.7, 0.9)), R)),
         "C6": (
             judge_c6(iv(0.95, 0.9, 0.97), iv(0.5, 0.4, 0.6), 0.33, R, chance=0.05),
             judge_c6(iv(0.4, 0.3, 0.5), iv(0.05, 0.01, 0.1), 0.33, R, chance=0.05),
@@ -137,7 +139,7 @@ def test_baselines_of_another_quantity_say_so():
     c11_original = judge_c11_original([iv(0.1, 0.05, 0.15)], iv(0.0395, 0.02, 0.06), 0.49, R)
     for v in (CASES["C7"][0], CASES["C9"][0], CASES["C12"][0], c11_original):
         assert v.baseline_of is not None and "(another quantity, for scale only)" in vd.render(v), v.claim
-    for v in (CASES["C6"][0], CASES["C10"][0], CASES["C11"][0]):  # the same quantity under the null
+    for v in (CASES["C6"][0], CASES["C10"][0], CASES["C11"][0], CASES["C18"][0]):  # the same quantity, the null
         assert v.baseline_of is None and "(the same quantity)" in vd.render(v), v.claim
 
 

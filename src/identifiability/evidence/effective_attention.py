@@ -1,4 +1,5 @@
-"""What C4 and C5 read (chapter 3, effective attention), built by :mod:`identifiability.studies.effective_attention`."""
+"""What C4, C5 and C18 read (chapter 3, effective attention), built by
+:mod:`identifiability.studies.effective_attention`."""
 
 from __future__ import annotations
 
@@ -107,3 +108,16 @@ class C5Evidence:
 
     categories: tuple[C5Category, ...]
     original: C5Original
+
+
+@dataclass(frozen=True)
+class C18Evidence:
+    """What C18 reads: every special-token category C5 measures (the start token and the end separator on
+    single sentences, the middle separator on pairs), the same per-category measurements; the sink is the
+    one with the largest raw peak (:func:`sink_of`)."""
+
+    categories: tuple[C5Category, ...]
+
+    @property
+    def sink(self) -> C5Category | None:
+        return sink_of(self.categories)

@@ -2,8 +2,8 @@
 
 One function per section of the chapter: the rank of every head's output block W_O^h, Pearson(A, A_eff)
 against the input length d_s (Figure 1 (a), claim C4), the same in the other precision, the attention mass
-per key category (Figure 1 (b, c), claim C5), the two separators of sentence pairs, and the head viewer's
-matrices. Each takes the loaded model, its texts and the chapter's parameters, and returns what the chapter
+per key category (Figure 1 (b, c), claims C5 and C18), the two separators of sentence pairs, and the head
+viewer's matrices. Each takes the loaded model, its texts and the chapter's parameters, and returns what the chapter
 records plus the tables and intervals that its charts draw and its verdict functions take.
 """
 
@@ -18,7 +18,7 @@ import torch
 from scipy.stats import rankdata
 
 from ..attention_mass import END_SEPARATOR, MIDDLE_SEPARATOR, mass_tables
-from ..evidence.effective_attention import C4Evidence, C5Category, C5Evidence, C5Original
+from ..evidence.effective_attention import C4Evidence, C5Category, C5Evidence, C5Original, C18Evidence
 from ..loaded_model import LoadedModel
 from ..nulls import value_bias as model_value_bias
 from ..nulls import without_value_bias
@@ -465,6 +465,12 @@ def c5_evidence(mass: MassByCategory, seps: PairSeparators) -> C5Evidence:
     """C5's evidence: the start token and end separator on single sentences, the middle separator on pairs,
     and the original rule's inputs."""
     return C5Evidence(mass.c5 + seps.c5, mass.c5_original)
+
+
+def c18_evidence(mass: MassByCategory, seps: PairSeparators) -> C18Evidence:
+    """C18's evidence: the same categories as C5's (the start token and the end separator on single
+    sentences, the middle separator on pairs), among which the sink is the one with the largest peak."""
+    return C18Evidence(mass.c5 + seps.c5)
 
 
 # --------------------------------------------------------------------------------------------------

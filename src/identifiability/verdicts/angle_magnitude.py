@@ -59,7 +59,11 @@ def _c8_parts(
     min_spread: float,
     magnitude_slack: float,
 ) -> list[Verdict]:
-    """C8's angle part and its magnitude part (NOT_TESTABLE where the norms barely vary)."""
+    """C8's angle part and its magnitude part (version 3). Angle: holds if the direction-only minus raw interval
+    lies above ``-angle_slack`` and the norm-only minus chance interval below ``norm_chance``; fails if either
+    lies on its other side; inconclusive otherwise. Magnitude: not testable where the relative norm spread is
+    below ``min_spread``; else holds, fails or is inconclusive as the norm-added minus direction-only interval
+    lies below, above or across ``magnitude_slack``."""
     va, whya = interval_verdict(unit_minus_raw, -angle_slack, "above")
     vn, whyn = interval_verdict(norm_only_minus_chance, norm_chance, "below")
     angle = HOLDS if (va, vn) == (HOLDS, HOLDS) else FAILS if FAILS in (va, vn) else INCONCLUSIVE
@@ -76,9 +80,11 @@ def _c8_parts(
             C8_ANGLE_Q,
         )
     ]
-    if norm_spread < min_spread or norm_adds is None:
+    if norm_spread < min_spread:
         why = f"relative norm spread {pct(norm_spread)} < {min_spread:.0%}: LayerNorm fixes the norm"
         parts.append(part_verdict("C8", "magnitude", None, NOT_TESTABLE, why, rule))
+    elif norm_adds is None:  # the rule states no verdict for a testable part that was not measured
+        raise ValueError(f"relative norm spread {pct(norm_spread)}: the magnitude part is testable but not measured")
     else:
         # the claim is that the norm adds little: holds when the norm's contribution stays below the slack
         vm, whym = interval_verdict(norm_adds, magnitude_slack, "below")
@@ -98,8 +104,11 @@ def judge_c8(
     min_spread: float = C8_MIN_SPREAD,
     magnitude_slack: float = C8_ANGLE_SLACK,
 ) -> Verdict:
-    """C8 (amended): identity lives in the angle, not the magnitude. Holds only if both parts hold; with the
-    magnitude part not testable and the angle part holding it partly holds, qualified "angle part only"."""
+    """C8 (version 3): identity lives in the angle, not the magnitude. Holds if both parts hold; fails if the
+    angle part fails; with the magnitude part not testable, partly holds (qualified "angle part only") if the
+    angle part holds and is otherwise the angle part's verdict; with both parts tested and the angle part not
+    failing, inconclusive if a part is inconclusive, partly holds if the angle part holds and the magnitude part
+    fails (:func:`~identifiability.verdicts.core.combine_parts`, the angle part its core)."""
     parts = _c8_parts(
         unit_minus_raw,
         norm_only_minus_chance,

@@ -1,10 +1,12 @@
-"""Claims about effective attention (chapter 3): C4 and C5.
+"""Claims about effective attention (chapter 3): C4, C5 and C18.
 
-Both were amended (``data/amendments.csv``): C4 is judged over the whole measured curve, C5 on summed
-masses where raw attention has a peak. Each judge takes its thresholds as keyword arguments, so the
-robustness alternatives of ``data/claims.csv`` call the same function with moved thresholds, another null
-or intervals over another unit; the entry points :func:`c4` and :func:`c5` assemble the rule in force, its
-alternatives and the original rule's verdict from the evidence (:mod:`identifiability.evidence.effective_attention`).
+C4 and C5 were amended (``data/amendments.csv``): C4 is judged over the whole measured curve, C5 on summed
+masses on a separator where raw attention has a peak. C18 (post hoc, never amended) judges this model's
+attention sink, whichever special token carries it, by the rule C5 applies to a peaked separator. Each judge
+takes its thresholds as keyword arguments, so the robustness alternatives of ``data/claims.csv`` call the same
+function with moved thresholds, another null or intervals over another unit; the entry points :func:`c4`,
+:func:`c5` and :func:`c18` assemble the rule in force, its alternatives and (C4, C5) the original rule's
+verdict from the evidence (:mod:`identifiability.evidence.effective_attention`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ..digits import fmt
-from ..evidence.effective_attention import C4Evidence, C5Category, C5Evidence, sink_of
+from ..evidence.effective_attention import C4Evidence, C5Category, C5Evidence, C18Evidence, sink_of
 from ..stats import Interval
 from .core import (
     FAILS,
@@ -174,32 +176,42 @@ C5_ORIGINAL_Q = Quantity(
 )
 
 
-def _ratio_quantity(token: str) -> Quantity:
-    return replace(C5_RATIO_Q, words=C5_RATIO_Q.words.format(token=token))
+def _ratio_quantity(token: str, q: Quantity = C5_RATIO_Q) -> Quantity:
+    return replace(q, words=q.words.format(token=token))
 
 
-def _judge_category(c: C5Category, ratio: float, by_heads: bool, rule: str) -> tuple[str, str, list[Verdict], Interval]:
+def _peaks(categories: Sequence[C5Category]) -> str:
+    """'end separator ([SEP]) gets 0.700× the uniform share on sentences; ...': each category's peak."""
+    return "; ".join(f"{c.label} gets {fmt(c.peak)}× the uniform share on {c.inputs}" for c in categories)
+
+
+def _judge_category(
+    claim: str, c: C5Category, ratio: float, by_heads: bool, rule: str, ratio_q: Quantity
+) -> tuple[str, str, list[Verdict], Interval]:
+    """One peaked category under C5's (version 4) and C18's shared rule: holds if its ratio interval lies below
+    ``ratio`` and the paired interval of its ratio minus the random subspace's below 0; fails if the ratio
+    interval lies above ``ratio``; inconclusive if it contains ``ratio``, or lies below it while the paired
+    interval contains 0 (or either has no interval); partly holds (no more than a random subspace) if the ratio
+    interval lies below ``ratio`` and the paired interval above 0."""
     r, d = (c.ratio_by_heads, c.vs_random_by_heads) if by_heads else (c.ratio, c.vs_random)
     v1, why1 = interval_verdict(r, ratio, "below")
     v2, why2 = interval_verdict(d, 0.0, "below")
     parts = [
+        part_verdict(claim, f"{c.label} mostly null", r, v1, _with_numbers(why1, r), rule, ratio, ratio_q),
         part_verdict(
-            "C5", f"{c.label} mostly null", r, v1, _with_numbers(why1, r), rule, ratio, _ratio_quantity(c.label)
-        ),
-        part_verdict(
-            "C5", f"{c.label} beyond a random subspace", d, v2, _with_numbers(why2, d), rule, 0.0, C5_VS_RANDOM_Q
+            claim, f"{c.label} beyond a random subspace", d, v2, _with_numbers(why2, d), rule, 0.0, C5_VS_RANDOM_Q
         ),
     ]
     if v1 == HOLDS and v2 == HOLDS:
         v = HOLDS
-    elif FAILS == v1:
+    elif v1 == FAILS:
         v = FAILS
     elif INCONCLUSIVE in (v1, v2):
         v = INCONCLUSIVE
-    else:
-        v = PARTLY  # mostly removed, but no more than a random subspace of the same rank removes
+    else:  # v1 holds, v2 fails: mostly removed, but no more than a random subspace of the same rank removes
+        v = PARTLY
     reason = (
-        f"{c.label}, {fmt(c.peak)}x the uniform share on {c.inputs}: mostly null {v1} ({_with_numbers(why1, r)}), "
+        f"{c.label}, {fmt(c.peak)}× the uniform share on {c.inputs}: mostly null {v1} ({_with_numbers(why1, r)}), "
         f"beyond a random subspace {v2} ({_with_numbers(why2, d)})"
     )
     return v, reason, parts, r
@@ -213,34 +225,21 @@ def judge_c5(
     peak: float = C5_PEAK,
     by_heads: bool = False,
 ) -> Verdict:
-    """C5, amended rule: a separator with a peak (at least ``peak`` times the uniform share) keeps less than
-    ``ratio`` of its summed raw mass in effective attention, and less than a random subspace keeps. With no
-    peaked separator, partly holds if this model's sink meets both; not testable with no peak at all."""
+    """C5, version 4: judged on the separators alone (the end separator; on pairs also the middle one). A
+    separator with a peak (at least ``peak`` times its uniform share) is judged by :func:`_judge_category`;
+    with two, C5 takes the first of holds, fails, inconclusive, partly holds that one of them reaches. With no
+    peaked separator C5 is not testable, and the reason names each separator's peak. The start token (and
+    this model's sink, whichever it is) is C18's, never C5's."""
     note = "the same ratio for projection onto a random subspace of the same rank"
-    peaks = ", ".join(f"{c.label} {fmt(c.peak)}x" for c in categories) or "no special token"
-    peaked = [c for c in categories if c.peak >= peak]
-    sink = sink_of(peaked)
-    if sink is None:
-        why = f"no special token has a peak of {peak:g}x the uniform share ({peaks})"
+    separators = [c for c in categories if c.separator]
+    peaked = [c for c in separators if c.peak >= peak]
+    if not peaked:
+        peaks = _peaks(separators) or "this tokenizer adds no separator token"
+        why = f"no separator has a peak of {peak:g}× the uniform share: {peaks}"
         return Verdict("C5", NOT_TESTABLE, None, None, None, note, rule, why)
-    sink_note = f"this model's sink is {sink.label} ({fmt(sink.peak)}x the uniform share)"
-    separators = [c for c in peaked if c.separator]
-    judged = separators or [sink]
-    results = [(c, *_judge_category(c, ratio, by_heads, rule)) for c in judged]
-    for state in (HOLDS, FAILS, INCONCLUSIVE, PARTLY):
-        hit = next((r for r in results if r[1] == state), None)
-        if hit is not None:
-            break
-    c, v, why, parts, r = hit
-    qualifier = ""
-    if not separators:
-        why = f"no separator has a peak of {peak:g}x ({peaks}); {sink_note}: {why}"
-        if v == HOLDS:
-            v, qualifier = PARTLY, f"via the sink, {c.token or c.category}"
-    else:
-        why = f"{why}; {sink_note}"
-        if v == PARTLY:
-            qualifier = "no more than a random subspace"
+    results = [(c, *_judge_category("C5", c, ratio, by_heads, rule, _ratio_quantity(c.label))) for c in peaked]
+    c, v, why, parts, r = next(res for state in (HOLDS, FAILS, INCONCLUSIVE, PARTLY) for res in results
+                               if res[1] == state)  # fmt: skip
     others = [p for res in results if res[0] is not c for p in res[3]]
     return Verdict(
         "C5",
@@ -253,7 +252,7 @@ def judge_c5(
         why,
         (*parts, *others),
         ratio,
-        qualifier,
+        "no more than a random subspace" if v == PARTLY else "",
         estimate_of=_ratio_quantity(c.label),
     )
 
@@ -323,3 +322,66 @@ def c5(evidence: C5Evidence, rules: Rules) -> Verdict:
         rules.pre_registered,
     )  # fmt: skip
     return amended(with_robustness(v, alternatives), first)
+
+
+# --------------------------------------------------------------------------------------------------
+# C18 (post hoc): this model's attention sink lies largely in the null space
+# --------------------------------------------------------------------------------------------------
+
+C18_RATIO = 0.5  # effective / raw summed mass of the sink must lie below this
+C18_PEAK = 3.0  # a sink: the largest special-token peak at least this many times its uniform share
+C18_PEAK_LOW = 2.0  # robustness 'peak 2x'
+C18_PEAK_HIGH = 5.0  # robustness 'peak 5x'
+C18_RATIO_Q = Quantity(
+    "effective over raw attention mass on this model's sink, {token}, each summed over heads, layers and query rows",
+    r"m_{\mathrm{eff}} / m_{\mathrm{raw}}",
+)
+
+
+def judge_c18(
+    categories: Sequence[C5Category],
+    rule: str,
+    *,
+    ratio: float = C18_RATIO,
+    peak: float = C18_PEAK,
+    by_heads: bool = False,
+) -> Verdict:
+    """C18: the sink (the special-token category with the largest raw peak, :func:`sink_of`) is a sink only
+    if its peak is at least ``peak`` times its uniform share, else C18 is not testable and the reason names
+    every category's peak. The sink is judged by the rule C5 applies to a peaked separator
+    (:func:`_judge_category`); its baseline is the random subspace's ratio (the same quantity, under the null)."""
+    note = "the same ratio for projection onto a random subspace of the same rank"
+    sink = sink_of(categories)
+    if sink is None or sink.peak < peak:
+        peaks = _peaks(categories) or "this tokenizer adds no start or separator token"
+        why = f"no special token has a peak of {peak:g}× the uniform share, so this model has no sink: {peaks}"
+        return Verdict("C18", NOT_TESTABLE, None, None, None, note, rule, why)
+    q = _ratio_quantity(sink.label, C18_RATIO_Q)
+    v, why, parts, r = _judge_category("C18", sink, ratio, by_heads, rule, q)
+    return Verdict(
+        "C18",
+        v,
+        r.estimate,
+        (r.low, r.high),
+        sink.random,
+        note,
+        rule,
+        f"this model's sink is {why}",
+        tuple(parts),
+        ratio,
+        "no more than a random subspace" if v == PARTLY else "",
+        estimate_of=q,
+    )
+
+
+def c18(evidence: C18Evidence, rules: Rules) -> Verdict:
+    """C18 under its rule, with its robustness alternatives (``peak 2x``, ``peak 5x``, ``unit``). Never
+    amended: no original rule's verdict."""
+    categories, rule = evidence.categories, rules.rule
+    v = judge_c18(categories, rule)
+    alternatives = {
+        "peak 2x": judge_c18(categories, rule, peak=C18_PEAK_LOW),
+        "peak 5x": judge_c18(categories, rule, peak=C18_PEAK_HIGH),
+        "unit": judge_c18(categories, rule, by_heads=True),
+    }
+    return with_robustness(v, alternatives)
