@@ -147,6 +147,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
                 "fig1_long_repeats": 2,
                 "fig1_max_length": 96,
                 "n_pairs": 8,
+                "twin_sentences": 8,
                 "viewer_sentences": 1,
                 "viewer_max_tokens": 40,
             },
