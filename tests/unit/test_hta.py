@@ -418,6 +418,7 @@ def test_charts_build_on_synthetic_results():
         "top_is_self_lines": hta_charts.top_is_self_lines(summaries),
         "distance_figure": hta_charts.distance_figure(attribution.distance_profile(res, max_offset=2).round(5), 2),
         "special_context": hta_charts.special_context(prof_s, src),
+        "far_share_lines": hta_charts.far_share_lines({"a": attribution.window_summary(res, 1, 2)}, 2),
         "pos_lines": hta_charts.pos_lines(pos, "a"),
         "contribution_explorer": hta_charts.contribution_explorer(res, labels=["one", "two"]),
     }
@@ -426,6 +427,9 @@ def test_charts_build_on_synthetic_results():
         assert spec["$schema"].startswith("https://vega.github.io/schema/vega-lite/"), name
     pairs = attribution.estimate_pairs(res, noisy, sample=50, seed=0)
     assert len(pairs) == 50 and (pairs.exact > 0).all() and set(pairs.layer) == {1, 2}
+    far = charts["far_share_lines"].to_dict()
+    assert len(far["datasets"][next(iter(far["datasets"]))]) == 2 * 2  # two layers, measured and uniform
+    hta_charts.far_share_lines({"a": attribution.window_summary(res, 1, 8)}, 8).to_dict()  # no far token: empty
     own = charts["own_share_boxes"].to_dict()
     assert {row["corpus"] for row in own["datasets"][next(iter(own["datasets"]))]} == {"a", "b"}
 

@@ -338,11 +338,24 @@ def test_locality_near_far_and_growth_on_known_contributions():
     assert e.near_minus_far_alt[0].estimate == pytest.approx(by_sentence(2, 5))
     # one far token gives nothing in layer 1 and 0.5/(n-1) in layer 2, per sentence
     assert e.far_growth.estimate == pytest.approx(np.mean([0.5 / (n - 1) for n in lengths])) and e.far_growth.low > 0
-    assert all(iv.n == 3 for iv in [*e.near_minus_far, e.far_growth, *e.near_minus_far_alt, e.far_growth_alt])
+    # the own share stays 0.5, so dilution predicts no growth: all of it is the context widening
+    assert e.dilution_growth.estimate == pytest.approx(0.0, abs=1e-12)
+    assert e.far_growth_minus_dilution.estimate == pytest.approx(e.far_growth.estimate)
+
+    # the far share of the context: 0 in layer 1, n_far/(n-1) in layer 2, per kept token
+    def far_share(n: int, far: int) -> float:
+        kept = [i for i in range(n) if any(abs(j - i) > far for j in range(n))]
+        return float(np.mean([sum(abs(j - i) > far for j in range(n)) / (n - 1) for i in kept]))
+
+    assert e.far_share_growth.estimate == pytest.approx(np.mean([far_share(n, 8) for n in lengths]))
+    assert e.far_share_growth_alt.estimate == pytest.approx(np.mean([far_share(n, 5) for n in lengths]))
+    assert e.far_share_uniform == pytest.approx(np.mean([far_share(n, 8) for n in lengths]))
+    ivs = [*e.near_minus_far, e.far_growth, *e.near_minus_far_alt, e.far_share_growth, e.far_share_growth_alt]
+    assert all(iv.n == 3 for iv in [*ivs, e.dilution_growth, e.far_growth_minus_dilution])
     # per token: every kept token of every sentence counts once
     sizes = [k for n in lengths for k in _kept_near_sizes(n, 3, 8)]
     assert e.near_minus_far_by_tokens[0].estimate == pytest.approx(np.mean([0.5 / k for k in sizes]))
-    assert e.near_minus_far_by_tokens[0].n == len(sizes) == e.far_growth_by_tokens.n
+    assert e.near_minus_far_by_tokens[0].n == len(sizes) == e.far_share_growth_by_tokens.n
     # the original rule's window sums: all context within 3 in layer 1, the uniform shares in layer 2
     t = loc.tables["syn"]
     assert list(t.within_3) == pytest.approx([1.0, t.uniform_within_3.iloc[0]])
@@ -357,6 +370,40 @@ def test_locality_near_far_and_growth_on_known_contributions():
     assert m["far"] == pytest.approx([0.0, np.mean([0.5 / (n - 1) for n in lengths])], abs=1e-6)
     assert m["uniform"] == pytest.approx([np.mean([1 / n for n in lengths])] * 2, abs=1e-6)
     assert set(loc.profile.offset) == set(range(-11, 12))
+
+
+def test_far_share_of_the_context_by_a_plain_loop(tiny_corpus):
+    """C11's f and the dilution prediction, computed token by token with Python loops over the tiny model's
+    HTA (no masks, no pandas), against the study's vectorised evidence: per hidden token i at layer l,
+    f = sum of c_ij over |i - j| > 8 divided by 1 - c_ii; the special tokens and the tokens with no input
+    beyond 8 left out; the mean per sentence; the mean over sentences of f at L minus f at 1."""
+    results = tiny_corpus.results["a"]
+    L = results[0].c.shape[0] - 1
+    growth, excess = [], []
+    for r in results:
+        n, c = r.n_tokens, r.c.tolist()
+        kept = [i for i in range(n) if not r.special[i] and any(abs(i - j) > 8 for j in range(n))]
+        if not kept:
+            continue
+
+        def f(layer: int, i: int, n: int = n, c: list = c) -> float:
+            far = 0.0
+            for j in range(n):
+                if abs(i - j) > 8:
+                    far += c[layer][i][j]
+            return far / (1 - c[layer][i][i])
+
+        def far_mean(layer: int, i: int, n: int = n, c: list = c) -> float:
+            return float(np.mean([c[layer][i][j] for j in range(n) if abs(i - j) > 8]))
+
+        growth.append(np.mean([f(L, i) - f(1, i) for i in kept]))
+        predicted = [far_mean(1, i) + (c[1][i][i] - c[L][i][i]) / (n - 1) for i in kept]
+        excess.append(np.mean([far_mean(L, i) - p for i, p in zip(kept, predicted, strict=True)]))
+    assert len(growth) >= 2  # the tiny corpus has sentences long enough to have far tokens
+    e = study.context_locality(tiny_corpus, 10, 0, C11_WINDOWS).evidence
+    assert e.far_share_growth.estimate == pytest.approx(float(np.mean(growth)), rel=1e-9, abs=1e-12)
+    assert e.far_share_growth.n == len(growth)
+    assert e.far_growth_minus_dilution.estimate == pytest.approx(float(np.mean(excess)), rel=1e-9, abs=1e-12)
 
 
 def test_locality_is_the_chapters_one_sentence_computation(tiny_corpus):

@@ -3,6 +3,7 @@ branch that chooses it."""
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace as NS
 
 import pandas as pd
@@ -206,14 +207,17 @@ def test_band_text_adds_the_original_sample_when_there_is_one():
     )
 
 
-def _locality(near: list[float], far: list[float]) -> NS:
+def _locality(near: list[float], far: list[float], share: list[float] | None = None, evidence=None) -> NS:
+    k = len(near)
+    share = share or [0.3 + 0.1 * i for i in range(k)]
     means = pd.DataFrame(
-        {"layer": list(range(1, len(near) + 1)), "near": near, "far": far, "uniform": [0.05] * len(near)}
+        {"layer": list(range(1, k + 1)), "near": near, "far": far, "uniform": [0.05] * k}
+        | {"far_share": share, "far_share_uniform": [0.4] * k}
     )
     tables = pd.DataFrame(
         {"layer": list(range(1, len(near) + 1)), "within_3": [0.5] * len(near), "uniform_within_3": [0.3] * len(near)}
     )
-    return NS(means={"lee": means}, tables={"lee": tables})
+    return NS(means={"lee": means}, tables={"lee": tables}, evidence=evidence)
 
 
 def test_locality_table_names_and_formats_its_columns():
@@ -222,6 +226,7 @@ def test_locality_table_names_and_formats_its_columns():
         f"one token within ±{C11_NEAR}" in html and f"one token beyond ±{C11_FAR}" in html and "uniform: 1/d_s" in html
     )
     assert "context share within ±3" in html and "uniform: share within ±3" in html
+    assert f"far share f of the context (beyond ±{C11_FAR})" in html and "uniform: f" in html and ">40.0%<" in html
     assert ">0.1000<" in html and ">50.0%<" in html
 
 
@@ -235,9 +240,42 @@ def test_locality_text_near_against_far():
         "A near token outweighs a far one in every layer (10.0 to 10.0 times as much), and a far token's contribution "
         "grows from the first layer to the last." in local
     )
-    mixed = prose.locality_text(_locality([0.1, 0.01, 0.05], [0.02, 0.02, 0.02]), "lee")
+    assert local.endswith(
+        f"Of what a hidden token takes from other tokens, the part from tokens beyond {C11_FAR} (its far share f) "
+        "is 30.0% in layer 1 and 40.0% in layer 2: it grows; uniform mixing over the context would give 40.0% in "
+        "every layer."
+    )
+    mixed = prose.locality_text(_locality([0.1, 0.01, 0.05], [0.02, 0.02, 0.02], [0.3, 0.3, 0.2]), "lee")
     assert "A near token outweighs a far one in 2 of 3 layers (0.5 to 5.0 times as much)" in mixed
     assert "a far token's contribution does not grow from the first layer to the last." in mixed
+    assert "is 30.0% in layer 1 and 20.0% in layer 3: it does not grow;" in mixed
+
+
+def _dilution(excess: Interval) -> NS:
+    growth, diluted = Interval(0.02, 0.015, 0.025, 40, "sentences"), Interval(0.019, 0.017, 0.021, 40, "sentences")
+    if not excess.n:  # the study's evidence where no hidden token has a far input token
+        growth = diluted = excess
+    e = NS(far_growth=growth, dilution_growth=diluted, far_growth_minus_dilution=excess, near_minus_far=[0] * 12)
+    return _locality([0.1], [0.01], evidence=e)
+
+
+def test_dilution_text_sets_version_3s_growth_against_dilution():
+    same = prose.dilution_text(_dilution(Interval(0.001, -0.002, 0.004, 40, "sentences")))
+    assert same == (
+        "**Beside the verdict, not part of it.** Version 3 of C11's rule read the growth of one far token's mean "
+        "contribution: 0.0200 (95% interval 0.0150 to 0.0250, 40 sentences). If the own token's lost share were "
+        "spread evenly over the other d_s - 1 tokens, that mean would grow by 0.0190 (95% interval 0.0170 to 0.0210, "
+        "40 sentences); observed minus predicted at layer 12: 0.00100 (95% interval -0.00200 to 0.00400, 40 "
+        "sentences), as much as dilution predicts, within the interval."
+    )
+    more = prose.dilution_text(_dilution(Interval(0.01, 0.005, 0.015, 40, "sentences")))
+    assert more.endswith("more than dilution predicts: far tokens gain beyond the own token's lost share.")
+    less = prose.dilution_text(_dilution(Interval(-0.01, -0.015, -0.005, 40, "sentences")))
+    assert less.endswith(
+        "less than dilution predicts: far tokens get less than an even part of the own token's lost share."
+    )
+    none = _dilution(Interval(math.nan, math.nan, math.nan, 0))
+    assert prose.dilution_text(none).startswith(f"No hidden token has an input token more than {C11_FAR} tokens away")
 
 
 def test_locality_text_on_short_sentences():
@@ -295,7 +333,9 @@ def test_claims_table_rows_follow_the_measurements():
     assert (
         cells["about 30% of tokens lose that in later layers"] == "35% in the last layer; 30% on C10's sample (exact)"
     )
-    assert cells["long-range mixing grows with depth"] == f"one token beyond ±{C11_FAR}: 0.010 → 0.020"
+    assert cells["long-range mixing grows with depth"] == (
+        f"far share of the context beyond ±{C11_FAR}: 30.0% → 40.0%; one token beyond ±{C11_FAR}: 0.010 → 0.020"
+    )
     rises = prose.claims_table(_own({"lee": False}), _top(), NS(means={"lee": pd.DataFrame()}), _corpus(), "m")
     assert dict(rises.itertuples(index=False))["own-token share decreases monotonically with depth"].endswith(
         "not at every layer"

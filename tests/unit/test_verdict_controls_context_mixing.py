@@ -132,6 +132,38 @@ def test_c9_is_partly_true_when_one_step_rises():
     assert v.verdict == PARTLY and "layer 3" in v.parts[1].reason
 
 
+def test_c9_is_inconclusive_when_a_step_stays_open_and_the_decrease_holds():
+    """Version 2: the own share falls overall but stays level from layer 2 to 3 (a step whose interval
+    contains 0): 'monotonically' is undecided, so C9 is inconclusive, not partly, and says how many
+    sentences would settle it."""
+    v = _c9(_own_share([0.8, 0.6, 0.6, 0.3]))
+    assert v.parts[0].verdict == HOLDS and v.parts[1].verdict == INCONCLUSIVE
+    assert v.verdict == INCONCLUSIVE and "layer 3" in v.parts[1].reason
+    assert "would settle" in v.parts[1].reason or "would not settle" in v.parts[1].reason
+
+
+C9_DOWN, C9_UP, C9_OPEN = Interval(-0.1, -0.12, -0.08, 30), Interval(0.1, 0.08, 0.12, 30), Interval(0, -0.02, 0.02, 30)
+
+
+@pytest.mark.parametrize(
+    "steps, decrease, expected",
+    [
+        ([C9_DOWN, C9_DOWN], C9_DOWN, HOLDS),  # both parts hold
+        ([C9_DOWN, C9_UP], C9_DOWN, PARTLY),  # the decrease holds, a step lies above 0
+        ([C9_DOWN, C9_OPEN], C9_DOWN, INCONCLUSIVE),  # the decrease holds, a step stays open
+        ([C9_OPEN, C9_UP], C9_DOWN, PARTLY),  # a step above 0 fails the monotone part though another is open
+        ([C9_DOWN, C9_DOWN], C9_UP, FAILS),  # the decrease fails, the steps do not matter
+        ([C9_OPEN, C9_OPEN], C9_UP, FAILS),
+        ([C9_UP, C9_UP], C9_UP, FAILS),
+        ([C9_DOWN, C9_DOWN], C9_OPEN, INCONCLUSIVE),  # the decrease open
+        ([C9_UP, C9_DOWN], C9_OPEN, INCONCLUSIVE),  # the decrease open, the monotone part fails
+    ],
+)
+def test_c9_decides_every_case_its_rule_states(steps, decrease, expected):
+    """C9 version 2's combination, case by case, through the judge the entry point calls."""
+    assert judge_c9(steps, decrease, 0.05, RULES["C9"]["rule"]).verdict == expected
+
+
 # --------------------------------------------------------------------------------------------------
 # C10: the own token stays on top for about 70% of hidden tokens
 # --------------------------------------------------------------------------------------------------
@@ -231,6 +263,76 @@ def test_c11_fails_when_far_tokens_dominate_and_shrink_with_depth():
     v = _c11(_by_distance(lambda layer, dist: (1 + dist) ** (2.5 - 0.5 * layer)))
     assert v.verdict == FAILS and v.estimate < 0
     assert dict(v.robustness) == {"distances": FAILS, "unit": FAILS}
+
+
+def _thinning_own(shares, weight):
+    """Layer l keeps ``shares[l - 1]`` of the own token and gives the rest to the other tokens in the fixed
+    proportions ``weight(distance)``: the own share thins while the context keeps its distance profile."""
+
+    def make(layer: int, n: int, tag, rng) -> torch.Tensor:
+        at = torch.arange(n, dtype=torch.float64)
+        eye = torch.eye(n, dtype=torch.float64)
+        w = weight((at[None, :] - at[:, None]).abs()) * (1 - eye)
+        return shares[layer - 1] * eye + (1 - shares[layer - 1]) * w / w.sum(-1, keepdim=True)
+
+    return make
+
+
+def test_c11_long_range_does_not_hold_when_only_the_own_share_thins():
+    """Control (a): the other tokens' contributions are scaled by one factor per layer, so every far token
+    gains (version 3's far per-token mean grows, its interval above 0) while the context's distance profile
+    stays the same: the far share of the context does not grow, and the long-range part must not hold."""
+    results, tags = _sentences(_thinning_own([0.8, 0.6, 0.45, 0.3], lambda d: torch.exp(-d / 3)))
+    e = study.context_locality(_corpus(results, tags), 10, 0, C11_WINDOWS).evidence
+    v = c11(e, rules("C11"))
+    assert e.far_growth.low > 0 and e.dilution_growth.low > 0  # what version 3 read as growth
+    assert v.parts[0].verdict == HOLDS and v.parts[1].verdict != HOLDS and v.verdict != HOLDS
+    assert abs(v.estimate) < 0.01 and "dilution of the own token alone predicts" in v.reason
+    assert dict(v.robustness)["distances"] != HOLDS and dict(v.robustness)["unit"] != HOLDS
+
+
+def test_c11_long_range_holds_when_the_context_widens():
+    """Control (b): the own share stays 0.4 and the context spreads farther with depth (far tokens take more
+    of it at the last layer): the far share grows, the long-range part holds, and so does C11; dilution
+    predicts nothing, so the far per-token mean's growth is all excess."""
+
+    def widening(layer: int, n: int, tag, rng) -> torch.Tensor:
+        return _thinning_own([0.4] * LAYERS, lambda d: torch.exp(-d / (0.5 + layer)))(layer, n, tag, rng)
+
+    results, tags = _sentences(widening)
+    e = study.context_locality(_corpus(results, tags), 10, 0, C11_WINDOWS).evidence
+    v = c11(e, rules("C11"))
+    assert v.parts[1].verdict == HOLDS and v.verdict == HOLDS and v.estimate > 0
+    assert abs(e.dilution_growth.estimate) < 0.002 and e.far_growth_minus_dilution.low > 0
+
+
+def test_c11_is_partly_true_when_mixing_stays_local_and_narrows():
+    """Near tokens outweigh far ones in every layer, but the context narrows with depth: one part holds,
+    the other fails."""
+    v = _c11(_by_distance(lambda layer, dist: torch.exp(-dist / (4.5 - layer))))
+    assert [p.verdict for p in v.parts] == [HOLDS, FAILS] and v.verdict == PARTLY
+
+
+C11_UP, C11_DOWN, C11_OPEN = Interval(0.1, 0.05, 0.15, 30), Interval(-0.1, -0.15, -0.05, 30), Interval(0, -0.1, 0.1, 30)
+
+
+@pytest.mark.parametrize(
+    "local, growth, expected",
+    [
+        (C11_UP, C11_UP, HOLDS),
+        (C11_DOWN, C11_DOWN, FAILS),
+        (C11_UP, C11_DOWN, PARTLY),
+        (C11_DOWN, C11_UP, PARTLY),
+        (C11_OPEN, C11_UP, INCONCLUSIVE),
+        (C11_UP, C11_OPEN, INCONCLUSIVE),
+        (C11_DOWN, C11_OPEN, INCONCLUSIVE),
+        (C11_OPEN, C11_DOWN, INCONCLUSIVE),
+    ],
+)
+def test_c11_decides_every_case_its_rule_states(local, growth, expected):
+    """C11 version 4's combination: both hold, both fail, one of each (partly), either open (inconclusive)."""
+    v = judge_c11([C11_UP, local, C11_UP], growth, RULES["C11"]["rule"])
+    assert v.verdict == expected and v.baseline == 0.0 and v.estimate == growth.estimate
 
 
 def test_c11_is_judged_only_on_evidence_measured_at_its_windows():

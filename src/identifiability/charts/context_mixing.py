@@ -135,6 +135,31 @@ def distance_figure(prof: pd.DataFrame, max_offset: int) -> alt.HConcatChart:
     ).resolve_scale(color="independent")
 
 
+def far_share_lines(means: Mapping[str, pd.DataFrame], far: int) -> alt.LayerChart:
+    """C11's long-range quantity per layer and corpus, from :func:`identifiability.hta.window_summary` frames:
+    the far share f of the context (input tokens beyond ``far``, the own token set aside), solid, and what
+    uniform mixing over the context gives, n_far / (d_s - 1), dashed."""
+    rows = [
+        {"corpus": k, "layer": int(r.layer), "f": float(r[col]), "mixing": what}
+        for k, t in means.items()
+        for _, r in t.iterrows()
+        for col, what in (("far_share", "measured"), ("far_share_uniform", "uniform over the context"))
+    ]
+    data = pd.DataFrame(rows, columns=["corpus", "layer", "f", "mixing"])
+    return (
+        alt.Chart(data)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("layer:O", title="layer l"),
+            y=alt.Y("f:Q", title=f"far share f (beyond {far})", axis=alt.Axis(format="%")),
+            color=alt.Color("corpus:N"),
+            strokeDash=alt.StrokeDash("mixing:N", title=None, legend=alt.Legend(orient="bottom")),
+            tooltip=["corpus:N", "layer:O", "mixing:N", alt.Tooltip("f:Q", format=".3f")],
+        )
+        .properties(width=420, height=240, title="Far share of the context, per layer (C11)")
+    )
+
+
 def special_context(prof: pd.DataFrame, src: pd.DataFrame) -> alt.VConcatChart:
     """Paper Figs 18, 25 from :func:`identifiability.hta.special_profile`'s two frames, each with a column
     ``token`` naming the target (e.g. [CLS], [SEP]): the mean contribution by distance into the sentence,

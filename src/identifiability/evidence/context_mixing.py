@@ -62,25 +62,40 @@ class C11Evidence:
             windows, then the 'distances' alternative's.
         near_minus_far: (L,) per layer: the mean contribution of one input token within the near window minus
             that of one in the far window, per hidden token, averaged per sentence; interval over sentences.
-        far_growth: the far per-token mean at layer L minus layer 1, the same way.
-        near_minus_far_alt, far_growth_alt: the same at the alternative's windows (robustness 'distances').
-        near_minus_far_by_tokens, far_growth_by_tokens: the same per hidden token, interval over hidden tokens
-            (robustness 'unit').
+        far_share_growth: the far share of the context, f = (sum of c_ij over the far window) / (1 - c_ii), at
+            layer L minus layer 1, per hidden token, averaged per sentence; interval over sentences (version
+            4's long-range part).
+        near_minus_far_alt, far_share_growth_alt: the same at the alternative's windows (robustness
+            'distances').
+        near_minus_far_by_tokens, far_share_growth_by_tokens: the same per hidden token, interval over hidden
+            tokens (robustness 'unit').
+        far_growth: version 3's long-range quantity, the far per-token mean at layer L minus layer 1, per
+            sentence (reported beside the verdict, not part of it).
+        dilution_growth: the growth of the far per-token mean that dilution alone predicts, the own token's
+            lost share spread evenly over the other tokens: (c_ii^1 - c_ii^L) / (d_s - 1), the same way.
+        far_growth_minus_dilution: the far per-token mean at layer L, observed minus predicted by dilution
+            (far mean at 1 + (c_ii^1 - c_ii^L) / (d_s - 1)), the same way.
         original_near_minus_far, original_far_growth: the original rule's quantities, the context share
             summed within the near window minus that in the far window, and the far share's growth.
         position_only: the original rule's baseline, the far share under uniform mixing.
+        far_share_uniform: f under uniform mixing over the context, n_far / (d_s - 1), averaged the same way
+            (its growth is 0, the baseline of version 4); NaN where no hidden token has a far input token.
     """
 
     windows: tuple[tuple[int, int], tuple[int, int]]
     near_minus_far: tuple[Interval, ...]
-    far_growth: Interval
+    far_share_growth: Interval
     near_minus_far_alt: tuple[Interval, ...]
-    far_growth_alt: Interval
+    far_share_growth_alt: Interval
     near_minus_far_by_tokens: tuple[Interval, ...]
-    far_growth_by_tokens: Interval
+    far_share_growth_by_tokens: Interval
+    far_growth: Interval
+    dilution_growth: Interval
+    far_growth_minus_dilution: Interval
     original_near_minus_far: tuple[Interval, ...]
     original_far_growth: Interval
     position_only: float
+    far_share_uniform: float
 
 
 @dataclass(frozen=True)

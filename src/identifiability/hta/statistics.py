@@ -199,10 +199,14 @@ def window_means(results: Sequence[HTAResult], near: int, far: int, skip_special
     per token, not a window's sum: windows of unequal size compare as under uniform mixing, where every input
     token contributes 1/d_s to every hidden token and both means are 1/d_s.
 
+    Beside them, C11's far share of the context (version 4): f = (sum of c_ij over |i - j| > ``far``) /
+    (1 - c_ii), the part of what hidden token i takes from other tokens that comes from far ones, which a
+    falling own share leaves unchanged when the context keeps its distance profile; and the own share c_ii.
+
     Hidden tokens with no input token beyond ``far`` (nothing to compare) are left out, as are the special
     tokens with ``skip_special`` (their context is studied apart).
 
-    Returns rows (sentence, layer ≥ 1, position, n_tokens, near, far).
+    Returns rows (sentence, layer ≥ 1, position, n_tokens, near, far, own, far_share, n_far).
     """
     import pandas as pd
 
@@ -219,6 +223,9 @@ def window_means(results: Sequence[HTAResult], near: int, far: int, skip_special
             continue
         near_mean = (c * m_near).sum(-1) / m_near.sum(-1).clamp_min(1)  # (L, n)
         far_mean = (c * m_far).sum(-1) / m_far.sum(-1).clamp_min(1)
+        own = torch.diagonal(c, dim1=-2, dim2=-1)  # (L, n): c_ii
+        # f = far sum / (1 - c_ii); a hidden token that keeps all of itself has no context, and no far share
+        far_share = (c * m_far).sum(-1) / (1 - own).clamp_min(1e-300)
         pos = at[keep]
         frames.append(
             pd.DataFrame(
@@ -229,36 +236,45 @@ def window_means(results: Sequence[HTAResult], near: int, far: int, skip_special
                     "n_tokens": n,
                     "near": near_mean[:, keep].flatten().numpy(),
                     "far": far_mean[:, keep].flatten().numpy(),
+                    "own": own[:, keep].flatten().numpy(),
+                    "far_share": far_share[:, keep].flatten().numpy(),
+                    "n_far": m_far.sum(-1)[keep].repeat(L).numpy(),
                 }
             )
         )
-    columns = ["sentence", "layer", "position", "n_tokens", "near", "far"]
+    columns = ["sentence", "layer", "position", "n_tokens", "near", "far", "own", "far_share", "n_far"]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
 
 
 def window_summary(results: Sequence[HTAResult], near: int, far: int) -> pd.DataFrame:
-    """Per layer: the near and far per-token means of :func:`window_means` averaged per sentence and over
-    sentences, and 1/d_s averaged the same way (uniform mixing)."""
+    """Per layer: the near and far per-token means and the far share of the context f of
+    :func:`window_means` averaged per sentence and over sentences, and uniform mixing's values averaged the
+    same way: 1/d_s (``uniform``) and f = n_far / (d_s - 1) (``far_share_uniform``)."""
     import pandas as pd
 
+    cols = ["near", "far", "uniform", "far_share", "far_share_uniform"]
     w = window_means(results, near, far)
     if w.empty:
-        return pd.DataFrame(columns=["layer", "near", "far", "uniform"])
-    w = w.assign(uniform=1 / w.n_tokens)
-    return w.groupby(["layer", "sentence"])[["near", "far", "uniform"]].mean().groupby("layer").mean().reset_index()
+        return pd.DataFrame(columns=["layer", *cols])
+    w = w.assign(uniform=1 / w.n_tokens, far_share_uniform=w.n_far / (w.n_tokens - 1))
+    return w.groupby(["layer", "sentence"])[cols].mean().groupby("layer").mean().reset_index()
 
 
 def window_units(
-    results: Sequence[HTAResult], near: int, far: int, by_tokens: bool = False
-) -> tuple[pd.DataFrame, pd.DataFrame] | None:
-    """(units, L) frames of the near and the far per-token means of :func:`window_means`, per sentence
-    (averaged over its hidden tokens) or, ``by_tokens``, per hidden token; columns are the layers 1..L.
-    None where no hidden token has an input token beyond ``far``."""
+    results: Sequence[HTAResult],
+    near: int,
+    far: int,
+    by_tokens: bool = False,
+    columns: Sequence[str] = ("near", "far"),
+) -> tuple[pd.DataFrame, ...] | None:
+    """(units, L) frames of ``columns`` of :func:`window_means` (by default the near and the far per-token
+    means), per sentence (averaged over its hidden tokens) or, ``by_tokens``, per hidden token; columns are
+    the layers 1..L. None where no hidden token has an input token beyond ``far``."""
     w = window_means(results, near, far)
     if w.empty:
         return None
-    per = w.groupby([*(["sentence", "position"] if by_tokens else ["sentence"]), "layer"])[["near", "far"]].mean()
-    return per.near.unstack("layer"), per.far.unstack("layer")
+    per = w.groupby([*(["sentence", "position"] if by_tokens else ["sentence"]), "layer"])[list(columns)].mean()
+    return tuple(per[c].unstack("layer") for c in columns)
 
 
 def per_sentence_layers(table: pd.DataFrame, column: str) -> pd.DataFrame:

@@ -335,26 +335,48 @@ class Locality(Study):
     """Section 3 (paper Fig 4, claim C11): how context divides over neighbours by distance."""
 
     locality: dict  # {corpus: identifiability.hta.locality columns per layer (window sums), rounded to 5 digits}
-    window_means: dict  # {corpus: layer, near, far (mean contribution of one input token), uniform (1/d_s)}
+    window_means: dict  # {corpus: layer, near, far (mean contribution of one input token), uniform (1/d_s),
+    # far_share (f, the far share of the context), far_share_uniform (n_far / (d_s - 1))}
     profile: pd.DataFrame = data()  # identifiability.hta.distance_profile of the chapter's corpus
     tables: dict[str, pd.DataFrame] = data()  # {corpus: identifiability.hta.locality}
     means: dict[str, pd.DataFrame] = data()  # {corpus: window_means per layer}
     evidence: C11Evidence = data()
 
 
-def _c11_intervals(
-    results: list[HTAResult], near: int, far: int, by_tokens: bool, seed: int
-) -> tuple[tuple[Interval, ...], Interval]:
-    """Per layer near minus far, and far at layer L minus layer 1, of the per-token means; averaged per
-    sentence with intervals over sentences, or (``by_tokens``) intervals over hidden tokens."""
-    units = hta.window_units(results, near, far, by_tokens)
+@dataclass(frozen=True)
+class _C11Intervals:
+    """C11's intervals at one pair of windows and one unit (see :class:`C11Evidence`)."""
+
+    near_minus_far: tuple[Interval, ...]  # (L,) per layer, near minus far per-token mean
+    far_share_growth: Interval  # f at layer L minus layer 1 (version 4's long-range part)
+    far_growth: Interval  # far per-token mean at layer L minus layer 1 (version 3's)
+    dilution_growth: Interval  # the growth of the far per-token mean that dilution alone predicts
+    far_growth_minus_dilution: Interval  # the far per-token mean at L, observed minus predicted by dilution
+
+
+def _c11_intervals(results: list[HTAResult], near: int, far: int, by_tokens: bool, seed: int) -> _C11Intervals:
+    """Per layer near minus far of the per-token means; the far share of the context f at layer L minus
+    layer 1; the far per-token mean's growth and what dilution of the own token predicts of it. Per hidden
+    token, averaged per sentence with intervals over sentences, or (``by_tokens``) intervals over hidden
+    tokens."""
+    columns = ("near", "far", "far_share", "own", "n_tokens")
+    units = hta.window_units(results, near, far, by_tokens, columns)
     L = results[0].c.shape[0] - 1
     if units is None:  # no hidden token has an input token beyond ``far``
         empty = Interval(math.nan, math.nan, math.nan, 0)
-        return tuple(empty for _ in range(L)), empty
-    (near_t, far_t), name = units, "hidden tokens" if by_tokens else "sentences"  # (units, L) each
-    steps = tuple(paired_interval(near_t[layer], far_t[layer], seed, name) for layer in range(1, L + 1))
-    return steps, paired_interval(far_t[L], far_t[1], seed, name)
+        return _C11Intervals(tuple(empty for _ in range(L)), empty, empty, empty, empty)
+    near_t, far_t, f, own, n = units  # (units, L) each; n is d_s, the same at every layer
+    name = "hidden tokens" if by_tokens else "sentences"
+    # dilution: the own token's lost share spread evenly over the d_s - 1 other tokens; linear per token,
+    # so the per-sentence mean of the prediction is the prediction from the per-sentence means
+    diluted = (own[1] - own[L]) / (n[1] - 1)
+    return _C11Intervals(
+        near_minus_far=tuple(paired_interval(near_t[layer], far_t[layer], seed, name) for layer in range(1, L + 1)),
+        far_share_growth=paired_interval(f[L], f[1], seed, name),
+        far_growth=paired_interval(far_t[L], far_t[1], seed, name),
+        dilution_growth=mean_interval(diluted.to_numpy(), seed, name),
+        far_growth_minus_dilution=paired_interval(far_t[L], far_t[1] + diluted, seed, name),
+    )
 
 
 def context_locality(
@@ -362,9 +384,10 @@ def context_locality(
 ) -> Locality:
     """The context by neighbour distance (up to ``max_offset``; farther ones pooled), and C11's evidence: the
     mean contribution of one near and one far input token per hidden token (word tokens; the special ones
-    are section 4's), per sentence, with the alternative distances and unit, and the original rule's window
-    sums. ``windows``: ((near, far), (near, far) of the 'distances' alternative), near the distances 1..near
-    and far those beyond far (the chapter passes C11's rule's)."""
+    are section 4's) and the far share of its context, per sentence, with the alternative distances and
+    unit, version 3's far per-token mean growth against dilution, and the original rule's window sums.
+    ``windows``: ((near, far), (near, far) of the 'distances' alternative), near the distances 1..near and
+    far those beyond far (the chapter passes C11's rule's)."""
     (n_near, n_far), (alt_near, alt_far) = windows
     results = corpus.results[corpus.main]
     tables = {k: hta.locality(v, radius=n_near, far=n_far) for k, v in corpus.results.items()}
@@ -372,6 +395,7 @@ def context_locality(
     per_sentence = [hta.locality([r], radius=n_near, far=n_far) for r in results]
     near, far = f"within_{n_near}", f"beyond_{n_far}"
     L = len(tables[corpus.main])
+    L_far = len(means[corpus.main])  # 0 where no hidden token has an input token beyond n_far
     main = _c11_intervals(results, n_near, n_far, False, seed)
     alt = _c11_intervals(results, alt_near, alt_far, False, seed)
     tokens = _c11_intervals(results, n_near, n_far, True, seed)
@@ -383,12 +407,15 @@ def context_locality(
         means=means,
         evidence=C11Evidence(
             windows=((n_near, n_far), (alt_near, alt_far)),
-            near_minus_far=main[0],
-            far_growth=main[1],
-            near_minus_far_alt=alt[0],
-            far_growth_alt=alt[1],
-            near_minus_far_by_tokens=tokens[0],
-            far_growth_by_tokens=tokens[1],
+            near_minus_far=main.near_minus_far,
+            far_share_growth=main.far_share_growth,
+            near_minus_far_alt=alt.near_minus_far,
+            far_share_growth_alt=alt.far_share_growth,
+            near_minus_far_by_tokens=tokens.near_minus_far,
+            far_share_growth_by_tokens=tokens.far_share_growth,
+            far_growth=main.far_growth,
+            dilution_growth=main.dilution_growth,
+            far_growth_minus_dilution=main.far_growth_minus_dilution,
             original_near_minus_far=tuple(
                 paired_interval([p[near][li] for p in per_sentence], [p[far][li] for p in per_sentence], seed)
                 for li in range(L)
@@ -397,6 +424,7 @@ def context_locality(
                 [p[far].iloc[-1] for p in per_sentence], [p[far].iloc[0] for p in per_sentence], seed
             ),
             position_only=float(tables[corpus.main][f"uniform_{far}"].iloc[0]),
+            far_share_uniform=float(means[corpus.main].far_share_uniform.mean()) if L_far else math.nan,
         ),
     )
 

@@ -177,10 +177,12 @@ def band_text(v: Verdict) -> str:
 
 def locality_table(loc: Locality):
     """Section 3, per corpus and layer: the mean contribution of one near and one far input token (C11's
-    amended rule) next to uniform mixing's 1/d_s, and the window sums of the context share (the original
+    amended rule) next to uniform mixing's 1/d_s, the far share f of the context (version 4) next to uniform
+    mixing's n_far / (d_s - 1), and the window sums of the context share (the original
     rule's quantities) next to uniform mixing's (a Styler)."""
     one = {"near": f"one token within ±{C11_NEAR}", "far": f"one token beyond ±{C11_FAR}", "uniform": "uniform: 1/d_s"}
-    means = pd.concat([v.assign(corpus=k) for k, v in loc.means.items()]).rename(columns=one)
+    shares = {"far_share": f"far share f of the context (beyond ±{C11_FAR})", "far_share_uniform": "uniform: f"}
+    means = pd.concat([v.assign(corpus=k) for k, v in loc.means.items()]).rename(columns={**one, **shares})
 
     def share(c: str) -> str:  # within_3 -> "context share within ±3", uniform_within_3 -> "uniform: share within ±3"
         kind = "uniform: " if c.startswith("uniform") else "context "
@@ -204,12 +206,43 @@ def locality_text(loc: Locality, corpus: str) -> str:
     ratio = near / far
     local = "in every layer" if (near > far).all() else f"in {(near > far).sum()} of {len(near)} layers"
     grows = "grows" if far[-1] > far[0] else "does not grow"
-    return (
+    text = (
         f"**Measured.** In {corpus!r}, one input token within {C11_NEAR} of a hidden token contributes on average "
         f"{near[0]:.3f} in layer 1 and {near[-1]:.3f} in layer {len(near)}; one more than {C11_FAR} tokens away "
         f"contributes {far[0]:.3f} and {far[-1]:.3f}, where uniform mixing would give both {uni[0]:.3f} (1/d_s). "
         f"A near token outweighs a far one {local} ({ratio.min():.1f} to {ratio.max():.1f} times as much), and "
         f"a far token's contribution {grows} from the first layer to the last."
+    )
+    f, f_uni = t.far_share.to_numpy(), t.far_share_uniform.to_numpy()
+    moves = "grows" if f[-1] > f[0] else "does not grow"
+    return (
+        f"{text} Of what a hidden token takes from other tokens, the part from tokens beyond {C11_FAR} (its far "
+        f"share f) is {_pct(f[0], 1)} in layer 1 and {_pct(f[-1], 1)} in layer {len(f)}: it {moves}; uniform "
+        f"mixing over the context would give {_pct(f_uni[0], 1)} in every layer."
+    )
+
+
+def dilution_text(loc: Locality) -> str:
+    """Section 3, beside C11's verdict and not part of it: version 3's far per-token mean growth, the growth
+    that dilution of the own token alone predicts, and the observed minus predicted."""
+    e = loc.evidence
+    if not e.far_growth.n:
+        return (
+            f"No hidden token has an input token more than {C11_FAR} tokens away: there is no far growth to set "
+            "against dilution."
+        )
+    excess = e.far_growth_minus_dilution
+    side = excess.side(0.0) if excess.has_interval else "contains"
+    reading = {
+        "above": "more than dilution predicts: far tokens gain beyond the own token's lost share",
+        "below": "less than dilution predicts: far tokens get less than an even part of the own token's lost share",
+        "contains": "as much as dilution predicts, within the interval",
+    }[side]
+    return (
+        f"**Beside the verdict, not part of it.** Version 3 of C11's rule read the growth of one far token's mean "
+        f"contribution: {e.far_growth}. If the own token's lost share were spread evenly over the other d_s - 1 "
+        f"tokens, that mean would grow by {e.dilution_growth}; observed minus predicted at layer "
+        f"{len(e.near_minus_far)}: {excess}, {reading}."
     )
 
 
@@ -289,7 +322,9 @@ def claims_table(own: OwnShare, top: TopContributor, loc: Locality, corpus: Corp
             ),
             (
                 "long-range mixing grows with depth",
-                f"one token beyond ±{C11_FAR}: {t.far.iloc[0]:.3f} → {t.far.iloc[-1]:.3f}",
+                f"far share of the context beyond ±{C11_FAR}: {_pct(t.far_share.iloc[0], 1)} → "
+                f"{_pct(t.far_share.iloc[-1], 1)}; one token beyond ±{C11_FAR}: {t.far.iloc[0]:.3f} → "
+                f"{t.far.iloc[-1]:.3f}",
             ),
         ]
     return pd.DataFrame(rows, columns=["paper's claim", f"{model}, {name} ({corpus.corpus_mode} HTA)"])

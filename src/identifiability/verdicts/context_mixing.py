@@ -90,8 +90,11 @@ def judge_c9(
     step_below: float = 0.0,
     unit: str = "sentences",
 ) -> Verdict:
-    """C9: the own token's share falls at every layer step (each step's interval below ``step_below``) and
-    from the first layer to the last (interval below 0). ``step_diffs``: layer l+1 minus layer l."""
+    """C9, version 2: the own token's share falls from the first layer to the last (decreasing, the core:
+    interval below 0 holds, above 0 fails, containing 0 open) and at every layer step (monotone: some step's
+    interval above ``step_below`` fails, else some containing it open, else holds). ``step_diffs``: layer
+    l+1 minus layer l. Both hold: holds; decreasing fails: fails; else either open: inconclusive (an open
+    step's reason says how many units would settle it); else (decrease holds, a step rises): partly."""
     mono, why = _per_layer(
         step_diffs,
         step_below,
@@ -108,17 +111,25 @@ def judge_c9(
     return replace(v, estimate_of=C9_QUANTITY, baseline_of=OWN_UNIFORM)
 
 
+def judge_c9_original(step_diffs: Sequence[Interval], last_minus_first: Interval, uniform: float, rule: str) -> Verdict:
+    """C9's pre-registered rule as its code decided it: version 2 only states the cases (an open step with
+    the decrease holding was already inconclusive), so the original verdict is the same judge's."""
+    return judge_c9(step_diffs, last_minus_first, uniform, rule)
+
+
 def c9(evidence: C9Evidence, rules: Rules) -> Verdict:
-    """C9 under its rule, with the alternatives ``threshold`` (steps below +C9_SHIFT) and ``unit`` (tokens)."""
+    """C9 under its rule in force (version 2), with the alternatives ``threshold`` (steps below +C9_SHIFT)
+    and ``unit`` (tokens), and the original rule's verdict."""
     e, rule = evidence, rules.rule
     v = judge_c9(e.steps, e.last_minus_first, e.uniform, rule)
-    return with_robustness(
+    v = with_robustness(
         v,
         {
             "threshold": judge_c9(e.steps, e.last_minus_first, e.uniform, rule, step_below=C9_SHIFT),
             "unit": judge_c9(e.steps_by_tokens, e.last_minus_first_by_tokens, e.uniform, rule, unit="tokens"),
         },
     )
+    return amended(v, judge_c9_original(e.steps, e.last_minus_first, e.uniform, rules.pre_registered))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -192,8 +203,9 @@ C11_NEAR, C11_FAR = 3, 8  # near: distances 1 to 3; far: beyond distance 8
 C11_NEAR_ALT, C11_FAR_ALT = 2, 5  # robustness 'distances'
 C11_WINDOWS = ((C11_NEAR, C11_FAR), (C11_NEAR_ALT, C11_FAR_ALT))  # what the chapter's study measures C11 at
 C11_GROWTH = Quantity(
-    "mean contribution of one input token beyond distance {far} at the last layer minus at layer 1",
-    r"\bar c_{\mathrm{far}}^{L} - \bar c_{\mathrm{far}}^{1}",
+    "far share of the context (input tokens beyond distance {far}, the own token set aside) at the last layer "
+    "minus at layer 1",
+    r"f^{L} - f^{1}",
 )
 C11_LOCAL = Quantity(
     "mean contribution of one input token within distance {near} minus one beyond {far}, per layer",
@@ -214,8 +226,17 @@ def _at(q: Quantity, near: int, far: int) -> Quantity:
 
 
 def _c11_parts(
-    near_minus_far: Sequence[Interval], far_growth: Interval, rule: str, near: int, far: int, unit: str, what: str
+    near_minus_far: Sequence[Interval],
+    growth: Interval,
+    rule: str,
+    near: int,
+    far: int,
+    unit: str,
+    what: str,
+    growth_of: Quantity,
 ) -> list[Verdict]:
+    """The local part (per layer, near above far) and the long-range part (``growth`` above 0, measuring
+    ``growth_of``)."""
     local, why = _per_layer(
         near_minus_far,
         0.0,
@@ -228,35 +249,38 @@ def _c11_parts(
         },
     )
     p1 = part_verdict("C11", "local", None, local, why, rule, 0.0, _at(C11_LOCAL, near, far))
-    v2, why2 = interval_verdict(far_growth, 0.0, "above")
-    growth = _at(C11_GROWTH, near, far) if what == "per-token mean" else C11_SHARE_GROWTH
-    p2 = part_verdict("C11", "long range grows", far_growth, v2, f"{far_growth}; {why2}", rule, 0.0, growth)
+    v2, why2 = interval_verdict(growth, 0.0, "above")
+    p2 = part_verdict("C11", "long range grows", growth, v2, f"{growth}; {why2}", rule, 0.0, growth_of)
     return [p1, p2]
 
 
 def judge_c11(
     near_minus_far: Sequence[Interval],
-    far_growth: Interval,
+    far_share_growth: Interval,
     rule: str,
     *,
     near: int = C11_NEAR,
     far: int = C11_FAR,
     unit: str = "sentences",
 ) -> Verdict:
-    """C11, amended rule, on per-token means: at every layer one input token within ``near`` contributes
-    more than one beyond ``far`` (intervals of the difference above 0), and one far token contributes more at
-    the last layer than at the first. Under uniform mixing both differences are 0, the baseline."""
-    parts = _c11_parts(near_minus_far, far_growth, rule, near, far, unit, "per-token mean")
+    """C11, version 4: at every layer one input token within ``near`` contributes more than one beyond
+    ``far`` (intervals of the difference above 0: holds; one below: fails; else open), and the far share of
+    the context, f = (contributions beyond ``far``) / (1 - own contribution), is larger at the last layer
+    than at the first (``far_share_growth``'s interval above 0: holds; below: fails; containing 0: open).
+    Both hold: holds; both fail: fails; either open: inconclusive; one holds, one fails: partly. Under
+    uniform mixing over the context f = n_far / (d_s - 1) at every layer: the growth's baseline is 0."""
+    growth_of = _at(C11_GROWTH, near, far)
+    parts = _c11_parts(near_minus_far, far_share_growth, rule, near, far, unit, "per-token mean", growth_of)
     v = combine_parts(
         "C11",
         parts,
         rule,
-        far_growth,
+        far_share_growth,
         0.0,
-        "uniform mixing: every input token contributes 1/d_s, so both differences are 0",
+        "uniform mixing over the context: f = n_far/(d_s - 1) at every layer, so its growth is 0",
         first_is_core=False,
     )
-    return replace(v, estimate_of=_at(C11_GROWTH, near, far))
+    return replace(v, estimate_of=growth_of)
 
 
 def judge_c11_original(
@@ -264,7 +288,9 @@ def judge_c11_original(
 ) -> Verdict:
     """C11, original rule, on window sums: the context share within C11_NEAR exceeds the share beyond
     C11_FAR at every layer, and the share beyond C11_FAR grows from the first layer to the last."""
-    parts = _c11_parts(near_minus_far, far_last_minus_first, rule, C11_NEAR, C11_FAR, "sentences", "share")
+    parts = _c11_parts(
+        near_minus_far, far_last_minus_first, rule, C11_NEAR, C11_FAR, "sentences", "share", C11_SHARE_GROWTH
+    )
     v = combine_parts(
         "C11",
         parts,
@@ -278,15 +304,25 @@ def judge_c11_original(
 
 
 def c11(evidence: C11Evidence, rules: Rules) -> Verdict:
-    """C11 under the amended rule, its alternatives ``distances`` and ``unit``, and the original rule's verdict.
-    The evidence must be measured at the rule's windows (``C11_WINDOWS``)."""
+    """C11 under its rule in force (version 4), its alternatives ``distances`` and ``unit``, and the original
+    rule's verdict; the reason adds, beside the verdict and not part of it, version 3's far per-token mean
+    growth and what dilution of the own token predicts of it. The evidence must be measured at the rule's
+    windows (``C11_WINDOWS``)."""
     e, rule = evidence, rules.rule
     if tuple(e.windows) != C11_WINDOWS:
         raise ValueError(f"C11's evidence was measured at the windows {e.windows}, its rule's are {C11_WINDOWS}")
-    v = judge_c11(e.near_minus_far, e.far_growth, rule)
+    v = judge_c11(e.near_minus_far, e.far_share_growth, rule)
+    v = replace(
+        v,
+        reason=(
+            f"{v.reason}; beside it, not judged: one far token's mean contribution grows by {e.far_growth}, "
+            f"dilution of the own token alone predicts {e.dilution_growth}, observed minus predicted "
+            f"{e.far_growth_minus_dilution}"
+        ),
+    )
     alternatives = {
-        "distances": judge_c11(e.near_minus_far_alt, e.far_growth_alt, rule, near=C11_NEAR_ALT, far=C11_FAR_ALT),
-        "unit": judge_c11(e.near_minus_far_by_tokens, e.far_growth_by_tokens, rule, unit="tokens"),
+        "distances": judge_c11(e.near_minus_far_alt, e.far_share_growth_alt, rule, near=C11_NEAR_ALT, far=C11_FAR_ALT),
+        "unit": judge_c11(e.near_minus_far_by_tokens, e.far_share_growth_by_tokens, rule, unit="tokens"),
     }
     original = judge_c11_original(
         e.original_near_minus_far, e.original_far_growth, e.position_only, rules.pre_registered
