@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import altair as alt
 import pandas as pd
 
-from ..verdicts.core import verdict_label
+from ..verdicts.core import Verdict, verdict_label
 from .render import plain_notation
 
 COLOURS = {
@@ -138,13 +138,13 @@ def _panel(r: dict, width: int, twin: dict | None = None) -> alt.LayerChart | al
     return alt.layer(*layers).properties(width=width, height=30 if twin else 22, title=title)
 
 
-def verdict_chart(verdicts: Sequence[dict], width: int = 420, twins: Sequence[dict] = ()) -> alt.VConcatChart:
+def verdict_chart(verdicts: Sequence[dict], width: int = 420, twins: Sequence[dict | Verdict] = ()) -> alt.VConcatChart:
     """One small panel per row of the given verdicts (``Verdict.to_json()`` dicts; :func:`rows`): each part
     of a compound claim, then the claim's headline outcome, with the estimate, its 95% interval (bar) and the
     rule's threshold (dashed), coloured by the outcome; each panel has its own axis, since a rate and a
     difference do not share one. ``twins``: the same claims' verdicts on the untrained twin, whose headline
     estimate and interval are drawn under the model's (hollow, purple), beside it and not part of it."""
-    by_claim = {t["claim"]: t for t in twins}
+    by_claim = {t["claim"]: t for t in (t.to_json() if isinstance(t, Verdict) else t for t in twins)}
     panels = [
         _panel(r, width, _twin_row(by_claim.get(v["claim"])) if r["headline"] else None)
         for v in verdicts
