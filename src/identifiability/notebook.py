@@ -124,6 +124,12 @@ class Chapter:
             for v in verdicts
         )
 
+    def twins_text(self, verdicts: list[Verdict], twins: list[Verdict], what: str) -> str:
+        """The twin's sentences alone (:meth:`twin_sentence`), for a page that showed the model's verdicts
+        section by section; each twin verdict beside its claim's."""
+        by_claim = {v.claim: v for v in verdicts}
+        return "\n\n".join(self.twin_sentence(by_claim[t.claim], t, what) for t in twins)
+
     def twin_sentence(self, trained: Verdict, twin: Verdict, what: str) -> str:
         """The sentence beside a verdict (:meth:`sentence`) for the same claim on the untrained twin: its verdict,
         its estimate and trained minus twin with an interval (``what``: what the twin ran on)."""

@@ -76,3 +76,15 @@ def test_a_twin_verdict_is_recorded_apart_from_the_models(tiny_lm, tmp_path):
     assert ch.twin.provenance["seed"] == 2 and ch.results["twin"]["seed"] == 2 and ch.twin is ch.twin
     with pytest.raises(KeyError, match="C4"):
         ch.judge_twin("C4", None)
+
+
+def test_the_chapter_words_each_twin_verdict_beside_its_claims(tiny_lm, tmp_path):
+    ch = Chapter("06_context_mixing", tiny_lm, None, {}, tmp_path)
+    trained = [Verdict(c, HOLDS, -0.3, (-0.35, -0.25), 0.1, "", "r", "why", estimate_of=Q) for c in ("C9", "C11")]
+    twins = [Verdict("C11", FAILS, 0.1, (0.0, 0.2), 0.1, "", "r", "why twin", estimate_of=Q)]
+    text = ch.twins_text(trained, twins, "20 sentences")
+    assert (
+        text.startswith("*C11 on the untrained twin*") and "C9" not in text and "*Why, on the twin:* why twin." in text
+    )
+    both = ch.verdicts_text(trained, twins, "20 sentences")
+    assert both.index('id="verdict-c9"') < both.index('id="verdict-c11"') < both.index("*C11 on the untrained twin*")
