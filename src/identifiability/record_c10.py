@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
@@ -35,9 +36,10 @@ def record_c10(
     client=None,
     progress: bool = True,
     echo: Callable[[str], None] = print,
+    source: Path | None = None,
 ) -> recorded.Recorded:
     """Draw C10's sample of ``corpus`` (``n`` draws, default :func:`proportional.sentences_needed`), compute
-    and record it; returns the recorded run."""
+    and record it under the checkout ``source`` (default: this one); returns the recorded run."""
     from .corpora import drop_unusable, load_corpus, token_lengths
     from .hta import hta_corpus
     from .models import load_model
@@ -85,9 +87,11 @@ def record_c10(
             "sd": sd,
         },
     }
-    prov = recorded.provenance(["C10"], proportional.C10_TARGET, time.time() - t0)
-    rec = recorded.record(proportional.C10_JOB, proportional.c10_key(model, corpus), out, prov, TOLERANCE, echo=echo)
-    echo(f"C10: share {share} over {n} draws; half-width {half:.4f}; recorded in {recorded.folder(rec.job, rec.key)}")
+    prov = recorded.provenance(["C10"], proportional.C10_TARGET, time.time() - t0, source)
+    key = proportional.c10_key(model, corpus)
+    rec = recorded.record(proportional.C10_JOB, key, out, prov, TOLERANCE, source, echo)
+    where = recorded.folder(rec.job, rec.key, source)
+    echo(f"C10: share {share} over {n} draws; half-width {half:.4f}; recorded in {where}")
     if half > proportional.HALF_WIDTH:
         need = proportional.sentences_needed(sd) if np.isfinite(sd) else "more"
         echo(
