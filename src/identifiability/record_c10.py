@@ -87,7 +87,8 @@ def record_c10(
             "sd": sd,
         },
     }
-    prov = recorded.provenance(["C10"], proportional.C10_TARGET, time.time() - t0, source)
+    target = proportional.record_command(model, corpus).removeprefix("make ")  # with MODEL=, CORPUS= if not default
+    prov = recorded.provenance(["C10"], target, time.time() - t0, source)
     key = proportional.c10_key(model, corpus)
     rec = recorded.record(proportional.C10_JOB, key, out, prov, TOLERANCE, source, echo)
     where = recorded.folder(rec.job, rec.key, source)

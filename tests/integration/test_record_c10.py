@@ -37,7 +37,7 @@ def test_record_c10_draws_computes_and_records_a_loadable_run(tiny_model_folder,
     # the verdict's numbers are rebuilt from the per-sentence ones
     got = c10_shares({int(k): v for k, v in r["sentences"].items()}, r["draws"], r["seed"])
     assert r["summary"]["all"] == [got["all"].estimate, got["all"].low, got["all"].high]
-    assert back.provenance["target"] == "record-c10" and recorded.stale(back, checkout) == []
+    assert back.target == f"record-c10 MODEL={model} CORPUS=lee" and recorded.stale(back, checkout) == []
     assert proportional.c10_key(model, "lee") == rec.key and "0 cached" in said[0]
     said.clear()
     record_c10(model, "lee", n=3, workers=1, progress=False, echo=said.append, source=checkout)

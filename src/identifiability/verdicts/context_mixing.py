@@ -177,7 +177,8 @@ def c10(evidence: C10Evidence, rules: Rules) -> Verdict:
     original = judge_c10_original(e.original, e.original_chance, rules.pre_registered)
     if e.share is None:  # the sample is a recorded heavy run; a few live sentences never decide
         why = f"{e.sample} (too heavy for a book build)"
-        v = replace(Verdict("C10", NOT_RUN, None, None, None, "", rule, why), estimate_of=C10_QUANTITY)
+        chance = "1/d_s: the own token on top by chance (not measured without the run)"
+        v = replace(Verdict("C10", NOT_RUN, None, None, None, chance, rule, why), estimate_of=C10_QUANTITY)
         return amended(with_robustness(v, dict.fromkeys(("band wide", "band narrow", "words only"), v)), original)
     v = judge_c10(e.share, e.chance, rule)
     special = "none (the tokenizer adds none)" if e.special is None else str(e.special)
