@@ -142,3 +142,13 @@ def recorded_c10(model: str, corpus: str) -> Recorded | None:
 
 def c10_key(model: str, corpus: str) -> str:
     return f"{keys.model_key(model)}/{keys.corpus_key(corpus)}"
+
+
+def describe(sample: dict) -> str:
+    """What a recorded sample is, for C10's reason (``sample``: ``TopContributor.c10_sample``)."""
+    return (
+        f"exact HTA of {sample['sentences']} sentences drawn in proportion to their tokens ({sample['distinct']} "
+        f"distinct, {sample['hidden_tokens']:,} hidden tokens) from the sentences of up to "
+        f"{sample['max_tokens']} tokens, which hold {sample['covered']:.1%} of the corpus's hidden tokens; "
+        f"half-width {sample['half_width']:.3f}"
+    )

@@ -227,6 +227,10 @@ def test_top_contributor_resamples_the_recorded_draws_not_tokens():
     thrice = _top([keep, lose], [keep], draws=[0, 0, 0, 1])
     assert thrice.evidence.share.estimate == 0.75 and thrice.c10_sample["sentences"] == 4
     assert thrice.c10_sample["distinct"] == 2 and thrice.c10_sample["hidden_tokens"] == 12
+    assert thrice.evidence.sample.startswith(
+        "exact HTA of 4 sentences drawn in proportion to their tokens (2 distinct, 12 hidden tokens) from the "
+        "sentences of up to 20 tokens, which hold 90.0% of the corpus's hidden tokens; half-width "
+    ) and thrice.evidence.sample.endswith(f"({thrice.caption})")
 
 
 def test_top_contributor_reports_words_and_special_tokens_apart():

@@ -294,15 +294,6 @@ class TopContributor(Study):
     evidence: C10Evidence = data()
 
 
-def _describe(sample: dict) -> str:
-    return (
-        f"exact HTA of {sample['sentences']} sentences drawn in proportion to their tokens ({sample['distinct']} "
-        f"distinct, {sample['hidden_tokens']:,} hidden tokens) from the sentences of up to "
-        f"{sample['max_tokens']} tokens, which hold {sample['covered']:.1%} of the corpus's hidden tokens; "
-        f"half-width {sample['half_width']:.3f}"
-    )
-
-
 def top_contributor(
     corpus: CorpusHTA,
     rec: Recorded | None,
@@ -353,7 +344,7 @@ def top_contributor(
         special=got["special"],
         chance=got["chance"],
         word_chance=got["word_chance"],
-        sample=f"{_describe(sample)} ({caption})",
+        sample=f"{proportional.describe(sample)} ({caption})",
         original=first,
         original_chance=first_chance,
     )
