@@ -182,7 +182,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
             ),
             expected_seconds=430.0,
             quick={
-                "n_per_quarter": 1,
+                "n_live": 1,
                 "n_sentences": 6,
                 "n_second": 3,
                 "n_exact": 2,

@@ -4,6 +4,7 @@
                          [--repository https://github.com/<owner>/<repo>] [--branch main]
     identifiability run notebooks/NN_<name>.md [--model M] [-p n_sentences=20] [--out DIR]
     identifiability compare OLD_RESULTS_DIR NEW_RESULTS_DIR   (what changed between two runs' results)
+    identifiability record-c10 [--model M] [--corpus C] [--n N]   (C10's recorded run, data/recorded/c10/)
 
 Notebook sources are jupytext MyST files in ``notebooks/``; executed ``.ipynb`` files and HTML are build
 output under ``_build/``. The book for the embedded default model goes to ``_build/html``; any other model
@@ -112,6 +113,13 @@ def _sweep_parsers(sub) -> None:
     h.add_argument("--max-tokens", type=int, help="longest sentence (default: chapter 6's max_tokens)")
     h.add_argument("--group", type=int, default=1, help="sentences per task (default 1)")
     _cluster_args(h)
+    r = _command(sub, "record-c10", help="C10's recorded run: exact HTA of a token-proportional sample (resumable)")
+    r.add_argument("--model", default=DEFAULT_MODEL)
+    r.add_argument("--corpus", default=paths.DEFAULT_CORPUS)
+    r.add_argument("--n", type=int, help="sentences drawn (default: the rule for a half-width of 0.03)")
+    r.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    r.add_argument("--group", type=int, default=1, help="sentences per task (default 1)")
+    _cluster_args(r)
 
 
 def _finetune_parsers(sub) -> None:
@@ -212,6 +220,11 @@ def _sweep_main(a) -> int:
     from . import corpus_hta, sweep
 
     check_options(a)
+    if a.cmd == "record-c10":
+        from .record_c10 import record_c10
+
+        record_c10(a.model, a.corpus, a.n, a.seed, a.group, a.scheduler, a.workers)
+        return 0
     if a.cmd == "hta":
         _hta_preflight(a)
         out = corpus_hta.hta_job(a.model, a.corpus, a.n, a.seed, a.max_tokens, a.group, a.scheduler, a.workers)
@@ -271,6 +284,7 @@ COMMANDS = {
     "run": _chapters_main,
     "sweep": _sweep_main,
     "hta": _sweep_main,
+    "record-c10": _sweep_main,
     "finetune": _finetune_main,
     "init-random": _finetune_main,
     "compare": _compare_main,
@@ -291,7 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     try:
         # Ctrl-C: one line, exit 130 (identifiability.stops); a caller that passes its own argv handles it itself
-        status = stops.run(lambda: COMMANDS[a.cmd](a), resumes=a.cmd in ("sweep", "hta"), handle=argv is None)
+        resumes = a.cmd in ("sweep", "hta", "record-c10")
+        status = stops.run(lambda: COMMANDS[a.cmd](a), resumes=resumes, handle=argv is None)
         sys.stdout.flush()  # here, not at exit: a pipe's reader that left is then caught below
         return status
     except BrokenPipeError:

@@ -94,12 +94,6 @@ def hta_job(
     """Exact HTA for the sentences chapter 6 would study (defaults: its ``n_sentences``, ``max_tokens`` and
     ``seed``), ``group`` sentences per task, into the cache chapter 6 reads (``-p exact_all=True`` then
     costs nothing). Sentences already cached are not sent. Returns counts and seconds."""
-    from distributed import as_completed
-    from tqdm import tqdm
-
-    from .hta import cache_folder, cache_params
-    from .results import cache_file
-
     defaults = declared_parameters(by_name("context_mixing").source)
     n = defaults["n_sentences"] if n is None else n
     seed = defaults["seed"] if seed is None else seed
@@ -108,11 +102,35 @@ def hta_job(
         if value < 1:
             raise SweepError(f"{name} must be at least 1, got {value}")
     texts = job_sentences(model, corpus, n, seed, max_tokens)
-    # what is cached already, by the keys hta_corpus uses
-    ckey, folder = keys.content_key_of(model), cache_folder(keys.model_key(model))
-    todo = [t for t in texts if not cache_file(folder, cache_params(ckey, t)).is_file()]
-    groups = [todo[i : i + group] for i in range(0, len(todo), group)]
     t0 = time.time()
+    todo = uncached(model, texts)
+    done = on_cluster(model, todo, group, scheduler, workers, client, progress)
+    return {
+        "sentences": len(texts),
+        "computed": done,
+        "cached_before": len(texts) - len(todo),
+        "seconds": time.time() - t0,
+    }
+
+
+def uncached(model: str, texts: list[str]) -> list[str]:
+    """The ``texts`` whose exact HTA is not in the cache yet, by the keys hta_corpus uses."""
+    from .hta import cache_folder, cache_params
+    from .results import cache_file
+
+    ckey, folder = keys.content_key_of(model), cache_folder(keys.model_key(model))
+    return [t for t in texts if not cache_file(folder, cache_params(ckey, t)).is_file()]
+
+
+def on_cluster(
+    model: str, todo: list[str], group: int, scheduler: str | None, workers: int | None, client, progress: bool
+) -> int:
+    """Exact HTA of ``todo`` on a Dask cluster, ``group`` sentences per task, into this machine's cache
+    (each finished task's entries written at once, so an interrupted job resumes where it stopped)."""
+    from distributed import as_completed
+    from tqdm import tqdm
+
+    groups = [todo[i : i + group] for i in range(0, len(todo), group)]
     done = 0
     if groups:
         own = client is None
@@ -129,9 +147,4 @@ def hta_job(
             bar.close()
         finally:
             cluster.close(client, own)
-    return {
-        "sentences": len(texts),
-        "computed": done,
-        "cached_before": len(texts) - len(todo),
-        "seconds": time.time() - t0,
-    }
+    return done

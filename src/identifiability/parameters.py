@@ -104,7 +104,7 @@ ALLOWED: dict[str, Allowed] = {
             "hist_bins",
             "n_second",
             "n_exact",
-            "n_per_quarter",
+            "n_live",
             "probes",
             "n_explorer",
             "max_offset",

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from identifiability.corpora import Corpus, sample_sentences
+from identifiability import proportional, recorded
+from identifiability.corpora import Corpus
 from identifiability.hta import (
     HTAResult,
     estimate_error,
@@ -21,6 +22,7 @@ from identifiability.hta import (
     token_table,
     window_means,
 )
+from identifiability.proportional import sentence_row
 from identifiability.stats import Interval
 from identifiability.studies import context_mixing as study
 from identifiability.studies import schema_of
@@ -54,17 +56,29 @@ def _own(n: int, shares: list[float]) -> torch.Tensor:
     return torch.stack(layers)
 
 
-def _typical(results: list[HTAResult]) -> study.TypicalSample:
-    """A TypicalSample naming ``results``' sentences, one quarter each (what top_contributor reads of it)."""
-    n = [r.n_tokens for r in results]
-    return study.TypicalSample(
-        typical_median_tokens=max(n),
-        typical_quarters=[[min(n), max(n)]] * 4,
-        typical_sentences=[len(results), 0, 0, 0],
-        typical_reused=0,
-        texts=[r.text for r in results],
-        quarter=[0] * len(results),
-    )
+def _recorded(results: list[HTAResult], draws: list[int] | None = None) -> recorded.Recorded:
+    """The recorded run ``record-c10`` would write for ``results`` (corpus index k for results[k]) drawn as
+    ``draws`` (default: each once)."""
+    rows = {str(k): {"text": f"s{k}", **sentence_row(r)} for k, r in enumerate(results)}
+    res = {
+        "seed": 0,
+        "draws": list(range(len(results))) if draws is None else draws,
+        "sentences": rows,
+        "eligible": {"max_tokens": 20, "covered": 0.9},
+    }
+    prov = {"date": "2026-12-03T10:00:00+00:00", "seconds": 7200.0, "target": "record-c10", "claims": ["C10"]}
+    return recorded.Recorded("c10", "m/c", res, prov)
+
+
+def _live(indices: list[int], lengths: list[int]) -> study.LiveSample:
+    return study.LiveSample(len(indices), 8, 0, 20, 0.9, [f"s{i}" for i in indices], indices, lengths)
+
+
+def _top(results: list[HTAResult], original: list[HTAResult], draws: list[int] | None = None, live=(0,)):
+    """top_contributor on a recorded run of ``results``, its sentences ``live`` computed live."""
+    rec = _recorded(results, draws)
+    sample = _live(list(live), [results[i].n_tokens for i in live])
+    return study.top_contributor(_corpus(results), rec, sample, [results[i] for i in live], original, 0, "make x")
 
 
 def _corpus(results: list[HTAResult], tags: list[list[str]] | None = None) -> study.CorpusHTA:
@@ -91,8 +105,9 @@ def test_the_chapter_records_the_keys_it_always_recorded():
         "exact_seconds_per_sentence", "exact_sentences", "exact_tokens_mean", "layer_summary", "locality",
         "lost_top_last_pct", "lost_top_max_pct", "method", "own_median_first", "own_median_last", "own_monotone",
         "pos_own_median_last", "special_sources", "top_is_self_pct", "top_median_last",
-        # C10's sample of typical lengths and its shares, C11's per-token means (amended rules)
-        "typical_median_tokens", "typical_quarters", "typical_sentences", "typical_reused", "typical_top_is_self",
+        # C10's live sentences and its recorded sample (rule version 3), C11's per-token means (amended rules)
+        "live_sentences", "live_from", "live_seed", "eligible_max_tokens", "eligible_covered", "c10_sample",
+        "c10_shares", "c10_live",
         "window_means", "exact_seconds_by_length",
     }  # fmt: skip
 
@@ -117,8 +132,7 @@ def test_exact_hta_is_the_reverse_mode_row_by_hand(tiny_lm, sentences, exact_run
 def test_estimator_error_vanishes_at_full_rank(tiny_lm, sentences):
     """Orthonormal probes spanning all d directions of a token are exact: no error, no effect, 1% for free."""
     full = study.exact_hta(tiny_lm, sentences[:1], tiny_lm.d_model, seed=0, cache=False)
-    typical = study.median_sample(Corpus("t", sentences[:1]), tiny_lm.tokenizer, 1, seed=0)
-    e = study.estimator_error(full, typical, full)
+    e = study.estimator_error(full, full)
     assert e.estimator_error["max"] < 1e-6 and e.estimator_error["top_agreement"] == 1.0
     assert abs(e.estimator_error["signed_median"]) < 1e-6
     assert e.estimator_effect_on_own_median < 1e-6 and e.estimator_effect_on_top_is_self_pct == 0
@@ -126,18 +140,18 @@ def test_estimator_error_vanishes_at_full_rank(tiny_lm, sentences):
 
 
 def test_estimator_error_by_length_and_the_probes_for_one_percent(tiny_lm, sentences, exact_run):
-    """The error on the short exact sentences, and quarter by quarter on C10's sample (its own exact HTA)."""
-    typical = study.median_sample(Corpus("t", sentences), tiny_lm.tokenizer, 1, seed=0)
-    at_length = study.exact_hta(tiny_lm, typical.texts, PROBES, seed=0, cache=False)
-    e = study.estimator_error(exact_run, typical, at_length)
+    """The error on the short exact sentences, and length by length on C10's live sentences (their exact HTA)."""
+    live = study.token_sample(Corpus("t", sentences), tiny_lm.tokenizer, 3, seed=0, rec=None)
+    at_length = study.exact_hta(tiny_lm, live.texts, PROBES, seed=0, cache=False)
+    e = study.estimator_error(exact_run, at_length)
     err = e.estimator_error
     assert 0 < err["median"] <= err["p95"] <= err["max"] and abs(err["signed_median"]) <= err["median"]
     # the error falls like 1/sqrt(probes): the probes that bring the median to 1%
     assert e.estimator_probes_for_1pct == math.ceil(PROBES * (err["median"] / 0.01) ** 2)
-    # one band per quarter that holds a sentence, measured on that quarter's sentences alone
-    bands = [f"{lo}-{hi} tokens" for (lo, hi), n in zip(typical.typical_quarters, typical.typical_sentences) if n]
-    assert list(e.by_length) == bands
-    first = [k for k, q in enumerate(typical.quarter) if q == typical.quarter[0]]
+    # one entry per length among the live sentences, measured on the sentences of that length alone
+    bands = [f"{n} tokens" for n in sorted(set(live.lengths))]
+    assert list(e.by_length) == bands and live.lengths == [r.n_tokens for r in at_length.exact]
+    first = [k for k, n in enumerate(live.lengths) if n == min(live.lengths)]
     alone = estimate_error([at_length.exact[k] for k in first], [at_length.estimated[k] for k in first])
     assert e.by_length[bands[0]] == alone
     assert list(e.exact_seconds_by_length) == bands
@@ -196,21 +210,27 @@ def test_own_share_finds_a_rise_and_has_no_interval_from_one_sentence():
     assert all(not s.has_interval and s.n == 1 for s in [*e.steps, e.last_minus_first])
 
 
-def test_top_contributor_resamples_sentences_not_tokens():
-    """One sentence whose tokens all keep the top place and one where all lose it: resampling the two
-    sentences gives 0 to 1; resampling their 12 tokens would give a narrow interval around 0.5."""
+def test_top_contributor_resamples_the_recorded_draws_not_tokens():
+    """One sentence whose tokens all keep the top place and one where all lose it: the estimate is the mean
+    of the per-sentence shares over the draws (a sentence drawn twice counts twice), its interval resamples
+    the draws, not the tokens."""
     keep, lose = _result(_own(6, [0.5, 0.5])), _result(_own(6, [0.5, 0.1]))  # 0.1 < 0.9 / 5 spread to others
-    r = study.top_contributor(_corpus([keep, lose]), _typical([keep, lose]), [keep, lose], [keep], seed=0)
+    r = _top([keep, lose], [keep])
     e = r.evidence
-    assert e.share.estimate == 0.5 and e.share.n == 2
+    assert e.share.estimate == 0.5 and e.share.n == 2 and e.share.unit == "drawn sentences"
     assert (e.share.low, e.share.high) == (0.0, 1.0)
     assert r.top_is_self_pct == {"syn": [100.0, 50.0]}
     assert r.lost_top_last_pct == {"syn": 50.0} and r.lost_top_max_pct == {"syn": 50.0}
-    assert e.chance == pytest.approx(1 / 6)
+    assert e.chance == pytest.approx(1 / 6) and e.not_run == ""
     # the original rule's sample is its own: here the sentence that keeps the top place
     assert e.original.estimate == 1.0 and not e.original.has_interval and e.original_chance == pytest.approx(1 / 6)
-    one = study.top_contributor(_corpus([keep]), _typical([keep]), [keep], [keep], seed=0)
-    assert one.evidence.share.estimate == 1.0 and not one.evidence.share.has_interval
+    thrice = _top([keep, lose], [keep], draws=[0, 0, 0, 1])
+    assert thrice.evidence.share.estimate == 0.75 and thrice.c10_sample["sentences"] == 4
+    assert thrice.c10_sample["distinct"] == 2 and thrice.c10_sample["hidden_tokens"] == 12
+    assert thrice.evidence.sample.startswith(
+        "exact HTA of 4 sentences drawn in proportion to their tokens (2 distinct, 12 hidden tokens) from the "
+        "sentences of up to 20 tokens, which hold 90.0% of the corpus's hidden tokens; half-width "
+    ) and thrice.evidence.sample.endswith(f"({thrice.caption})")
 
 
 def test_top_contributor_reports_words_and_special_tokens_apart():
@@ -221,67 +241,39 @@ def test_top_contributor_reports_words_and_special_tokens_apart():
         c[2, i] = 0.4 / 4
         c[2, i, i], c[2, i, 1 if i == 0 else 4] = 0.1, 0.5
     sentence = _result(c, [True, False, False, False, False, True])
-    r = study.top_contributor(_corpus([sentence] * 3), _typical([sentence] * 3), [sentence] * 3, [sentence], seed=0)
+    r = _top([sentence] * 3, [sentence])
     e = r.evidence
     assert (e.share.estimate, e.words.estimate, e.special.estimate) == pytest.approx((4 / 6, 1.0, 0.0))
     assert e.word_chance == pytest.approx(1 / 6) and e.share.n == e.words.n == e.special.n == 3
-    assert r.typical_top_is_self["special"] == [0.0, 0.0, 0.0]
+    assert r.c10_shares["special"] == [0.0, 0.0, 0.0]
     plain = _result(_own(6, [0.5, 0.5]))
-    none = study.top_contributor(_corpus([plain] * 2), _typical([plain] * 2), [plain] * 2, [plain], seed=0)
-    assert none.evidence.special is None and none.typical_top_is_self["special"] is None
+    none = _top([plain] * 2, [plain])
+    assert none.evidence.special is None and none.c10_shares["special"] is None
 
 
-def _lengths_corpus(counts: dict[int, int]) -> Corpus:
-    """Sentences of ``n`` words, ``counts[n]`` of each (``token_lengths`` counts words without a tokenizer)."""
-    return Corpus("w", [" ".join(f"w{n}x{k}y{i}" for i in range(n)) for n, m in counts.items() for k in range(m)])
+def test_without_a_recorded_run_the_evidence_says_so_and_the_live_sentences_are_not_evidence():
+    keep = _result(_own(6, [0.5, 0.5]))
+    r = study.top_contributor(_corpus([keep]), None, _live([0], [6]), [keep], [keep], 0, "make record-c10")
+    e = r.evidence
+    assert e.share is None and e.words is None and e.not_run == "make record-c10"
+    assert "`make record-c10` computes it" in e.sample and r.c10_sample is None and r.c10_shares is None
+    assert r.c10_live == {"share": [1.0], "recorded": [None]} and e.original.estimate == 1.0
 
 
-def test_median_sample_takes_equal_numbers_from_each_quarter_up_to_the_median():
-    counts = {n: 2 + n % 3 for n in range(6, 41)}  # lengths 6..40 words
-    corpus = _lengths_corpus(counts)
-    t = study.median_sample(corpus, None, per_quarter=3, seed=1)
+def test_token_sample_takes_the_recorded_runs_seed_and_first_draws():
+    corpus = Corpus("w", [" ".join(f"w{n}x{i}" for i in range(n)) for n in range(3, 40)])
     lengths = [len(x.split()) for x in corpus.sentences]
-    median = int(np.median(lengths))
-    assert t.typical_median_tokens == median and t.typical_quarters[0][0] == 6 and t.typical_quarters[-1][1] == median
-    # the quarters tile [6, median] without gaps, each a quarter of the range
-    flat = [n for lo, hi in t.typical_quarters for n in range(lo, hi + 1)]
-    assert flat == list(range(6, median + 1))
-    assert t.typical_sentences == [3, 3, 3, 3] and t.typical_reused == 0 and len(set(t.texts)) == 12
-    for text, q in zip(t.texts, t.quarter):
-        lo, hi = t.typical_quarters[q]
-        assert lo <= len(text.split()) <= hi <= median
-    assert t.texts == study.median_sample(corpus, None, per_quarter=3, seed=1).texts  # seeded
-    assert t.texts != study.median_sample(corpus, None, per_quarter=3, seed=2).texts
-    # a quarter with fewer sentences than asked gives all it has
-    few = study.median_sample(_lengths_corpus({6: 1, 7: 1, 8: 1, 9: 1, 10: 5}), None, per_quarter=3, seed=0)
-    assert sum(few.typical_sentences) == len(few.texts) and few.typical_sentences[0] == 1
-
-
-def test_median_sample_reusing_an_earlier_sample_stays_uniform_within_each_quarter():
-    """The short exact sentences are a uniform sample of a length window; taken first in the quarters that lie
-    inside that window, they leave every sentence of a quarter equally likely to be drawn (the quarter's
-    inclusion rate, per_quarter / its size), and they are reused. A quarter that sticks out of the window
-    reuses none (its earlier sentences would all be short ones)."""
-    corpus = _lengths_corpus({n: 6 for n in range(6, 31)})  # median 18: quarters 6-8, 9-11, 12-14, 15-18
-    window = (6, 13)  # the earlier sample's lengths: the first two quarters lie inside, the third sticks out
-    drawn: dict[str, int] = {}
-    runs, reused = 600, 0
-    for seed in range(runs):
-        earlier = sample_sentences(corpus, 12, seed + 1000, None, min_tokens=window[0], max_tokens=window[1])
-        t = study.median_sample(corpus, None, 2, seed, earlier=earlier, earlier_tokens=window)
-        assert t.typical_quarters[:3] == [[6, 8], [9, 11], [12, 14]]
-        reused += t.typical_reused
-        for x in t.texts:
-            drawn[x] = drawn.get(x, 0) + 1
-    assert reused > runs  # most first-half draws are earlier sentences
-    # every quarter, the third too (where taking the earlier 12- and 13-word sentences first would over-draw
-    # them): 2 of 18 per run, 1/9 each, within sampling noise (binomial sd about 0.013 over 600 runs)
-    for lo, hi in ((6, 8), (9, 11), (12, 14)):
-        members = [x for x in corpus.sentences if lo <= len(x.split()) <= hi]
-        rates = np.array([drawn.get(x, 0) / runs for x in members])
-        assert abs(rates.mean() - 2 / 18) < 1e-9 and rates.min() > 2 / 18 - 0.045 and rates.max() < 2 / 18 + 0.045
-        by_length = [rates[[len(x.split()) == n for x in members]].mean() for n in range(lo, hi + 1)]
-        assert max(by_length) - min(by_length) < 0.03
+    pool = proportional.eligible(lengths)
+    t = study.token_sample(corpus, None, 3, seed=5, rec=None)
+    first = proportional.draw(pool, 8, 5)  # the shortest 3 distinct ones of the first 8 draws
+    assert t.indices == sorted(set(first), key=lambda i: (lengths[i], first.index(i)))[:3] and t.live_seed == 5
+    assert t.texts == [corpus.sentences[i] for i in t.indices] and t.lengths == sorted(t.lengths)
+    assert t.lengths == [lengths[i] for i in t.indices] and t.live_from == 8
+    assert (t.eligible_max_tokens, t.eligible_covered) == (pool.max_tokens, pool.covered)
+    rec = recorded.Recorded("c10", "k", {"seed": 7}, {})
+    with_rec = study.token_sample(corpus, None, 2, seed=5, rec=rec)
+    assert set(with_rec.indices) <= set(proportional.draw(pool, 8, 7)) and with_rec.live_seed == 7
+    assert study.token_sample(corpus, None, 12, seed=5, rec=None).live_from == 12
 
 
 def _neighbours_then_uniform(n: int) -> torch.Tensor:
@@ -567,9 +559,8 @@ def test_locality_text_follows_near_far_and_growth():
 def test_estimator_and_rank_texts_follow_the_measurements(tiny_lm, sentences, exact_run):
     from identifiability.text import context_mixing as prose
 
-    typical = study.median_sample(Corpus("t", sentences), tiny_lm.tokenizer, 1, seed=0)
-    at_length = study.exact_hta(tiny_lm, typical.texts, PROBES, seed=0, cache=False)
-    e = study.estimator_error(exact_run, typical, at_length)
+    at_length = study.exact_hta(tiny_lm, sentences[:1], PROBES, seed=0, cache=False)
+    e = study.estimator_error(exact_run, at_length)
     text = prose.estimator_text(e, exact_run)
     assert f"{100 * e.estimator_error['median']:.1f}%" in text and "unbiased" not in text
     flipped = dataclasses.replace(
@@ -608,10 +599,8 @@ def test_c10_texts_follow_the_verdict_and_the_sample():
     assert "[0.55, 0.85]: holds" in a and "[0.55, 0.85]: fails" in b
     spec = charts.band_chart(*inside).to_dict()
     assert len(spec["layer"]) == 3  # the bands, the intervals, the estimates
-    t = study.TypicalSample(28, [[6, 11], [12, 16], [17, 22], [23, 28]], [5, 5, 5, 5], 4, ["x"] * 20, [0] * 20)
-    reused, fresh = prose.sample_text(t), prose.sample_text(dataclasses.replace(t, typical_reused=0))
-    assert "4 of them are short exact sentences too" in reused and "short exact" not in fresh
-    assert "5 of 6–11 tokens" in reused and "median sentence has 28 tokens" in reused
+    t = study.LiveSample(2, 8, 0, 49, 0.907, ["x", "y"], [3, 8], [17, 31])
+    assert "the 2 shortest of its first 8 draws (seed 0), of 17 tokens, 31 tokens" in prose.sample_text(t)
 
 
 def test_special_and_pos_texts_follow_the_results(tiny_lm, tiny_corpus):

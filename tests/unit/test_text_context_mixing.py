@@ -153,44 +153,75 @@ def _evidence(special: Interval | None) -> NS:
 SPECIAL = Interval(0.9, 0.8, 1.0, 20)
 
 
-def _top(special: Interval | None = SPECIAL) -> NS:
-    return NS(
-        top_is_self_pct={"lee": [90.0, 70.0, 65.0]},
-        lost_top_last_pct={"lee": 35.0},
-        evidence=_evidence(special),
-        sample="20 sentences of 6–28 tokens",
-    )
+SHARE = Interval(0.7, 0.6, 0.8, 20)
 
 
-def test_top_text_gives_special_tokens_apart_when_there_are_some():
-    text = prose.top_text(_top(), "exact")
-    assert text.startswith(
+def _top(special: Interval | None = SPECIAL, share: Interval | None = SHARE) -> NS:
+    e = _evidence(special)
+    e.share = share
+    return NS(top_is_self_pct={"lee": [90.0, 70.0, 65.0]}, lost_top_last_pct={"lee": 35.0}, evidence=e)
+
+
+def test_top_text_states_the_corpus_shares():
+    assert prose.top_text(_top(), "exact") == (
         "**Measured (exact HTA).** The own input token is the largest contributor for 65–90% of the tokens of 'lee' "
-        "per layer. In the last layer it has lost that place for 35% ('lee') of the tokens"
+        "per layer. In the last layer it has lost that place for 35% ('lee') of the tokens, against the paper's "
+        "about 30% (12 layers). C10's verdict uses exact HTA: an argmax over estimated contributions is biased by "
+        "the estimator's noise."
     )
-    assert (
-        "On C10's sample, 20 sentences of 6–28 tokens, it stays on top for 70% of all hidden tokens in the last "
-        "layer: word tokens 65%, special tokens 90%." in text
-    )
-    assert "word tokens 65%. The verdict uses exact HTA" in prose.top_text(_top(special=None), "exact")
 
 
-def _typical(reused: int) -> NS:
+CAPTION = "recorded run of 2026-12-03 (2 h 7 min, Linux, 2 CPUs, torch 2.5); `make record-c10` recomputes it"
+
+
+def _recorded(live: list[float], then: list[float | None], special: list | None = None) -> NS:
+    """A TopContributor stand-in fed by a recorded run: every number the page shows is a distinct value."""
     return NS(
-        typical_median_tokens=28,
-        typical_quarters=[[6, 11], [12, 16]],
-        typical_sentences=[5, 4],
-        typical_reused=reused,
-        texts=["x"] * 9,
+        c10_sample={
+            "date": "2026-12-03",
+            "sentences": 66,
+            "distinct": 64,
+            "hidden_tokens": 2345,
+            "covered": 0.907,
+            "max_tokens": 49,
+            "half_width": 0.0271,
+        },
+        c10_shares={"all": [0.612, 0.585, 0.639], "words": [0.654, 0.627, 0.681], "special": special},
+        c10_live={"share": live, "recorded": then},
+        caption=CAPTION,
     )
 
 
-def test_sample_text_says_which_sentences_are_shared_with_the_exact_sample():
-    assert prose.sample_text(_typical(0)) == (
-        "C10's sample: the corpus's median sentence has 28 tokens; 9 sentences at or below it, 5 of 6–11 tokens, "
-        "4 of 12–16 tokens."
+def test_recorded_text_shows_the_recorded_runs_numbers_and_the_live_ones_beside_them():
+    text = prose.recorded_text(_recorded([0.625, 0.5], [0.625, 0.5], [0.031, 0.012, 0.05]))
+    assert text == (
+        f"**C10's sample** ({CAPTION}): 66 sentences drawn in proportion to their tokens (64 distinct, 2,345 hidden "
+        "tokens), from the sentences of up to 49 tokens, which hold 90.7% of the corpus's hidden tokens. The own "
+        "token stays on top for 61.2% (95% interval 58.5% to 63.9%) of the hidden tokens per sentence "
+        "(half-width 0.027); word tokens 65.4% (95% interval 62.7% to 68.1%), special tokens 3.1% (95% interval "
+        "1.2% to 5.0%). Computed live in this build, 2 of its sentences: 62.5% (recorded: 62.5%), 50.0% "
+        "(recorded: 50.0%), the same as recorded."
     )
-    assert "4 of 12–16 tokens; 3 of them are short exact sentences too (drawn first" in prose.sample_text(_typical(3))
+    moved = prose.recorded_text(_recorded([0.625], [0.6]))
+    assert "62.5% (recorded: 60.0%), not all the same as recorded" in moved and "special tokens none" in moved
+
+
+def test_recorded_text_without_a_recorded_run_names_the_command_and_decides_nothing():
+    r = NS(c10_sample=None, c10_live={"share": [0.625], "recorded": [None]}, caption="no recorded run: `make x`")
+    assert prose.recorded_text(r) == (
+        "**C10's sample: not run in this build.** No recorded run: `make x`. The 1 sentence(s) computed live give "
+        "62.5% (recorded: not among its sentences): too few to decide anything."
+    )
+
+
+def test_sample_text_names_the_live_draws_and_the_eligible_sentences():
+    t = NS(live_sentences=2, live_from=8, live_seed=0, eligible_max_tokens=49, eligible_covered=0.907, lengths=[19, 22])
+    assert prose.sample_text(t) == (
+        "C10's sample draws from the sentences of up to 49 tokens (the corpus's 95th percentile; 90.7% of its "
+        "hidden tokens) in proportion to their tokens. Computed live here: the 2 shortest of its first 8 draws "
+        "(seed 0), of 19 tokens, 22 tokens, to check that this build reproduces the recorded numbers (exact HTA "
+        "costs like $d_s^2$)."
+    )
 
 
 def test_band_text_adds_the_original_sample_when_there_is_one():
@@ -331,7 +362,12 @@ def test_claims_table_rows_follow_the_measurements():
     assert cells["own-token share decreases monotonically with depth"] == "median 40% → 35%; falls at every layer"
     assert cells["own token usually remains the top contributor"] == "65–90% of tokens per layer"
     assert (
-        cells["about 30% of tokens lose that in later layers"] == "35% in the last layer; 30% on C10's sample (exact)"
+        cells["about 30% of tokens lose that in later layers"]
+        == "35% in the last layer; 30% on C10's recorded sample (exact)"
+    )
+    unrun = dict(prose.claims_table(_own({"lee": True}), _top(share=None), loc, _corpus(), "m").itertuples(index=False))
+    assert unrun["about 30% of tokens lose that in later layers"] == (
+        "35% in the last layer; C10's recorded sample not run in this build"
     )
     assert cells["long-range mixing grows with depth"] == (
         f"far share of the context beyond ±{C11_FAR}: 30.0% → 40.0%; one token beyond ±{C11_FAR}: 0.010 → 0.020"
@@ -351,7 +387,11 @@ def test_the_stand_ins_have_the_fields_of_the_study_types():
         (_own({}), study.OwnShare),
         (_evidence(None), C10Evidence),
         (_top(), study.TopContributor),
-        (_typical(0), study.TypicalSample),
+        (_recorded([0.5], [0.5]), study.TopContributor),
+        (
+            NS(live_sentences=1, live_from=8, live_seed=0, eligible_max_tokens=9, eligible_covered=0.9, lengths=[]),
+            study.LiveSample,
+        ),
         (_locality([0.1], [0.1]), study.Locality),
         (NS(pairs=1, table=None), study.SegmentCrossing),
         (NS(special_sources=None, sources=None, names={}), study.SpecialTokens),

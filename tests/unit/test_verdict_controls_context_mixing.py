@@ -15,11 +15,13 @@ import numpy as np
 import pytest
 import torch
 
+from identifiability import recorded
 from identifiability.evidence.context_mixing import C10Evidence
 from identifiability.hta import HTAResult, layer_summary, token_table
+from identifiability.proportional import sentence_row
 from identifiability.stats import Interval
 from identifiability.studies import context_mixing as study
-from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, PARTLY
+from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_RUN, PARTLY
 from identifiability.verdicts.claims import load_claims, robustness_names, rules
 from identifiability.verdicts.context_mixing import (
     C11_WINDOWS,
@@ -82,9 +84,21 @@ def _corpus(results: list[HTAResult], tags: list[list[str]]) -> study.CorpusHTA:
     )
 
 
-def _typical(results: list[HTAResult]) -> study.TypicalSample:
-    n = [r.n_tokens for r in results]
-    return study.TypicalSample(max(n), [[min(n), max(n)]] * 4, [len(n), 0, 0, 0], 0, ["x"] * len(n), [0] * len(n))
+def _recorded(results: list[HTAResult]) -> recorded.Recorded:
+    """The recorded run ``record-c10`` would write for these results, each drawn once (corpus index k)."""
+    rows = {str(k): {"text": r.text, **sentence_row(r)} for k, r in enumerate(results)}
+    res = {
+        "seed": 0,
+        "draws": list(range(len(results))),
+        "sentences": rows,
+        "eligible": {"max_tokens": 20, "covered": 0.9},
+    }
+    prov = {"date": "2026-12-03T10:00:00+00:00", "seconds": 7200.0, "target": "record-c10", "claims": ["C10"]}
+    return recorded.Recorded("c10", "m/c", res, prov)
+
+
+def _live(results: list[HTAResult]) -> study.LiveSample:
+    return study.LiveSample(1, 8, 0, 20, 0.9, ["x"], [0], [results[0].n_tokens])
 
 
 def _uniform(layer: int, n: int, tag, rng) -> torch.Tensor:
@@ -191,10 +205,14 @@ def _on_top(rate: float):
     return make
 
 
-def _c10(make) -> object:
-    typical, tags = _sentences(make, seed=0, noise=0.05)
+def _c10(make, run: bool = True) -> object:
+    """C10 through the chapter's real path: the recorded run's per-sentence numbers (``sentence_row`` of
+    each sentence's HTA, as ``record-c10`` records them) rebuilt into evidence by ``top_contributor``;
+    ``run=False``: no recorded run."""
+    drawn, tags = _sentences(make, seed=0, noise=0.05)
     original, _ = _sentences(make, seed=1, noise=0.05)
-    top = study.top_contributor(_corpus(typical, tags), _typical(typical), typical, original, seed=0)
+    rec = _recorded(drawn) if run else None
+    top = study.top_contributor(_corpus(drawn, tags), rec, _live(drawn), drawn[:1], original, 0, "make record-c10")
     return c10(top.evidence, rules("C10"))
 
 
@@ -214,6 +232,21 @@ def test_c10_fails_under_uniform_mixing():
 def test_c10_fails_when_the_own_token_rarely_or_almost_always_stays_on_top(rate):
     v = _c10(_on_top(rate))
     assert v.verdict == FAILS and all(label == FAILS for _, label in v.robustness)
+
+
+def test_c10_is_inconclusive_when_the_interval_straddles_a_bound():
+    v = _c10(_on_top(0.55))
+    assert v.verdict == INCONCLUSIVE and v.ci95[0] < 0.55 < v.ci95[1]
+
+
+def test_c10_is_not_run_without_a_recorded_run_whatever_the_live_sentences_say():
+    """The live sentences keep the own token on top for about 70%, which would hold; without a recorded
+    run the verdict is 'not run in this build', naming the command, every alternative too, and the original
+    rule's verdict on the short exact sentences stays live."""
+    v = _c10(_on_top(0.7), run=False)
+    assert v.verdict == NOT_RUN and v.estimate is None and "`make record-c10` computes it" in v.reason
+    assert [label for _, label in v.robustness] == [NOT_RUN] * 3
+    assert v.original.verdict == HOLDS
 
 
 def test_c10_band_alternatives_move_with_the_band():

@@ -32,24 +32,28 @@ class C10Evidence:
     """What C10's rules read, built by ``studies.context_mixing.top_contributor`` from exact HTA.
 
     Attributes:
-        share: the share of hidden tokens whose largest contributor at the last layer is their own input
-            token, every hidden token of the sample of typical lengths counted; interval over sentences.
-        words, special: the same over word tokens and over special tokens only (special None when the
-            tokenizer adds none).
-        chance, word_chance: 1/d_s averaged over those hidden tokens (the own token on top by chance).
-        sample: what the sample is, for the reason (e.g. "20 sentences of 6-28 tokens").
-        original: ``share`` on the original rule's sample (the chapter's short exact sentences).
+        share: the mean over the recorded run's drawn sentences (drawn in proportion to their hidden tokens,
+            :mod:`identifiability.proportional`) of each sentence's share of hidden tokens whose largest
+            contributor at the last layer is their own input token; interval over the draws. None: no
+            recorded run for this model and corpus (``not_run`` names the command that computes it).
+        words, special: the same over each sentence's word tokens and special tokens only, over the draws
+            that have them (special None when the tokenizer adds none).
+        chance, word_chance: 1/d_s averaged the same way (the own token on top by chance).
+        sample: what the sample is, for the reason (its numbers and the run's caption), or why there is none.
+        original: the original rule's share on its sample (the chapter's short exact sentences), pooled.
         original_chance: ``chance`` there.
+        not_run: the command that computes the recorded run, when there is none ("" otherwise).
     """
 
-    share: Interval
-    words: Interval
+    share: Interval | None
+    words: Interval | None
     special: Interval | None
-    chance: float
-    word_chance: float
+    chance: float | None
+    word_chance: float | None
     sample: str
     original: Interval
     original_chance: float
+    not_run: str = ""
 
 
 @dataclass(frozen=True)

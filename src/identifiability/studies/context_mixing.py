@@ -1,7 +1,8 @@
 """Chapter 6's studies: Hidden Token Attribution (paper section 5), one function per section.
 
 :func:`exact_hta` computes exact HTA of short sentences and the estimator on the same ones;
-:func:`median_sample` draws C10's sample of typical lengths; :func:`estimator_error` measures the
+:func:`token_sample` picks C10's live sentences (the shortest of its recorded sample's first draws,
+:mod:`identifiability.proportional`); :func:`estimator_error` measures the
 estimator against exact HTA; :func:`corpus_hta` runs HTA over the sampled corpora, and the section studies
 read their results and build each claim's evidence: :func:`own_share` (C9), :func:`top_contributor` (C10),
 :func:`context_locality` (C11), :func:`segment_crossing`, :func:`special_tokens`, :func:`parts_of_speech`
@@ -13,7 +14,6 @@ Layers are numbered 1..L (layer 0, x itself, is left out of every statistic).
 from __future__ import annotations
 
 import math
-import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,12 +21,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .. import hta
+from .. import hta, proportional, recorded
 from ..corpora import Corpus, token_lengths
 from ..evidence.context_mixing import C9Evidence, C10Evidence, C11Evidence, C12Evidence
 from ..hta import HTAResult, hta_corpus, layer_summary, token_table
 from ..loaded_model import LoadedModel
 from ..pos import CONTENT_TAGS, FUNCTION_TAGS, word_piece_tags
+from ..recorded import Recorded
 from ..stats import Interval, difference_interval, grouped_ci, mean_interval, paired_interval
 from . import Study, data
 
@@ -71,70 +72,64 @@ def exact_hta(lm: LoadedModel, texts: list[str], probes: int, seed: int, cache: 
 
 
 @dataclass(frozen=True)
-class TypicalSample(Study):
-    """C10's exact sample (amended rule): a seeded random sample of the corpus's sentences at or below its
-    median length in tokens, the same number from each quarter of that length range."""
+class LiveSample(Study):
+    """C10's sentences computed live beside the recorded run: the ``live_sentences`` shortest distinct ones
+    among the first ``live_from`` draws of its sample (:mod:`identifiability.proportional`, the recorded run's
+    seed; the chapter's without one). They check that this build reproduces the recorded per-sentence numbers;
+    chosen for their cost, they are no sample and decide nothing."""
 
-    typical_median_tokens: int  # the corpus's median sentence length, special tokens included
-    typical_quarters: list  # [[shortest, longest], ...] token lengths of each quarter
-    typical_sentences: list  # sentences drawn from each quarter
-    typical_reused: int  # of them, sentences of the short exact sample (their exact HTA is computed once)
-    texts: list[str] = data()  # the sample, quarter by quarter
-    quarter: list[int] = data()  # the quarter (0..3) of each text
-
-    def describe(self) -> str:
-        """'20 sentences of 6-28 tokens (...)' for a page and a verdict's reason."""
-        lo, hi = self.typical_quarters[0][0], self.typical_quarters[-1][1]
-        return (
-            f"exact HTA of {len(self.texts)} sentences of {lo}-{hi} tokens (up to the corpus's median length, "
-            f"{max(self.typical_sentences)} from each quarter of that range)"
-        )
+    live_sentences: int  # sentences computed live
+    live_from: int  # ... the shortest of the sample's first live_from draws
+    live_seed: int  # the sample's seed
+    eligible_max_tokens: int  # the longest eligible sentence: the corpus's 95th percentile, tokens
+    eligible_covered: float  # share of the corpus's hidden tokens the eligible sentences hold
+    texts: list[str] = data()  # the live sentences, shortest first
+    indices: list[int] = data()  # their corpus indices
+    lengths: list[int] = data()  # their tokens d_s
 
 
-def median_sample(
-    corpus: Corpus,
-    tokenizer,
-    per_quarter: int,
-    seed: int,
-    earlier: Sequence[str] = (),
-    earlier_tokens: tuple[int, int] | None = None,
-) -> TypicalSample:
-    """``per_quarter`` sentences (all of them where a quarter has fewer) from each quarter of the lengths
-    between the corpus's shortest sentence and its median, drawn with ``seed``.
+LIVE_FROM = 8  # the live sentences are the shortest of the sample's first 8 draws (exact HTA costs like d_s^2)
 
-    ``earlier`` is another seeded uniform sample of the corpus, of the sentences of ``earlier_tokens``
-    (min, max) tokens. In a quarter whose every length lies in that window, its sentences are a uniformly
-    random subset of the quarter, so they are taken first: the sample stays a uniform random sample of each
-    quarter, and exact HTA of those sentences, computed once (the HTA cache), serves both samples.
-    """
-    if per_quarter < 1:
-        raise ValueError(f"per_quarter must be at least 1, got {per_quarter}")
+
+def token_sample(corpus: Corpus, tokenizer, n: int, seed: int, rec: Recorded | None) -> LiveSample:
+    """The ``n`` shortest distinct sentences among the first max(n, LIVE_FROM) draws of C10's sample of
+    ``corpus`` (sentences in proportion to their tokens, up to the 95th percentile), with the recorded run's
+    seed when there is one (``rec``), else ``seed``; ties in draw order."""
     lengths = token_lengths(corpus.sentences, tokenizer)
-    median, low = int(np.median(lengths)), min(lengths)
-    span = max(median - low, 1)
-    # quarter k holds the lengths in [low + k·span/4, low + (k+1)·span/4), the last one up to the median
-    bounds = [(low + math.ceil(k * span / 4), low + math.ceil((k + 1) * span / 4) - 1) for k in range(4)]
-    bounds[-1] = (bounds[-1][0], median)
-    seen = set(earlier)
-    rng = random.Random(seed)
-    texts, quarter, reused = [], [], 0
-    for k, (lo, hi) in enumerate(bounds):
-        members = [i for i, n in enumerate(lengths) if lo <= n <= hi]
-        inside = earlier_tokens is not None and earlier_tokens[0] <= lo and hi <= earlier_tokens[1]
-        first = [i for i in members if inside and corpus.sentences[i] in seen]
-        rest = [i for i in members if i not in set(first)]
-        chosen = sorted((rng.sample(first, len(first)) + rng.sample(rest, len(rest)))[:per_quarter])
-        reused += len(set(chosen) & set(first))
-        texts += [corpus.sentences[i] for i in chosen]
-        quarter += [k] * len(chosen)
-    return TypicalSample(
-        typical_median_tokens=median,
-        typical_quarters=[list(b) for b in bounds],
-        typical_sentences=[quarter.count(k) for k in range(4)],
-        typical_reused=reused,
-        texts=texts,
-        quarter=quarter,
+    pool = proportional.eligible(lengths)
+    seed = int(rec.results["seed"]) if rec is not None else seed
+    first = max(n, LIVE_FROM)
+    drawn = list(dict.fromkeys(proportional.draw(pool, first, seed)))  # distinct, in draw order
+    picks = sorted(drawn, key=lambda i: (lengths[i], drawn.index(i)))[:n]
+    return LiveSample(
+        live_sentences=len(picks),
+        live_from=first,
+        live_seed=seed,
+        eligible_max_tokens=pool.max_tokens,
+        eligible_covered=pool.covered,
+        texts=[corpus.sentences[i] for i in picks],
+        indices=picks,
+        lengths=[lengths[i] for i in picks],
     )
+
+
+def c10_shares(rows: dict[int, dict], draws: Sequence[int], seed: int) -> dict:
+    """C10's estimates from per-sentence numbers (``rows``: :func:`identifiability.proportional.sentence_row`
+    by corpus index; ``draws``: the drawn indices, repeats included): the mean over draws of each sentence's
+    share (all hidden tokens; words and special tokens over the draws that have them), intervals over the
+    draws, and 1/d_s averaged the same way."""
+    got = [rows[i] for i in draws]
+
+    def mean(key: str) -> Interval | None:
+        return mean_interval([r[key] for r in got if r[key] is not None], seed, "drawn sentences")
+
+    return {
+        "all": mean("share"),
+        "words": mean("share_words"),
+        "special": mean("share_special"),
+        "chance": float(np.mean([r["chance"] for r in got])),
+        "word_chance": float(np.mean([r["chance"] for r in got if r["share_words"] is not None])),
+    }
 
 
 @dataclass(frozen=True)
@@ -142,28 +137,27 @@ class EstimatorError(Study):
     """How far the estimator is from exact HTA, by sentence length, and what that does to the statistics."""
 
     estimator_error: dict  # identifiability.hta.estimate_error on the short exact sentences
-    estimator_error_by_length: dict  # {length quarter of C10's sample: median, p95, top_agreement}
+    estimator_error_by_length: dict  # {length of C10's live sentences: median, p95, top_agreement}
     estimator_effect_on_own_median: float  # largest per-layer change of the median own share
     estimator_effect_on_top_is_self_pct: float  # largest per-layer change of % top-is-self, in points
     estimator_probes_for_1pct: int  # probes per token a median error of 1% would take (1/sqrt(probes) law)
-    exact_seconds_by_length: dict  # {length quarter of C10's sample: mean seconds of exact HTA per sentence}
-    by_length: dict[str, dict] = data()  # {length quarter: the whole estimate_error dict}
+    exact_seconds_by_length: dict  # {length of C10's live sentences: mean seconds of exact HTA per sentence}
+    by_length: dict[str, dict] = data()  # {length: the whole estimate_error dict}
     probes: int = data()
     d_model: int = data()  # directions per token of exact HTA
 
 
-def estimator_error(exact: ExactHTA, typical: TypicalSample, at_length: ExactHTA) -> EstimatorError:
-    """The estimator's error on ``exact``'s sentences and, quarter by quarter, on C10's sample ``typical``
-    (``at_length``: its exact HTA and estimate), its effect on the per-layer statistics, and the probes a
+def estimator_error(exact: ExactHTA, at_length: ExactHTA) -> EstimatorError:
+    """The estimator's error on ``exact``'s sentences and, length by length, on C10's live sentences
+    (``at_length``: their exact HTA and estimate), its effect on the per-layer statistics, and the probes a
     1% median error would need."""
     err = hta.estimate_error(exact.exact, exact.estimated)
     by_length, seconds = {}, {}
-    for k, (lo, hi) in enumerate(typical.typical_quarters):
-        idx = [i for i, q in enumerate(typical.quarter) if q == k]
-        if idx:
-            ex, es = [at_length.exact[i] for i in idx], [at_length.estimated[i] for i in idx]
-            by_length[f"{lo}-{hi} tokens"] = hta.estimate_error(ex, es)
-            seconds[f"{lo}-{hi} tokens"] = float(np.mean([r.seconds for r in ex]))
+    for n in sorted({r.n_tokens for r in at_length.exact}):
+        idx = [i for i, r in enumerate(at_length.exact) if r.n_tokens == n]
+        ex, es = [at_length.exact[i] for i in idx], [at_length.estimated[i] for i in idx]
+        by_length[f"{n} tokens"] = hta.estimate_error(ex, es)
+        seconds[f"{n} tokens"] = float(np.mean([r.seconds for r in ex]))
     summ_ex = layer_summary(token_table(exact.exact)).set_index("layer")
     summ_es = layer_summary(token_table(exact.estimated)).set_index("layer")
     probes = exact.estimator_probes
@@ -293,41 +287,68 @@ class TopContributor(Study):
     lost_top_last_pct: dict  # {corpus: % of hidden tokens whose top contributor is another token, layer L}
     lost_top_max_pct: dict  # {corpus: the same, at the layer where it is largest}
     top_is_self_pct: dict  # {corpus: (L,) % whose top contributor is their own token}
-    typical_top_is_self: dict  # {all, words, special: [share, low, high]} at layer L, exact HTA, C10's sample
-    sample: str = data()  # what C10's sample is
+    c10_sample: dict | None  # the recorded run's sample (date, draws, distinct sentences, hidden tokens, ...)
+    c10_shares: dict | None  # {all, words, special: [share, low, high]} at layer L from the recorded run
+    c10_live: dict  # {share: live per-sentence shares, recorded: the recorded run's for the same sentences}
+    caption: str = data()  # the recorded run's caption, or the command that computes it
     evidence: C10Evidence = data()
 
 
 def top_contributor(
-    corpus: CorpusHTA, typical: TypicalSample, exact: list[HTAResult], original: list[HTAResult], seed: int
+    corpus: CorpusHTA,
+    rec: Recorded | None,
+    live: LiveSample,
+    live_exact: list[HTAResult],
+    original: list[HTAResult],
+    seed: int,
+    command: str,
 ) -> TopContributor:
-    """Per layer and corpus, how often a hidden token's largest contributor is its own input token; for C10
-    the last layer's share on exact HTA (``exact``: of ``typical``'s sentences; ``original``: of the short
-    exact sentences, the original rule's sample), since estimator noise biases an argmax."""
-    last = hta.last_layer(token_table(exact))
-    share, chance = _share_on_top(last, seed)
-    words, word_chance = _share_on_top(last[~last.special], seed)
-    special = _share_on_top(last[last.special], seed)[0] if last.special.any() else None
+    """Per layer and corpus, how often a hidden token's largest contributor is its own input token; C10's
+    evidence from the recorded run ``rec`` (its per-sentence numbers, intervals over its draws; None: not
+    run, ``command`` computes it), the ``live`` sentences' shares (``live_exact``: their exact HTA) beside
+    the recorded ones, and the original rule's share on the short exact sentences (``original``)."""
     first, first_chance = _share_on_top(hta.last_layer(token_table(original)), seed)
+    rows_then = {} if rec is None else rec.results["sentences"]
+    c10_live = {
+        "share": [proportional.sentence_row(r)["share"] for r in live_exact],
+        "recorded": [rows_then.get(str(i), {}).get("share") for i in live.indices],
+    }
     s = corpus.summaries
-    shares = {"all": share, "words": words, "special": special}
-    return TopContributor(
+    common = dict(
         lost_top_last_pct={k: float(100 - v.top_is_self_pct.iloc[-1]) for k, v in s.items()},
         lost_top_max_pct={k: float(100 - v.top_is_self_pct.min()) for k, v in s.items()},
         top_is_self_pct={k: v.top_is_self_pct.round(2).tolist() for k, v in s.items()},
-        typical_top_is_self={k: None if v is None else [v.estimate, v.low, v.high] for k, v in shares.items()},
-        sample=typical.describe(),
-        evidence=C10Evidence(
-            share=share,
-            words=words,
-            special=special,
-            chance=chance,
-            word_chance=word_chance,
-            sample=typical.describe(),
-            original=first,
-            original_chance=first_chance,
-        ),
+        c10_live=c10_live,
     )
+    if rec is None:
+        why = f"no recorded run of C10's sample for this model and corpus: `{command}` computes it"
+        e = C10Evidence(None, None, None, None, None, why, first, first_chance, not_run=command)
+        return TopContributor(**common, c10_sample=None, c10_shares=None, caption=why, evidence=e)
+    r = rec.results
+    rows = {int(k): v for k, v in r["sentences"].items()}
+    got = c10_shares(rows, r["draws"], int(r["seed"]))
+    shares = {k: None if (x := got[k]) is None else [x.estimate, x.low, x.high] for k in ("all", "words", "special")}
+    sample = {
+        "date": rec.date,
+        "sentences": len(r["draws"]),
+        "distinct": len(rows),
+        "hidden_tokens": int(sum(v["tokens"] for v in rows.values())),
+        "covered": float(r["eligible"]["covered"]),
+        "max_tokens": int(r["eligible"]["max_tokens"]),
+        "half_width": float((got["all"].high - got["all"].low) / 2),
+    }
+    caption = recorded.caption(rec, recorded.stale(rec))
+    e = C10Evidence(
+        share=got["all"],
+        words=got["words"],
+        special=got["special"],
+        chance=got["chance"],
+        word_chance=got["word_chance"],
+        sample=f"{proportional.describe(sample)} ({caption})",
+        original=first,
+        original_chance=first_chance,
+    )
+    return TopContributor(**common, c10_sample=sample, c10_shares=shares, caption=caption, evidence=e)
 
 
 @dataclass(frozen=True)
@@ -529,7 +550,7 @@ def c12_evidence(special: SpecialTokens, pos: PartsOfSpeech, uniform: float) -> 
 
 RESULTS = (
     ExactHTA,
-    TypicalSample,
+    LiveSample,
     EstimatorError,
     CorpusHTA,
     OwnShare,

@@ -11,13 +11,13 @@ from ..studies.context_mixing import (
     CorpusHTA,
     EstimatorError,
     ExactHTA,
+    LiveSample,
     Locality,
     OwnShare,
     PartsOfSpeech,
     SegmentCrossing,
     SpecialTokens,
     TopContributor,
-    TypicalSample,
 )
 from ..verdicts import Verdict
 from ..verdicts.context_mixing import C10_HIGH, C10_LOW, C10_WIDE, C11_FAR, C11_NEAR
@@ -132,33 +132,55 @@ def own_share_text(r: OwnShare, corpus: str) -> str:
 
 
 def top_text(r: TopContributor, mode: str) -> str:
-    """Section 2: how often the own token is the top contributor, per corpus, how many lose that place, and
-    the share on C10's sample, all tokens and word and special tokens apart."""
+    """Section 2: how often the own token is the top contributor, per corpus, and how many lose that place."""
     ranges = ", ".join(f"{min(v):.0f}–{max(v):.0f}% of the tokens of {k!r}" for k, v in r.top_is_self_pct.items())
     lost = ", ".join(f"{v:.0f}% ({k!r})" for k, v in r.lost_top_last_pct.items())
-    e = r.evidence
-    special = "" if e.special is None else f", special tokens {_pct(e.special.estimate)}"
     return (
         f"**Measured ({mode} HTA).** The own input token is the largest contributor for {ranges} per layer. In "
         f"the last layer it has lost that place for {lost} of the tokens, against the paper's about 30% (12 "
-        f"layers). On C10's sample, {r.sample}, it stays on top for {_pct(e.share.estimate)} of all hidden tokens "
-        f"in the last layer: word tokens {_pct(e.words.estimate)}{special}. The verdict uses exact HTA: "
-        "an argmax over estimated contributions is biased by the estimator's noise."
+        "layers). C10's verdict uses exact HTA: an argmax over estimated contributions is biased by the "
+        "estimator's noise."
     )
 
 
-def sample_text(t: TypicalSample) -> str:
-    """What C10's sample is: the corpus's median length, the quarters and how many sentences each gave."""
-    quarters = ", ".join(f"{n} of {lo}–{hi} tokens" for (lo, hi), n in zip(t.typical_quarters, t.typical_sentences))
-    shared = (
-        f"; {t.typical_reused} of them are short exact sentences too (drawn first where a whole quarter lies in "
-        "their length window, which keeps each quarter's sample uniform), so their exact HTA is computed once"
-        if t.typical_reused
-        else ""
+def _shares(x: list | None) -> str:
+    return "none" if x is None else f"{_pct(x[0], 1)} (95% interval {_pct(x[1], 1)} to {_pct(x[2], 1)})"
+
+
+def recorded_text(r: TopContributor) -> str:
+    """C10's sample: the recorded run's numbers and caption (or the command that computes it), and the
+    live sentences' shares beside the recorded ones for the same sentences."""
+    live, then = r.c10_live["share"], r.c10_live["recorded"]
+    pairs = ", ".join(
+        f"{_pct(a, 1)} (recorded: {'not among its sentences' if b is None else _pct(b, 1)})" for a, b in zip(live, then)
     )
+    s = r.c10_sample
+    if s is None:
+        return (
+            f"**C10's sample: not run in this build.** {r.caption[0].upper()}{r.caption[1:]}. The "
+            f"{len(live)} sentence(s) computed live give {pairs}: too few to decide anything."
+        )
+    sh = r.c10_shares
+    same = all(b is not None and abs(a - b) < 1e-6 for a, b in zip(live, then))
+    check = "the same as recorded" if same else "not all the same as recorded"
     return (
-        f"C10's sample: the corpus's median sentence has {t.typical_median_tokens} tokens; {len(t.texts)} "
-        f"sentences at or below it, {quarters}{shared}."
+        f"**C10's sample** ({r.caption}): {s['sentences']} sentences drawn in proportion to their tokens "
+        f"({s['distinct']} distinct, {s['hidden_tokens']:,} hidden tokens), from the sentences of up to "
+        f"{s['max_tokens']} tokens, which hold {_pct(s['covered'], 1)} of the corpus's hidden tokens. The own "
+        f"token stays on top for {_shares(sh['all'])} of the hidden tokens per sentence (half-width "
+        f"{s['half_width']:.3f}); word tokens {_shares(sh['words'])}, special tokens {_shares(sh['special'])}. "
+        f"Computed live in this build, {len(live)} of its sentences: {pairs}, {check}."
+    )
+
+
+def sample_text(t: LiveSample) -> str:
+    """What C10's live sentences are: the shortest of its sample's first draws, and what is eligible."""
+    return (
+        f"C10's sample draws from the sentences of up to {t.eligible_max_tokens} tokens (the corpus's 95th "
+        f"percentile; {_pct(t.eligible_covered, 1)} of its hidden tokens) in proportion to their tokens. Computed "
+        f"live here: the {t.live_sentences} shortest of its first {t.live_from} draws (seed {t.live_seed}), of "
+        + ", ".join(f"{n} tokens" for n in t.lengths)
+        + ", to check that this build reproduces the recorded numbers (exact HTA costs like $d_s^2$)."
     )
 
 
@@ -310,7 +332,11 @@ def claims_table(own: OwnShare, top: TopContributor, loc: Locality, corpus: Corp
         (
             "about 30% of tokens lose that in later layers",
             f"{top.lost_top_last_pct[name]:.0f}% in the last layer; "
-            f"{_pct(1 - top.evidence.share.estimate)} on C10's sample (exact)",
+            + (
+                "C10's recorded sample not run in this build"
+                if top.evidence.share is None
+                else f"{_pct(1 - top.evidence.share.estimate)} on C10's recorded sample (exact)"
+            ),
         ),
     ]
     if not t.empty:

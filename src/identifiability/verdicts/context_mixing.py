@@ -1,7 +1,7 @@
 """Claims about context mixing (chapter 6): C9 to C12.
 
-C10 and C11 were amended (``data/amendments.csv``): C10 is judged on a sample of sentences of typical
-length, C11 on the mean contribution of one input token per window. Each judge takes its thresholds as
+C10 and C11 were amended (``data/amendments.csv``): C10 is judged on a recorded run's token-weighted
+sample, C11 on the mean contribution of one input token per window. Each judge takes its thresholds as
 keyword arguments, so the robustness alternatives of ``data/claims.csv`` call the same function with moved
 thresholds or intervals over another unit; the entry points :func:`c9` to :func:`c12` assemble the rule in
 force, its alternatives and (C10, C11) the original rule's verdict from the evidence the chapter's studies
@@ -19,6 +19,7 @@ from .core import (
     FAILS,
     HOLDS,
     INCONCLUSIVE,
+    NOT_RUN,
     NOT_TESTABLE,
     Quantity,
     Rules,
@@ -180,9 +181,16 @@ def judge_c10_original(top_is_self_last: Interval, chance: float, rule: str) -> 
 
 
 def c10(evidence: C10Evidence, rules: Rules) -> Verdict:
-    """C10 under the amended rule (with word and special tokens reported apart), its alternatives ``band
-    wide``, ``band narrow`` and ``words only``, and the original rule's verdict."""
+    """C10 under the amended rule on the recorded run's sample (with word and special tokens reported
+    apart), its alternatives ``band wide``, ``band narrow`` and ``words only``, and the original rule's
+    verdict; "not run in this build" (every alternative too) when there is no recorded run."""
     e, rule = evidence, rules.rule
+    original = judge_c10_original(e.original, e.original_chance, rules.pre_registered)
+    if e.share is None:  # the sample is a recorded heavy run; a few live sentences never decide
+        why = f"{e.sample} (too heavy for a book build)"
+        chance = "1/d_s: the own token on top by chance (not measured without the run)"
+        v = replace(Verdict("C10", NOT_RUN, None, None, None, chance, rule, why), estimate_of=C10_QUANTITY)
+        return amended(with_robustness(v, dict.fromkeys(("band wide", "band narrow", "words only"), v)), original)
     v = judge_c10(e.share, e.chance, rule)
     special = "none (the tokenizer adds none)" if e.special is None else str(e.special)
     v = replace(v, reason=f"{e.sample}; {v.reason}; word tokens {e.words}, special tokens {special}")
@@ -191,7 +199,6 @@ def c10(evidence: C10Evidence, rules: Rules) -> Verdict:
         "band narrow": judge_c10(e.share, e.chance, rule, low=C10_LOW + C10_WIDE, high=C10_HIGH - C10_WIDE),
         "words only": judge_c10(e.words, e.word_chance, rule),
     }
-    original = judge_c10_original(e.original, e.original_chance, rules.pre_registered)
     return amended(with_robustness(v, alternatives), original)
 
 

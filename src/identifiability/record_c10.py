@@ -1,0 +1,102 @@
+"""C10's recorded run (rule version 3): exact HTA of a sample drawn in proportion to the sentences' tokens.
+
+    identifiability record-c10 [--model M] [--corpus C] [--n N] [--seed S] [--scheduler ADDRESS | --workers N]
+    make record-c10 [MODEL=...] [CORPUS=...]
+
+Draws the sample (:mod:`identifiability.proportional`; n by its rule unless ``--n``), runs exact HTA of each
+distinct drawn sentence once on a Dask cluster (:mod:`identifiability.corpus_hta`: a LocalCluster by default;
+each finished sentence lands in the HTA cache, so an interrupted run resumes where it stopped), reads the
+results back, and records per sentence its length, its shares of hidden tokens whose largest contributor at
+the last layer is their own input token (all, words, special) and 1/d_s, with the draws, under
+``data/recorded/c10/<model>/<corpus>/`` (:mod:`identifiability.recorded`). Chapter 6 rebuilds C10's
+evidence from those per-sentence numbers. Before replacing a recorded run it prints every value that moved.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from . import corpus_hta, keys, proportional, recorded
+
+TOLERANCE = 1e-6  # exact HTA is deterministic up to float summation order
+
+
+def record_c10(
+    model: str,
+    corpus: str,
+    n: int | None = None,
+    seed: int = 0,
+    group: int = 1,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    client=None,
+    progress: bool = True,
+    echo: Callable[[str], None] = print,
+    source: Path | None = None,
+) -> recorded.Recorded:
+    """Draw C10's sample of ``corpus`` (``n`` draws, default :func:`proportional.sentences_needed`), compute
+    and record it under the checkout ``source`` (default: this one); returns the recorded run."""
+    from .corpora import drop_unusable, load_corpus, token_lengths
+    from .hta import hta_corpus
+    from .models import load_model
+    from .studies.context_mixing import c10_shares
+
+    t0 = time.time()
+    lm = load_model(model)
+    corp, _ = drop_unusable(load_corpus(corpus), lm.tokenizer)
+    pool = proportional.eligible(token_lengths(corp.sentences, lm.tokenizer))
+    n = n or proportional.sentences_needed()
+    draws = proportional.draw(pool, n, seed)
+    distinct = sorted(set(draws))
+    texts = [corp.sentences[i] for i in distinct]
+    todo = corpus_hta.uncached(model, texts)
+    echo(
+        f"C10's sample of {corpus}: {n} draws, {len(distinct)} distinct sentences of up to {pool.max_tokens} "
+        f"tokens ({pool.covered:.1%} of the corpus's hidden tokens eligible); {len(texts) - len(todo)} cached"
+    )
+    corpus_hta.on_cluster(model, todo, group, scheduler, workers, client, progress)
+    results = hta_corpus(lm, texts, mode="exact", cache=True, progress=False)
+    rows = {i: {"text": t, **proportional.sentence_row(r)} for i, t, r in zip(distinct, texts, results)}
+    got = c10_shares(rows, draws, seed)
+    share = got["all"]
+    half = (share.high - share.low) / 2
+    sd = float(np.std([rows[i]["share"] for i in draws], ddof=1)) if n > 1 else float("nan")
+    out = {
+        "model": keys.model_key(model),
+        "corpus": keys.corpus_key(corpus),
+        "seed": seed,
+        "n": n,
+        "percentile": proportional.PERCENTILE,
+        "eligible": {
+            "max_tokens": pool.max_tokens,
+            "sentences": len(pool.indices),
+            "covered": pool.covered,
+            "corpus_sentences": pool.corpus_sentences,
+            "corpus_tokens": pool.corpus_tokens,
+        },
+        "draws": draws,
+        "sentences": {str(i): row for i, row in rows.items()},
+        "summary": {
+            **{k: None if (x := got[k]) is None else [x.estimate, x.low, x.high] for k in ("all", "words", "special")},
+            "chance": got["chance"],
+            "half_width": half,
+            "sd": sd,
+        },
+    }
+    target = proportional.record_command(model, corpus).removeprefix("make ")  # with MODEL=, CORPUS= if not default
+    prov = recorded.provenance(["C10"], target, time.time() - t0, source)
+    key = proportional.c10_key(model, corpus)
+    rec = recorded.record(proportional.C10_JOB, key, out, prov, TOLERANCE, source, echo)
+    where = recorded.folder(rec.job, rec.key, source)
+    echo(f"C10: share {share} over {n} draws; half-width {half:.4f}; recorded in {where}")
+    if half > proportional.HALF_WIDTH:
+        need = proportional.sentences_needed(sd) if np.isfinite(sd) else "more"
+        echo(
+            f"the half-width {half:.4f} exceeds {proportional.HALF_WIDTH}: rerun with --n {need} (the same draws, "
+            "extended; cached sentences are not recomputed)"
+        )
+    return rec

@@ -1,0 +1,302 @@
+"""Recorded heavy runs: results of a job too heavy for the book's budget, filed with their provenance.
+
+A job (e.g. C10's exact sample, ``make record-c10``) writes its results under
+``data/recorded/<job>/<key>/`` of the checkout (``key``: the model's and corpus's keys), two small JSON files
+and never weights: ``results.json`` and ``provenance.json`` (git commit and whether the tree was dirty, the
+date, the command line, the machine, the duration, and the SHA-256 of the lock ``requirements.txt``, of the
+package's sources ``src/identifiability/**/*.py``, one combined hash and one per file, and of the rows of
+the claims it was judged under in ``data/claims.csv`` and ``data/amendments.csv``). The provenance names the
+results file's hash, so a reader never pairs new results with an old provenance.
+
+API: :func:`record` (compare with the previous run, print what moved, write), :func:`write`, :func:`load`
+(one line naming the command when absent or unreadable), :func:`find` (None when absent), :func:`stale`
+(which hashes no longer match: "lock", "code", "rules"), :func:`caption` (the line a page shows) and
+:func:`moved` (every result value that moved beyond a tolerance; provenance is never compared).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+from . import paths
+from .errors import UserError
+from .fileio import atomic_write, jsonable
+
+RESULTS, PROVENANCE = "results.json", "provenance.json"
+KINDS = ("lock", "code", "rules")  # what stale() compares
+_CHANGED = {
+    "lock": "the locked packages have changed since",
+    "code": "the code has changed since",
+    "rules": "the rules have changed since",
+}
+
+
+class RecordMissing(UserError, FileNotFoundError):
+    """No recorded run, or an unreadable one; the message is one line naming the command that computes it."""
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One recorded run: ``results`` as the job wrote them and their ``provenance``."""
+
+    job: str
+    key: str
+    results: dict
+    provenance: dict
+
+    @property
+    def date(self) -> str:
+        """The day the run finished, YYYY-MM-DD (UTC)."""
+        return str(self.provenance.get("date", ""))[:10]
+
+    @property
+    def target(self) -> str:
+        """The make target that recomputes it."""
+        return str(self.provenance.get("target", ""))
+
+
+def root(source: Path | None = None) -> Path:
+    """``data/recorded`` of the checkout: recorded runs ship with the sources, like the claims table."""
+    return (source or paths.source_root()) / "data" / "recorded"
+
+
+def folder(job: str, key: str, source: Path | None = None) -> Path:
+    return root(source) / paths.safe_key(job) / key
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def code_hashes(source: Path) -> dict[str, str]:
+    """{path below the checkout: SHA-256} of every .py file of the package."""
+    pkg = source / "src" / "identifiability"
+    return {p.relative_to(source).as_posix(): _sha(p.read_bytes()) for p in sorted(pkg.rglob("*.py"))}
+
+
+def _combined(files: dict[str, str]) -> str:
+    return _sha("".join(f"{k}\0{v}\n" for k, v in sorted(files.items())).encode())
+
+
+def rules_hash(source: Path, claims: Sequence[str]) -> str:
+    """SHA-256 of the rows of ``claims`` in data/claims.csv and data/amendments.csv (in file order)."""
+    rows = []
+    for name in ("claims.csv", "amendments.csv"):
+        with open(source / "data" / name, newline="", encoding="utf-8") as f:
+            rows += [[name, *r] for r in csv.reader(f) if r and r[0] in claims]
+    return _sha(json.dumps(rows, ensure_ascii=False).encode())
+
+
+def hashes(source: Path, claims: Sequence[str]) -> dict:
+    """The hashes a recorded run is judged stale against: lock, code (combined and per file), rules."""
+    files = code_hashes(source)
+    return {
+        "lock": _sha((source / "requirements.txt").read_bytes()),
+        "code": _combined(files),
+        "code_files": files,
+        "rules": rules_hash(source, claims),
+    }
+
+
+def git_state(source: Path) -> tuple[str, bool]:
+    """(commit, dirty) of the checkout; ("unknown", True) outside a git checkout."""
+    try:
+        run = dict(cwd=source, capture_output=True, text=True, timeout=30, check=True)
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], **run).stdout.strip()
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], **run).stdout.strip())
+        return commit, dirty
+    except (OSError, subprocess.SubprocessError):
+        return "unknown", True
+
+
+def machine() -> dict:
+    """Where the run ran: platform, CPU count, torch version (read without importing torch)."""
+    try:
+        torch = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch = "not installed"
+    return {"platform": platform.platform(), "cpus": os.cpu_count() or 1, "torch": torch}
+
+
+def _command_line() -> str:
+    """The command line, as a reader would type it (``identifiability ...`` rather than the script's path)."""
+    argv = list(sys.argv)
+    if argv and Path(argv[0]).stem in ("cli", "identifiability", "__main__"):
+        argv[0] = "identifiability"
+    return shlex.join(argv)
+
+
+def provenance(
+    claims: Sequence[str],
+    target: str,
+    seconds: float,
+    source: Path | None = None,
+    command: str | None = None,
+    git: tuple[str, bool] | None = None,
+) -> dict:
+    """The provenance of a run that took ``seconds`` and was judged under ``claims``' rules; ``git``
+    (commit, dirty) is read from the checkout unless given."""
+    source = source or paths.source_root()
+    commit, dirty = git or git_state(source)
+    return {
+        "commit": commit,
+        "dirty": dirty,
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": command if command is not None else _command_line(),
+        "machine": machine(),
+        "seconds": float(seconds),
+        "target": target,
+        "claims": list(claims),
+        "hashes": hashes(source, claims),
+    }
+
+
+def write(job: str, key: str, results: dict, prov: dict, source: Path | None = None) -> Recorded:
+    """Write ``results`` then ``prov`` (naming the results' hash), each atomically."""
+    where = folder(job, key, source)
+    text = json.dumps(jsonable(results), indent=1, sort_keys=True)
+    prov = {**prov, "results_sha256": _sha(text.encode())}
+    atomic_write(where / RESULTS, lambda p: p.write_text(text, encoding="utf-8"))
+    ptext = json.dumps(jsonable(prov), indent=1, sort_keys=True)
+    atomic_write(where / PROVENANCE, lambda p: p.write_text(ptext, encoding="utf-8"))
+    return Recorded(job, key, json.loads(text), json.loads(ptext))
+
+
+def find(job: str, key: str, target: str, source: Path | None = None) -> Recorded | None:
+    """The recorded run, or None when there is none; RecordMissing (one line) when it is unreadable."""
+    where = folder(job, key, source)
+    if not (where / RESULTS).exists() and not (where / PROVENANCE).exists():
+        return None
+    try:
+        text = (where / RESULTS).read_text(encoding="utf-8")
+        prov = json.loads((where / PROVENANCE).read_text(encoding="utf-8"))
+        if prov.get("results_sha256") != _sha(text.encode()):
+            raise ValueError("its results do not match its provenance")
+        return Recorded(job, key, json.loads(text), prov)
+    except (OSError, ValueError, AttributeError) as e:
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise RecordMissing(f"the recorded run {where} is unreadable ({why}): `make {target}` recomputes it") from None
+
+
+def load(job: str, key: str, target: str, source: Path | None = None) -> Recorded:
+    """The recorded run; RecordMissing (one line naming ``make <target>``) when absent or unreadable."""
+    rec = find(job, key, target, source)
+    if rec is None:
+        raise RecordMissing(f"no recorded run at {folder(job, key, source)}: run `make {target}` to compute it")
+    return rec
+
+
+def stale(rec: Recorded, source: Path | None = None) -> list[str]:
+    """Which of "lock", "code", "rules" no longer hash as they did when ``rec`` was recorded."""
+    now = hashes(source or paths.source_root(), rec.provenance.get("claims", []))
+    then = rec.provenance.get("hashes", {})
+    return [k for k in KINDS if then.get(k) != now[k]]
+
+
+def changed_files(rec: Recorded, source: Path | None = None) -> list[str]:
+    """The package's source files added, removed or changed since ``rec`` was recorded."""
+    now, then = code_hashes(source or paths.source_root()), rec.provenance.get("hashes", {}).get("code_files", {})
+    return sorted(k for k in set(now) | set(then) if now.get(k) != then.get(k))
+
+
+def duration(seconds: float) -> str:
+    """'42 s', '3 min 5 s', '2 h 7 min'."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s"
+    return f"{s // 3600} h {s % 3600 // 60} min"
+
+
+def caption(rec: Recorded, stale_kinds: Sequence[str] = ()) -> str:
+    """'recorded run of <date> (<duration>, <machine>); `make <target>` recomputes it', and what changed
+    since (``stale_kinds``: :func:`stale`'s answer)."""
+    m = rec.provenance.get("machine", {})
+    where = f"{m.get('platform', '?')}, {m.get('cpus', '?')} CPUs, torch {m.get('torch', '?')}"
+    text = (
+        f"recorded run of {rec.date} ({duration(rec.provenance.get('seconds', 0))}, {where}); "
+        f"`make {rec.target}` recomputes it"
+    )
+    return "; ".join([text, *(_CHANGED[k] for k in KINDS if k in stale_kinds)])
+
+
+def moved(old: dict | Recorded, new: dict | Recorded, tolerance: float) -> list[str]:
+    """Every result value that moved: floats beyond ``tolerance`` (absolute), ints, strings, booleans and
+    None exactly, a key or list entry present on one side only. Provenance (dates, durations) is never
+    compared: a Recorded is compared by its results. One line per value, 'path: old -> new'."""
+    a = old.results if isinstance(old, Recorded) else old
+    b = new.results if isinstance(new, Recorded) else new
+    out: list[str] = []
+    _walk(jsonable(a), jsonable(b), "", tolerance, out)
+    return out
+
+
+def _walk(a, b, at: str, tol: float, out: list[str]) -> None:
+    name = at or "(results)"
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            sub = f"{at}.{k}" if at else str(k)
+            if k not in a or k not in b:
+                was, now = ("absent" if k not in d else _show(d[k]) for d in (a, b))
+                out.append(f"{sub}: {was} -> {now}")
+            else:
+                _walk(a[k], b[k], sub, tol, out)
+        return
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            out.append(f"{name}: {len(a)} entries -> {len(b)}")
+            return
+        for i, (x, y) in enumerate(zip(a, b)):
+            _walk(x, y, f"{at}[{i}]", tol, out)
+        return
+    if isinstance(a, float) or isinstance(b, float):  # a number may be written 1 one time and 1.0 another
+        if _number(a) and _number(b) and abs(a - b) <= tol:
+            return
+    elif type(a) is type(b) and a == b:
+        return
+    out.append(f"{name}: {_show(a)} -> {_show(b)}")
+
+
+def _number(v) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _show(v) -> str:
+    text = json.dumps(v, ensure_ascii=False)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def record(
+    job: str,
+    key: str,
+    results: dict,
+    prov: dict,
+    tolerance: float,
+    source: Path | None = None,
+    echo: Callable[[str], None] = print,
+) -> Recorded:
+    """Compare fresh ``results`` with the run recorded before (if any), ``echo`` every value that moved
+    beyond ``tolerance`` (or that they are identical to it), then write them in its place."""
+    before = find(job, key, prov.get("target", ""), source)
+    if before is not None:
+        lines = moved(before, results, tolerance)
+        if lines:
+            echo(f"{len(lines)} value(s) moved since the recorded run of {before.date} (tolerance {tolerance:g}):")
+            for line in lines:
+                echo(f"  {line}")
+        else:
+            echo(f"identical to the recorded run of {before.date} (tolerance {tolerance:g})")
+    return write(job, key, results, prov, source)

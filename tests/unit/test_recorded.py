@@ -1,0 +1,135 @@
+"""Recorded heavy runs (identifiability.recorded): written and read back, judged stale when the code, the
+rules or the lock change, their moved values listed, their caption."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from identifiability import recorded
+
+GIT = ("0123abc", False)
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    """A copy of what a recorded run hashes: the package's sources, the lock and the claims tables."""
+    src = Path(recorded.__file__).resolve().parents[2]
+    shutil.copytree(src / "src" / "identifiability", tmp_path / "src" / "identifiability")
+    (tmp_path / "data").mkdir()
+    for name in ("data/claims.csv", "data/amendments.csv", "requirements.txt"):
+        shutil.copy(src / name, tmp_path / name)
+    return tmp_path
+
+
+RESULTS = {"seed": 0, "draws": [3, 1, 3], "sentences": {"1": {"share": 0.5, "tokens": 8}}, "label": "lee"}
+
+
+def _write(checkout: Path, results: dict = RESULTS, seconds: float = 4000.0) -> recorded.Recorded:
+    prov = recorded.provenance(["C10"], "record-c10", seconds, checkout, command="identifiability x", git=GIT)
+    return recorded.write("c10", "m/lee", results, prov, checkout)
+
+
+def test_a_recorded_run_reads_back_as_written_with_its_provenance(checkout):
+    rec = _write(checkout)
+    back = recorded.load("c10", "m/lee", "record-c10", checkout)
+    assert back == rec and back.results == RESULTS
+    p = back.provenance
+    assert (p["commit"], p["dirty"], p["command"], p["target"], p["claims"]) == (
+        *GIT,
+        "identifiability x",
+        "record-c10",
+        ["C10"],
+    )
+    assert p["seconds"] == 4000.0 and back.date == p["date"][:10] and back.target == "record-c10"
+    assert set(p["machine"]) == {"platform", "cpus", "torch"}
+    assert set(p["hashes"]) == {"lock", "code", "code_files", "rules"}
+    assert "src/identifiability/recorded.py" in p["hashes"]["code_files"]
+    files = sorted(f.name for f in (checkout / "data" / "recorded" / "c10" / "m" / "lee").iterdir())
+    assert files == ["provenance.json", "results.json"]  # no temporary file left behind
+    mode = (checkout / "data/recorded/c10/m/lee/results.json").stat().st_mode & 0o777
+    mask = os.umask(0)
+    os.umask(mask)
+    assert mode == 0o666 & ~mask  # written as the umask allows, not private
+
+
+def test_a_missing_or_unreadable_run_is_one_line_naming_the_command(checkout):
+    assert recorded.find("c10", "m/lee", "record-c10", checkout) is None
+    with pytest.raises(recorded.RecordMissing, match=r"no recorded run at .*: run `make record-c10` to compute it"):
+        recorded.load("c10", "m/lee", "record-c10", checkout)
+    _write(checkout)
+    results = checkout / "data/recorded/c10/m/lee/results.json"
+    results.write_text(json.dumps({**RESULTS, "seed": 1}))  # results that are not the ones the provenance names
+    with pytest.raises(recorded.RecordMissing, match=r"unreadable \(its results do not match .*`make record-c10`") as e:
+        recorded.load("c10", "m/lee", "record-c10", checkout)
+    assert "\n" not in str(e.value)
+    results.write_text("{not json")
+    with pytest.raises(recorded.RecordMissing, match="unreadable"):
+        recorded.find("c10", "m/lee", "record-c10", checkout)
+
+
+def test_stale_names_what_changed_since_the_run(checkout):
+    rec = _write(checkout)
+    assert recorded.stale(rec, checkout) == []
+    with open(checkout / "data" / "amendments.csv", "a", encoding="utf-8") as f:  # another claim's row: not C10's
+        f.write('C99,2,2026-12-04,"a rule","a reason",post hoc\n')
+    assert recorded.stale(rec, checkout) == []
+    with open(checkout / "data" / "amendments.csv", "a", encoding="utf-8") as f:
+        f.write('C10,4,2026-12-04,"a new rule","a reason",post hoc\n')
+    assert recorded.stale(rec, checkout) == ["rules"]
+    source = checkout / "src" / "identifiability" / "stats.py"
+    source.write_text(source.read_text() + "\n# a change\n")
+    assert recorded.stale(rec, checkout) == ["code", "rules"]
+    assert recorded.changed_files(rec, checkout) == ["src/identifiability/stats.py"]
+    (checkout / "requirements.txt").write_text("torch==0.0\n")
+    assert recorded.stale(rec, checkout) == ["lock", "code", "rules"]
+
+
+def test_the_caption_names_the_run_and_what_changed_since(checkout):
+    rec = _write(checkout, seconds=2 * 3600 + 7 * 60)
+    m = rec.provenance["machine"]
+    head = (
+        f"recorded run of {rec.date} (2 h 7 min, {m['platform']}, {m['cpus']} CPUs, torch {m['torch']}); "
+        "`make record-c10` recomputes it"
+    )
+    assert recorded.caption(rec) == head
+    assert recorded.caption(rec, ["code", "rules"]) == (
+        f"{head}; the code has changed since; the rules have changed since"
+    )
+    assert [recorded.duration(s) for s in (42, 185, 7320)] == ["42 s", "3 min 5 s", "2 h 2 min"]
+
+
+def test_moved_lists_every_value_beyond_the_tolerance_and_nothing_else():
+    old = {"share": 0.61, "n": 67, "label": "lee", "rows": [0.5, 0.25], "drop": None, "gone": 1}
+    assert recorded.moved(old, dict(old), 1e-9) == []
+    assert recorded.moved(old, {**old, "share": 0.61 + 1e-7}, 1e-6) == []  # within the tolerance
+    new = {**old, "share": 0.64, "n": 68, "label": "lee_test", "rows": [0.5, 0.3], "added": True}
+    del new["gone"]
+    assert recorded.moved(old, new, 0.01) == [
+        "added: absent -> true",
+        "gone: 1 -> absent",
+        'label: "lee" -> "lee_test"',
+        "n: 67 -> 68",  # whole numbers exactly, whatever the tolerance
+        "rows[1]: 0.25 -> 0.3",
+        "share: 0.61 -> 0.64",
+    ]
+    assert recorded.moved({"n": 1}, {"n": 1.0}, 0.0) == []  # 1 and 1.0 are the same number
+    assert recorded.moved({"r": [1, 2]}, {"r": [1]}, 0.0) == ["r: 2 entries -> 1"]
+
+
+def test_moved_never_compares_the_provenance_and_record_reports_before_replacing(checkout):
+    first = _write(checkout, seconds=10.0)
+    again = _write(checkout, seconds=99.0)  # another date and duration, the same results
+    assert first.provenance["seconds"] != again.provenance["seconds"] and recorded.moved(first, again, 0.0) == []
+    said: list[str] = []
+    prov = recorded.provenance(["C10"], "record-c10", 5.0, checkout, command="x", git=GIT)
+    recorded.record("c10", "m/lee", RESULTS, prov, 1e-6, checkout, echo=said.append)
+    assert said == [f"identical to the recorded run of {again.date} (tolerance 1e-06)"]
+    said.clear()
+    rec = recorded.record("c10", "m/lee", {**RESULTS, "seed": 2}, prov, 1e-6, checkout, echo=said.append)
+    assert said == [f"1 value(s) moved since the recorded run of {again.date} (tolerance 1e-06):", "  seed: 0 -> 2"]
+    assert recorded.load("c10", "m/lee", "record-c10", checkout).results["seed"] == 2 == rec.results["seed"]
