@@ -80,10 +80,26 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def code_hashes(source: Path) -> dict[str, str]:
-    """{path below the checkout: SHA-256} of every .py file of the package."""
-    pkg = source / "src" / "identifiability"
-    return {p.relative_to(source).as_posix(): _sha(p.read_bytes()) for p in sorted(pkg.rglob("*.py"))}
+def code_hashes(source: Path, files: Sequence[str] | None = None) -> dict[str, str]:
+    """{path below the checkout: SHA-256} of the package's .py files: ``files`` (paths below the checkout; one
+    that no longer exists hashes as "missing") or, by default, every one."""
+    if files is None:
+        pkg = source / "src" / "identifiability"
+        files = [p.relative_to(source).as_posix() for p in sorted(pkg.rglob("*.py"))]
+    return {f: _sha((source / f).read_bytes()) if (source / f).is_file() else "missing" for f in sorted(files)}
+
+
+def loaded_sources() -> list[str]:
+    """The package's modules this process has imported, as paths below a checkout (``src/identifiability/...``):
+    the sources a job's results depend on (a later change to a module the job never ran does not make its
+    record stale)."""
+    pkg = Path(__file__).resolve().parent
+    out = set()
+    for m in list(sys.modules.values()):
+        f = getattr(m, "__file__", None)
+        if f and Path(f).resolve().is_relative_to(pkg):
+            out.add((Path("src") / "identifiability" / Path(f).resolve().relative_to(pkg)).as_posix())
+    return sorted(out)
 
 
 def _combined(files: dict[str, str]) -> str:
@@ -99,9 +115,10 @@ def rules_hash(source: Path, claims: Sequence[str]) -> str:
     return _sha(json.dumps(rows, ensure_ascii=False).encode())
 
 
-def hashes(source: Path, claims: Sequence[str]) -> dict:
-    """The hashes a recorded run is judged stale against: lock, code (combined and per file), rules."""
-    files = code_hashes(source)
+def hashes(source: Path, claims: Sequence[str], files: Sequence[str] | None = None) -> dict:
+    """The hashes a recorded run is judged stale against: lock, code (combined and per file: ``files``, default
+    every module of the package), rules."""
+    files = code_hashes(source, files)
     return {
         "lock": _sha((source / "requirements.txt").read_bytes()),
         "code": _combined(files),
@@ -159,7 +176,7 @@ def provenance(
         "seconds": float(seconds),
         "target": target,
         "claims": list(claims),
-        "hashes": hashes(source, claims),
+        "hashes": hashes(source, claims, loaded_sources()),
     }
 
 
@@ -200,14 +217,15 @@ def load(job: str, key: str, target: str, source: Path | None = None) -> Recorde
 
 def stale(rec: Recorded, source: Path | None = None) -> list[str]:
     """Which of "lock", "code", "rules" no longer hash as they did when ``rec`` was recorded."""
-    now = hashes(source or paths.source_root(), rec.provenance.get("claims", []))
     then = rec.provenance.get("hashes", {})
+    now = hashes(source or paths.source_root(), rec.provenance.get("claims", []), list(then.get("code_files", {})))
     return [k for k in KINDS if then.get(k) != now[k]]
 
 
 def changed_files(rec: Recorded, source: Path | None = None) -> list[str]:
     """The package's source files added, removed or changed since ``rec`` was recorded."""
-    now, then = code_hashes(source or paths.source_root()), rec.provenance.get("hashes", {}).get("code_files", {})
+    then = rec.provenance.get("hashes", {}).get("code_files", {})
+    now = code_hashes(source or paths.source_root(), list(then))
     return sorted(k for k in set(now) | set(then) if now.get(k) != then.get(k))
 
 

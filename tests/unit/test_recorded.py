@@ -72,8 +72,17 @@ def test_a_missing_or_unreadable_run_is_one_line_naming_the_command(checkout):
         recorded.find("c10", "m/lee", "record-c10", checkout)
 
 
-def test_stale_names_what_changed_since_the_run(checkout):
+def test_the_run_hashes_the_package_modules_its_process_imported():
+    files = recorded.loaded_sources()
+    assert "src/identifiability/recorded.py" in files and all(f.startswith("src/identifiability/") for f in files)
+    assert not any("site-packages" in f or "/torch/" in f for f in files)
+
+
+def test_stale_names_what_changed_since_the_run(checkout, monkeypatch):
+    ran = ["src/identifiability/recorded.py", "src/identifiability/stats.py"]  # the modules the job imported
+    monkeypatch.setattr(recorded, "loaded_sources", lambda: ran)
     rec = _write(checkout)
+    assert sorted(rec.provenance["hashes"]["code_files"]) == ran
     assert recorded.stale(rec, checkout) == []
     with open(checkout / "data" / "amendments.csv", "a", encoding="utf-8") as f:  # another claim's row: not C10's
         f.write('C99,2,2026-12-04,"a rule","a reason",post hoc\n')
@@ -81,10 +90,13 @@ def test_stale_names_what_changed_since_the_run(checkout):
     with open(checkout / "data" / "amendments.csv", "a", encoding="utf-8") as f:
         f.write('C10,4,2026-12-04,"a new rule","a reason",post hoc\n')
     assert recorded.stale(rec, checkout) == ["rules"]
-    source = checkout / "src" / "identifiability" / "stats.py"
+    unused = checkout / "src" / "identifiability" / "handout.py"  # a module the run never imported
+    unused.write_text(unused.read_text() + "\n# a change\n")
+    assert recorded.stale(rec, checkout) == ["rules"]
+    source = checkout / "src" / "identifiability" / "recorded.py"
     source.write_text(source.read_text() + "\n# a change\n")
     assert recorded.stale(rec, checkout) == ["code", "rules"]
-    assert recorded.changed_files(rec, checkout) == ["src/identifiability/stats.py"]
+    assert recorded.changed_files(rec, checkout) == ["src/identifiability/recorded.py"]
     (checkout / "requirements.txt").write_text("torch==0.0\n")
     assert recorded.stale(rec, checkout) == ["lock", "code", "rules"]
 
