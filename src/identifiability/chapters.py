@@ -183,6 +183,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
             expected_seconds=430.0,
             quick={
                 "n_live": 1,
+                "twin_sentences": 3,
                 "n_sentences": 6,
                 "n_second": 3,
                 "n_exact": 2,

@@ -14,6 +14,10 @@ def test_context_mixing_notebook(chapter_run):
     which the book test renders too."""
     out = chapter_run("06_context_mixing")
     res, params = out["results"], out["params"]
+    # the untrained twin ran beside the model: its verdicts apart from the model's, on its own weights
+    assert sorted(res["twin_claims"]) == ["C11", "C12", "C9"] and res["twin"]["seed"] == 0
+    assert res["twin"]["content_key"] != out["provenance"]["content_key"]
+    assert all(res["twin_claims"][c]["rule"] == res["claims"][c]["rule"] for c in res["twin_claims"])
     assert res["method"] == "folded" and res["causal"] is False
     assert res["exact_sentences"] == params["n_exact"] and res["corpus_mode"] == "estimate"
     assert set(res["corpus_sentences"]) == {"lee", "polarity"}
