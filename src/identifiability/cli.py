@@ -126,14 +126,13 @@ def _sweep_parsers(sub) -> None:
 def _record_compare_parser(sub) -> None:
     from .record_compare import CORPORA, TOLERANCE
 
-    r = _command(
-        sub,
-        "record-compare",
-        help=f"make compare's recorded run: the chapter results chapter 8 compares (on {', '.join(CORPORA)}) and "
-        "the models' provenance, from a data folder into data/recorded/compare/<base>/; prints every value that "
+    what = (
+        f"make compare's recorded run: the chapter results chapter 8 compares (on {', '.join(CORPORA)}) and the "
+        "models' provenance, from a data folder into data/recorded/compare/<base>/; prints every value that "
         f"moved since the previous recording (numbers beyond {TOLERANCE:g}, anything else exactly; the files "
-        "are copied, and on one machine a rerun of make compare is identical)",
+        "are copied, and on one machine a rerun of make compare is identical)"
     )
+    r = _command(sub, "record-compare", help=what, description=what)
     r.add_argument("--base", default=DEFAULT_MODEL, help="the reference model make compare fine-tuned (BASE)")
     r.add_argument("--data", type=Path, help="the data folder make compare filled (default: this checkout's)")
     r.add_argument(

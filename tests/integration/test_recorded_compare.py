@@ -162,3 +162,30 @@ def test_a_folder_without_fine_tunes_records_nothing(checkout):
         shutil.rmtree(checkout / "data" / sub)
     with pytest.raises(record_compare.NothingToRecord, match=r"no fine-tuned model .* run `make compare` first"):
         _record(checkout)
+
+
+def test_the_command_records_a_sweep_run_with_its_manifest_and_the_sweeps_span(checkout, monkeypatch, capsys):
+    """A fine-tune's run filed as the sweep files it (``sweeps/.../run.json`` beside it): recorded with its
+    manifest's chapter only, the duration read from the manifests when not given, and the recorded comparison
+    still the live one."""
+    from identifiability import cli
+
+    monkeypatch.chdir(checkout)
+    data = checkout / "data"
+    old = data / "results" / "ft2" / CORPUS / "04_token_identity.json"
+    run = data / "sweeps" / "ft2" / CORPUS / "04_token_identity" / "seed0-abc"
+    run.mkdir(parents=True)
+    old.rename(run / old.name)
+    manifest = {"chapter": "04_token_identity", "seconds": 100.0, "finished": "2026-12-03T10:00:00Z"}
+    (run / "run.json").write_text(json.dumps(manifest))
+    live = _live(data)
+    argv = ["record-compare", "--data", str(data), "--checkout", str(checkout), "--into", str(checkout)]
+    assert cli.main(argv) == 0
+    assert "recorded 10 files (4 model provenances)" in capsys.readouterr().out
+    rec = recorded.load("compare", REFERENCE, "compare", checkout)
+    rel = "sweeps/ft2/lee_heldout/04_token_identity/seed0-abc"
+    assert rec.results["files"][f"{rel}/run.json"] == {"chapter": "04_token_identity"}
+    assert rec.provenance["seconds"] == 100.0 and "sweep runs" in rec.provenance["seconds_from"]
+    empty = _live(checkout / "nothing")
+    got, _ = recorded_comparison(empty, REFERENCE, 0, CORPUS, source=checkout, **KW)
+    assert [v.to_json() for v in _verdicts(got)] == [v.to_json() for v in _verdicts(live)]
