@@ -120,6 +120,11 @@ def provenances(results: Mapping) -> dict[str, dict]:
     return {name: results["files"][rel] for name, rel in results.get("model_provenance", {}).items()}
 
 
+def find(reference: str, source: Path | None = None) -> recorded.Recorded | None:
+    """The recorded `make compare` run of ``reference`` in the checkout ``source`` (default: this one), or None."""
+    return recorded.find(JOB, keys.model_key(reference), TARGET, source)
+
+
 def runs_span(data: Path, files: Mapping[str, dict]) -> float | None:
     """Seconds from the first recorded sweep run's start to the last one's finish (their ``run.json``), or None:
     what the job can tell of ``make compare``'s duration when not given it (fine-tuning not included)."""

@@ -13,7 +13,6 @@ import pandas as pd
 
 from .. import aggregate, model_comparison, paths, record_compare, recorded
 from ..evidence.across_models import FineTuning, Paired
-from ..keys import model_key
 from ..recorded import Recorded
 from ..stats import LEVEL, RESAMPLES, Interval, chance_of_holding, hierarchical_resamples, sentences_for_power
 from . import Study, data
@@ -245,7 +244,7 @@ def recorded_comparison(
     and the recorded run (None: live)."""
     if live.fine_tuning.tasks:
         return live, None
-    rec = recorded.find(record_compare.JOB, model_key(reference), record_compare.TARGET, source)
+    rec = record_compare.find(reference, source)
     if rec is None:
         return live, None
     with tempfile.TemporaryDirectory(prefix="recorded-compare-") as tmp:
