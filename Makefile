@@ -111,8 +111,9 @@ models: venv
 # The comparison across models: fine-tune (skipped when done), then three sweeps (finished runs are reused):
 # chapters 3 and 6 on BASE, the seed-0 fine-tune of each task and the control, on the held-out Lee sentences;
 # chapter 4 on the same models on the pairs; chapter 4 on every model (every fine-tune seed) on the held-out
-# sentences with C13_PARAMS, the runs C13 and C14 pair sentence by sentence; then the book (on BASE), whose
-# page "Across models" shows them side by side. compare-full does the same on both tasks, with chapters 3 and
+# sentences with C13_PARAMS, the runs C13 and C14 pair sentence by sentence; record-compare files the results
+# chapter 8 compares, with their provenance, under data/recorded/compare/<BASE>/ (commit it: a build without
+# the fine-tunes reads it); then the book (on BASE), whose page "Across models" shows them side by side. compare-full does the same on both tasks, with chapters 3 and
 # 6 on the pairs too. Cold from a fresh clone on 2 quiet cores: compare 51 min (timed), compare-full
 # about 100 min (estimated from timed parts; README, "Across models").
 COMPARE_MODELS ?= $(BASE),$(subst $(eval) ,$(comma),$(foreach t,$(FT_TASKS),data/models/$(BASE_TAG)-$(t)-seed$(firstword $(FT_SEEDS)))),$(RANDOM_FOLDER)
@@ -129,11 +130,14 @@ PAIRS_PARAMS ?= n_sentences=150 second_corpus= epochs=10
 # measured variances put the sentences for an 80% chance that C13 holds at a true difference of 0 at 5 to 11,
 # 6 in the cold runs of 2 December 2026, and the page shows the calculation).
 C13_PARAMS ?= n_sentences=400 second_corpus= epochs=10
+# make's own start (read once, as the Makefile is read): record-compare files the whole run's duration
+COMPARE_START := $(shell date +%s)
 SWEEP = $(PY) -m identifiability.cli sweep --seeds 0 $(if $(WORKERS),--workers $(WORKERS))
 compare: models vendor
 	$(SWEEP) --models "$(COMPARE_MODELS)" --corpora $(COMPARE_CORPORA) --chapters 03,06 $(foreach p,$(COMPARE_PARAMS),-p $(p)) $(INTERRUPTED)
 	$(SWEEP) --models "$(COMPARE_MODELS)" --corpora lee_pairs --chapters 04 $(foreach p,$(PAIRS_PARAMS),-p $(p)) $(INTERRUPTED)
 	$(SWEEP) --models "$(ALL_MODELS)" --corpora lee_heldout --chapters 04 $(foreach p,$(C13_PARAMS),-p $(p)) $(INTERRUPTED)
+	$(PY) -m identifiability.cli record-compare --base "$(BASE)" --started $(COMPARE_START) $(INTERRUPTED)
 	$(call book_on,$(BASE))
 compare-full: FT_TASKS = sentiment lee-pairs
 compare-full: COMPARE_CORPORA = lee_heldout,lee_pairs

@@ -5,6 +5,7 @@
     identifiability run notebooks/NN_<name>.md [--model M] [-p n_sentences=20] [--out DIR]
     identifiability compare OLD_RESULTS_DIR NEW_RESULTS_DIR   (what changed between two runs' results)
     identifiability record-c10 [--model M] [--corpus C] [--n N]   (C10's recorded run, data/recorded/c10/)
+    identifiability record-compare [--base M] [--data DIR]   (make compare's recorded run, data/recorded/compare/)
 
 Notebook sources are jupytext MyST files in ``notebooks/``; executed ``.ipynb`` files and HTML are build
 output under ``_build/``. The book for the embedded default model goes to ``_build/html``; any other model
@@ -122,6 +123,34 @@ def _sweep_parsers(sub) -> None:
     _cluster_args(r)
 
 
+def _record_compare_parser(sub) -> None:
+    from .record_compare import CORPORA, TOLERANCE
+
+    what = (
+        f"make compare's recorded run: the chapter results chapter 8 compares (on {', '.join(CORPORA)}) and the "
+        "models' provenance, from a data folder into data/recorded/compare/<base>/; prints every value that "
+        f"moved since the previous recording (numbers beyond {TOLERANCE:g}, anything else exactly; the files "
+        "are copied, and on one machine a rerun of make compare is identical)"
+    )
+    r = _command(sub, "record-compare", help=what, description=what)
+    r.add_argument("--base", default=DEFAULT_MODEL, help="the reference model make compare fine-tuned (BASE)")
+    r.add_argument("--data", type=Path, help="the data folder make compare filled (default: this checkout's)")
+    r.add_argument(
+        "--checkout",
+        type=Path,
+        help="the checkout make compare ran in: its commit, lock, sources and rules go into the provenance and "
+        "relative model names resolve against it (default: the checkout above --data, else this one)",
+    )
+    r.add_argument("--into", type=Path, help="the checkout whose data/recorded receives the run (default: this one)")
+    r.add_argument("--seed", type=int, default=0, help="the chapters' seed compared (default 0)")
+    r.add_argument("--started", type=float, help="make compare's start, Unix seconds (the Makefile passes it)")
+    r.add_argument(
+        "--seconds",
+        type=float,
+        help="make compare's duration (default: since --started, else the recorded sweep runs' span)",
+    )
+
+
 def _finetune_parsers(sub) -> None:
     from .finetune import Settings
     from .tasks import TASKS
@@ -159,7 +188,7 @@ def _compare_parser(sub) -> None:
 
 # The least value of each numeric option (by its argparse name); checked before anything runs, so that 0
 # is a value (never "not given") and a value below its least is one line.
-_LEAST = {"n": 1, "seed": 0, "max_tokens": 1, "group": 1, "workers": 1, "epochs": 1, "rtol": 0, "atol": 0}
+_LEAST = {"n": 1, "seed": 0, "seconds": 0, "max_tokens": 1, "group": 1, "workers": 1, "epochs": 1, "rtol": 0, "atol": 0}
 
 
 def check_options(a: argparse.Namespace) -> None:
@@ -220,6 +249,11 @@ def _sweep_main(a) -> int:
     from . import corpus_hta, sweep
 
     check_options(a)
+    if a.cmd == "record-compare":
+        from .record_compare import record_compare
+
+        record_compare(a.base, a.data, a.seed, a.checkout, a.into, a.started, a.seconds)
+        return 0
     if a.cmd == "record-c10":
         from .record_c10 import record_c10
 
@@ -285,6 +319,7 @@ COMMANDS = {
     "sweep": _sweep_main,
     "hta": _sweep_main,
     "record-c10": _sweep_main,
+    "record-compare": _sweep_main,
     "finetune": _finetune_main,
     "init-random": _finetune_main,
     "compare": _compare_main,
@@ -302,6 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     _sweep_parsers(sub)
     _finetune_parsers(sub)
     _compare_parser(sub)
+    _record_compare_parser(sub)
     a = ap.parse_args(argv)
     try:
         # Ctrl-C: one line, exit 130 (identifiability.stops); a caller that passes its own argv handles it itself

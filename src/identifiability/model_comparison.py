@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -42,11 +43,12 @@ CURVES = [
 ]
 
 
-def role(model: str, reference: str = paths.DEFAULT_MODEL) -> str:
-    """A model's role in the comparison, from its folder's ``provenance.json`` (see the module docstring)."""
+def role(model: str, reference: str = paths.DEFAULT_MODEL, prov: dict | None = None) -> str:
+    """A model's role in the comparison, from its folder's ``provenance.json`` (``prov``: as read already, e.g.
+    from a recorded run; default: read from the folder) (see the module docstring)."""
     if model == reference or (paths.is_default_model(model) and paths.is_default_model(reference)):
         return REFERENCE_ROLE
-    p = provenance(model)
+    p = provenance(model) if prov is None else prov
     if p.get("kind") == "fine-tuned":
         return f"fine-tuned: {p.get('task', '?')}"
     if p.get("kind") == "random-init":
@@ -68,10 +70,15 @@ def comparable(table: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     return pd.concat(keep, ignore_index=True) if keep else t.iloc[:0]
 
 
-def models_of(rows: pd.DataFrame, reference: str = paths.DEFAULT_MODEL) -> pd.DataFrame:
-    """One row per model: key, the name it was run under, its role."""
+def models_of(
+    rows: pd.DataFrame, reference: str = paths.DEFAULT_MODEL, provenances: Mapping[str, dict] | None = None
+) -> pd.DataFrame:
+    """One row per model: key, the name it was run under, its role, and its folder's ``provenance.json``
+    ({} for a hub model). ``provenances`` ({name: provenance}, e.g. a recorded run's) replaces reading the
+    folders, whose relative names resolve against the working directory only."""
     m = rows.drop_duplicates("model_key")[["model_key", "model"]].copy()
-    m["role"] = [role(x, reference) for x in m.model]
+    m["provenance"] = [provenance(x) if provenances is None else dict(provenances.get(x) or {}) for x in m.model]
+    m["role"] = [role(x, reference, p) for x, p in zip(m.model, m.provenance)]
     order = {REFERENCE_ROLE: 0, CONTROL_ROLE: 2}
     return m.sort_values(by="role", key=lambda s: s.map(lambda r: order.get(r, 1))).reset_index(drop=True)
 
@@ -297,13 +304,13 @@ def fine_tune_groups(rows: pd.DataFrame, models: pd.DataFrame) -> tuple[str | No
         return None, {}, None
     ref_content = rows[rows.model_key == ref].content_key.dropna()
     ref_content = ref_content.iloc[0] if len(ref_content) else ""
-    names = dict(zip(models.model_key, models.model))
+    provs = _provenances(models)
     groups: dict[tuple[str, str], list[str]] = {}
     control = None
     for key, r in roles.items():
         if key == ref or not (r.startswith("fine-tuned") or r == CONTROL_ROLE):
             continue
-        prov = provenance(names[key])
+        prov = provs[key]
         base = (prov.get("base") if r != CONTROL_ROLE else prov.get("like")) or {}
         if ref_content and base.get("content_key") and base["content_key"] != ref_content:
             continue  # made from another model: not a change of this reference
@@ -320,12 +327,20 @@ def fine_tune_groups(rows: pd.DataFrame, models: pd.DataFrame) -> tuple[str | No
     return ref, named, control
 
 
+def _provenances(models: pd.DataFrame) -> dict[str, dict]:
+    """{model key: its provenance}: :func:`models_of`'s column, else read from each folder."""
+    if "provenance" in models:
+        return dict(zip(models.model_key, models.provenance))
+    return {k: provenance(n) for k, n in zip(models.model_key, models.model)}
+
+
 def labels(models: pd.DataFrame) -> dict[str, str]:
     """A short name per model for column heads: its role where no other model has it, its role and seed where
     its provenance names one (the fine-tune seeds of one task), else its key."""
     counts = models.role.value_counts()
+    provs = _provenances(models)
     out = {}
-    for key, name, r in zip(models.model_key, models.model, models.role):
-        seed = provenance(name).get("seed") if r != "other" and counts[r] > 1 else None
+    for key, r in zip(models.model_key, models.role):
+        seed = provs[key].get("seed") if r != "other" and counts[r] > 1 else None
         out[key] = r if counts[r] == 1 and r != "other" else f"{r}, seed {seed}" if seed is not None else key
     return out

@@ -162,9 +162,12 @@ def provenance(
     source: Path | None = None,
     command: str | None = None,
     git: tuple[str, bool] | None = None,
+    every_module: bool = False,
 ) -> dict:
     """The provenance of a run that took ``seconds`` and was judged under ``claims``' rules; ``git``
-    (commit, dirty) is read from the checkout unless given."""
+    (commit, dirty) is read from the checkout unless given. The code hashed is the package modules this
+    process imported, or ``every_module`` of the checkout's package (a job that gathers what other processes
+    computed, such as `make compare`'s chapter kernels)."""
     source = source or paths.source_root()
     commit, dirty = git or git_state(source)
     return {
@@ -176,7 +179,7 @@ def provenance(
         "seconds": float(seconds),
         "target": target,
         "claims": list(claims),
-        "hashes": hashes(source, claims, loaded_sources()),
+        "hashes": hashes(source, claims, None if every_module else loaded_sources()),
     }
 
 

@@ -17,6 +17,7 @@ from identifiability.text.across_models import (
     control_text,
     no_separator_text,
     power_text,
+    recorded_text,
     reference_text,
 )
 
@@ -77,10 +78,13 @@ def test_the_page_says_what_this_build_compares_and_what_fills_the_rest():
 
     from identifiability.verdicts.across_models import FineTuning, Paired
 
-    def cmp(roles):
+    def cmp(roles, recorded=""):
         models = pd.DataFrame({"model_key": [f"k{i}" for i in range(len(roles))], "model": ["m"] * len(roles),
                                "role": roles})  # fmt: skip
-        return SimpleNamespace(table_rows=10, runs=2, models_in_table=len(roles), models=len(roles), model_table=models)
+        n = len(roles)
+        return SimpleNamespace(
+            table_rows=10, runs=2, models_in_table=n, models=n, model_table=models, recorded=recorded
+        )
 
     alone, control, tuned = (
         comparison_text(cmp(r), 0)
@@ -89,6 +93,11 @@ def test_the_page_says_what_this_build_compares_and_what_fills_the_rest():
     assert "Nothing to compare" in alone and "`make book`" in alone and "`make compare`" in alone
     assert "No fine-tuned model" in control and "`make compare`" in control and "Nothing" not in control
     assert "make compare" not in tuned
+    caption = "recorded run of 2026-12-03 (51 min 0 s, Linux, 2 CPUs, torch 2); `make compare` recomputes it"
+    from_record = cmp(["pre-trained", "fine-tuned: x", "random init"], caption)
+    assert comparison_text(from_record, 0).startswith(f"**From the recorded run of `make compare`** ({caption}): ")
+    assert recorded_text(from_record) == f"**C13 and C14 are judged on the {caption}.**"
+    assert recorded_text(cmp(["pre-trained"])) == ""
     assert "2 chapter runs of 1 model;" in alone and "3 models can be compared" in tuned  # no "model(s)"
     d = Interval(-0.6, -0.7, -0.5, 22, "test sentences")
     paired = Paired((Interval(0.0, -0.01, 0.01, 22, "test sentences"), d), d, 1.0, 0.0, 0.1, 1, 3, 22)
@@ -113,7 +122,7 @@ def _models(roles: list[str]) -> pd.DataFrame:
 
 
 def test_comparison_text_lists_the_models_it_compares():
-    c = NS(table_rows=1234, runs=1, models_in_table=1, models=1, model_table=_models(["pre-trained"]))
+    c = NS(table_rows=1234, runs=1, models_in_table=1, models=1, model_table=_models(["pre-trained"]), recorded="")
     text = comparison_text(c, 0)
     assert text.startswith(
         "The table holds 1,234 rows from 1 chapter run of 1 model; with seed 0 and shared parameters, 1 model can be "
@@ -171,5 +180,5 @@ def test_the_ceiling_text_names_the_layers_off_the_ceiling_and_those_at_it():
 
 
 def test_the_stand_ins_have_the_fields_of_the_study_types():
-    c = NS(table_rows=1, runs=1, models_in_table=1, models=1, model_table=None)
+    c = NS(table_rows=1, runs=1, models_in_table=1, models=1, model_table=None, recorded="")
     assert stand_ins_match([(c, Comparison)]) == []

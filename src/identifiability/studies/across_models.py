@@ -3,14 +3,17 @@ the paired evidence of the fine-tuning claims C13 and C14."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .. import model_comparison, paths
+from .. import aggregate, model_comparison, paths, record_compare, recorded
 from ..evidence.across_models import FineTuning, Paired
+from ..recorded import Recorded
 from ..stats import LEVEL, RESAMPLES, Interval, chance_of_holding, hierarchical_resamples, sentences_for_power
 from . import Study, data
 
@@ -184,6 +187,9 @@ class Comparison(Study):
     curves: pd.DataFrame = data()
     no_separator: list[str] = data()  # models whose tokenizer adds no separator to a sentence
     fine_tuning: FineTuning = data()  # what C13 and C14 take (evidence.across_models.FineTuning)
+    # "" when computed from the live data folder; else the recorded `make compare` run's caption
+    # (recorded.caption: its date, duration and machine, and what changed since)
+    recorded: str = data(default="")
 
 
 def comparison(
@@ -195,13 +201,16 @@ def comparison(
     *,
     band: float,
     power: float,
+    provenances: Mapping[str, dict] | None = None,
 ) -> Comparison:
     """Compare the models of ``table`` (``aggregate.read_table`` of ``data_folder``, default the data folder)
     on runs of ``seed`` with the parameters most models share; ``reference`` is the pre-trained model,
     ``judge_corpus`` the text C13 and C14 are judged on; ``band`` and ``power`` C13's band and the power its
-    sample sizes are reported for (the chapter passes ``verdicts.across_models.C13_BAND`` and ``C13_POWER``)."""
+    sample sizes are reported for (the chapter passes ``verdicts.across_models.C13_BAND`` and ``C13_POWER``);
+    ``provenances`` the model folders' provenance by model name (a recorded run's; default: read the
+    folders)."""
     rows = model_comparison.comparable(table, seed=seed)
-    models = model_comparison.models_of(rows, reference=reference)
+    models = model_comparison.models_of(rows, reference=reference, provenances=provenances)
     ft, chances = fine_tuning(rows, models, judge_corpus, data_folder or paths.data_root(), band, power, seed)
     return Comparison(
         models=len(models),
@@ -215,6 +224,36 @@ def comparison(
         no_separator=model_comparison.without_separator(rows, models),
         fine_tuning=ft,
     )
+
+
+def recorded_comparison(
+    live: Comparison,
+    reference: str,
+    seed: int,
+    judge_corpus: str,
+    *,
+    band: float,
+    power: float,
+    source: Path | None = None,
+) -> tuple[Comparison, Recorded | None]:
+    """``live`` when it has fine-tuned results (they take precedence) or ``reference`` has no recorded
+    `make compare` run (``data/recorded/compare/<reference key>/`` of the checkout ``source``); else the same
+    :func:`comparison` on the recorded run, its files written back at their paths into a temporary data
+    folder (model_comparison.sentence_rates reads each run's file by that path), with the run's caption
+    (``Comparison.recorded``: its date, duration and machine, and what changed since). Returns the comparison
+    and the recorded run (None: live)."""
+    if live.fine_tuning.tasks:
+        return live, None
+    rec = record_compare.find(reference, source)
+    if rec is None:
+        return live, None
+    with tempfile.TemporaryDirectory(prefix="recorded-compare-") as tmp:
+        root = record_compare.materialise(rec.results, Path(tmp))
+        provs = record_compare.provenances(rec.results)
+        cmp = comparison(
+            aggregate.build_table(root), reference, seed, judge_corpus, root, band=band, power=power, provenances=provs
+        )
+    return replace(cmp, recorded=recorded.caption(rec, recorded.stale(rec, source))), rec
 
 
 RESULTS = (Comparison,)

@@ -31,6 +31,12 @@ def comparison_text(c, seed: int) -> str:
         f"{_count(c.models_in_table, 'model')}; with seed {seed} and shared parameters, "
         f"{_count(c.models, 'model')} can be compared:\n\n{listed}"
     )
+    if c.recorded:
+        text = (
+            f"**From the recorded run of `make compare`** ({c.recorded}): this build's data folder holds no "
+            "fine-tuned model's results, so the page compares the models of the recorded run, whose chapter "
+            "results ship with the book under `data/recorded/compare/`. " + text
+        )
     if c.models < 2:
         text += (
             "\n\n**Nothing to compare:** no other model has results with these parameters; `make book` runs the "
@@ -45,6 +51,14 @@ def comparison_text(c, seed: int) -> str:
             "`make compare-full` adds a single-sentence task), then rebuilds the book."
         )
     return text
+
+
+def recorded_text(c) -> str:
+    """The line beside C13's and C14's verdicts when they are judged on the recorded `make compare` run
+    (``c``: a studies.across_models.Comparison); "" when judged on this build's own results."""
+    if not c.recorded:
+        return ""
+    return f"**C13 and C14 are judged on the {c.recorded}.**"
 
 
 def reference_text(model: str, default: bool) -> str:

@@ -1,0 +1,178 @@
+"""`make compare`'s recorded run: the chapter results chapter 8's comparison reads, filed with their provenance.
+
+    identifiability record-compare [--base M] [--data DIR] [--checkout DIR] [--into DIR] [--seed S]
+                                   [--started EPOCH | --seconds S]
+    make compare   (its last step, before the book)
+
+``make compare`` fine-tunes the reference model and runs chapters 3, 4 and 6 on it, on every fine-tune and
+on the random-initialisation control (about 50 min), too heavy for a book build. This job gathers, from the
+data folder, the chapter results files the comparison reads (:func:`gather`: the runs
+:func:`identifiability.model_comparison.comparable` picks on the held-out Lee sentences and the Lee pairs, of
+the reference, its fine-tunes and its control) and each model folder's ``provenance.json`` (never weights),
+and records them as one run under ``data/recorded/compare/<reference key>/`` (:mod:`identifiability.recorded`):
+``results.json`` holds ``files``, {path below the data folder: its JSON content}, and ``model_provenance``,
+{model name as the runs were made under: the path of its folder's provenance.json among ``files``}. Chapter 8
+writes them back into a temporary data folder (:func:`materialise`) and runs the same comparison on it when
+the live data folder has no fine-tuned model's results. Before replacing a recorded run the job prints every
+value that moved.
+
+Left out of each chapter results file (nothing in chapter 8 reads them, and they differ between two runs of
+the same computation): the corpus's sentences and dropped lines, the schema version and ``params.results_dir``
+(a path); of a sweep's ``run.json``, everything but ``chapter`` (what the results table reads).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from pathlib import Path, PurePosixPath
+
+from . import keys, paths, recorded
+from .errors import UserError
+from .fileio import read_json, write_json
+
+JOB = TARGET = "compare"  # the recorded run's folder under data/recorded, and the make target that computes it
+CLAIMS = ("C13", "C14")
+CORPORA = ("lee_heldout", "lee_pairs")  # what `make compare` and `make compare-full` run the chapters on
+# the results are files copied, not recomputed: a second recording of the same data folder is identical, and
+# the chapters are seeded, so a rerun of `make compare` on one machine gives identical values too
+TOLERANCE = 1e-9
+_KEEP = ("chapter", "params", "provenance", "results")  # what aggregate.rows_of reads of a chapter results file
+
+
+class NothingToRecord(UserError):
+    """The data folder holds no fine-tuned model's results for the reference (one line naming the command)."""
+
+
+def model_folder(name: str, checkout: Path) -> Path:
+    """A model's folder from the name the runs were made under: a relative name is the checkout's, where the
+    chapters ran (a hub id names no folder there)."""
+    p = Path(name).expanduser()
+    return p if p.is_absolute() else checkout / p
+
+
+def _slim(doc: dict) -> dict:
+    out = {k: doc[k] for k in _KEEP if k in doc}
+    out["params"] = {k: v for k, v in out.get("params", {}).items() if k != "results_dir"}
+    return out
+
+
+def gather(data: Path, base: str = paths.DEFAULT_MODEL, seed: int = 0, checkout: Path | None = None) -> dict:
+    """What the record holds (see the module docstring): the runs of chapters 3, 4 and 6 on :data:`CORPORA`
+    that the comparison picks (seed ``seed``, per chapter and corpus the parameters most models share), of
+    the reference ``base``, its fine-tunes and its control, read from the data folder ``data``; model names
+    resolve against ``checkout`` (default: the folder above ``data``). NothingToRecord when no fine-tune of
+    ``base`` has results there."""
+    from . import aggregate, model_comparison
+
+    data = data.resolve()
+    checkout = checkout or data.parent
+    chapters = (model_comparison.CHAPTER_3, model_comparison.CHAPTER_4, model_comparison.CHAPTER_6)
+    table = aggregate.build_table(data)
+    rows = model_comparison.comparable(table[table.corpus.isin(CORPORA) & table.chapter.isin(chapters)], seed)
+    folders = {n: model_folder(n, checkout) for n in sorted(set(rows.model))}
+    provs = {n: model_comparison.provenance(str(f)) for n, f in folders.items()}
+    models = model_comparison.models_of(rows, reference=base, provenances=provs)
+    kept = models[models.role != "other"]
+    if not any(r.startswith("fine-tuned") for r in kept.role):
+        raise NothingToRecord(
+            f"no fine-tuned model of {base} has chapter results on {' or '.join(CORPORA)} in {data}: "
+            "run `make compare` first"
+        )
+    files: dict[str, dict] = {}
+    for run in sorted(set(rows[rows.model_key.isin(kept.model_key)].run)):
+        files[run] = _slim(read_json(data / run))
+        manifest = PurePosixPath(run).parent / "run.json"
+        if run.startswith("sweeps/") and (data / manifest).is_file():
+            files[str(manifest)] = {"chapter": read_json(data / manifest)["chapter"]}
+    named = {}
+    for name in kept.model:
+        prov = folders[name] / "provenance.json"
+        if not prov.is_file():
+            continue  # a hub model: no folder
+        where = prov.resolve()
+        inside = where.is_relative_to(data.resolve())
+        rel = (
+            where.relative_to(data.resolve()).as_posix() if inside else f"models/{paths.safe_key(name)}/provenance.json"
+        )
+        files[rel], named[name] = provs[name], rel
+    return {"reference": base, "seed": seed, "corpora": list(CORPORA), "files": files, "model_provenance": named}
+
+
+def _safe(rel: str) -> PurePosixPath:
+    p = PurePosixPath(rel)
+    if p.is_absolute() or ".." in p.parts or not p.parts:
+        raise ValueError(f"a recorded file's path {rel!r} is not below the data folder")
+    return p
+
+
+def materialise(results: Mapping, folder: Path) -> Path:
+    """Write a recorded run's files into ``folder`` at their paths below the data folder; returns ``folder``
+    (a data folder the comparison reads: its results table names each run by that path)."""
+    for rel, content in results["files"].items():
+        write_json(folder / _safe(rel), content)
+    return folder
+
+
+def provenances(results: Mapping) -> dict[str, dict]:
+    """{model name: its folder's provenance} of a recorded run (what model_comparison.models_of takes)."""
+    return {name: results["files"][rel] for name, rel in results.get("model_provenance", {}).items()}
+
+
+def find(reference: str, source: Path | None = None) -> recorded.Recorded | None:
+    """The recorded `make compare` run of ``reference`` in the checkout ``source`` (default: this one), or None."""
+    return recorded.find(JOB, keys.model_key(reference), TARGET, source)
+
+
+def runs_span(data: Path, files: Mapping[str, dict]) -> float | None:
+    """Seconds from the first recorded sweep run's start to the last one's finish (their ``run.json``), or None:
+    what the job can tell of ``make compare``'s duration when not given it (fine-tuning not included)."""
+    starts, ends = [], []
+    for rel in files:
+        if rel.endswith("/run.json") and (data / rel).is_file():
+            m = read_json(data / rel)
+            end = datetime.fromisoformat(str(m.get("finished", "")).replace("Z", "+00:00")).timestamp()
+            starts.append(end - float(m.get("seconds", 0)))
+            ends.append(end)
+    return max(ends) - min(starts) if ends else None
+
+
+def record_compare(
+    base: str = paths.DEFAULT_MODEL,
+    data: Path | None = None,
+    seed: int = 0,
+    checkout: Path | None = None,
+    into: Path | None = None,
+    started: float | None = None,
+    seconds: float | None = None,
+    echo: Callable[[str], None] = print,
+) -> recorded.Recorded:
+    """Gather and record `make compare`'s results (:func:`gather`) under ``data/recorded/compare/<base key>/`` of
+    the checkout ``into`` (default: this one). The provenance names the checkout that ran (``checkout``: its
+    commit, lock, package sources and C13's and C14's rules; default the checkout above ``data``, else this
+    one; relative model names resolve against it) and the
+    duration: ``seconds``, else since ``started`` (a Unix time: the Makefile passes make compare's start),
+    else the span of the recorded sweep runs (said so in ``seconds_from``)."""
+    t0 = time.time()
+    data = (data or paths.data_root()).resolve()
+    checkout = (checkout or paths.checkout(data.parent) or paths.source_root()).resolve()
+    results = gather(data, base, seed, checkout)
+    if seconds is not None:
+        how = "given (--seconds)"
+    elif started is not None:
+        seconds, how = time.time() - started, "the whole of make compare (from its start to this job's end)"
+    elif (seconds := runs_span(data, results["files"])) is not None:
+        how = "the recorded sweep runs, from the first one's start to the last one's end (fine-tuning not included)"
+    else:
+        seconds, how = time.time() - t0, "this job only (gathering the files)"
+    # the chapters ran in kernels of ``checkout``: every module of its package, not this job's imports
+    prov = recorded.provenance(CLAIMS, TARGET, seconds, checkout, every_module=True)
+    prov |= {"seconds_from": how, "data": str(data), "checkout": str(checkout)}
+    rec = recorded.record(JOB, keys.model_key(base), results, prov, TOLERANCE, into, echo)
+    size = sum(f.stat().st_size for f in recorded.folder(rec.job, rec.key, into).iterdir())
+    echo(
+        f"recorded {len(results['files'])} files ({len(results['model_provenance'])} model provenances) of "
+        f"{data} in {recorded.folder(rec.job, rec.key, into)} ({size / 1e6:.2f} MB)"
+    )
+    return rec
