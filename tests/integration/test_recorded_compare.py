@@ -7,11 +7,13 @@ the recorded run's caption. Integration tier: the provenance reads the checkout'
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from identifiability import aggregate, record_compare, recorded
@@ -137,6 +139,17 @@ def test_live_fine_tunes_take_precedence_over_the_recording(checkout, monkeypatc
     live = _live(checkout / "data")
     got, rec = recorded_comparison(live, REFERENCE, 0, CORPUS, source=checkout, **KW)
     assert got is live and rec is None
+    # a reader's own sweep of other models (no fine-tunes) keeps its live page: the recording stands in only
+    # for what a plain book build has (the reference and its random control)
+    empty = _live(checkout / "nothing")
+    others = dataclasses.replace(
+        empty,
+        model_table=pd.DataFrame({"model_key": ["a", "b"], "model": ["a", "b"], "role": ["pre-trained", "other"]}),
+    )
+    got, rec = recorded_comparison(others, REFERENCE, 0, CORPUS, source=checkout, **KW)
+    assert got is others and rec is None
+    alone = dataclasses.replace(others, model_table=others.model_table.assign(role=["pre-trained", "random init"]))
+    assert recorded_comparison(alone, REFERENCE, 0, CORPUS, source=checkout, **KW)[1] is not None
 
 
 def test_a_second_recording_of_the_same_data_is_identical_and_a_moved_value_is_named(checkout):

@@ -241,8 +241,11 @@ def recorded_comparison(
     :func:`comparison` on the recorded run, its files written back at their paths into a temporary data
     folder (model_comparison.sentence_rates reads each run's file by that path), with the run's caption
     (``Comparison.recorded``: its date, duration and machine, and what changed since). Returns the comparison
-    and the recorded run (None: live)."""
-    if live.fine_tuning.tasks:
+    and the recorded run (None: live). A live folder that holds models other than the reference and its
+    random-initialisation control (a reader's own sweep) keeps its live page too: the recording stands in only
+    for what a plain book build has."""
+    roles = set(live.model_table.role) if "role" in live.model_table else set()
+    if live.fine_tuning.tasks or roles - {model_comparison.REFERENCE_ROLE, model_comparison.CONTROL_ROLE}:
         return live, None
     rec = record_compare.find(reference, source)
     if rec is None:
