@@ -10,7 +10,8 @@ results file's hash, so a reader never pairs new results with an old provenance.
 
 API: :func:`record` (compare with the previous run, print what moved, write), :func:`write`, :func:`load`
 (one line naming the command when absent or unreadable), :func:`find` (None when absent), :func:`stale`
-(which hashes no longer match: "lock", "code", "rules"), :func:`caption` (the line a page shows) and
+(which hashes no longer match: "lock", "code", "rules"), :func:`caption` (the line a page shows),
+:func:`frozen` and :func:`confirmable` (the rules frozen before the family was trained; data/frozen_rules.csv) and
 :func:`moved` (every result value that moved beyond a tolerance; provenance is never compared).
 """
 
@@ -113,6 +114,36 @@ def rules_hash(source: Path, claims: Sequence[str]) -> str:
         with open(source / "data" / name, newline="", encoding="utf-8") as f:
             rows += [[name, *r] for r in csv.reader(f) if r and r[0] in claims]
     return _sha(json.dumps(rows, ensure_ascii=False).encode())
+
+
+FROZEN = "frozen_rules.csv"  # data/<FROZEN>: one SHA-256 per claim, written once before the family was trained
+
+
+def claim_hashes(source: Path | None = None) -> dict[str, str]:
+    """{claim id: :func:`rules_hash` of that claim alone} for every row of data/claims.csv: its row and every
+    amendment of it, so a new amendment changes the claim's hash."""
+    source = source or paths.source_root()
+    with open(source / "data" / "claims.csv", newline="", encoding="utf-8") as f:
+        ids = [r["id"] for r in csv.DictReader(f)]
+    return {i: rules_hash(source, [i]) for i in ids}
+
+
+def frozen(source: Path | None = None) -> dict[str, dict]:
+    """{claim id: {"sha256", "date"}} of data/frozen_rules.csv: the rules as they stood when they were frozen,
+    before any model of the family was trained (empty when the file is absent)."""
+    path = (source or paths.source_root()) / "data" / FROZEN
+    if not path.is_file():
+        return {}
+    with open(path, newline="", encoding="utf-8") as f:
+        return {r["id"]: {"sha256": r["sha256"], "date": r["date"]} for r in csv.DictReader(f)}
+
+
+def confirmable(judged_under: dict[str, str], source: Path | None = None) -> dict[str, bool]:
+    """{claim id: whether a run judged it under the frozen rule}: ``judged_under`` is {claim id: the hash the run
+    stored (:func:`claim_hashes` at run time)}. A claim whose rule changed after the freeze, or that was never
+    frozen, is False: its verdict there is "not confirmed", never a confirmation of a rule re-written later."""
+    fz = frozen(source)
+    return {c: c in fz and fz[c]["sha256"] == h for c, h in judged_under.items()}
 
 
 def hashes(source: Path, claims: Sequence[str], files: Sequence[str] | None = None) -> dict:

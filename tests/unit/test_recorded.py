@@ -145,3 +145,23 @@ def test_moved_never_compares_the_provenance_and_record_reports_before_replacing
     rec = recorded.record("c10", "m/lee", {**RESULTS, "seed": 2}, prov, 1e-6, checkout, echo=said.append)
     assert said == [f"1 value(s) moved since the recorded run of {again.date} (tolerance 1e-06):", "  seed: 0 -> 2"]
     assert recorded.load("c10", "m/lee", "record-c10", checkout).results["seed"] == 2 == rec.results["seed"]
+
+
+def test_the_frozen_rules_cover_every_claim_once_on_the_day_of_the_freeze():
+    """The freeze (data/frozen_rules.csv) was written once, before the family was trained, and is never rewritten:
+    a claim whose rule changes later no longer matches and shows "not confirmed" (the next test)."""
+    fz = recorded.frozen()
+    assert set(fz) == {f"C{i}" for i in range(1, 22)} <= set(recorded.claim_hashes())  # the claims of that day
+    assert all(len(v["sha256"]) == 64 and v["date"] == "2026-12-03" for v in fz.values())
+
+
+def test_a_rule_changed_after_the_freeze_is_not_confirmed(checkout):
+    shutil.copy(Path(recorded.__file__).resolve().parents[2] / "data" / recorded.FROZEN, checkout / "data")
+    before = recorded.claim_hashes(checkout)
+    assert all(recorded.confirmable(before, checkout).values())
+    with open(checkout / "data" / "amendments.csv", "a", encoding="utf-8") as f:
+        f.write('C19,2,2026-12-04,"a later rule","a reason written after the numbers were seen",post hoc\n')
+    after = recorded.claim_hashes(checkout)
+    ok = recorded.confirmable(after, checkout)
+    assert ok["C19"] is False and all(v for c, v in ok.items() if c != "C19")
+    assert recorded.confirmable({"C99": "0" * 64}, checkout) == {"C99": False}  # never frozen
