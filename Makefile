@@ -112,7 +112,7 @@ models: venv
 # chapters 3 and 6 on BASE, the seed-0 fine-tune of each task and the control, on the held-out Lee sentences;
 # chapter 4 on the same models on the pairs; chapter 4 on every model (every fine-tune seed) on the held-out
 # sentences with C13_PARAMS, the runs C13 and C14 pair sentence by sentence; record-compare files the results
-# chapter 8 compares, with their provenance, under data/recorded/compare/<BASE>/ (commit it: a build without
+# chapter 9 compares, with their provenance, under data/recorded/compare/<BASE>/ (commit it: a build without
 # the fine-tunes reads it); then the book (on BASE), whose page "Across models" shows them side by side. compare-full does the same on both tasks, with chapters 3 and
 # 6 on the pairs too. Cold from a fresh clone on 2 quiet cores: compare 51 min (timed), compare-full
 # about 100 min (estimated from timed parts; README, "Across models").

@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import keys, paths
+from .chapters import current_stem, superseded
 from .fileio import atomic_write, read_json
 from .results import params_key
 
@@ -49,7 +50,8 @@ def results_files(data_root: Path | None = None) -> Iterator[tuple[str, Path]]:
     """("book" | "sweep", path) of every chapter results file of finished runs."""
     root = data_root or paths.data_root()
     for f in sorted((root / "results").glob("*/*/*.json")):
-        if CHAPTER_FILE.match(f.name):
+        # a results file under a chapter's earlier stem beside the newer build's file is the same chapter's older run
+        if CHAPTER_FILE.match(f.name) and not superseded(f):
             yield "book", f
     for manifest in sorted((root / "sweeps").rglob("run.json")):
         if any(part.startswith(".partial-") for part in manifest.parts):
@@ -114,7 +116,7 @@ def rows_of(doc: dict, source: str, run: str) -> list[dict]:
         "content_key": prov.get("content_key", ""),
         "corpus": str(p.get("corpus", "")),
         "seed": int(p.get("seed", 0)),
-        "chapter": doc.get("chapter", ""),
+        "chapter": current_stem(doc.get("chapter", "")),  # a run of an older build, under the stem of now
         "params_key": params_key({k: v for k, v in p.items() if k not in _NOT_PARAMS}),
     }
     results = doc.get("results", {})

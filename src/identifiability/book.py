@@ -3,7 +3,7 @@
 - A chart is a Vega-Lite spec in the notebook (what Jupyter draws); only the page versions of the
   chapters get the HTML that draws it on a static page (:func:`prepare_pages`), and the download each page
   offers (``_sources/notebooks/<chapter>.ipynb``) is the executed chapter itself (:func:`write_downloads`;
-  executed chapters are cleaned first, :mod:`identifiability.executed`). Likewise a widget panel (chapter 7)
+  executed chapters are cleaned first, :mod:`identifiability.executed`). Likewise a widget panel (chapter 8)
   is live in the download; its page shows it as it was when the book was built, in plain HTML
   (:func:`page_version`), and the page version carries no widget state, so no page loads the 3.5 MB widget
   manager. HTML tables printed by cells scroll sideways in a labelled box.

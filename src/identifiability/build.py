@@ -116,7 +116,7 @@ def stage_config(stage: Path, repository: str | None, branch: str = "main") -> N
     (stage / "_config.yml").write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True), encoding="utf-8")
 
 
-# Chapter 8 in every build: the book's model and its random-initialisation control (seconds to make) through
+# Chapter 9 in every build: the book's model and its random-initialisation control (seconds to make) through
 # chapter 4 on the held-out text, small enough to add under a minute to a build (measured in README, "Across
 # models"); `make compare` adds the fine-tunes and larger runs, which the page then prefers.
 CONTROL_PARAMS = {"n_sentences": 80, "second_corpus": "", "epochs": 3}
@@ -134,7 +134,7 @@ def control_runs(model: str, judge_corpus: str, seed: int = 0, params: dict | No
         control = init_random(model, seed=0)["folder"]
         report = sweep([model, control], [judge_corpus], [seed], ["04"], params or CONTROL_PARAMS, workers=2,
                        progress=False)  # fmt: skip
-    except Exception as e:  # noqa: BLE001 - no other page needs these runs: the build goes on, chapter 8 says so
+    except Exception as e:  # noqa: BLE001 - no other page needs these runs: the build goes on, chapter 9 says so
         return [one_line(e)]
     return [f"{what if isinstance(what, str) else what.label()}: {why}" for what, why in report.failed]
 

@@ -196,14 +196,46 @@ CHAPTERS: dict[str, ChapterSpec] = {
         # The explorer has no claims and no quantities to compare, and the comparison across models reads the
         # other runs rather than a model: a sweep runs them only when asked.
         ChapterSpec(
-            "07_explore",
+            "08_explore",
             ChapterRules((at_least("max_tokens", lambda p, m: 3, _SPECIAL_TOKEN),)),
             swept=False,
             layers=("studies", "charts"),
         ),
-        ChapterSpec("08_across_models", ChapterRules(corpora=("judge_corpus",)), swept=False),
+        ChapterSpec("09_across_models", ChapterRules(corpora=("judge_corpus",)), swept=False),
     )
 }
+
+
+# Stems chapters had in earlier builds, {old stem: its stem now}: inserting the head-width chapter
+# (07_head_width) after chapter 6 moved the explorer and the comparison across models one place on. A
+# reader's data folder from an older build still holds results files under the old stems, and whatever reads
+# results by stem across builds (``identifiability compare``, the results table, a build's claims and run
+# pages) reads them under the stem of now, through :func:`current_stem` and :func:`results_file`. A new
+# stem is never an old one, so one look-up suffices.
+RENAMED: dict[str, str] = {"07_explore": "08_explore", "08_across_models": "09_across_models"}
+
+
+def current_stem(stem: str) -> str:
+    """The stem a chapter has now that had ``stem`` in an earlier build (:data:`RENAMED`); any other unchanged."""
+    return RENAMED.get(stem, stem)
+
+
+def superseded(path: Path) -> bool:
+    """Whether ``path`` is a results file under an old stem (``<old stem>.json``) beside one under the
+    chapter's stem of now: the newer build's file is the one to read, the old one is left out."""
+    stem = Path(path).stem
+    return stem in RENAMED and Path(path).with_name(f"{RENAMED[stem]}{Path(path).suffix}").is_file()
+
+
+def results_file(folder: str | Path, stem: str) -> Path:
+    """``folder/<stem>.json``; where that file does not exist but one under an earlier stem of the same chapter
+    does (a data folder from an older build, :data:`RENAMED`), that one."""
+    path = Path(folder) / f"{stem}.json"
+    if not path.is_file():
+        for old, new in RENAMED.items():
+            if new == stem and (Path(folder) / f"{old}.json").is_file():
+                return Path(folder) / f"{old}.json"
+    return path
 
 
 def by_name(name: str) -> ChapterSpec:

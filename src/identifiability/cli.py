@@ -127,7 +127,7 @@ def _record_compare_parser(sub) -> None:
     from .record_compare import CORPORA, TOLERANCE
 
     what = (
-        f"make compare's recorded run: the chapter results chapter 8 compares (on {', '.join(CORPORA)}) and the "
+        f"make compare's recorded run: the chapter results chapter 9 compares (on {', '.join(CORPORA)}) and the "
         "models' provenance, from a data folder into data/recorded/compare/<base>/; prints every value that "
         f"moved since the previous recording (numbers beyond {TOLERANCE:g}, anything else exactly; the files "
         "are copied, and on one machine a rerun of make compare is identical)"

@@ -12,7 +12,10 @@ when they agree to ``rtol`` (relative; default 1e-6) or ``atol`` (absolute; defa
 of 1e-10 and one of 1e-13 count as different); the keys :data:`SKIPPED` names (timings, page weights, file
 paths, a sweep run's finish time and attempts) are skipped, with everything below them. A
 field named ``layer`` (or ``*_layer``) whose new value is the old one plus 1 is reported apart, as the move
-from 0-based to the book's 1..L layer numbering.
+from 0-based to the book's 1..L layer numbering. A results file of a chapter that has since been
+renumbered since (the comparison across models of a build before the head-width chapter, then chapter 8)
+is matched under the chapter's stem of now (:data:`identifiability.chapters.RENAMED`), and the report says
+which files were.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+
+from .chapters import current_stem
 
 # Keys whose values differ between two runs of the same computation: when it ran, how long it took, where
 # it wrote and how often a sweep tried. Named one by one, never by a pattern: a pattern on "_s" also hid d_s,
@@ -52,6 +57,7 @@ class Comparison:
     renumbered: list[tuple[str, object, object]] = field(default_factory=list)
     only_old: list[str] = field(default_factory=list)
     only_new: list[str] = field(default_factory=list)
+    renamed: list[tuple[str, str]] = field(default_factory=list)  # (folder/path as found, path it is matched as)
     by_file: dict[str, int] = field(default_factory=dict)  # results file in both folders -> values compared
     max_rel_diff: float = 0.0
 
@@ -69,6 +75,9 @@ class Comparison:
             f"among equal numbers {self.max_rel_diff:.1e}"
         ]
         lines += [f"  {name}: {n} values" for name, n in self.by_file.items()]
+        if self.renamed:
+            lines.append(f"under a chapter's earlier stem, matched as its stem of now: {len(self.renamed)}")
+            lines += [f"  {found} as {now}" for found, now in self.renamed]
         for title, rows in (("changed", self.changed), ("layer numbering (0-based -> 1..L)", self.renumbered)):
             if rows:
                 lines.append(f"{title}: {len(rows)}")
@@ -138,19 +147,39 @@ def results_files(folder: Path) -> dict[str, Path]:
     }
 
 
+def _current_names(files: dict[str, Path]) -> tuple[dict[str, Path], dict[str, str]]:
+    """``files`` keyed by their relative path with each part that is a renamed chapter's old stem (a sweep's
+    chapter folder) or its results file (``<old stem>.json``) spelt with the chapter's stem of now, so that a
+    folder from before a renumbering pairs with one from after; and {new key: path as found} of those renamed.
+    A file under an old stem beside the same file under the new one keeps its own name (both are reported)."""
+    out: dict[str, Path] = {}
+    renamed: dict[str, str] = {}
+    for rel, path in files.items():
+        parts = [current_stem(Path(part).stem) + Path(part).suffix for part in PurePosixPath(rel).parts]
+        now = PurePosixPath(*parts).as_posix()
+        if now != rel and now not in files:
+            out[now], renamed[now] = path, rel
+        else:
+            out[rel] = path
+    return out, renamed
+
+
 def compare_folders(old: str | Path, new: str | Path, rtol: float = 1e-6, atol: float = 0.0) -> Comparison:
     """Compare the results files of ``old`` and ``new`` (and of the folders below them), matched by their
     relative paths. A file in one folder only is reported by its name. Raises FileNotFoundError (one line)
     when either folder is missing or holds no results file: there would be nothing to compare."""
     old, new = Path(old), Path(new)
-    files = {}
+    files: dict[Path, dict[str, Path]] = {}
+    renamed: list[tuple[str, str]] = []
     for folder in (old, new):
         if not folder.is_dir():
             raise FileNotFoundError(f"{folder} is not a folder (give data/results or data/results/<model>/<corpus>)")
-        files[folder] = results_files(folder)
-        if not files[folder]:
+        found = results_files(folder)
+        if not found:
             raise FileNotFoundError(f"{folder} holds no results file (*.json), in it or below it")
-    cmp = Comparison()
+        files[folder], was = _current_names(found)
+        renamed += [(f"{folder}/{rel}", now) for now, rel in was.items()]
+    cmp = Comparison(renamed=renamed)
     a_files, b_files = files[old], files[new]
     for name in sorted(set(a_files) | set(b_files)):
         if name not in b_files:

@@ -20,7 +20,7 @@ from .studies.explore import HTA_TITLE, sentence_views
 
 HTA_AXES = ("input token j", "hidden token i")  # (x, y): row i is hidden token i, column j input token j
 # The maps' values in hundredths, finer than the colour steps a heat map shows apart: the panel's saved chart
-# stays small (~75 kB for 13 tokens), and chapter 7's chart is half the gzip bytes it took in thousandths
+# stays small (~75 kB for 13 tokens), and chapter 8's chart is half the gzip bytes it took in thousandths
 PANEL_DIGITS = 2
 
 

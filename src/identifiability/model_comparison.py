@@ -1,4 +1,4 @@
-"""The comparison across models (chapter 8), read from the results table (:mod:`identifiability.aggregate`).
+"""The comparison across models (chapter 9), read from the results table (:mod:`identifiability.aggregate`).
 
 Models are compared only on runs with the same chapter parameters and seed, on the same corpus: for each
 chapter the parameter set that the most models share is used (:func:`comparable`). A model's role comes

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from . import keys, schema
-from .chapters import CHAPTERS
+from .chapters import CHAPTERS, results_file
 from .charts.render import enable_offline
 from .corpora import Corpus, drop_unusable, load_corpus, sample_sentences
 from .fileio import jsonable, read_json, write_json
@@ -236,4 +236,4 @@ def setup(
 
 
 def load_results(results_dir: str | Path, chapter: str) -> dict:
-    return read_json(Path(results_dir) / f"{chapter}.json")
+    return read_json(results_file(results_dir, chapter))

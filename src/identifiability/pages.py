@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from . import paths
+from .chapters import results_file
 from .digits import fmt, times_ten
 from .executed import BUILD_LOCATION, PARAMETERS, assignments, cell_comments, read_notebook, run_seconds
 from .fileio import read_json
@@ -87,7 +88,9 @@ def write_run_page(stage: Path, params: dict, results_dir: Path, chapters: dict[
     (:func:`identifiability.executed.parameters_used`), or None for a chapter this build did not run
     (``--only``)}.
     """
-    runs = {f.stem: read_json(f) for f in sorted(Path(results_dir).glob("*.json")) if f.stem in chapters}
+    # in the book's order; a chapter this build did not run may have a file of an older build, under its old stem
+    files = {stem: results_file(results_dir, stem) for stem in chapters}
+    runs = {stem: read_json(f) for stem, f in files.items() if f.is_file()}
     first = next((r for r in runs.values() if r.get("provenance")), {})
     lines = [
         "# This build",

@@ -1,4 +1,4 @@
-"""`make compare`'s recorded run: the chapter results chapter 8's comparison reads, filed with their provenance.
+"""`make compare`'s recorded run: the chapter results chapter 9's comparison reads, filed with their provenance.
 
     identifiability record-compare [--base M] [--data DIR] [--checkout DIR] [--into DIR] [--seed S]
                                    [--started EPOCH | --seconds S]
@@ -11,12 +11,12 @@ data folder, the chapter results files the comparison reads (:func:`gather`: the
 the reference, its fine-tunes and its control) and each model folder's ``provenance.json`` (never weights),
 and records them as one run under ``data/recorded/compare/<reference key>/`` (:mod:`identifiability.recorded`):
 ``results.json`` holds ``files``, {path below the data folder: its JSON content}, and ``model_provenance``,
-{model name as the runs were made under: the path of its folder's provenance.json among ``files``}. Chapter 8
+{model name as the runs were made under: the path of its folder's provenance.json among ``files``}. Chapter 9
 writes them back into a temporary data folder (:func:`materialise`) and runs the same comparison on it when
 the live data folder has no fine-tuned model's results. Before replacing a recorded run the job prints every
 value that moved.
 
-Left out of each chapter results file (nothing in chapter 8 reads them, and they differ between two runs of
+Left out of each chapter results file (nothing in chapter 9 reads them, and they differ between two runs of
 the same computation): the corpus's sentences and dropped lines, the schema version and ``params.results_dir``
 (a path); of a sweep's ``run.json``, everything but ``chapter`` (what the results table reads).
 """

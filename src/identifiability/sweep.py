@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import cluster, keys, paths
-from .chapters import CHAPTERS, check_parameters, coerce_parameters, find, preflight
+from .chapters import CHAPTERS, check_parameters, coerce_parameters, current_stem, find, preflight
 from .errors import ChapterFailed, SweepError, UserError, one_line
 from .execution import run_notebook
 from .fileio import atomic_write, read_json, write_json
@@ -208,7 +208,7 @@ def longest_first(runs: Sequence[Run], root: Path) -> list[Run]:
     seen: dict[tuple[str, str], list[float]] = {}
     for f in root.rglob(RUN_FILE) if root.is_dir() else []:
         m = read_json(f)
-        seen.setdefault((m["chapter"], keys.corpus_key(m["corpus"])), []).append(float(m["seconds"]))
+        seen.setdefault((current_stem(m["chapter"]), keys.corpus_key(m["corpus"])), []).append(float(m["seconds"]))
 
     def expected(r: Run) -> float:
         past = seen.get((r.chapter, keys.corpus_key(r.corpus)))

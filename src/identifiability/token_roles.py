@@ -1,6 +1,6 @@
 """Token roles: which tokens of an input are the start token, a separator, padding, the unknown token, another
 special token, punctuation or other tokens, named by their role rather than their spelling so that every
-tokenizer's tokens land in the same categories (chapter 3's attention mass per key category, chapter 8's
+tokenizer's tokens land in the same categories (chapter 3's attention mass per key category, chapter 9's
 curves of the start token and the separator)."""
 
 from __future__ import annotations

@@ -70,8 +70,8 @@ def test_the_across_models_page_shows_both_models_and_their_verdicts(env, tmp_pa
     if not (env["data"] / "results.parquet").is_file():
         pytest.skip("needs the sweep of test_sweep_completes_builds_the_table_and_resumes")
     params = {"data_folder": str(env["data"]), "results_dir": str(tmp_path / "results")}
-    nb = run_notebook(paths.source_root() / "notebooks" / "08_across_models.md", tmp_path, params, progress=False)
-    assert read_json(tmp_path / "results" / "08_across_models.json")["results"]["models"] == 2
+    nb = run_notebook(paths.source_root() / "notebooks" / "09_across_models.md", tmp_path, params, progress=False)
+    assert read_json(tmp_path / "results" / "09_across_models.json")["results"]["models"] == 2
     markdown = "\n".join(
         "".join(o["data"]["text/markdown"])
         for c in json.loads(nb.read_text())["cells"]

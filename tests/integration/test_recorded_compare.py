@@ -1,6 +1,6 @@
 """`make compare`'s recorded run (identifiability.record_compare): gathered from a data folder of chapter 4 runs
 on the held-out text (a reference, three fine-tune seeds, the random-initialisation control, built as the C13
-and C14 controls build them), recorded into a temporary checkout, and read back by chapter 8's study
+and C14 controls build them), recorded into a temporary checkout, and read back by chapter 9's study
 (studies.across_models.recorded_comparison) with the original data folder gone: C13 and C14 are judged on it
 with the verdicts, reasons and numbers of the live comparison of the same folder, and the page says so with
 the recorded run's caption. Integration tier: the provenance reads the checkout's git state (a subprocess)."""

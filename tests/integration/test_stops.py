@@ -21,7 +21,7 @@ import pytest
 from identifiability import cli, execution, paths, stops
 from identifiability.errors import ChapterFailed
 
-CHAPTER = "07_explore"  # the quickest chapter
+CHAPTER = "08_explore"  # the quickest chapter
 BAR = re.compile(r"^[^|]*\d+%\|")  # one draw of a progress bar: 'Executing:  25%|██▌       | 1/4 [...]'
 MARKER_WAIT = 600  # seconds: only so that a run that never writes its marker fails instead of hanging
 
@@ -72,12 +72,12 @@ _WAIT = (
 
 
 def _waiting_chapter(folder: Path, whole: bool) -> Path:
-    """Chapter 7 with a cell more after its set-up (``whole``), or only its parameters cell, and then a cell
+    """Chapter 8 with a cell more after its set-up (``whole``), or only its parameters cell, and then a cell
     that writes the kernel's pid to the file parameter ``marker`` names and waits for the test to stop the run."""
     text = (paths.source_root() / "notebooks" / f"{CHAPTER}.md").read_text(encoding="utf-8")
     declared = 'results_dir = ""\n'
     after = "ch.record(**views.record())\n```\n" if whole else "```\n"
-    assert text.count(declared) == 1 and after in text, "chapter 7 changed: update this test's copy"
+    assert text.count(declared) == 1 and after in text, "chapter 8 changed: update this test's copy"
     text = text.replace(declared, declared + 'marker = ""\n')
     end = text.index(after, text.index(declared)) + len(after)
     text = text[:end] + _WAIT + (text[end:] if whole else "")
@@ -212,10 +212,10 @@ def test_ctrl_c_during_a_sweep_on_a_local_cluster_is_one_line_and_stops_every_wo
     model = str(tiny_model_folder(0, "tiny"))
     if via == "make":  # this interpreter; its install is taken as done
         cmd = ["make", "-s", "-o", ".venv/.installed", "sweep", f"PY={sys.executable}", f"MODELS={model}"]
-        cmd += ["CORPORA=lee", "SEEDS=0", "CHAPTERS=07", "WORKERS=1"]
+        cmd += ["CORPORA=lee", "SEEDS=0", "CHAPTERS=08", "WORKERS=1"]
     else:
         cmd = [sys.executable, "-m", "identifiability.cli", "sweep", "--models", model, "--corpora", "lee"]
-        cmd += ["--seeds", "0", "--chapters", "07", "--workers", "1"]
+        cmd += ["--seeds", "0", "--chapters", "08", "--workers", "1"]
     logs = tmp_path / "logs"
     proc = start(cmd, logs)
     deadline = time.monotonic() + MARKER_WAIT
@@ -244,8 +244,8 @@ def test_the_dead_kernel_line_suggests_half_the_sentences_or_says_what_to_do():
     assert stops.kernel_died("06_context_mixing", {"n_sentences": 50}).endswith(
         "try smaller parameters such as -p n_sentences=25 (this run: 50)"
     )
-    assert stops.kernel_died("08_across_models", {}) == (
-        "chapter 08_across_models: the kernel died (most often out of memory); try smaller parameters (-p name=value)"
+    assert stops.kernel_died("09_across_models", {}) == (
+        "chapter 09_across_models: the kernel died (most often out of memory); try smaller parameters (-p name=value)"
     )
 
 

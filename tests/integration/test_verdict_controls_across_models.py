@@ -1,6 +1,6 @@
 """Controls of C13 and C14 whose truth is known by construction, run through the real pipeline: chapter 4's
 per-sentence rates (synthetic ones of its results' shape, or computed with the chapter's own probe pieces on
-tiny random models) filed as results files, the results table, chapter 8's study (pairing by sentence key,
+tiny random models) filed as results files, the results table, chapter 9's study (pairing by sentence key,
 the hierarchical bootstrap) and the judges. Also the power calculation of C13, checked by simulation."""
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def _model_folder(root, name: str, prov: dict) -> str:
 
 def _compare(root, reference: np.ndarray, fine_tuned: list[np.ndarray], control: np.ndarray | None = None, tokens=None):
     """File the reference's and each fine-tune seed's rates (and the control's; the reference's run with its
-    test tokens per sentence where given), then run chapter 8's study."""
+    test tokens per sentence where given), then run chapter 9's study."""
     n = reference.shape[1]
     keys = _keys(n)
     _file(root, REFERENCE, REFERENCE, "refkey", reference, keys, tokens=tokens)

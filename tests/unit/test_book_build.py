@@ -173,6 +173,18 @@ def test_the_build_page_lists_each_chapters_parameters_and_the_model(tmp_path):
     assert "| `model` |" not in text  # shown once, above
 
 
+def test_the_build_page_reads_a_renumbered_chapters_file_of_an_older_build(tmp_path):
+    """A build with ``--only`` in a data folder whose only results file is the explorer's of a build before the
+    head-width chapter (``07_explore.json``, now 08_explore: chapters.RENAMED): the page still names the model."""
+    (tmp_path / "book").mkdir()
+    results = tmp_path / "results"
+    results.mkdir()
+    provenance = {"name": "m", "source": "embedded", "sha256": "77bb" + "0" * 60, "content_key": "cd" * 32}
+    (results / "07_explore.json").write_text(json.dumps({"provenance": provenance, "corpus": {"name": "lee"}}))
+    text = pages.write_run_page(tmp_path, {"model": "m"}, results, {"08_explore": None}).read_text()
+    assert "77bb0000" in text
+
+
 def test_the_build_page_gives_each_parameters_help_from_its_cell_comments(tmp_path):
     """The help for a parameter is written once, as the comment of the chapter's parameters cell; the page
     shows it beside the value, with the least value the contract allows, escaped for Markdown."""

@@ -1,5 +1,5 @@
-"""What a chapter's page shows, from hand-made notebooks (no kernel): the live widget panel of chapter 7 as
-static HTML without the widget manager, tables in a labelled scroll box, and the explorer chart of chapter 7
+"""What a chapter's page shows, from hand-made notebooks (no kernel): the live widget panel of chapter 8 as
+static HTML without the widget manager, tables in a labelled scroll box, and the explorer chart of chapter 8
 (its axes, its tooltips, its data, its width on the page)."""
 
 import re

@@ -177,3 +177,18 @@ def test_a_bare_number_is_never_a_cell(tmp_path, value):
     card = _cards((tmp_path / "book" / "claims.md").read_text())["C11"]
     cells = [line[2:] for line in card.splitlines() if line.startswith(": ")]
     assert cells[1].startswith(r"$\Delta c$ = ") and cells[2] == "0 (same quantity)"
+
+
+def test_a_claim_of_a_renumbered_chapter_is_read_from_an_older_builds_file(tmp_path):
+    """C13 belongs to 09_across_models now; a data folder from a build before the head-width chapter holds its
+    verdict in 08_across_models.json (chapters.RENAMED). A build that did not run the chapter shows that
+    verdict, not "not measured"; where the new file exists, the new file is read."""
+    from identifiability.verdicts.claims import claims_table
+
+    assert CLAIMS["C13"]["chapter"] == "09_across_models"
+    results = tmp_path / "results"
+    old = Verdict("C13", FAILS, 0.2, (0.1, 0.3), 0.0, "null", CLAIMS["C13"]["rule"], "old build")
+    _write(results, "08_across_models", [old])
+    assert {r["id"]: r["verdict"] for r in claims_table(results)}["C13"] == FAILS
+    _write(results, "09_across_models", [Verdict("C13", HOLDS, 0.0, (-0.01, 0.01), 0.0, "null", "r", "new")])
+    assert {r["id"]: r["verdict"] for r in claims_table(results)}["C13"] == HOLDS

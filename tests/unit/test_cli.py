@@ -65,9 +65,9 @@ def test_every_chapter_in_the_toc_has_a_source_and_declares_the_common_parameter
     assert len(sources) == 8 and all(s.is_file() for s in sources)
     for s in sources:
         declared = parameters.declared_parameters(s)
-        # chapter 8 reads the results table, not sentences: it has no sample size or length limit
+        # chapter 9 reads the results table, not sentences: it has no sample size or length limit
         common = ("model", "corpus", "seed", "device", "results_dir")
-        per_model = ("n_sentences", "max_tokens") if s.stem != "08_across_models" else ()
+        per_model = ("n_sentences", "max_tokens") if s.stem != "09_across_models" else ()
         for name in common + per_model:
             assert name in declared, f"{s.name} lacks parameter {name}"
 

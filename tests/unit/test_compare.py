@@ -155,3 +155,42 @@ def test_a_broken_pipe_elsewhere_with_stdout_open_is_not_taken_for_a_reader_that
     monkeypatch.setattr(compare, "compare_folders", _a_socket_broke)
     with pytest.raises(BrokenPipeError):
         cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "a")])
+
+
+def test_a_folder_from_before_the_renumbering_pairs_its_chapters_with_their_stems_of_now(tmp_path, capsys):
+    """An older build filed the comparison across models as 08_across_models.json and the explorer as
+    07_explore.json; since the head-width chapter (07) came in they are 09_across_models and 08_explore
+    (chapters.RENAMED). Compared with a newer build, each old file pairs with its chapter's new one and its
+    numbers are compared (a change is found), instead of two files each on one side only."""
+    lee = "all-MiniLM-L6-v2/lee"
+    _write(tmp_path / "old" / lee, "08_across_models.json", {"results": {"models": 2, "runtime_s": 1}})
+    _write(tmp_path / "old" / lee, "07_explore.json", {"results": {"tokens": 9}})
+    _write(tmp_path / "new" / lee, "09_across_models.json", {"results": {"models": 3, "runtime_s": 2}})
+    _write(tmp_path / "new" / lee, "08_explore.json", {"results": {"tokens": 9}})
+    _write(tmp_path / "new" / lee, "07_head_width.json", {"results": {"members": 5}})  # no file of old: new
+    c = compare_folders(tmp_path / "old", tmp_path / "new")
+    assert c.by_file == {f"{lee}/08_explore.json": 1, f"{lee}/09_across_models.json": 1}
+    assert c.changed == [(f"{lee}/09_across_models.json: results.models", 2, 3)]
+    assert c.only_old == [] and c.only_new == [f"{lee}/07_head_width.json"]
+    assert sorted(c.renamed) == [
+        (f"{tmp_path / 'old'}/{lee}/07_explore.json", f"{lee}/08_explore.json"),
+        (f"{tmp_path / 'old'}/{lee}/08_across_models.json", f"{lee}/09_across_models.json"),
+    ]
+    # the other way round (new folder first) pairs them too
+    back = compare_folders(tmp_path / "new", tmp_path / "old")
+    assert back.changed == [(f"{lee}/09_across_models.json: results.models", 3, 2)] and back.only_old == [
+        f"{lee}/07_head_width.json"
+    ]
+    assert cli.main(["compare", str(tmp_path / "old"), str(tmp_path / "new")]) == 1
+    out = capsys.readouterr().out
+    assert f"{lee}/08_across_models.json as {lee}/09_across_models.json" in out
+
+
+def test_a_file_under_an_old_stem_beside_its_new_one_is_not_paired_twice(tmp_path):
+    """A data folder that holds both a chapter's old-stem file (an older build) and its new one: the new one
+    pairs with the other folder's, the old one stays under its own name, reported on its side only."""
+    for side in ("a", "b"):
+        _write(tmp_path / side, "09_across_models.json", {"results": {"models": 2}})
+    _write(tmp_path / "a", "08_across_models.json", {"results": {"models": 1}})
+    c = compare_folders(tmp_path / "a", tmp_path / "b")
+    assert c.by_file == {"09_across_models.json": 1} and c.only_old == ["08_across_models.json"] and not c.renamed

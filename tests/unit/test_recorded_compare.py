@@ -1,4 +1,4 @@
-"""Chapter 8 without fine-tuned results and without a recorded `make compare` run: C13 and C14 stay "not run
+"""Chapter 9 without fine-tuned results and without a recorded `make compare` run: C13 and C14 stay "not run
 in this build", naming `make compare`; a recorded run's files are written back below the data folder only."""
 
 from __future__ import annotations

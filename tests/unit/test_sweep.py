@@ -79,7 +79,7 @@ def test_chapters_by_stem_or_number_and_unknown_ones_named():
         "06_context_mixing",
     ]
     default = [s.stem for s in sweep.resolve_chapters(None)]
-    assert "03_effective_attention" in default and not {"07_explore", "08_across_models"} & set(default)
+    assert "03_effective_attention" in default and not {"08_explore", "09_across_models"} & set(default)
     with pytest.raises(ParameterError, match="did you mean '03_effective_attention'"):
         sweep.resolve_chapters(["03_effective_atention"])
 
@@ -178,6 +178,24 @@ def test_table_reads_finished_runs_only_and_spread_over_seeds(data):
     assert c4["mean"] == pytest.approx(0.6) and c4.own_low == pytest.approx(0.5)
     assert c4.verdicts == "holds ×2, fails ×1"
     assert json.loads(json.dumps(table.columns.tolist())) == aggregate.COLUMNS
+
+
+def test_the_table_reads_an_older_builds_results_under_the_chapters_stem_of_now(data):
+    """A data folder from before the head-width chapter (07_head_width) holds the comparison across models as
+    08_across_models.json (chapters.RENAMED): its rows are filed under 09_across_models. Where a newer build
+    wrote 09_across_models.json beside it, only the newer file is read (no chapter twice)."""
+    folder = data / "results" / "m" / "lee"
+    write_json(folder / "08_across_models.json", {**_doc(0, 0.7, "holds"), "chapter": "08_across_models"})
+    write_json(folder / "07_explore.json", {**_doc(0, 0.7, "holds"), "chapter": "07_explore"})
+    table = aggregate.build_table(data)
+    assert set(table.chapter) == {"09_across_models", "08_explore"}
+    write_json(folder / "09_across_models.json", {**_doc(0, 0.2, "fails"), "chapter": "09_across_models"})
+    table = aggregate.build_table(data)
+    c4 = table[(table.chapter == "09_across_models") & (table.quantity == "C4")]
+    assert list(c4.verdict) == ["fails"] and set(table.run) == {
+        "results/m/lee/07_explore.json",
+        "results/m/lee/09_across_models.json",
+    }
 
 
 def test_the_command_line_entry_point_gives_one_line(data):

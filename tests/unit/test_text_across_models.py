@@ -1,4 +1,4 @@
-"""Chapter 8's words (identifiability.text.across_models): each wording, from numbers on each side of the
+"""Chapter 9's words (identifiability.text.across_models): each wording, from numbers on each side of the
 branch that chooses it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Charts of the comparison across models (chapter 8): per-layer curves of every model, overlaid, and each
+"""Charts of the comparison across models (chapter 9): per-layer curves of every model, overlaid, and each
 fine-tune's change per layer. Its text is in :mod:`identifiability.text.across_models`."""
 
 from __future__ import annotations

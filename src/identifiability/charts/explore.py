@@ -1,4 +1,4 @@
-"""Charts of the explore chapter (07): attention-like maps of one sentence under shared controls."""
+"""Charts of the explore chapter (08): attention-like maps of one sentence under shared controls."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What C13 and C14 read (chapter 8, across models), built by :mod:`identifiability.studies.across_models`."""
+"""What C13 and C14 read (chapter 9, across models), built by :mod:`identifiability.studies.across_models`."""
 
 from __future__ import annotations
 

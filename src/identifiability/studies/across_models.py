@@ -1,4 +1,4 @@
-"""Chapter 8's study: every model this copy of the book has results for, compared on shared parameters, and
+"""Chapter 9's study: every model this copy of the book has results for, compared on shared parameters, and
 the paired evidence of the fine-tuning claims C13 and C14."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Chapter 7's study: one sentence in three views (raw attention, effective attention, HTA)."""
+"""Chapter 8's study: one sentence in three views (raw attention, effective attention, HTA)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Chapter 8's text (the comparison across models): which models the page compares, what the reference is,
+"""Chapter 9's text (the comparison across models): which models the page compares, what the reference is,
 C13's power calculation and the claims table, from :mod:`identifiability.studies.across_models` and
 :mod:`identifiability.model_comparison`."""
 

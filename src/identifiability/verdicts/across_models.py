@@ -1,4 +1,4 @@
-"""Verdicts of the claims that compare models (fine-tuned vs pre-trained; chapter 8).
+"""Verdicts of the claims that compare models (fine-tuned vs pre-trained; chapter 9).
 
 C13 and C14 (amended rules, ``data/amendments.csv``) are judged from one hierarchical bootstrap of the paired
 per-sentence differences d_l (fine-tuned minus pre-trained identifiability rate on the same test sentence,

@@ -12,6 +12,7 @@ import csv
 from pathlib import Path
 
 from .. import paths
+from ..chapters import results_file
 from ..fileio import read_json
 from .core import Rules
 
@@ -81,7 +82,7 @@ def claims_table(results_dir: str | Path) -> list[dict]:
     ``twin_claims``), else None."""
     rows = []
     for claim in load_claims():
-        path = Path(results_dir) / f"{claim['chapter']}.json"
+        path = results_file(results_dir, claim["chapter"])  # or the chapter's file of an older build
         results = read_json(path)["results"] if path.is_file() else {}
         measured = results.get("claims", {}).get(claim["id"])
         twin = results.get("twin_claims", {}).get(claim["id"])  # the same claim on the untrained twin

@@ -1,4 +1,4 @@
-"""Chapter 8 on the book's own results (one model): it says how to add models, judges C13 and C14 as not run
+"""Chapter 9 on the book's own results (one model): it says how to add models, judges C13 and C14 as not run
 in this build (current and original rules, and every alternative) with the command that runs them, and shows
 the default model's verdicts. Beside the random-initialisation control a build makes (``build.control_runs``)
 it compares the two on the held-out text: both curves in one chart with no menu of a single option, the
@@ -16,9 +16,9 @@ from identifiability.verdicts.claims import load_claims, robustness_names
 def test_across_models_page_on_one_model(chapter_run):
     for stem in ("03_effective_attention", "04_token_identity"):
         chapter_run(stem)
-    out = chapter_run("08_across_models")
+    out = chapter_run("09_across_models")
     r = out["results"]
-    page = (chapter_run.dir / "notebooks" / "08_across_models.ipynb").read_text()
+    page = (chapter_run.dir / "notebooks" / "09_across_models.ipynb").read_text()
     if _judged_on_the_recording(r, page):
         return
     assert r["models"] == 1 and r["table_rows"] > 0
@@ -62,8 +62,8 @@ def test_across_models_page_beside_the_random_initialisation_control(tmp_path, m
     assert build.control_runs(paths.DEFAULT_MODEL, "lee_heldout", 0, small) == []  # reused, not rerun
     assert len(list((data / "sweeps").rglob("run.json"))) == 2
     params = {"results_dir": str(tmp_path / "results"), "data_folder": str(data)}
-    notebook = run_notebook(CHAPTERS["08_across_models"].source, tmp_path / "notebooks", params, progress=False)
-    r = read_json(tmp_path / "results" / "08_across_models.json")["results"]
+    notebook = run_notebook(CHAPTERS["09_across_models"].source, tmp_path / "notebooks", params, progress=False)
+    r = read_json(tmp_path / "results" / "09_across_models.json")["results"]
     specs, text = _outputs(notebook)
     if _judged_on_the_recording(r, text):
         return
