@@ -268,7 +268,7 @@ def _claim_card(r: dict, v: Verdict | None) -> list[str]:
     flat = lambda t: str(t).replace("\n", " ")  # noqa: E731
     return [
         "::::{container} claim-card",
-        f"**{link}** {flat(math_text(r['claim']))} ({flat(r['source'])}, {flat(r['where'])}; "
+        f"**{link}** {flat(math_text(r['claim']))} ({flat(r['source'])}, {flat(math_text(r['where']))}; "
         f"*{flat(math_text(r['paper_value']))}*)",
         "",
         "verdict",
