@@ -21,7 +21,8 @@ def tokenizer():
 
 def test_normalise_folds_case_punctuation_and_whitespace():
     assert (
-        text.normalise("  The  HEARING,\tcontinues!\u00a0“Well-known” U.S. ") == "the hearing continues well known u s"
+        text.normalise("  The  HEARING,\tcontinues!\u00a0“Well-known” U.S. Café ")
+        == "the hearing continues well known u s cafe"
     )
 
 

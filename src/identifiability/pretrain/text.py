@@ -65,9 +65,12 @@ _PUNCT = re.compile(r"[^\w\s]|_")
 
 
 def normalise(text: str) -> str:
-    """Lower case, punctuation removed (as a space: "well-known" and "well known" agree), whitespace
-    collapsed; Unicode compatibility forms folded first (a non-breaking space is a space)."""
-    return " ".join(_PUNCT.sub(" ", unicodedata.normalize("NFKC", text).lower()).split())
+    """Lower case, accents stripped (as the uncased tokenizer does: "café" and "cafe" are one token run),
+    punctuation removed (as a space: "well-known" and "well known" agree), whitespace collapsed; Unicode
+    compatibility forms folded first (a non-breaking space is a space)."""
+    text = unicodedata.normalize("NFKD", text.lower())
+    text = "".join(c for c in text if not unicodedata.combining(c))
+    return " ".join(_PUNCT.sub(" ", text).split())
 
 
 def evaluation_sentences() -> dict[str, list[str]]:
