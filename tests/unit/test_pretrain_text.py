@@ -151,6 +151,8 @@ def test_the_splits_are_disjoint_and_cover_every_document(tokenizer, module_data
         stream = text.split_stream(tokenizer, split, heldout_every=3, docs=docs)
         words[split] = set(tokenizer.decode(stream.tolist(), skip_special_tokens=True).split()) - {"apple"}
     assert words["heldout"] == {"two", "five", "eight"}  # every third document
+    held_out = text.split_stream(tokenizer, "held_out", heldout_every=3, docs=docs)
+    assert held_out.tolist() == text.split_stream(tokenizer, "heldout", heldout_every=3, docs=docs).tolist()
     assert words["train"] == {"zero", "one", "three", "four", "six", "seven"}
     assert [text.is_held_out(i) for i in (48, 49, 50, 99)] == [False, True, False, True]
 

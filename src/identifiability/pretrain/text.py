@@ -286,6 +286,7 @@ def split_stream(
 ) -> np.ndarray:
     """int64 [n]: the split's documents' ids in order, each followed by [SEP] (``docs`` defaults to
     :func:`documents`)."""
+    split = "heldout" if split == "held_out" else split  # the spelling of tasks.TaskData.held_out, too
     if split not in ("train", "heldout"):
         raise TextError(f"split must be 'train' or 'heldout', got {split!r}")
     if heldout_every < 2:
