@@ -27,7 +27,7 @@ WORKERS ?=
 INTERRUPTED := || [ $$? -eq 130 ]
 NPM_PACKAGES := mathjax@3.2.2 @jupyter-widgets/html-manager@1.0.15 requirejs@2.3.8 playwright-core@1.65.1
 
-.PHONY: book test test-fast lint venv vendor browser bench clean models sweep compare compare-full record-c10
+.PHONY: book test test-fast lint venv vendor browser bench clean models sweep compare compare-full record-c10 confirm
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -156,6 +156,12 @@ sweep: venv
 record-c10: venv
 	$(PY) -m identifiability.cli record-c10 --model "$(MODEL)" --corpus "$(CORPUS)" $(if $(N),--n $(N)) \
 		$(if $(SCHEDULER),--scheduler "$(SCHEDULER)") $(if $(WORKERS),--workers $(WORKERS)) $(INTERRUPTED)
+
+# Every claim judged on text the amended rules never saw (lee_test, 148 sentences): chapters 2 to 6 with what it
+# supports, then their verdicts and the rules they were judged under, recorded under data/recorded/confirm/
+# (commit it: the claims page's confirmation column reads it).
+confirm: venv
+	$(PY) -m identifiability.cli record-confirm --model "$(MODEL)" $(INTERRUPTED)
 
 bench: venv
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

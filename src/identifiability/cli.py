@@ -6,6 +6,7 @@
     identifiability compare OLD_RESULTS_DIR NEW_RESULTS_DIR   (what changed between two runs' results)
     identifiability record-c10 [--model M] [--corpus C] [--n N]   (C10's recorded run, data/recorded/c10/)
     identifiability record-compare [--base M] [--data DIR]   (make compare's recorded run, data/recorded/compare/)
+    identifiability record-confirm [--model M] [--corpus lee_test]   (claims on unseen text, data/recorded/confirm/)
 
 Notebook sources are jupytext MyST files in ``notebooks/``; executed ``.ipynb`` files and HTML are build
 output under ``_build/``. The book for the embedded default model goes to ``_build/html``; any other model
@@ -151,6 +152,17 @@ def _record_compare_parser(sub) -> None:
     )
 
 
+def _record_confirm_parser(sub) -> None:
+    what = (
+        "make confirm's recorded run: chapters 2 to 6 on text no chapter had seen (lee_test), every claim's verdict "
+        "there and the rule it was judged under, into data/recorded/confirm/<model>/<corpus>/"
+    )
+    r = _command(sub, "record-confirm", help=what, description=what)
+    r.add_argument("--model", default=DEFAULT_MODEL)
+    r.add_argument("--corpus", default="lee_test", help="text the rules never saw (default lee_test)")
+    r.add_argument("--no-run", dest="run", action="store_false", help="record the chapters' results already there")
+
+
 def _finetune_parsers(sub) -> None:
     from .finetune import Settings
     from .tasks import TASKS
@@ -254,6 +266,11 @@ def _sweep_main(a) -> int:
 
         record_compare(a.base, a.data, a.seed, a.checkout, a.into, a.started, a.seconds)
         return 0
+    if a.cmd == "record-confirm":
+        from .record_confirm import record_confirm
+
+        record_confirm(a.model, a.corpus, a.run)
+        return 0
     if a.cmd == "record-c10":
         from .record_c10 import record_c10
 
@@ -320,6 +337,7 @@ COMMANDS = {
     "hta": _sweep_main,
     "record-c10": _sweep_main,
     "record-compare": _sweep_main,
+    "record-confirm": _sweep_main,
     "finetune": _finetune_main,
     "init-random": _finetune_main,
     "compare": _compare_main,
@@ -338,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     _finetune_parsers(sub)
     _compare_parser(sub)
     _record_compare_parser(sub)
+    _record_confirm_parser(sub)
     a = ap.parse_args(argv)
     try:
         # Ctrl-C: one line, exit 130 (identifiability.stops); a caller that passes its own argv handles it itself

@@ -1,0 +1,122 @@
+"""`make confirm`'s recorded run: every claim judged under the frozen rules on text no chapter had seen.
+
+    identifiability record-confirm [--model M] [--corpus lee_test] [--no-run]
+    make confirm
+
+Every amendment of a rule was made after the default build's numbers were seen. ``lee_test`` (the 148 sentences
+of the Lee corpus's test file, which no chapter's default run reads) is text the amended rules never saw:
+``make confirm`` runs the judging chapters on it with :data:`PARAMS` (what 148 sentences support) and this job
+records, under ``data/recorded/confirm/<model key>/<corpus>/``, each claim's verdict there (and on the untrained
+twin), the chapters' parameters, and the hash of the rule each claim was judged under
+(:func:`identifiability.recorded.claim_hashes` when the job runs, right after the chapters). The claims page
+compares that verdict with the default build's and marks a claim whose rule changed after the freeze
+(``data/frozen_rules.csv``) as not confirmed (:func:`confirmation`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from . import keys, paths, recorded
+from .chapters import CHAPTERS
+from .errors import UserError
+from .fileio import read_json
+from .verdicts.core import verdict_label
+
+JOB = TARGET = "confirm"
+CORPUS = "lee_test"
+TOLERANCE = 1e-9  # the results are the chapters' recorded verdicts: a rerun on one machine is identical
+# What lee_test's 148 sentences support, by chapter name: 71 of them are longer than d_v + 2 = 34 tokens (chapter
+# 3's attention mass), 144 have at most 64 tokens (chapters 4 and 5: 70/15/15, 21 test sentences); no second
+# corpus (polarity is not new text here). Chapter 3's sentence pairs (C5's middle separator) come from lee_pairs,
+# which the default build reads: C5 and C18 are confirmed on new single sentences only.
+PARAMS: dict[str, dict[str, object]] = {
+    "nonidentifiability": {},
+    "effective_attention": {"n_sentences": 70},
+    "token_identity": {"n_sentences": 148, "second_corpus": ""},
+    "angle_magnitude": {"n_sentences": 148},
+    "context_mixing": {"second_corpus": ""},
+}
+
+
+class NothingToConfirm(UserError):
+    """No chapter has results on the confirmation text (one line naming the command)."""
+
+
+def gather(results_dir: Path) -> dict:
+    """{"claims": {id: verdict as the chapter recorded it}, "twin_claims": {id: the untrained twin's}, "params":
+    {stem: the chapter's parameters}, "judged_under": {id: hash of its rule now}} from the judging chapters'
+    results files in ``results_dir``."""
+    out: dict = {"claims": {}, "twin_claims": {}, "params": {}}
+    for stem, spec in CHAPTERS.items():
+        path = results_dir / f"{stem}.json"
+        if spec.name not in PARAMS or not path.is_file():
+            continue
+        doc = read_json(path)
+        res = doc.get("results", {})
+        out["claims"] |= res.get("claims", {})
+        out["twin_claims"] |= res.get("twin_claims", {})
+        out["params"][stem] = {k: v for k, v in doc.get("params", {}).items() if k != "results_dir"}
+    if not out["claims"]:
+        raise NothingToConfirm(f"no chapter results with verdicts in {results_dir}: run make confirm")
+    hashes = recorded.claim_hashes()
+    out["judged_under"] = {c: hashes[c] for c in out["claims"] if c in hashes}
+    return out
+
+
+def run_chapters(model: str, corpus: str, progress: bool = True) -> list[Path]:
+    """Execute the judging chapters on ``corpus`` with :data:`PARAMS` (every parameter checked first, before
+    anything runs); their results go to ``keys.results_dir(model, corpus)``; returns the executed notebooks."""
+    from .chapters import by_name, check_parameters, preflight
+    from .execution import run_notebook
+
+    runs = [(by_name(name).source, {"model": model, "corpus": corpus, **p}) for name, p in PARAMS.items()]
+    for source, params in runs:
+        check_parameters([source], params)
+        preflight([source], params)
+    out = keys.build_dir(model, corpus) / "confirm"
+    return [run_notebook(source, out, params, progress=progress) for source, params in runs]
+
+
+def record_confirm(
+    model: str = paths.DEFAULT_MODEL,
+    corpus: str = CORPUS,
+    run: bool = True,
+    echo: Callable[[str], None] = print,
+) -> recorded.Recorded:
+    """Run the judging chapters on ``corpus`` (unless not ``run``: their results are already there), gather
+    their verdicts (:func:`gather`, from ``keys.results_dir(model, corpus)``) and record them."""
+    t0 = time.time()
+    if run:
+        run_chapters(model, corpus)
+    results = gather(keys.results_dir(model, corpus))
+    prov = recorded.provenance(sorted(results["claims"]), TARGET, time.time() - t0, every_module=True)
+    prov |= {"corpus": corpus, "model": model}
+    rec = recorded.record(JOB, f"{keys.model_key(model)}/{keys.corpus_key(corpus)}", results, prov, TOLERANCE)
+    echo(f"recorded {len(results['claims'])} verdicts on {corpus} in {recorded.folder(rec.job, rec.key)}")
+    return rec
+
+
+def find(model: str = paths.DEFAULT_MODEL, corpus: str = CORPUS) -> recorded.Recorded | None:
+    return recorded.find(JOB, f"{keys.model_key(model)}/{keys.corpus_key(corpus)}", TARGET)
+
+
+def confirmation(claim: str, build_verdict: str | None, rec: recorded.Recorded | None) -> dict | None:
+    """What the claims page shows for ``claim`` from a confirmation run: {"verdict": its verdict there, "agrees":
+    whether it equals the default build's ``build_verdict`` (None when that was not measured), "rules_agree":
+    whether the original and amended rules agree there (None when the claim was never amended), "frozen":
+    whether it was judged under the frozen rule}; None when the run has no verdict for it."""
+    if rec is None or claim not in rec.results.get("claims", {}):
+        return None
+    v = rec.results["claims"][claim]
+    original = v.get("original")
+    frozen = recorded.confirmable({claim: rec.results.get("judged_under", {}).get(claim, "")})[claim]
+    return {
+        "verdict": v["verdict"],
+        "label": verdict_label(v),
+        "agrees": None if build_verdict is None else v["verdict"] == build_verdict,
+        "rules_agree": None if not original else original["verdict"] == v["verdict"],
+        "frozen": frozen,
+    }
