@@ -207,7 +207,7 @@ def build_book(
         str(params.get("device", "cpu")),
         repository=repository,
     )
-    pages.write_claims_page(stage, results_dir)
+    pages.write_claims_page(stage, results_dir, model)
     book.prepare_pages(stage / "notebooks", root / "downloads")  # charts get the HTML the pages draw them with
     html = root / "html"
     if html.exists():

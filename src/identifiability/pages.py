@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from . import paths
+from . import paths, recorded
 from .chapters import results_file
 from .digits import fmt, times_ten
 from .executed import BUILD_LOCATION, PARAMETERS, assignments, cell_comments, read_notebook, run_seconds
@@ -254,11 +254,27 @@ def _base(v: Verdict) -> str:
     return f"${b.symbol}$ = {b.value(v.baseline)} (another quantity)" if b.symbol else b.value(v.baseline)
 
 
-def _claim_card(r: dict, v: Verdict | None) -> list[str]:
+def confirmation_text(c: dict | None) -> str:
+    """A claim's confirmation (:func:`identifiability.record_confirm.confirmation`) in words; "—" without one."""
+    if c is None:
+        return "—"
+    if not c["frozen"]:
+        return f"not confirmed: judged under a rule changed after the freeze ({c['label']} on lee_test)"
+    words = [f"{c['label']} on unseen text (lee_test)"]
+    if c["agrees"] is not None:
+        words.append("the same as this build" if c["agrees"] else "not the same as this build")
+    if c["rules_agree"] is not None:
+        agree = c["rules_agree"]
+        words.append("original and amended rules agree there" if agree else "the original rule differs there")
+    return "; ".join(words)
+
+
+def _claim_card(r: dict, v: Verdict | None, confirmation: str = "—") -> list[str]:
     """One claim of the claims page as a card (MyST): the claim in words first, then a definition list of its
-    verdict (robustness; the original rule's), this build's estimate, the baseline and the untrained twin's
-    verdict. ``book.css`` lays the list out in four columns on a wide page and one below another on a phone, so
-    no column is cut and nothing scrolls sideways."""
+    verdict (robustness; the original rule's), this build's estimate, the baseline, the untrained twin's
+    verdict and its confirmation on data the rules never saw (:func:`confirmation_text`). ``book.css`` lays the
+    list out in five columns on a wide page and one below another on a phone, so no column is cut and nothing
+    scrolls sideways."""
     est, base = (_measured(v), _base(v)) if v else ("—", "—")
     original = r.get("original")
     before = verdict_label(original) if original else (None if r["amendment"] is None else "not measured")
@@ -282,15 +298,22 @@ def _claim_card(r: dict, v: Verdict | None) -> list[str]:
         "",
         "untrained twin",
         f": {verdict_label(twin) if twin else '—'}",
+        "",
+        "confirmation",
+        f": {confirmation}",
         "::::",
         "",
     ]
 
 
-def write_claims_page(stage: Path, results_dir: Path) -> None:
+def write_claims_page(stage: Path, results_dir: Path, model: str | None = None) -> None:
     """``book/claims.md``: the paper-vs-replication table, from data/claims.csv (with its amendments) and the
     verdict each chapter recorded in ``results_dir``: the current verdict, its robustness to the alternatives
-    the claim's row names, and for an amended claim the original rule's verdict beside it."""
+    the claim's row names, and for an amended claim the original rule's verdict beside it; and ``model``'s
+    recorded confirmation run (``make confirm``), where there is one."""
+    from .record_confirm import confirmation, find
+
+    confirm = find(model or paths.DEFAULT_MODEL)
     esc = lambda t: str(t).replace("|", "\\|").replace("\n", " ")  # noqa: E731
     lines = [
         "# Paper vs replication",
@@ -306,14 +329,20 @@ def write_claims_page(stage: Path, results_dir: Path) -> None:
         "named below with what it measures. Each claim is a card: the claim in words, then its verdict, this "
         "build's estimate, the baseline and the verdict on the untrained twin (the same architecture with its "
         'random initial weights, one initialisation seed: what the architecture gives before any training; "—" '
-        "where the claim is not run on it).",
+        "where the claim is not run on it), and its *confirmation*: the verdict on text that no chapter had read "
+        "when the rules were last amended and frozen (`lee_test`), whether it is the same as this build's, and whether "
+        "the original and amended rules agree there (a claim whose rule changed after the freeze is *not "
+        'confirmed*; "—" where `make confirm` has not recorded it).',
         "",
     ]
+    if confirm is not None:
+        lines += [f"*Confirmation:* {recorded.caption(confirm, recorded.stale(confirm))}", ""]
     table = claims_table(results_dir)
     # the row's claim text replaced the verdict's own ``claim`` field (its id) in claims_table
     verdicts = {r["id"]: None if r["verdict"] == "not measured" else from_json({**r, "claim": r["id"]}) for r in table}
     for r in table:
-        lines += _claim_card(r, verdicts[r["id"]])
+        built = None if r["verdict"] == "not measured" else r["verdict"]
+        lines += _claim_card(r, verdicts[r["id"]], confirmation_text(confirmation(r["id"], built, confirm)))
     lines += ["", "## Why each verdict", ""]
     for r in table:
         v = verdicts[r["id"]]

@@ -45,9 +45,57 @@ def test_each_claim_is_a_card_that_reads_top_to_bottom(tmp_path):
     lines = cards["C4"].splitlines()
     assert lines[0].startswith("**<a ") and math_text(c4["claim"]) in lines[0]
     terms = [line for line in lines if line and not line.startswith((":", "**"))]
-    assert terms == ["verdict", "this build (95% interval)", "baseline", "untrained twin"]
+    assert terms == ["verdict", "this build (95% interval)", "baseline", "untrained twin", "confirmation"]
     assert lines[lines.index("untrained twin") + 1] == ": fails"
-    assert cards["C1"].splitlines()[-1] == ": —"  # no twin verdict recorded
+    c1 = cards["C1"].splitlines()
+    assert c1[c1.index("untrained twin") + 1] == ": —"  # no twin verdict recorded
+
+
+def test_the_confirmation_field_reads_the_recorded_run_and_the_freeze(tmp_path, monkeypatch):
+    """make confirm's verdicts beside this build's: the same or not, the two rules' agreement there, and "not
+    confirmed" where the rule the run was judged under is not the frozen one."""
+    from identifiability import record_confirm, recorded
+
+    now = recorded.claim_hashes()
+    c4 = CLAIMS["C4"]
+    there = amended(
+        Verdict("C4", HOLDS, -0.5, (-0.6, -0.4), 0.1, "n", c4["rule"], "why"),
+        Verdict("C4", FAILS, -0.5, None, 0.1, "n", c4["original_rule"], "why"),
+    )
+    rec = recorded.Recorded(
+        "confirm",
+        "m/lee_test",
+        {
+            "claims": {"C4": there.to_json(), "C6": Verdict("C6", HOLDS, 0.9, None, 0.1, "n", "r", "w").to_json()},
+            "judged_under": {"C4": now["C4"], "C6": "0" * 64},
+        },
+        {"date": "2026-12-03T17:00:00+00:00", "target": "confirm", "seconds": 600, "machine": {}},
+    )
+    assert record_confirm.confirmation("C4", HOLDS, rec) == {
+        "verdict": HOLDS,
+        "label": HOLDS,
+        "agrees": True,
+        "rules_agree": False,
+        "frozen": True,
+    }
+    assert record_confirm.confirmation("C4", FAILS, rec)["agrees"] is False
+    assert record_confirm.confirmation("C4", None, rec)["agrees"] is None  # not measured in this build
+    assert record_confirm.confirmation("C6", HOLDS, rec)["frozen"] is False  # judged under another rule
+    assert record_confirm.confirmation("C9", HOLDS, rec) is None
+    monkeypatch.setattr(record_confirm, "find", lambda model=None, corpus=None: rec)
+    results = tmp_path / "results"
+    v = Verdict("C4", HOLDS, -0.9, (-0.95, -0.8), 0.1, "null", c4["rule"], "why")
+    write_json(results / f"{c4['chapter']}.json", {"results": {"claims": {"C4": v.to_json()}}})
+    (tmp_path / "book").mkdir()
+    pages.write_claims_page(tmp_path, results)
+    text = (tmp_path / "book" / "claims.md").read_text()
+    cards = _cards(text)
+    assert cards["C4"].splitlines()[-1] == (
+        ": holds on unseen text (lee_test); the same as this build; the original rule differs there"
+    )
+    assert cards["C6"].splitlines()[-1].startswith(": not confirmed: judged under a rule changed after the freeze")
+    assert cards["C9"].splitlines()[-1] == ": —"
+    assert "*Confirmation:* recorded run of 2026-12-03" in text and "`make confirm` recomputes it" in text
 
 
 def test_the_page_shows_robustness_and_the_original_verdict_of_an_amended_claim(tmp_path):
