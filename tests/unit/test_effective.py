@@ -258,6 +258,9 @@ def test_entry_points_on_every_architecture(tiny_any, sentences):
     totals = whole.groupby(["text", "layer", "head"]).raw.sum() / whole.groupby(["text", "layer", "head"]).d_s.first()
     assert ((totals - 1).abs() < 1e-5).all()  # each row's mass over all categories is one
     table = mass_by_category(lm, sentences, progress=False).table
+    with_twin = figure1_chart(fig, lm.d_v, twin=fig).to_dict()  # the twin's median beside the model's, dashed
+    twin_rows = [r for r in with_twin["datasets"][next(iter(with_twin["datasets"]))] if r["curve"].startswith("untr")]
+    assert len(twin_rows) == fig.d_s.nunique() and "untrained twin" in with_twin["title"][0]
     for chart in (
         figure1_chart(fig, lm.d_v),
         null_share_chart(fig, lm.d_v),

@@ -11,6 +11,7 @@ import pandas as pd
 import torch
 
 from .render import KEEP_WIDTH, dash_legend, sentence_label_expr
+from .verdicts import TWIN_COLOUR
 
 FIG1_CURVES = {  # column of the correlation table -> its curve on Figure 1 (a)
     "pearson": "model: Pearson(A, A_eff)",
@@ -19,10 +20,14 @@ FIG1_CURVES = {  # column of the correlation table -> its curve on Figure 1 (a)
 }
 
 
-def figure1_chart(fig1: pd.DataFrame, d_v: int) -> alt.LayerChart:
+TWIN_CURVE = "untrained twin: Pearson(A, A_eff)"
+
+
+def figure1_chart(fig1: pd.DataFrame, d_v: int, twin: pd.DataFrame | None = None) -> alt.LayerChart:
     """Figure 1 (a): Pearson(A, A_eff) against d_s beside the two null models: the median over heads and inputs
     of each (lines), the 10-90% band over heads and inputs of the model and of the random subspace, d_s = d_v
-    dashed. ``fig1``: rows of :func:`identifiability.projection.correlation_by_length`."""
+    dashed. ``fig1``: rows of :func:`identifiability.projection.correlation_by_length`; ``twin``: the same rows
+    of the model's untrained twin, whose median is drawn beside them (dashed, the twin's colour)."""
     cols = [c for c in FIG1_CURVES if c in fig1 and fig1[c].notna().any()]
     long = fig1.melt(id_vars=["d_s"], value_vars=cols, var_name="curve", value_name="r")
     agg = (
@@ -34,6 +39,10 @@ def figure1_chart(fig1: pd.DataFrame, d_v: int) -> alt.LayerChart:
     )
     order = [FIG1_CURVES[c] for c in cols]
     palette = ["navy", "darkorange", "seagreen"][: len(order)]
+    if twin is not None:
+        tw = twin.groupby("d_s").pearson.agg(median="median").reset_index().round(4).assign(curve=TWIN_CURVE)
+        agg = pd.concat([agg, tw], ignore_index=True)
+        order, palette = [*order, TWIN_CURVE], [*palette, TWIN_COLOUR]
     color = alt.Color(
         "curve:N",
         sort=order,
@@ -44,16 +53,24 @@ def figure1_chart(fig1: pd.DataFrame, d_v: int) -> alt.LayerChart:
     base = alt.Chart(agg).encode(x=alt.X("d_s:Q", scale=alt.Scale(type="log"), title="tokens d_s"))
     bands = base.transform_filter(alt.datum.curve != FIG1_CURVES["pearson_random_weights"]).mark_area(opacity=0.18)
     return alt.layer(
-        bands.encode(y=alt.Y("q10:Q", title="Pearson correlation with A"), y2="q90:Q", color=color),
+        bands.transform_filter(alt.datum.curve != TWIN_CURVE).encode(
+            y=alt.Y("q10:Q", title="Pearson correlation with A"), y2="q90:Q", color=color
+        ),
         base.mark_line(point=alt.OverlayMarkDef(size=14)).encode(
-            y="median:Q", color=color, tooltip=["d_s", "curve", "median", "q10", "q90"]
+            y="median:Q",
+            color=color,
+            strokeDash=alt.condition(alt.datum.curve == TWIN_CURVE, alt.value([6, 3]), alt.value([1, 0])),
+            tooltip=["d_s", "curve", "median", "q10", "q90"],
         ),
         alt.Chart(agg).mark_rule(color="crimson", strokeDash=[4, 3]).encode(x=alt.datum(d_v)),
     ).properties(
         width=560,
         height=260,
-        title=f"Raw vs effective attention beside two null models: medians over heads and inputs, 10-90% bands; "
-        f"d_s = d_v = {d_v} dashed",
+        title=[
+            "Raw vs effective attention beside two null models"
+            + (" and the untrained twin (dashed)" if twin is not None else ""),
+            f"medians over heads and inputs, 10-90% bands; d_s = d_v = {d_v} dashed",
+        ],
     )
 
 
