@@ -27,7 +27,7 @@ WORKERS ?=
 INTERRUPTED := || [ $$? -eq 130 ]
 NPM_PACKAGES := mathjax@3.2.2 @jupyter-widgets/html-manager@1.0.15 requirejs@2.3.8 playwright-core@1.65.1
 
-.PHONY: book test test-fast lint venv vendor browser bench clean models sweep compare compare-full record-c10
+.PHONY: book test test-fast lint venv vendor browser bench clean models sweep compare compare-full record-c10 family
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -155,6 +155,15 @@ sweep: venv
 # N=... draws (default: the rule for a half-width of 0.03); commit the folder it writes.
 record-c10: venv
 	$(PY) -m identifiability.cli record-c10 --model "$(MODEL)" --corpus "$(CORPUS)" $(if $(N),--n $(N)) \
+		$(if $(SCHEDULER),--scheduler "$(SCHEDULER)") $(if $(WORKERS),--workers $(WORKERS)) $(INTERRUPTED)
+
+# The family of head widths (src/identifiability/pretrain/family.py): each member pre-trained as a masked LM on
+# the pre-training text into data/models/<member>/, its untrained twin into data/models/<member>-init/, one Dask
+# task per member (resumable: an interrupted member resumes, a finished one is skipped; DEVICE=cuda to train on
+# a GPU). For now only the pre-training: the chapters' runs on the family follow.
+DEVICE ?= cpu
+family: venv
+	$(PY) -m identifiability.cli pretrain --members all --device $(DEVICE) \
 		$(if $(SCHEDULER),--scheduler "$(SCHEDULER)") $(if $(WORKERS),--workers $(WORKERS)) $(INTERRUPTED)
 
 bench: venv
