@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from identifiability import cli, finetune
+from identifiability import cli, finetune, stops
 from identifiability.models import load_model
 from identifiability.pretrain import jobs
 from identifiability.pretrain.family import MEMBERS, Member
@@ -283,3 +283,23 @@ def test_the_command_refuses_an_unknown_member_or_device_in_one_line(capsys):
     if not torch.cuda.is_available():
         assert cli.main(["pretrain", "--device", "cuda"]) == 2
         assert "no CUDA device" in capsys.readouterr().err
+
+
+def test_ctrl_c_says_which_step_a_rerun_resumes_after(tokenizer, data, tmp_path):
+    def ctrl_c(step: int, total: int) -> None:
+        if step == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(stops.Interrupted) as e:
+        train_member(TINY, *data, tmp_path / "m", SMALL, progress=False, on_step=ctrl_c, tokenizer=tokenizer)
+    assert e.value.line == f"interrupted; run the same command again to resume {TINY.name} after step 2 of 6"
+
+
+def test_an_interrupted_run_on_other_text_is_not_resumed(tokenizer, data, tmp_path):
+    out = tmp_path / "m"
+    with pytest.raises(Stop):
+        train_member(TINY, *data, out, SMALL, progress=False, on_step=_stop_after(1), tokenizer=tokenizer)
+    before = _snapshot(out)
+    with pytest.raises(PretrainError, match="other text"):
+        train_member(TINY, _blocks(24, 5), data[1], out, SMALL, progress=False, tokenizer=tokenizer)
+    assert _snapshot(out) == before

@@ -1,12 +1,8 @@
 """Masked-language-model pre-training of one family member, resumable bit for bit.
 
-A member (:class:`~identifiability.pretrain.family.Member`) becomes a ``BertForMaskedLM`` with the default
-model's tokenizer (uncased WordPiece, 30522 tokens), built under ``torch.manual_seed(member.seed)``: members
-of one seed and width start from the same weights whatever their heads (the split only reshapes Q, K and V).
-Those weights before step 0 are the member's random-initialisation twin, saved as its own folder
-``<name>-init``. Training is BERT's: 15% of the tokens other than [CLS], [SEP] and [PAD] are predicted (80%
-of them replaced by [MASK], 10% by a random token, 10% left), the prediction head applied at those positions
-only; AdamW with linear warm-up and decay, the learning rate a function of the step alone.
+A member becomes a ``BertForMaskedLM`` (:mod:`.mlm`: the model, BERT's masks, the held-out scores) whose
+weights before step 0 are its random-initialisation twin, saved as its own folder ``<out>-init``. AdamW with
+linear warm-up and decay, the learning rate a function of the step alone.
 
 Every draw is a function of the seed and a counter, never of what ran before: an epoch's block order comes
 from (seed, epoch), a step's masks from (seed, step), the held-out masks from one fixed seed. A checkpoint
@@ -292,6 +288,8 @@ def train_member(
     length = train.shape[1]
     total, every = settings.steps(length), settings.every(length)
     key = data_key(train, heldout)
+    if state == "resume" and read_json(out / CHECKPOINT / "state.json").get("data") != key:
+        raise PretrainError(f"{out} holds an interrupted run on other text: remove it to start over")
     tokenizer = tokenizer or load_tokenizer()
     pad, mask_id, vocab, specials = (
         tokenizer.pad_token_id,
@@ -315,8 +313,6 @@ def train_member(
                     f"the checkpoint in {out / CHECKPOINT} is corrupt ({type(e).__name__}): nothing was changed; "
                     f"remove {out} to start over"
                 ) from None
-            if meta.get("data") != key:
-                raise PretrainError(f"{out} holds an interrupted run on other text: remove it to start over")
             tqdm.write(f"{member.name}: resuming after step {meta['step']} of {total}")
         else:
             first = {"step": 0, "tokens_seen": 0, **evaluate(model, held, pad, device)}
