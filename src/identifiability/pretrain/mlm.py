@@ -51,7 +51,7 @@ def load_tokenizer():
     return tokenizer
 
 
-def bert_config(member: Member, tokenizer, positions: int = POSITIONS):
+def member_config(member: Member, tokenizer, positions: int = POSITIONS):
     """The member's ``BertConfig``: BERT's defaults (dropout 0.1, GELU, post-LN) at the member's sizes."""
     from transformers import BertConfig
 
@@ -73,7 +73,7 @@ def build_model(member: Member, tokenizer, positions: int = POSITIONS):
     ``torch.manual_seed(member.seed)`` (which also seeds dropout's generator for the first step)."""
     from transformers import BertForMaskedLM
 
-    config = bert_config(member, tokenizer, positions)
+    config = member_config(member, tokenizer, positions)
     torch.manual_seed(member.seed)
     with quiet_transformers():
         return BertForMaskedLM(config)
@@ -128,7 +128,7 @@ def mask_blocks(
 def masked_logits(model, inputs: torch.Tensor, attention: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
     """(M, V) the prediction head's logits at the M masked positions only: the encoder's hidden states
     (B, L, d) are gathered at ``masked`` (B, L) before the head, which never sees the other positions."""
-    hidden = model.bert(input_ids=inputs, attention_mask=attention).last_hidden_state
+    hidden = model.base_model(input_ids=inputs, attention_mask=attention).last_hidden_state
     return model.cls(hidden[masked])
 
 
