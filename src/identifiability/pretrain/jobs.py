@@ -69,8 +69,9 @@ def text_blocks(settings: Settings) -> tuple[torch.Tensor, torch.Tensor, dict]:
     tokenizer = load_tokenizer()
     train = text.token_blocks(tokenizer, settings.positions, "train")
     heldout = text.token_blocks(tokenizer, settings.positions, "heldout")
-    describe = getattr(text, "describe", None)  # the sources and their token counts, where the text module says
-    return train, heldout, (describe() if callable(describe) else {"module": text.__name__})
+    # what the text is: its sources, documents, words and tokens per split (the text module's own count)
+    info = {"sources": sorted({d.source for d in text.documents()}), **text.token_counts(tokenizer)}
+    return train, heldout, info
 
 
 def member_task(
@@ -175,7 +176,8 @@ def pretrain_family(
                     bars[name] = tqdm(
                         total=msg["total"], initial=msg["step"], desc=name, unit="step", disable=not progress
                     )
-                bars[name].update(max(0, msg["step"] - bars[name].n))
+                if msg["step"] > bars[name].n:  # an update of 0 would redraw the bar every poll
+                    bars[name].update(msg["step"] - bars[name].n)
 
         done = as_completed(futures)
         while not done.is_empty():
