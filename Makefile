@@ -27,7 +27,7 @@ WORKERS ?=
 INTERRUPTED := || [ $$? -eq 130 ]
 NPM_PACKAGES := mathjax@3.2.2 @jupyter-widgets/html-manager@1.0.15 requirejs@2.3.8 playwright-core@1.65.1
 
-.PHONY: book test test-fast lint venv vendor browser bench clean models sweep compare compare-full record-c10 confirm
+.PHONY: book test test-fast lint venv vendor browser bench clean models sweep compare compare-full record-c10 confirm family
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -162,6 +162,15 @@ record-c10: venv
 # (commit it: the claims page's confirmation column reads it).
 confirm: venv
 	$(PY) -m identifiability.cli record-confirm --model "$(MODEL)" $(INTERRUPTED)
+
+# The family of head widths (src/identifiability/pretrain/family.py): each member pre-trained as a masked LM on
+# the pre-training text into data/models/<member>/, its untrained twin into data/models/<member>-init/, one Dask
+# task per member (resumable: an interrupted member resumes, a finished one is skipped; DEVICE=cuda to train on
+# a GPU). For now only the pre-training: the chapters' runs on the family follow.
+DEVICE ?= cpu
+family: venv
+	$(PY) -m identifiability.cli pretrain --members all --device $(DEVICE) \
+		$(if $(SCHEDULER),--scheduler "$(SCHEDULER)") $(if $(WORKERS),--workers $(WORKERS)) $(INTERRUPTED)
 
 bench: venv
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

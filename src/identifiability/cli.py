@@ -7,6 +7,7 @@
     identifiability record-c10 [--model M] [--corpus C] [--n N]   (C10's recorded run, data/recorded/c10/)
     identifiability record-compare [--base M] [--data DIR]   (make compare's recorded run, data/recorded/compare/)
     identifiability record-confirm [--model M] [--corpus lee_test]   (claims on unseen text, data/recorded/confirm/)
+    identifiability pretrain [--members NAME,...|all] [--tokens N] [--device cpu|cuda]   (the family, data/models/)
 
 Notebook sources are jupytext MyST files in ``notebooks/``; executed ``.ipynb`` files and HTML are build
 output under ``_build/``. The book for the embedded default model goes to ``_build/html``; any other model
@@ -190,6 +191,23 @@ def _finetune_parsers(sub) -> None:
     r.add_argument("--out", type=Path, help="model folder (default: data/models/<like>-random-seed<seed>)")
 
 
+def _pretrain_parser(sub) -> None:
+    p = _command(sub, "pretrain", help="pre-train the family's masked-LM members into data/models/ (resumable)")
+    p.add_argument("--members", default="all", help="comma-separated member names, or all (default)")
+    p.add_argument("--tokens", type=int, help="tokens per member (default: the family's; a pilot's folder is apart)")
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    _cluster_args(p)
+
+
+def _pretrain_main(a) -> int:
+    from .pretrain.jobs import pretrain_family, summary
+
+    check_options(a)
+    text, status = summary(pretrain_family(a.members, a.scheduler, a.workers, a.device, a.tokens))
+    print(text)
+    return status
+
+
 def _compare_parser(sub) -> None:
     c = _command(sub, "compare", help="compare two folders of results files (timings and paths skipped)")
     c.add_argument("old", type=Path)
@@ -200,7 +218,18 @@ def _compare_parser(sub) -> None:
 
 # The least value of each numeric option (by its argparse name); checked before anything runs, so that 0
 # is a value (never "not given") and a value below its least is one line.
-_LEAST = {"n": 1, "seed": 0, "seconds": 0, "max_tokens": 1, "group": 1, "workers": 1, "epochs": 1, "rtol": 0, "atol": 0}
+_LEAST = {
+    "tokens": 1,
+    "n": 1,
+    "seed": 0,
+    "seconds": 0,
+    "max_tokens": 1,
+    "group": 1,
+    "workers": 1,
+    "epochs": 1,
+    "rtol": 0,
+    "atol": 0,
+}
 
 
 def check_options(a: argparse.Namespace) -> None:
@@ -341,6 +370,7 @@ COMMANDS = {
     "finetune": _finetune_main,
     "init-random": _finetune_main,
     "compare": _compare_main,
+    "pretrain": _pretrain_main,
 }
 
 
@@ -357,10 +387,11 @@ def main(argv: list[str] | None = None) -> int:
     _compare_parser(sub)
     _record_compare_parser(sub)
     _record_confirm_parser(sub)
+    _pretrain_parser(sub)
     a = ap.parse_args(argv)
     try:
         # Ctrl-C: one line, exit 130 (identifiability.stops); a caller that passes its own argv handles it itself
-        resumes = a.cmd in ("sweep", "hta", "record-c10")
+        resumes = a.cmd in ("sweep", "hta", "record-c10", "pretrain")
         status = stops.run(lambda: COMMANDS[a.cmd](a), resumes=resumes, handle=argv is None)
         sys.stdout.flush()  # here, not at exit: a pipe's reader that left is then caught below
         return status

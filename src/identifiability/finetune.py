@@ -174,7 +174,7 @@ def _claim_folder(out: Path, identity: dict) -> tuple[str, dict | None]:
 
 
 @contextmanager
-def _quiet_transformers():
+def quiet_transformers():
     """Without the load report and progress bars while active: a head missing from the base checkpoint is
     expected here, and a table of it in every run would hide the training's own output."""
     from transformers.utils import logging as hf_logging
@@ -196,10 +196,17 @@ def _quiet_transformers():
 def save_checkpoint(
     folder: Path, model: torch.nn.Module, opt: torch.optim.Optimizer, epochs_done: int, meta: dict
 ) -> None:
-    """Weights, the optimiser's state tensors and the torch RNG state after ``epochs_done`` epochs.
+    """Weights, the optimiser's state tensors and the torch RNG state after ``epochs_done`` epochs, in
+    ``epoch<k>.safetensors`` (:func:`save_state`)."""
+    save_state(folder, model, opt, f"epoch{epochs_done}.safetensors", {**meta, "epochs_done": epochs_done})
 
-    The tensors go to ``epoch<k>.safetensors``, then ``state.json`` names that file (written last, so a
-    crash while saving leaves the previous checkpoint in force), then older epochs' files are removed.
+
+def save_state(folder: Path, model: torch.nn.Module, opt: torch.optim.Optimizer, name: str, meta: dict) -> None:
+    """Weights, the optimiser's state tensors and the torch RNG state (CUDA's too, once CUDA is in use).
+
+    The tensors go to ``name`` (a safetensors file), then ``state.json`` (``meta`` and the file's name) is
+    written, last, so a crash or a full disk while saving leaves the previous checkpoint in force; then the
+    older tensor files are removed. Both files are written atomically (:func:`~identifiability.fileio.atomic_write`).
     """
     folder.mkdir(parents=True, exist_ok=True)
     tensors = {f"model.{k}": v.detach().clone().contiguous() for k, v in model.state_dict().items()}
@@ -209,16 +216,17 @@ def save_checkpoint(
                 raise TypeError(f"optimizer state {key!r} is not a tensor; the checkpoint cannot hold it")
             tensors[f"optim.{idx}.{key}"] = value.detach().clone().contiguous()
     tensors["rng.torch"] = torch.get_rng_state()  # (n,) uint8: dropout's generator
-    name = f"epoch{epochs_done}.safetensors"
-    atomic_write(folder / name, lambda p: save_file(tensors, str(p), metadata={"epochs_done": str(epochs_done)}))
-    write_json(folder / "state.json", {**meta, "epochs_done": epochs_done, "tensors": name})
-    for old in folder.glob("epoch*.safetensors"):
+    if torch.cuda.is_available() and torch.cuda.is_initialized():  # dropout on the GPU draws from its own
+        tensors["rng.cuda"] = torch.cuda.get_rng_state()
+    atomic_write(folder / name, lambda p: save_file(tensors, str(p)))
+    write_json(folder / "state.json", {**meta, "tensors": name})
+    for old in folder.glob("*.safetensors"):
         if old.name != name:
             old.unlink()
 
 
 def load_checkpoint(folder: Path, model: torch.nn.Module, opt: torch.optim.Optimizer) -> dict:
-    """Restore what :func:`save_checkpoint` wrote into ``model``, ``opt`` and the torch RNG; returns the
+    """Restore what :func:`save_state` wrote into ``model``, ``opt`` and the torch RNG (and CUDA's); returns the
     checkpoint's JSON (``epochs_done``, ``steps``, ...)."""
     meta = read_json(folder / "state.json")
     tensors = load_file(str(folder / meta["tensors"]))
@@ -230,6 +238,8 @@ def load_checkpoint(folder: Path, model: torch.nn.Module, opt: torch.optim.Optim
             state.setdefault(int(idx), {})[key] = v
     opt.load_state_dict({"state": state, "param_groups": opt.state_dict()["param_groups"]})
     torch.set_rng_state(tensors["rng.torch"])
+    if "rng.cuda" in tensors and torch.cuda.is_available():
+        torch.cuda.set_rng_state(tensors["rng.cuda"])
     return meta
 
 
@@ -268,7 +278,7 @@ def _subset(rows: list[Example], limit: int | None) -> list[Example]:
     return [rows[i] for i in keep]
 
 
-def _lr_at(step: int, total: int, s: Settings) -> float:
+def lr_at(step: int, total: int, s: Settings) -> float:
     """Linear warm-up over the first ``warmup`` of the steps, then linear decay to 0 (a function of the
     step alone, so a resumed run needs no scheduler state)."""
     warm = max(1, round(s.warmup * total))
@@ -333,7 +343,7 @@ def _load_classifier(folder: Path, labels: Sequence[str], seed: int):
 
     torch.manual_seed(seed)  # the new head's initial weights
     try:
-        with _quiet_transformers():
+        with quiet_transformers():
             model, info = AutoModelForSequenceClassification.from_pretrained(
                 str(folder),
                 num_labels=len(labels),
@@ -435,7 +445,7 @@ def finetune(
                 rows = [train[i] for i in order[b * settings.batch_size : (b + 1) * settings.batch_size]]
                 enc = _batch(tokenizer, rows, settings.max_length)
                 for group in opt.param_groups:
-                    group["lr"] = _lr_at(step, total, settings)
+                    group["lr"] = lr_at(step, total, settings)
                 loss = model(**enc).loss
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -474,17 +484,17 @@ def finetune(
             "seconds": round(time.time() - t0, 1),
             "software": {"torch": torch.__version__, "transformers": transformers.__version__},
         }
-        _save_folder(out, model, tokenizer, prov)
+        save_folder(out, model, tokenizer, prov)
         shutil.rmtree(out / CHECKPOINT, ignore_errors=True)
         return {**prov, "folder": str(out)}
 
 
-def _save_folder(out: Path, model, tokenizer, provenance: dict) -> None:
+def save_folder(out: Path, model, tokenizer, provenance: dict) -> None:
     """A model folder the chapters load: safetensors weights, config, tokenizer, then ``provenance.json``,
     last: its presence says the folder is complete."""
 
     def save(folder: Path) -> None:
-        with _quiet_transformers():
+        with quiet_transformers():
             model.save_pretrained(str(folder), safe_serialization=True)
         tokenizer.save_pretrained(str(folder))
 
@@ -520,5 +530,5 @@ def init_random(like: str | None = None, seed: int = 0, out: str | Path | None =
         "model_type": config.model_type,
         "software": {"torch": torch.__version__},
     }
-    _save_folder(out, model, tokenizer, prov)
+    save_folder(out, model, tokenizer, prov)
     return {**prov, "folder": str(out)}

