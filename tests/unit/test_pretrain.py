@@ -99,7 +99,17 @@ def test_the_config_is_the_members_with_the_real_tokenizers_vocabulary(tokenizer
     config = build_model(Member(64, 2), tokenizer).config
     assert (config.hidden_size, config.num_attention_heads, config.num_hidden_layers) == (64, 2, 4)
     assert (config.intermediate_size, config.max_position_embeddings, config.vocab_size) == (256, 256, 30522)
-    assert config._attn_implementation == "eager"
+    assert config._attn_implementation == "sdpa"  # trained with the fused kernel; the chapters load it eager
+
+
+def test_the_fused_attention_trained_with_computes_what_eager_attention_does(tokenizer, data):
+    model = build_model(TINY, tokenizer, 8).eval()
+    blocks = data[0][:4]
+    inputs, masked = mask_blocks(blocks, generator(0, 1, 0), special_ids(tokenizer), 103, len(tokenizer))
+    fused = masked_logits(model, inputs, torch.ones_like(blocks), masked)
+    model.config._attn_implementation = "eager"
+    eager = masked_logits(model, inputs, torch.ones_like(blocks), masked)
+    assert torch.allclose(fused, eager, atol=1e-5)
 
 
 def test_the_prediction_head_sees_only_the_masked_positions(tokenizer, data):
