@@ -179,3 +179,26 @@ def test_the_verdicts_read_the_family_evidence(family, sources, offsets):
     assert v19.verdict == "holds"  # random heads are generic: every model at d_v + 2
     assert {v20.verdict, v21.verdict} <= set(VERDICTS)
     assert len(v21.parts) == 5 and np.isfinite(v21.estimate)
+
+
+def test_charts_draw_every_model_with_the_twins_dashed(family, sources, offsets):
+    import re
+
+    from identifiability.charts import head_width as charts
+
+    from .test_chart_layout import dash_symbols, svg_of
+
+    curves = S.offset_curves(offsets)
+    assert set(curves.model) == {o.model.name for o in offsets}
+    assert curves.groupby("model").size().tolist() == [len(RATIOS)] * len(offsets)  # one row per length
+    first = offsets[0].inputs
+    assert curves[curves.model == offsets[0].model.name].set_index("d_s")["sub"].to_dict() == pytest.approx(
+        first.groupby("d_s")["sub"].mean().to_dict()
+    )
+    svg = svg_of(charts.offset_chart(curves, (1.25, 3.0)))
+    dashes = [re.search(r'stroke-dasharray="([^"]*)"', s).group(1) for s in dash_symbols(svg, "model")]
+    assert len(dashes) == 2 and dashes[0] != dashes[1]  # pre-trained solid, twins dashed, in the legend too
+    table = S.threshold_table([S.head_threshold(lm, m, sources, C2_MARGIN) for lm, m in family[:2]])
+    assert list(table.twin) == [False, True] and (table.unique_share == 1.0).all()
+    spec = charts.threshold_chart(table, (0.95, 0.5)).to_dict()
+    assert len(spec["layer"]) == 2

@@ -393,4 +393,39 @@ def c20_evidence(offsets: Sequence[HeadOffset], min_gain: float, seed: int = 0) 
     return C20Evidence(models, main, half)
 
 
+# --------------------------------------------------------------------------------------------------
+# tables the chapter's charts draw
+# --------------------------------------------------------------------------------------------------
+
+
+def threshold_table(thresholds: Sequence[HeadThreshold]) -> pd.DataFrame:
+    """One row per model: model, member, d_v, width, twin, unique_share (at d_v + 1, the margin of the study),
+    alternatives_at_dv2, sentences."""
+    return pd.DataFrame(
+        [
+            dict(
+                model=t.model.name, member=t.model.member, d_v=t.hw_d_v, width=t.model.width, twin=t.model.twin,
+                unique_share=t.hw_unique_share, alternatives_at_dv2=t.hw_alternatives_at_dv2,
+                sentences=t.hw_threshold_sentences,
+            )
+            for t in thresholds
+        ]
+    )  # fmt: skip
+
+
+def offset_curves(offsets: Sequence[HeadOffset]) -> pd.DataFrame:
+    """One row per model and input length: model, member, d_v, twin, ratio (d_s / d_v), d_s, sub and val (the
+    mean over that length's inputs of the per-input paired differences), inputs (how many), entropy."""
+    rows = []
+    for o in offsets:
+        g = o.inputs.groupby("d_s").agg(sub=("sub", "mean"), val=("val", "mean"), inputs=("sub", "size"))
+        rows.append(
+            g.reset_index().assign(
+                model=o.model.name, member=o.model.member, d_v=o.hw_d_v, twin=o.model.twin,
+                ratio=lambda d, dv=o.hw_d_v: d.d_s / dv, entropy=o.hw_entropy,
+            )
+        )  # fmt: skip
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+
+
 RESULTS = (HeadThreshold, HeadOffset)

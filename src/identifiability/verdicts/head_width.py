@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from ..digits import fmt, pct
 from ..evidence.head_width import C19Evidence, C19Model, C20Comparison, C20Evidence, C21Evidence, C21Model, FamilyModel
 from ..nullspace import unique_share
-from ..pretrain.family import MIN_GAIN
+from ..pretrain import family
 from ..stats import Interval
 from .core import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, PARTLY, Quantity, Rules, Verdict, with_robustness
 from .nonidentifiability import (
@@ -31,7 +31,7 @@ from .nonidentifiability import (
     threshold_state,
 )
 
-FAMILY_MIN_GAIN = MIN_GAIN  # a member is judged when its held-out accuracy beats the unigram baseline's by this
+FAMILY_MIN_GAIN = family.MIN_GAIN  # a member is judged when its held-out accuracy beats the unigram baseline's by this
 
 C19_QUANTITY = Quantity(
     "smallest share, over the judged members, of (head, input) pairs unique at d_s = d_v + 1 (full rank of "
