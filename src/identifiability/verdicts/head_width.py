@@ -23,6 +23,7 @@ from .core import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, PARTLY, Quantity, Ru
 from .nonidentifiability import (
     AT_DV1,
     AT_DV2,
+    BETWEEN,
     C2_FAIL_SHARE,
     C2_MARGIN,
     C2_MARGIN_ALT,
@@ -79,12 +80,15 @@ def _twins_of(models: Sequence[FamilyModel], members: set[str]) -> list[FamilyMo
 # --------------------------------------------------------------------------------------------------
 
 
+_STATE_WORDS = {AT_DV2: "threshold at d_v + 2", AT_DV1: "threshold at d_v + 1", BETWEEN: "neither threshold"}
+
+
 def _c19_state(x: C19Model, share: float, needed: float, min_sentences: int) -> str:
     """C2's per-model decision (:func:`verdicts.nonidentifiability.threshold_state`) on the model's own d_v,
     with C19's extra condition: 'at d_v + 2' needs inputs cut from at least ``min_sentences`` sentences."""
     state = threshold_state(share, bool(x.alternatives_at_dv2), needed)
     if state == AT_DV2 and x.sentences < min_sentences:
-        return "too few sentences"
+        return "too few sentences"  # not 'at d_v + 2' however many pairs are unique
     return state
 
 
@@ -118,7 +122,7 @@ def judge_c19(
         dv2 = {True: "every head", False: "not every head", None: "no input measured"}[x.alternatives_at_dv2]
         why = (
             f"d_v = {x.model.d_v}: {pct(shares[name])} of {len(x.margins)} pairs unique at d_s = d_v + 1 "
-            f"({x.sentences} sentences); {dv2} with alternatives at d_v + 2: {s}"
+            f"({x.sentences} sentences); {dv2} with alternatives at d_v + 2; {_STATE_WORDS.get(s, s)}"
         )
         parts.append(
             Verdict(f"C19.{name}", v, shares[name], None, 1.0, "", rule, why, threshold=share, estimate_of=None)
@@ -138,7 +142,7 @@ def judge_c19(
     elif all(states[n] == AT_DV2 for n in states):
         verdict, why = HOLDS, f"every judged member ({len(members)}) and twin ({len(twins)}) is at d_v + 2"
     else:
-        off = [f"{n} ({s})" for n, s in states.items() if s != AT_DV2]
+        off = [f"{n} ({_STATE_WORDS.get(s, s)})" for n, s in states.items() if s != AT_DV2]
         verdict, why = PARTLY, f"not at d_v + 2: {', '.join(off)}"
     low = min(shares[x.model.name] for x in members)
     detail = "; ".join(f"{p.claim.split('.', 1)[1]}: {p.reason}" for p in parts)
@@ -219,16 +223,16 @@ def judge_c20(
             f"C20.{p.first} - {p.second}",
             {"inside": HOLDS, "outside": FAILS, "overlaps": INCONCLUSIVE}[sides[(p.first, p.second)]],
             p.difference.estimate, (p.difference.low, p.difference.high), None, "", rule,
-            f"{p.difference} {sides[(p.first, p.second)]} [-B, B]", threshold=b,
+            f"{p.difference} {sides[(p.first, p.second)]} ±{fmt(b)}", threshold=b,
         )
         for p in pairs
     )  # fmt: skip
-    seed_text = f"B = {fmt(b)} from |D(seed 0) - D(seed 1)| of {c.seeds[0]} = {s}"
+    seed_text = f"seed bound {fmt(b)} from |D(seed 0) - D(seed 1)| of {c.seeds[0]}, {s}"
     outside = [f"{a} - {z}" for (a, z), v in sides.items() if v == "outside"]
     if outside:
-        verdict, why = FAILS, f"outside [-B, B]: {', '.join(outside)}"
+        verdict, why = FAILS, f"entirely outside ±{fmt(b)}: {', '.join(outside)}"
     elif all(v == "inside" for v in sides.values()):
-        verdict, why = HOLDS, f"every pair of {len(compared)} members lies inside [-B, B]"
+        verdict, why = HOLDS, f"every pair of {len(compared)} members lies inside ±{fmt(b)}"
     else:
         over = [f"{a} - {z}" for (a, z), v in sides.items() if v == "overlaps"]
         verdict, why = INCONCLUSIVE, f"overlapping the bound: {', '.join(over)}"
@@ -236,7 +240,7 @@ def judge_c20(
     detail = "; ".join(f"{p.claim.split('.', 1)[1]}: {p.reason}" for p in parts)
     return Verdict(
         "C20", verdict, abs(largest.difference.estimate), None, baseline, note, rule,
-        f"{range_}, {seed_text}: {why}{rest}; {detail}", parts, b, estimate_of=C20_QUANTITY,
+        f"on {range_}; {seed_text}; {why}{rest}; {detail}", parts, b, estimate_of=C20_QUANTITY,
     )  # fmt: skip
 
 
