@@ -47,7 +47,7 @@ def family():
         if seed == 0:
             tw = twin_of(lm, seed=7)
             out.append((tw, S.family_model(tw, member=name, twin=True, seed=seed)))
-    return [(lm, S.FamilyModel(**{**m.__dict__, "name": m.member + ("-init" if m.twin else "")})) for lm, m in out]
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -88,16 +88,22 @@ def test_a_cut_that_re_tokenises_longer_is_moved_to_an_exact_one():
     assert S.cut_to_tokens("odd odd odd", 4, tok, slack=0) is None  # no exact cut within the slack: left out
 
 
-def test_family_model_reads_the_provenance(tiny_lm):
+def test_family_model_reads_the_folders_provenance():
+    """The record as pretrain.train writes provenance.json: the member, the last held-out score, the unigram's."""
     lm = _lm(4)
-    lm.provenance.update(name="mlm-w32-dv8-seed1", seed=1, trained_enough=True, heldout_accuracy=0.2,
-                         unigram_accuracy=0.05)  # fmt: skip
-    m = S.family_model(lm)
-    assert (m.d_v, m.width, m.heads, m.seed, m.twin, m.member) == (8, 32, 4, 1, False, "mlm-w32-dv8-seed1")
+    member = {"name": "mlm-w32-dv8-seed1", "width": 32, "heads": 4, "seed": 1, "d_v": 8}
+    record = {"kind": "pretrained-mlm", "member": member, "seed": 1, "trained_enough": True,
+              "held_out": [{"accuracy": 0.06}, {"accuracy": 0.2}], "unigram": {"accuracy": 0.05}}  # fmt: skip
+    m = S.family_model(lm, record)
+    assert (m.name, m.member, m.d_v, m.width, m.heads, m.seed, m.twin) == (
+        "mlm-w32-dv8-seed1", "mlm-w32-dv8-seed1", 8, 32, 4, 1, False
+    )  # fmt: skip
     assert m.accuracy_gain == pytest.approx(0.15) and V.judged(m)
-    lm.provenance.update(name="mlm-w32-dv8-seed1-init")
-    t = S.family_model(lm)
-    assert t.twin and t.member == "mlm-w32-dv8-seed1" and t.accuracy_gain is None and not V.judged(t)
+    t = S.family_model(lm, {"kind": "random-init twin", "member": member, "seed": 1})
+    assert t.twin and t.name == "mlm-w32-dv8-seed1-init" and t.member == "mlm-w32-dv8-seed1"
+    assert t.accuracy_gain is None and not V.judged(t)
+    under = S.family_model(lm, {**record, "held_out": [{"accuracy": 0.08}], "trained_enough": False})
+    assert under.accuracy_gain == pytest.approx(0.03) and not V.judged(under)
 
 
 def test_head_threshold_is_chapter_2s_on_the_same_model(family, sources):

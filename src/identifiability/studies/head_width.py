@@ -44,6 +44,7 @@ from .nonidentifiability import null_space_survey, threshold
 
 def family_model(
     lm: LoadedModel,
+    record: dict | None = None,
     *,
     member: str | None = None,
     twin: bool | None = None,
@@ -51,24 +52,27 @@ def family_model(
     trained_enough: bool | None = None,
     accuracy_gain: float | None = None,
 ) -> FamilyModel:
-    """``lm`` as a model of the family. What is not passed is read from its config (width, heads) and its
-    provenance: ``trained_enough``; the gain as ``heldout_accuracy`` minus ``unigram_accuracy``; ``seed``; a
-    twin where its ``kind`` says so or its name ends in ``-init`` (its member: the name without it)."""
-    p = lm.provenance
-    name = str(p.get("name") or lm.name)
+    """``lm`` as a model of the family. ``record``: its folder's ``provenance.json`` as ``pretrain.train``
+    writes it (``kind``: "pretrained-mlm" or "random-init twin"; ``member``: the member's name, width, heads,
+    seed; ``held_out``: the held-out scores per checkpoint, the last one final; ``unigram``: the baseline's;
+    ``trained_enough``). What neither the arguments nor the record give is read from ``lm``'s config (width,
+    heads) and provenance; a model whose name ends in ``-init`` is a twin of the member without it."""
+    p = {**lm.provenance, **(record or {})}
+    info = p["member"] if isinstance(p.get("member"), dict) else {}
     if twin is None:
-        twin = "twin" in str(p.get("kind", "")) or name.endswith("-init")
+        twin = "twin" in str(p.get("kind", "")) or str(p.get("name", "")).endswith("-init")
     if member is None:
-        member = name.removesuffix("-init") if twin else name
-    if accuracy_gain is None and not twin and p.get("heldout_accuracy") is not None:
-        accuracy_gain = float(p["heldout_accuracy"]) - float(p.get("unigram_accuracy") or 0.0)
+        member = info.get("name") or str(p.get("name") or lm.name).removesuffix("-init")
+    held, unigram = p.get("held_out"), p.get("unigram")
+    if accuracy_gain is None and not twin and held and isinstance(unigram, dict):
+        accuracy_gain = float(held[-1]["accuracy"]) - float(unigram["accuracy"])
     return FamilyModel(
-        name=name,
+        name=member + "-init" if twin else member,
         member=member,
         d_v=lm.d_v,
         width=lm.d_model,
         heads=lm.n_heads,
-        seed=int(p.get("seed", 0) if seed is None else seed),
+        seed=int(info.get("seed", p.get("seed", 0)) if seed is None else seed),
         trained_enough=bool(p.get("trained_enough", False) if trained_enough is None else trained_enough),
         twin=twin,
         accuracy_gain=accuracy_gain,
