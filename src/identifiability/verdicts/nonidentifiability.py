@@ -88,6 +88,19 @@ C2_MARGIN = 1e-8  # smallest relative singular value of [T,1] for the rank to co
 C2_UNIQUE_SHARE_ALT, C2_MARGIN_ALT = 0.9, 1e-6  # the robustness alternatives
 
 
+AT_DV2, AT_DV1, BETWEEN = "at d_v + 2", "at d_v + 1", "between"  # a model's threshold under C2's rule
+
+
+def threshold_state(share: float, alternatives_at_dv2: bool, unique_needed: float = C2_UNIQUE_SHARE) -> str:
+    """C2's decision for one model's heads, the exact example aside: ``AT_DV1`` (the paper's threshold) when
+    fewer than ``C2_FAIL_SHARE`` of its (head, input) pairs are unique at d_s = d_v + 1, ``AT_DV2`` (the
+    review's) when at least ``unique_needed`` are and every head admits alternatives at d_s = d_v + 2,
+    ``BETWEEN`` otherwise. C19 applies it to each model of the family."""
+    if share < C2_FAIL_SHARE:
+        return AT_DV1
+    return AT_DV2 if share >= unique_needed and alternatives_at_dv2 else BETWEEN
+
+
 def _c2(
     exact_unique: bool,
     share: float,
@@ -98,11 +111,12 @@ def _c2(
 ) -> Verdict:
     x = Interval.exact(share)
     note = "dimension count d_s - d_v - 1 = 0 at d_s = d_v + 1: uniqueness expected for a generic T"
-    if share < C2_FAIL_SHARE:
+    state = threshold_state(share, alternatives_at_dv2, unique_needed)
+    if state == AT_DV1:
         return Verdict(
             "C2", FAILS, x.estimate, None, 1.0, note, rule, f"only {pct(share)} of {what} are unique at d_v + 1"
         )
-    if exact_unique and share >= unique_needed and alternatives_at_dv2:
+    if exact_unique and state == AT_DV2:
         return Verdict(
             "C2",
             HOLDS,

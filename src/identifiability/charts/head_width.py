@@ -1,0 +1,60 @@
+"""Charts of the head-width chapter (07): C4's paired difference against d_s / d_v per model of the family
+(twins dashed), and each model's share of heads unique at d_s = d_v + 1 against its d_v. The tables come from
+:func:`identifiability.studies.head_width.offset_curves` and :func:`~identifiability.studies.head_width.
+threshold_table`; the words are in :mod:`identifiability.text.head_width`."""
+
+from __future__ import annotations
+
+import math
+
+import altair as alt
+import pandas as pd
+
+from .render import dash_legend
+
+
+def offset_chart(curves: pd.DataFrame, ratio_range: tuple[float, float] | None = None) -> alt.LayerChart:
+    """C4's paired difference (Pearson(A, A_eff) minus Pearson(A, A projected onto a random subspace of the same
+    rank; the mean over a length's inputs) against d_s / d_v, one line per model, its untrained twin dashed;
+    0 as a grey rule and, where given, C20's common range shaded. ``curves``: rows of ``offset_curves``."""
+    data = curves.assign(kind=curves.twin.map({True: "untrained twin", False: "pre-trained"})).round(4)
+    base = alt.Chart(data, title="Model minus random subspace of the same rank, against d_s / d_v").encode(
+        x=alt.X("ratio:Q", scale=alt.Scale(type="log"), title="d_s / d_v"),
+        y=alt.Y("sub:Q", title="r(A, A_eff) − r(A, A_rand), mean over inputs"),
+        color=alt.Color("member:N", title="member"),
+        detail="model:N",
+        tooltip=["model", "d_v", "d_s", "ratio", "sub", "val", "inputs", "entropy"],
+    )
+    # the points are a layer of their own: on a line drawn with points the dash legend loses its dashes
+    dash = alt.StrokeDash("kind:N", sort=["pre-trained", "untrained twin"], legend=dash_legend(title="model"))
+    line = base.mark_line().encode(strokeDash=dash).properties(width=460, height=260)
+    points = base.mark_point(filled=True, size=20)
+    zero = alt.Chart(pd.DataFrame({"y": [0.0]})).mark_rule(color="grey").encode(y="y:Q")
+    layers = [zero, line, points]
+    if ratio_range is not None and all(math.isfinite(x) for x in ratio_range):
+        band = pd.DataFrame({"lo": [ratio_range[0]], "hi": [ratio_range[1]]})
+        layers.insert(0, alt.Chart(band).mark_rect(opacity=0.08, color="navy").encode(x="lo:Q", x2="hi:Q"))
+    return alt.layer(*layers)
+
+
+def threshold_chart(table: pd.DataFrame, shares: tuple[float, ...] = ()) -> alt.LayerChart:
+    """Each model's share of (head, input) pairs unique at d_s = d_v + 1 against its d_v: pre-trained members
+    as circles, twins as faint squares beside them; ``shares``: horizontal rules at the rule's shares (C2's,
+    passed by the chapter). ``table``: rows of ``threshold_table``."""
+    data = table.assign(kind=table.twin.map({True: "untrained twin", False: "pre-trained"}))
+    points = (
+        alt.Chart(data, title="Share of heads with a single solution at d_s = d_v + 1, per model")
+        .mark_point(size=70, filled=True)
+        .encode(
+            x=alt.X("d_v:O", title="head width d_v", axis=alt.Axis(labelAngle=0)),
+            y=alt.Y("unique_share:Q", scale=alt.Scale(domain=[0, 1]), title="share unique at d_s = d_v + 1"),
+            color=alt.Color("member:N", title="member"),
+            shape=alt.Shape("kind:N", sort=["pre-trained", "untrained twin"], title=None),
+            opacity=alt.condition(alt.datum.twin, alt.value(0.45), alt.value(1.0)),
+            xOffset="kind:N",
+            tooltip=["model", "d_v", "width", "unique_share", "alternatives_at_dv2", "sentences"],
+        )
+        .properties(width=320, height=220)
+    )
+    rules = alt.Chart(pd.DataFrame({"share": list(shares)})).mark_rule(color="crimson", strokeDash=[4, 3])
+    return alt.layer(points, rules.encode(y="share:Q")) if shares else alt.layer(points)

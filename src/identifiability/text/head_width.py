@@ -1,0 +1,83 @@
+"""Chapter 7's text (head width): one sentence per prediction, stating what was measured across the family,
+generated from the results of :mod:`identifiability.studies.head_width`. Whether a prediction holds is its
+verdict's sentence (``ch.sentence(v)``), never said here."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ..digits import fmt, pct
+
+if TYPE_CHECKING:
+    from ..evidence.head_width import C20Evidence
+    from ..studies.head_width import HeadOffset, HeadThreshold
+
+
+def _names(names: Sequence[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    names = list(names)
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def threshold_text(thresholds: Sequence[HeadThreshold]) -> str:
+    """C19's measurement in words: per model its share of (head, input) pairs with a single solution at
+    d_s = d_v + 1, and on how many models every head admits alternatives at d_s = d_v + 2."""
+    if not thresholds:
+        return "No model of the family was measured at its threshold."
+    shares = "; ".join(
+        f"{t.hw_model} (d_v = {t.hw_d_v}) {pct(t.hw_unique_share)} of {len(t.margins)}" for t in thresholds
+    )
+    no = [t.hw_model for t in thresholds if t.hw_alternatives_at_dv2 is False]
+    unmeasured = [t.hw_model for t in thresholds if t.hw_alternatives_at_dv2 is None]
+    n = len(thresholds)
+    if not no and not unmeasured:
+        dv2 = f"every head admits alternatives at d_s = d_v + 2 on all {n} models"
+    else:
+        dv2 = f"every head admits alternatives at d_s = d_v + 2 on {n - len(no) - len(unmeasured)} of {n} models"
+        dv2 += f" (not on {_names(no)})" if no else ""
+        dv2 += f" ({_names(unmeasured)}: no input of d_v + 2 tokens)" if unmeasured else ""
+    return f"At d_s = d_v + 1 the (head, input) pairs with a single solution are: {shares}; {dv2}."
+
+
+def offset_text(evidence: C20Evidence) -> str:
+    """C20's measurement in words: the common d_s / d_v range, each compared member's D there, the largest
+    difference between members, between their twins and between the two seeds."""
+    c = evidence.comparison
+    if len(c.members) < 2:
+        return "Fewer than two members of one width were trained enough to compare."
+    lo, hi = c.ratio_range
+    ds = "; ".join(f"{n} {fmt(c.d[n].estimate)}" for n in c.members if n in c.d)
+    big = max(c.pairs, key=lambda p: abs(p.difference.estimate))
+    text = (
+        f"On d_s / d_v from {fmt(lo)} to {fmt(hi)} ({c.lengths} input lengths or more per member), D (model minus "
+        f"random subspace, mean over inputs) is {ds}; the largest difference between members is "
+        f"{fmt(big.difference.estimate)} ({big.first} minus {big.second})"
+    )
+    if c.twin_pairs:
+        tw = max(c.twin_pairs, key=lambda p: abs(p.difference.estimate))
+        text += f", between their untrained twins {fmt(tw.difference.estimate)}"
+    if c.seed_difference is None:
+        return text + "; no second pre-training seed was measured, so there is no seed-to-seed difference."
+    return text + f"; between the two seeds of {c.seeds[0]} it is {c.seed_difference}."
+
+
+def learned_text(offsets: Sequence[HeadOffset]) -> str:
+    """C21's measurement in words: D_sub and D_val over inputs with d_s >= d_v + 2 and the mean attention
+    entropy, on the pre-trained members and on their untrained twins."""
+
+    def side(group: Sequence[HeadOffset]) -> str:
+        return "; ".join(
+            f"{o.hw_model} D_sub {fmt(o.hw_beyond_random)}, D_val {fmt(o.hw_beyond_random_weights)}, entropy "
+            f"{fmt(o.hw_entropy)} nats"
+            for o in group
+        )
+
+    trained = [o for o in offsets if not o.model.twin]
+    twins = [o for o in offsets if o.model.twin]
+    if not trained:
+        return "No pre-trained member was measured."
+    text = f"Over the inputs with d_s >= d_v + 2, the pre-trained members give {side(trained)}"
+    if not twins:
+        return text + "; no untrained twin was measured."
+    return text + f"; their untrained twins give {side(twins)}."

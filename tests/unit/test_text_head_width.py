@@ -1,0 +1,84 @@
+"""Chapter 7's words (identifiability.text.head_width): each wording, from numbers on each side of the branch
+that chooses it."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace as NS
+
+import pandas as pd
+
+from identifiability.evidence.head_width import C20Comparison, C20Evidence, C20Pair, FamilyModel
+from identifiability.stats import Interval
+from identifiability.studies.head_width import HeadOffset, HeadThreshold
+from identifiability.text import head_width as prose
+
+from .test_text import stand_ins_match
+
+
+def _thr(name: str, d_v: int, share: float, alt: bool | None = True) -> NS:
+    return NS(hw_model=name, hw_d_v=d_v, hw_unique_share=share, margins=pd.DataFrame({"x": range(40)}),
+              hw_alternatives_at_dv2=alt)  # fmt: skip
+
+
+def _model(name: str, twin: bool = False) -> FamilyModel:
+    return FamilyModel(name, name.removesuffix("-init"), 32, 128, 4, 0, True, twin)
+
+
+def _off(name: str, sub: float, val: float, entropy: float, twin: bool = False) -> NS:
+    return NS(hw_model=name, hw_beyond_random=sub, hw_beyond_random_weights=val, hw_entropy=entropy,
+              model=_model(name, twin))  # fmt: skip
+
+
+def test_stand_ins_have_the_study_fields():
+    assert stand_ins_match([(_thr("a", 16, 1.0), HeadThreshold), (_off("a", -0.1, -0.1, 2.0), HeadOffset)]) == []
+
+
+def test_threshold_text_names_each_models_share_and_where_alternatives_appear():
+    every = prose.threshold_text([_thr("a", 16, 1.0), _thr("b", 64, 0.975)])
+    assert every == (
+        "At d_s = d_v + 1 the (head, input) pairs with a single solution are: a (d_v = 16) 100% of 40; b (d_v = 64) "
+        "97.5% of 40; every head admits alternatives at d_s = d_v + 2 on all 2 models."
+    )
+    some = prose.threshold_text([_thr("a", 16, 1.0, False), _thr("b", 64, 0.5), _thr("c", 32, 1.0, None)])
+    assert some.endswith("on 1 of 3 models (not on a) (c: no input of d_v + 2 tokens).")
+    assert prose.threshold_text([]) == "No model of the family was measured at its threshold."
+
+
+SEED = Interval(0.01, 0.0, 0.03, 40, "inputs")
+
+
+def _c20(seed: Interval | None = SEED, twins: bool = True) -> C20Evidence:
+    a, b = "mlm-w128-dv16-seed0", "mlm-w128-dv64-seed0"
+    iv = Interval(-0.2, -0.25, -0.15, 40, "inputs")
+    c = C20Comparison(
+        (a, b), (1.125, 4.0), 6, {a: iv, b: Interval(-0.1, -0.15, -0.05, 40, "inputs")},
+        (C20Pair(a, b, Interval(-0.1, -0.12, -0.08, 40, "inputs")),),
+        (C20Pair(a + "-init", b + "-init", Interval(0.002, -0.01, 0.01, 40, "inputs")),) if twins else (),
+        seed, ("mlm-w128-dv32-seed0", "mlm-w128-dv32-seed1") if seed else (),
+    )  # fmt: skip
+    return C20Evidence((), c)
+
+
+def test_offset_text_states_the_range_the_members_the_twins_and_the_seeds():
+    text = prose.offset_text(_c20())
+    assert text.startswith("On d_s / d_v from 1.12 to 4.00 (6 input lengths or more per member)")
+    assert "is mlm-w128-dv16-seed0 -0.200; mlm-w128-dv64-seed0 -0.100;" in text
+    assert "largest difference between members is -0.100 (mlm-w128-dv16-seed0 minus mlm-w128-dv64-seed0)" in text
+    assert ", between their untrained twins 0.00200;" in text
+    assert text.endswith("seeds of mlm-w128-dv32-seed0 it is 0.0100 (95% interval 0 to 0.0300, 40 inputs).")
+    alone = prose.offset_text(_c20(seed=None, twins=False))
+    assert "untrained twins" not in alone and alone.endswith("no seed-to-seed difference.")
+    one = C20Evidence((), C20Comparison(("a",), (1.1, 4.0), 6, {}, (), (), None))
+    assert prose.offset_text(one) == "Fewer than two members of one width were trained enough to compare."
+
+
+def test_learned_text_sets_the_members_beside_their_twins():
+    members = [_off("m16", -0.2, -0.15, 1.234), _off("m64", -0.1, -0.05, 2.5)]
+    text = prose.learned_text([*members, _off("m16-init", 0.001, 0.0, 3.3, twin=True)])
+    assert text == (
+        "Over the inputs with d_s >= d_v + 2, the pre-trained members give m16 D_sub -0.200, D_val -0.150, "
+        "entropy 1.23 nats; m64 D_sub -0.100, D_val -0.0500, entropy 2.50 nats; their untrained twins give "
+        "m16-init D_sub 0.00100, D_val 0, entropy 3.30 nats."
+    )
+    assert prose.learned_text(members).endswith("entropy 2.50 nats; no untrained twin was measured.")
+    assert prose.learned_text([_off("t", 0.0, 0.0, 3.0, twin=True)]) == "No pre-trained member was measured."
