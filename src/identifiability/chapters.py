@@ -196,6 +196,12 @@ CHAPTERS: dict[str, ChapterSpec] = {
         # The explorer has no claims and no quantities to compare, and the comparison across models reads the
         # other runs rather than a model: a sweep runs them only when asked.
         ChapterSpec(
+            "07_head_width",
+            expected_seconds=600.0,
+            swept=False,
+            quick={"n_sources": 3, "ratios": "1,1.25,2"},
+        ),
+        ChapterSpec(
             "08_explore",
             ChapterRules((at_least("max_tokens", lambda p, m: 3, _SPECIAL_TOKEN),)),
             swept=False,

@@ -73,6 +73,15 @@ def _lengths(value: str) -> str | None:
         return f"is not a list of lengths: {str(e).splitlines()[0]}"
 
 
+def _ratios(value: str) -> str | None:
+    """Why ``value`` is not a comma-separated list of positive ratios d_s / d_v (chapter 7), or None."""
+    try:
+        r = [float(x) for x in value.split(",") if x.strip()]
+    except ValueError:
+        return "is not a list of numbers, e.g. 0.5,1,1.25,2"
+    return None if r and min(r) > 0 else "needs at least one ratio, each above 0"
+
+
 def _text(value: str) -> str | None:
     return None if value.strip() else "is empty"
 
@@ -128,6 +137,8 @@ ALLOWED: dict[str, Allowed] = {
     "search_lengths": Allowed(test=_lengths),
     "jacobian_max_length": Allowed(test=_lengths),
     "sentence": Allowed(test=_text),
+    "n_sources": Allowed(3, "texts cut into inputs: C19 reads inputs cut from 3 different texts"),
+    "ratios": Allowed(test=_ratios),
 }
 
 

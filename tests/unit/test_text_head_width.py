@@ -82,3 +82,14 @@ def test_learned_text_sets_the_members_beside_their_twins():
     )
     assert prose.learned_text(members).endswith("entropy 2.50 nats; no untrained twin was measured.")
     assert prose.learned_text([_off("t", 0.0, 0.0, 3.0, twin=True)]) == "No pre-trained member was measured."
+
+
+def test_family_text_names_each_model_and_says_when_there_is_none():
+    assert "`make family`" in prose.family_text([]) and "*not run*" in prose.family_text([])
+    low = FamilyModel("m", "m", 32, 128, 4, 1, False, False, -0.003)
+    text = prose.family_text([_model("a"), low, _model("a-init", twin=True)])
+    assert text == (
+        "This build measures 2 pre-trained member(s): a (d_v = 32: 4 heads of width 128, seed 0; trained enough); "
+        "m (d_v = 32: 4 heads of width 128, seed 1; undertrained: reported, not judged, -0.3 points over the "
+        "unigram baseline); and 1 untrained twin(s): a-init."
+    )

@@ -58,3 +58,23 @@ def threshold_chart(table: pd.DataFrame, shares: tuple[float, ...] = ()) -> alt.
     )
     rules = alt.Chart(pd.DataFrame({"share": list(shares)})).mark_rule(color="crimson", strokeDash=[4, 3])
     return alt.layer(points, rules.encode(y="share:Q")) if shares else alt.layer(points)
+
+
+def learning_chart(table: pd.DataFrame) -> alt.LayerChart:
+    """Each member's held-out masked-token accuracy against the tokens it has seen (millions; 0 is its
+    untrained twin), the unigram baseline as a dashed grey rule. ``table``: rows of ``learning_table``."""
+    data = table.assign(millions=table.tokens_seen / 1e6).round(4)
+    line = (
+        alt.Chart(data, title="Held-out masked-token accuracy while pre-training (0 tokens: the untrained twin)")
+        .mark_line(point=alt.OverlayMarkDef(size=20))
+        .encode(
+            x=alt.X("millions:Q", title="tokens seen (millions)"),
+            y=alt.Y("accuracy:Q", title="held-out accuracy", axis=alt.Axis(format="%")),
+            color=alt.Color("member:N", title="member"),
+            tooltip=["member", "d_v", "step", "tokens_seen", "accuracy", "loss", "unigram"],
+        )
+        .properties(width=460, height=240)
+    )
+    base = data.groupby("member", as_index=False).unigram.first().assign(label="unigram baseline")
+    rule = alt.Chart(base).mark_rule(color="grey", strokeDash=[4, 3]).encode(y="mean(unigram):Q", tooltip=["label"])
+    return alt.layer(line, rule)

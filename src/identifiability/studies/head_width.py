@@ -79,6 +79,65 @@ def family_model(
     )
 
 
+def family_folders(members: str = "") -> list[str]:
+    """The models the chapter measures: ``members`` (comma-separated folders or ids), or else every member of
+    :data:`identifiability.pretrain.family.MEMBERS` whose finished folder is in data/models/, each followed by
+    its twin (``<name>-init``) where that is there too. Empty when neither: the chapter is not run."""
+    if members.strip():
+        return [m.strip() for m in members.split(",") if m.strip()]
+    from ..paths import data_root
+    from ..pretrain.family import MEMBERS
+
+    root = data_root() / "models"
+    found = []
+    for m in MEMBERS:
+        for name in (m.name, f"{m.name}-init"):
+            if (root / name / "provenance.json").is_file():  # written last: the folder is complete
+                found.append(str(root / name))
+    return found
+
+
+def family_models(members: str = "", device: str = "cpu") -> list[tuple[LoadedModel, FamilyModel]]:
+    """Each model of :func:`family_folders`, loaded, with its role in the family (:func:`family_model`, from
+    its folder's provenance.json where it has one)."""
+    from pathlib import Path
+
+    from ..fileio import read_json
+    from ..models import load_model
+
+    out = []
+    for name in family_folders(members):
+        prov = Path(name) / "provenance.json"
+        lm = load_model(name, device=device)
+        out.append((lm, family_model(lm, read_json(prov) if prov.is_file() else None)))
+    return out
+
+
+def learning_table(members: str = "") -> pd.DataFrame:
+    """Held-out masked-token accuracy of each pre-trained member of :func:`family_folders` at each checkpoint,
+    from its provenance.json (step 0 is its untrained twin). Columns: member, d_v, step, tokens_seen, loss,
+    accuracy, unigram (the unigram baseline's accuracy on the same masked tokens), trained_enough."""
+    from pathlib import Path
+
+    from ..fileio import read_json
+
+    rows = []
+    for name in family_folders(members):
+        path = Path(name) / "provenance.json"
+        p = read_json(path) if path.is_file() else {}
+        if p.get("kind") != "pretrained-mlm":
+            continue
+        for h in p["held_out"]:
+            rows.append(
+                dict(
+                    member=p["member"]["name"], d_v=p["member"]["d_v"], step=h["step"], tokens_seen=h["tokens_seen"],
+                    loss=h["loss"], accuracy=h["accuracy"], unigram=p["unigram"]["accuracy"],
+                    trained_enough=p["trained_enough"],
+                )
+            )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
 def _special_count(tokenizer) -> int:
     """Tokens the tokenizer adds to one sentence ([CLS] and [SEP]: 2)."""
     return len(tokenizer("", add_special_tokens=True)["input_ids"])
@@ -432,4 +491,33 @@ def offset_curves(offsets: Sequence[HeadOffset]) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
 
 
-RESULTS = (HeadThreshold, HeadOffset)
+@dataclass(frozen=True)
+class FamilyRecord(Study):
+    """What the chapter's results file holds of the whole family (one study result per model would record the
+    same keys once per model): each model's role, the threshold table, the offset curves, the learning curves."""
+
+    hw_models: list  # FamilyModel fields per model
+    hw_thresholds: list  # rows of threshold_table
+    hw_curves: list  # rows of offset_curves
+    hw_learning: list  # rows of learning_table
+
+
+def family_record(
+    models: Sequence[FamilyModel],
+    thresholds: Sequence[HeadThreshold],
+    offsets: Sequence[HeadOffset],
+    learning: pd.DataFrame,
+) -> FamilyRecord:
+    """The family's measurements as the results file records them (:class:`FamilyRecord`)."""
+    from dataclasses import asdict
+
+    rows = lambda t: t.to_dict("records") if len(t) else []  # noqa: E731
+    return FamilyRecord(
+        hw_models=[asdict(m) for m in models],
+        hw_thresholds=rows(threshold_table(thresholds)) if thresholds else [],
+        hw_curves=rows(offset_curves(offsets)) if offsets else [],
+        hw_learning=rows(learning),
+    )
+
+
+RESULTS = (HeadThreshold, HeadOffset, FamilyRecord)

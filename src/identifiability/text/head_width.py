@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from ..digits import fmt, pct
 
 if TYPE_CHECKING:
-    from ..evidence.head_width import C20Evidence
+    from ..evidence.head_width import C20Evidence, FamilyModel
     from ..studies.head_width import HeadOffset, HeadThreshold
 
 
@@ -81,3 +81,24 @@ def learned_text(offsets: Sequence[HeadOffset]) -> str:
     if not twins:
         return text + "; no untrained twin was measured."
     return text + f"; their untrained twins give {side(twins)}."
+
+
+def family_text(models: Sequence[FamilyModel]) -> str:
+    """Which models of the family this build measures, with what each is (d_v, heads, width, seed, trained
+    enough or not), or that it has none and which command makes them."""
+    if not models:
+        return (
+            "This build has no model of the family (none in `data/models/`, none named with `members`): "
+            "`make family` pre-trains them and records what this chapter measures on them. The verdicts below "
+            "are *not run*."
+        )
+    trained = [m for m in models if not m.twin]
+    twins = [m for m in models if m.twin]
+
+    def what(m: FamilyModel) -> str:
+        gain = "" if m.accuracy_gain is None else f", {100 * m.accuracy_gain:+.1f} points over the unigram baseline"
+        enough = "trained enough" if m.trained_enough else "undertrained: reported, not judged"
+        return f"{m.name} (d_v = {m.d_v}: {m.heads} heads of width {m.width}, seed {m.seed}; {enough}{gain})"
+
+    text = f"This build measures {len(trained)} pre-trained member(s): " + "; ".join(what(m) for m in trained)
+    return text + (f"; and {len(twins)} untrained twin(s): {_names([m.name for m in twins])}." if twins else ".")

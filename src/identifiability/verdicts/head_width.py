@@ -19,7 +19,7 @@ from ..evidence.head_width import C19Evidence, C19Model, C20Comparison, C20Evide
 from ..nullspace import unique_share
 from ..pretrain import family
 from ..stats import Interval
-from .core import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, PARTLY, Quantity, Rules, Verdict, with_robustness
+from .core import FAILS, HOLDS, INCONCLUSIVE, NOT_RUN, NOT_TESTABLE, PARTLY, Quantity, Rules, Verdict, with_robustness
 from .nonidentifiability import (
     AT_DV1,
     AT_DV2,
@@ -110,7 +110,8 @@ def judge_c19(
     names = {x.model.name for x in members}
     rest = _undertrained(family)
     if len({x.model.d_v for x in members}) < 2:
-        why = f"{len(members)} judged member(s) of d_v {sorted({x.model.d_v for x in members})}: fewer than two d_v"
+        dvs = ", ".join(str(d) for d in sorted({x.model.d_v for x in members}))
+        why = f"{len(members)} judged member(s) of d_v {dvs}: fewer than two d_v" if members else "no judged member"
         return Verdict("C19", NOT_TESTABLE, None, None, 1.0, note, rule, why + rest, estimate_of=C19_QUANTITY)
     twins = [x for x in models if x.model.twin and x.model.member in names]
     shares = {x.model.name: unique_share(x.margins, margin) for x in (*members, *twins)}
@@ -152,9 +153,21 @@ def judge_c19(
     )  # fmt: skip
 
 
+RUN_IT = "`make family` pre-trains the family into data/models/ and records what this chapter measures on it"
+
+
+def not_run(claim: str, rule: str, alternatives: Sequence[str]) -> Verdict:
+    """The verdict of a build with no model of the family (none in data/models/, none named); its
+    ``alternatives`` are not run either."""
+    v = Verdict(claim, NOT_RUN, None, None, None, "", rule, f"this build has no model of the family; {RUN_IT}")
+    return with_robustness(v, {name: v for name in alternatives})
+
+
 def c19(evidence: C19Evidence, rules: Rules) -> Verdict:
-    """C19 under its rule, with the alternatives ``share`` and ``margin``."""
+    """C19 under its rule, with the alternatives ``share`` and ``margin``; not run without a model."""
     m, rule = evidence.models, rules.rule
+    if not m:
+        return not_run("C19", rule, ("share", "margin"))
     alternatives = {
         "share": judge_c19(m, rule, share=C2_UNIQUE_SHARE_ALT),
         "margin": judge_c19(m, rule, margin=C2_MARGIN_ALT),
@@ -246,8 +259,10 @@ def judge_c20(
 
 def c20(evidence: C20Evidence, rules: Rules) -> Verdict:
     """C20 under its rule, with the alternatives ``bound`` and ``members`` (not testable where the half-width
-    member was not measured)."""
+    member was not measured); not run without a model."""
     e, rule = evidence, rules.rule
+    if not e.models:
+        return not_run("C20", rule, ("bound", "members"))
     if e.with_half_width is None:
         why = "the member of half the width with two heads of 32 was not measured"
         members = Verdict("C20", NOT_TESTABLE, None, None, None, "", rule, why)
@@ -341,8 +356,10 @@ def judge_c21(models: Sequence[C21Model], rule: str, *, null: str = "both", by_h
 
 def c21(evidence: C21Evidence, rules: Rules) -> Verdict:
     """C21 under its rule, with the alternatives ``null`` (D_val alone decides the members' part) and ``unit``
-    (intervals over heads)."""
+    (intervals over heads); not run without a model."""
     m, rule = evidence.models, rules.rule
+    if not m:
+        return not_run("C21", rule, ("null", "unit"))
     alternatives = {
         "null": judge_c21(m, rule, null="value weights"),
         "unit": judge_c21(m, rule, by_heads=True),
