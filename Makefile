@@ -163,14 +163,31 @@ record-c10: venv
 confirm: venv
 	$(PY) -m identifiability.cli record-confirm --model "$(MODEL)" $(INTERRUPTED)
 
-# The family of head widths (src/identifiability/pretrain/family.py): each member pre-trained as a masked LM on
-# the pre-training text into data/models/<member>/, its untrained twin into data/models/<member>-init/, one Dask
-# task per member (resumable: an interrupted member resumes, a finished one is skipped; DEVICE=cuda to train on
-# a GPU). For now only the pre-training: the chapters' runs on the family follow.
+# The family of head widths (src/identifiability/pretrain/family.py), from pre-training to the book:
+# 1. each member pre-trained as a masked LM into data/models/<member>/, its untrained twin into
+#    data/models/<member>-init/, one Dask task per member (resumable: an interrupted member resumes, a finished
+#    one is skipped; DEVICE=cuda trains on a GPU);
+# 2. chapter 7 on every member and twin found in data/models/ (C19-C21);
+# 3. chapters 2 to 6 on every member, on the sweep runner (the frozen rules judged on models they never saw);
+# 4. record-family files what the book shows of it, with its provenance, under data/recorded/family/ (commit
+#    it), then the book. Not yet here: C13/C14 with the d_v = 32 member as the reference (make compare
+#    BASE=data/models/mlm-w128-dv32-seed0 fine-tunes it).
 DEVICE ?= cpu
-family: venv
+# the members' folders (a test checks them against pretrain.family.MEMBERS)
+FAMILY = mlm-w128-dv32-seed0 mlm-w128-dv16-seed0 mlm-w128-dv64-seed0 mlm-w64-dv32-seed0 mlm-w128-dv32-seed1
+FAMILY_MODELS = $(subst $(eval) ,$(comma),$(foreach m,$(FAMILY),data/models/$(m)))
+FAMILY_PARAMS ?= n_sentences=300 second_corpus= 03:fig1_repeats=1 03:fig1_long_repeats=8 03:viewer_sentences=1 \
+	03:fig1_max_length=256 06:n_sentences=40 06:n_exact=8 06:n_live=1 06:n_explorer=2
+FAMILY_START := $(shell date +%s)
+family: venv vendor
 	$(PY) -m identifiability.cli pretrain --members all --device $(DEVICE) \
 		$(if $(SCHEDULER),--scheduler "$(SCHEDULER)") $(if $(WORKERS),--workers $(WORKERS)) $(INTERRUPTED)
+	$(PY) -m identifiability.cli run notebooks/07_head_width.md --model "$(MODEL)" --corpus "$(CORPUS)" \
+		-p device=$(DEVICE) $(INTERRUPTED)
+	$(SWEEP) --models "$(FAMILY_MODELS)" --corpora "$(CORPUS)" --chapters 02,03,04,05,06 \
+		$(foreach p,$(FAMILY_PARAMS),-p $(p)) $(INTERRUPTED)
+	$(PY) -m identifiability.cli record-family --corpus "$(CORPUS)" --started $(FAMILY_START) $(INTERRUPTED)
+	$(call book_on,$(MODEL))
 
 bench: venv
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

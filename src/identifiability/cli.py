@@ -7,6 +7,7 @@
     identifiability record-c10 [--model M] [--corpus C] [--n N]   (C10's recorded run, data/recorded/c10/)
     identifiability record-compare [--base M] [--data DIR]   (make compare's recorded run, data/recorded/compare/)
     identifiability record-confirm [--model M] [--corpus lee_test]   (claims on unseen text, data/recorded/confirm/)
+    identifiability record-family [--data DIR] [--corpus C]   (make family's recorded run, data/recorded/family/)
     identifiability pretrain [--members NAME,...|all] [--tokens N] [--device cpu|cuda]   (the family, data/models/)
 
 Notebook sources are jupytext MyST files in ``notebooks/``; executed ``.ipynb`` files and HTML are build
@@ -153,6 +154,17 @@ def _record_compare_parser(sub) -> None:
     )
 
 
+def _record_family_parser(sub) -> None:
+    what = (
+        "make family's recorded run: chapter 7's results on the family, every member's verdicts in chapters 2 to 6 "
+        "and each member's provenance (never weights), into data/recorded/family/<corpus>/"
+    )
+    r = _command(sub, "record-family", help=what, description=what)
+    r.add_argument("--data", type=Path, help="the data folder make family filled (default: this checkout's)")
+    r.add_argument("--corpus", default=paths.DEFAULT_CORPUS, help="the corpus the chapters ran on (default lee)")
+    r.add_argument("--started", type=float, help="make family's start, Unix seconds (the Makefile passes it)")
+
+
 def _record_confirm_parser(sub) -> None:
     what = (
         "make confirm's recorded run: chapters 2 to 6 on text no chapter had seen (lee_test), every claim's verdict "
@@ -295,6 +307,11 @@ def _sweep_main(a) -> int:
 
         record_compare(a.base, a.data, a.seed, a.checkout, a.into, a.started, a.seconds)
         return 0
+    if a.cmd == "record-family":
+        from .record_family import record_family
+
+        record_family(a.data, a.corpus, a.started)
+        return 0
     if a.cmd == "record-confirm":
         from .record_confirm import record_confirm
 
@@ -367,6 +384,7 @@ COMMANDS = {
     "record-c10": _sweep_main,
     "record-compare": _sweep_main,
     "record-confirm": _sweep_main,
+    "record-family": _sweep_main,
     "finetune": _finetune_main,
     "init-random": _finetune_main,
     "compare": _compare_main,
@@ -387,6 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     _compare_parser(sub)
     _record_compare_parser(sub)
     _record_confirm_parser(sub)
+    _record_family_parser(sub)
     _pretrain_parser(sub)
     a = ap.parse_args(argv)
     try:

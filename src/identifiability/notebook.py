@@ -84,6 +84,21 @@ class Chapter:
         self.results.setdefault("twin_claims", {})[v.claim] = v.to_json()
         return v
 
+    def recorded(self, claim_id: str, verdict: dict, target: str) -> Verdict:
+        """A verdict a recorded heavy run judged (``verdict``: as its results file holds it), recorded as this
+        chapter's, when it was judged under the rule in force; else "not run", naming ``make <target>``, which
+        judges it again (a recording is never re-labelled with a rule it was not judged under)."""
+        from .verdicts import NOT_RUN, from_json, with_robustness
+
+        claim = self._claim(claim_id)
+        v = from_json(verdict)
+        if v.claim != claim_id or v.rule != claim["rule"]:
+            why = f"the recorded run was judged under an earlier rule of {claim_id}; `make {target}` judges it again"
+            v = Verdict(claim_id, NOT_RUN, None, None, None, "", claim["rule"], why)
+            v = with_robustness(v, {name: v for name in robustness_names(claim)})
+        self.results.setdefault("claims", {})[claim_id] = v.to_json()
+        return v
+
     def _judged(self, claim_id: str, evidence) -> Verdict:
         claim = self._claim(claim_id)
         verdicts = importlib.import_module(CHAPTERS[self.name].module("verdicts"))

@@ -520,4 +520,28 @@ def family_record(
     )
 
 
+def family_tables(
+    thresholds: Sequence[HeadThreshold],
+    offsets: Sequence[HeadOffset],
+    c20: C20Evidence | None = None,
+    recorded: dict | None = None,
+) -> dict:
+    """What the chapter's charts draw: "thresholds" (rows of :func:`threshold_table`), "curves" (of
+    :func:`offset_curves`) and "span" (C20's common d_s / d_v range, from ``c20``), from the models measured
+    here, or else from a recorded run's results (``recorded``: the :class:`FamilyRecord` filed there; no span);
+    empty tables when neither."""
+    r = recorded or {}
+    return {
+        "thresholds": threshold_table(thresholds) if thresholds else pd.DataFrame(r.get("hw_thresholds", [])),
+        "curves": offset_curves(offsets) if offsets else pd.DataFrame(r.get("hw_curves", [])),
+        "span": c20.comparison.ratio_range if offsets and c20 is not None else None,
+    }
+
+
+def family_learning(members: str = "", recorded: dict | None = None) -> pd.DataFrame:
+    """:func:`learning_table` of the family in data/models/ (or ``members``), or else a recorded run's."""
+    table = learning_table(members)
+    return table if len(table) or not recorded else pd.DataFrame(recorded.get("hw_learning", []))
+
+
 RESULTS = (HeadThreshold, HeadOffset, FamilyRecord)

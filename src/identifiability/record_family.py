@@ -1,0 +1,119 @@
+"""`make family`'s recorded run: what the book shows of the family of head widths, filed with its provenance.
+
+    identifiability record-family [--data DIR] [--started EPOCH]
+    make family   (its last step before the book)
+
+``make family`` pre-trains the family (:mod:`identifiability.pretrain`), runs chapter 7 on every member and
+its twin, and chapters 2 to 6 on every member (the frozen rules judged on models they never saw), too heavy
+for a book build. This job gathers from the data folder (:func:`gather`) chapter 7's results file, each
+member's verdicts in chapters 2 to 6 (and its untrained twin's, where a chapter judges it) with the
+parameters they ran with, each member folder's ``provenance.json`` (text, tokens seen, minutes, learning
+curve, held-out accuracy against the unigram baseline and the twin; never weights) and the hash of the rule
+each claim was judged under (:func:`identifiability.recorded.claim_hashes`), and records them under
+``data/recorded/family/<corpus>/``. Chapter 7 shows them when no model of the family is in the data folder
+(:func:`find`), and the claims page reads the members' verdicts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from . import keys, paths, recorded
+from .chapters import by_name, current_stem
+from .errors import UserError
+from .fileio import read_json
+from .pretrain.family import MEMBERS
+
+JOB = TARGET = "family"
+TOLERANCE = 1e-9  # the chapters are seeded: a rerun on one machine gives identical values
+JUDGING = ("nonidentifiability", "effective_attention", "token_identity", "angle_magnitude", "context_mixing")
+_PROVENANCE_KEYS = (
+    "kind", "member", "seed", "settings", "text", "tokens_seen", "steps", "minutes", "device", "learning_curve",
+    "held_out", "unigram", "twin", "min_gain", "trained_enough",
+)  # fmt: skip
+
+
+class NothingToRecord(UserError):
+    """The data folder holds no result of the family (one line naming the command)."""
+
+
+def _member_of(model: str) -> str | None:
+    """The member a model name (a folder path) is, or None."""
+    name = Path(str(model)).name
+    return name if name in {m.name for m in MEMBERS} else None
+
+
+def gather(data: Path, corpus: str = paths.DEFAULT_CORPUS, model: str = paths.DEFAULT_MODEL) -> dict:
+    """What the record holds (module docstring), from the data folder ``data``: chapter 7's results file of
+    ``model`` and ``corpus`` (``head_width``: its results and parameters), and per member ``members``: {name:
+    {"provenance": ..., "chapters": {stem: {"claims", "twin_claims", "params"}}}} from every chapter results
+    file under ``data`` whose model is the member's folder (the latest run of each chapter)."""
+    judging = {by_name(n).stem for n in JUDGING}
+    members: dict[str, dict] = {}
+    for f in sorted(data.rglob("*.json"), key=lambda p: p.stat().st_mtime):
+        stem = current_stem(f.stem)
+        if stem not in judging or "recorded" in f.relative_to(data).parts:
+            continue
+        try:
+            doc = read_json(f)
+        except (OSError, ValueError):
+            continue
+        member = _member_of(doc.get("params", {}).get("model", ""))
+        if member is None or doc.get("params", {}).get("corpus") != corpus:
+            continue
+        res = doc.get("results", {})
+        params = {k: v for k, v in doc.get("params", {}).items() if k != "results_dir"}
+        chapters = members.setdefault(member, {"chapters": {}})["chapters"]
+        chapters[stem] = {"claims": res.get("claims", {}), "twin_claims": res.get("twin_claims", {}), "params": params}
+    for m in MEMBERS:
+        prov = data / "models" / m.name / "provenance.json"
+        if prov.is_file():
+            p = read_json(prov)
+            members.setdefault(m.name, {"chapters": {}})["provenance"] = {k: p[k] for k in _PROVENANCE_KEYS if k in p}
+    chapter7 = keys.results_dir(model, corpus).relative_to(paths.data_root()) / "07_head_width.json"
+    path = data / chapter7
+    head_width = None
+    if path.is_file():
+        doc = read_json(path)
+        head_width = {"results": doc.get("results", {}), "params": {k: v for k, v in doc.get("params", {}).items()
+                                                                     if k != "results_dir"}}  # fmt: skip
+    if head_width is None and not members:
+        raise NothingToRecord(f"no result of the family in {data}: run make family first")
+    hashes = recorded.claim_hashes()
+    return {"corpus": corpus, "head_width": head_width, "members": members, "judged_under": hashes}
+
+
+def record_family(
+    data: Path | None = None,
+    corpus: str = paths.DEFAULT_CORPUS,
+    started: float | None = None,
+    echo: Callable[[str], None] = print,
+) -> recorded.Recorded:
+    """Gather (:func:`gather`) and record the family's results under ``data/recorded/family/<corpus>/``; the
+    duration is since ``started`` (make family's start, a Unix time), else this job's."""
+    t0 = started if started is not None else time.time()
+    data = (data or paths.data_root()).resolve()
+    results = gather(data, corpus)
+    prov = recorded.provenance(sorted(results["judged_under"]), TARGET, time.time() - t0, every_module=True)
+    rec = recorded.record(JOB, keys.corpus_key(corpus), results, prov, TOLERANCE)
+    echo(f"recorded the family's results ({len(results['members'])} members) in {recorded.folder(JOB, rec.key)}")
+    return rec
+
+
+def find(corpus: str = paths.DEFAULT_CORPUS, source: Path | None = None) -> recorded.Recorded | None:
+    """The recorded `make family` run on ``corpus``, or None."""
+    return recorded.find(JOB, keys.corpus_key(corpus), TARGET, source)
+
+
+def member_verdicts(rec: recorded.Recorded | None, claim: str) -> dict[str, dict]:
+    """{member: its verdict of ``claim`` as recorded} over the members of a recorded family run."""
+    if rec is None:
+        return {}
+    out = {}
+    for name, m in rec.results.get("members", {}).items():
+        for ch in m.get("chapters", {}).values():
+            if claim in ch.get("claims", {}):
+                out[name] = ch["claims"][claim]
+    return out
