@@ -269,6 +269,23 @@ def confirmation_text(c: dict | None) -> str:
     return "; ".join(words)
 
 
+def family_confirmation(claim: str, rec) -> str:
+    """A claim's verdicts on the members of a recorded `make family` run (:mod:`identifiability.record_family`),
+    counted by verdict; "" without any; "not confirmed" where they were judged under a rule changed after the
+    freeze."""
+    from collections import Counter
+
+    from .record_family import member_verdicts
+
+    found = member_verdicts(rec, claim)
+    if not found:
+        return ""
+    if not recorded.confirmable({claim: rec.results.get("judged_under", {}).get(claim, "")})[claim]:
+        return "on the family: not confirmed, judged under a rule changed after the freeze"
+    counts = Counter(verdict_label(v) for v in found.values())
+    return "on the family: " + ", ".join(f"{label} on {n} of {len(found)} members" for label, n in counts.items())
+
+
 def _claim_card(r: dict, v: Verdict | None, confirmation: str = "—") -> list[str]:
     """One claim of the claims page as a card (MyST): the claim in words first, then a definition list of its
     verdict (robustness; the original rule's), this build's estimate, the baseline, the untrained twin's
@@ -312,8 +329,10 @@ def write_claims_page(stage: Path, results_dir: Path, model: str | None = None) 
     the claim's row names, and for an amended claim the original rule's verdict beside it; and ``model``'s
     recorded confirmation run (``make confirm``), where there is one."""
     from .record_confirm import confirmation, find
+    from .record_family import find as find_family
 
     confirm = find(model or paths.DEFAULT_MODEL)
+    family = find_family() if paths.is_default_model(model) else None  # the family was judged beside the default
     esc = lambda t: str(t).replace("|", "\\|").replace("\n", " ")  # noqa: E731
     lines = [
         "# Paper vs replication",
@@ -342,7 +361,9 @@ def write_claims_page(stage: Path, results_dir: Path, model: str | None = None) 
     verdicts = {r["id"]: None if r["verdict"] == "not measured" else from_json({**r, "claim": r["id"]}) for r in table}
     for r in table:
         built = None if r["verdict"] == "not measured" else r["verdict"]
-        lines += _claim_card(r, verdicts[r["id"]], confirmation_text(confirmation(r["id"], built, confirm)))
+        said = [confirmation_text(confirmation(r["id"], built, confirm)), family_confirmation(r["id"], family)]
+        said = [t for t in said if t and t != "—"]
+        lines += _claim_card(r, verdicts[r["id"]], "; ".join(said) or "—")
     lines += ["", "## Why each verdict", ""]
     for r in table:
         v = verdicts[r["id"]]

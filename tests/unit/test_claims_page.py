@@ -240,3 +240,17 @@ def test_a_claim_of_a_renumbered_chapter_is_read_from_an_older_builds_file(tmp_p
     assert {r["id"]: r["verdict"] for r in claims_table(results)}["C13"] == FAILS
     _write(results, "09_across_models", [Verdict("C13", HOLDS, 0.0, (-0.01, 0.01), 0.0, "null", "r", "new")])
     assert {r["id"]: r["verdict"] for r in claims_table(results)}["C13"] == HOLDS
+
+
+def test_the_confirmation_counts_the_verdicts_on_the_family_and_marks_a_changed_rule():
+    from identifiability import recorded
+
+    now = recorded.claim_hashes()
+    members = {
+        f"m{i}": {"chapters": {"x": {"claims": {"C6": {"verdict": v}}}}} for i, v in enumerate([HOLDS, HOLDS, FAILS])
+    }
+    rec = recorded.Recorded("family", "lee", {"members": members, "judged_under": {"C6": now["C6"]}}, {})
+    assert pages.family_confirmation("C6", rec) == "on the family: holds on 2 of 3 members, fails on 1 of 3 members"
+    assert pages.family_confirmation("C7", rec) == "" and pages.family_confirmation("C6", None) == ""
+    stale = recorded.Recorded("family", "lee", {"members": members, "judged_under": {"C6": "0" * 64}}, {})
+    assert "not confirmed" in pages.family_confirmation("C6", stale)
