@@ -260,12 +260,11 @@ def confirmation_text(c: dict | None) -> str:
         return "—"
     if not c["frozen"]:
         return f"not confirmed: judged under a rule changed after the freeze ({c['label']} on lee_test)"
-    words = [f"{c['label']} on unseen text (lee_test)"]
+    words = [f"{c['label']} on lee_test"]
     if c["agrees"] is not None:
-        words.append("the same as this build" if c["agrees"] else "not the same as this build")
+        words.append("as in this build" if c["agrees"] else "unlike this build")
     if c["rules_agree"] is not None:
-        agree = c["rules_agree"]
-        words.append("original and amended rules agree there" if agree else "the original rule differs there")
+        words.append("original rule agrees" if c["rules_agree"] else "original rule differs")
     return "; ".join(words)
 
 
@@ -355,7 +354,7 @@ def write_claims_page(stage: Path, results_dir: Path, model: str | None = None) 
         "",
     ]
     if confirm is not None:
-        lines += [f"*Confirmation:* {recorded.caption(confirm, recorded.stale(confirm))}", ""]
+        lines += [f"*Confirmation:* {recorded.caption(confirm, recorded.stale(confirm))}.", ""]
     table = claims_table(results_dir)
     # the row's claim text replaced the verdict's own ``claim`` field (its id) in claims_table
     verdicts = {r["id"]: None if r["verdict"] == "not measured" else from_json({**r, "claim": r["id"]}) for r in table}

@@ -90,9 +90,7 @@ def test_the_confirmation_field_reads_the_recorded_run_and_the_freeze(tmp_path, 
     pages.write_claims_page(tmp_path, results)
     text = (tmp_path / "book" / "claims.md").read_text()
     cards = _cards(text)
-    assert cards["C4"].splitlines()[-1] == (
-        ": holds on unseen text (lee_test); the same as this build; the original rule differs there"
-    )
+    assert cards["C4"].splitlines()[-1] == (": holds on lee_test; as in this build; original rule differs")
     assert cards["C6"].splitlines()[-1].startswith(": not confirmed: judged under a rule changed after the freeze")
     assert cards["C9"].splitlines()[-1] == ": —"
     assert "*Confirmation:* recorded run of 2026-12-03" in text and "`make confirm` recomputes it" in text
