@@ -72,7 +72,7 @@ def gather(data: Path, corpus: str = paths.DEFAULT_CORPUS, model: str = paths.DE
         if prov.is_file():
             p = read_json(prov)
             members.setdefault(m.name, {"chapters": {}})["provenance"] = {k: p[k] for k in _PROVENANCE_KEYS if k in p}
-    chapter7 = keys.results_dir(model, corpus).relative_to(paths.data_root()) / "07_head_width.json"
+    chapter7 = keys.results_dir(model, corpus).relative_to(paths.data_root()) / f"{by_name('head_width').stem}.json"
     path = data / chapter7
     head_width = None
     if path.is_file():

@@ -44,5 +44,5 @@ def test_every_check_passed_on_the_solutions_in_the_executed_chapters(chapter_ru
             assert "passes every check" in printed, f"{source.stem}: a check did not pass on its solution"
         solutions = [c for c in nb["cells"] if "solution" in c["metadata"].get("tags", [])]
         assert len(checks) == len(solutions), source.stem
-        # chapters 1-6 teach with exercises; the explorer (8) and the comparison across models (9) have none
+        # chapters 1-7 teach with exercises; the explorer (8) and the comparison across models (9) have none
         assert checks or source.stem.startswith(("08_", "09_")), f"{source.stem}: no exercise was checked"

@@ -47,7 +47,7 @@ def figure1_chart(fig1: pd.DataFrame, d_v: int, twin: pd.DataFrame | None = None
         "curve:N",
         sort=order,
         title=None,
-        legend=alt.Legend(orient="bottom"),
+        legend=alt.Legend(orient="bottom", columns=2),
         scale=alt.Scale(domain=order, range=palette),
     )
     base = alt.Chart(agg).encode(x=alt.X("d_s:Q", scale=alt.Scale(type="log"), title="tokens d_s"))

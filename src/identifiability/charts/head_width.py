@@ -78,3 +78,29 @@ def learning_chart(table: pd.DataFrame) -> alt.LayerChart:
     base = data.groupby("member", as_index=False).unigram.first().assign(label="unigram baseline")
     rule = alt.Chart(base).mark_rule(color="grey", strokeDash=[4, 3]).encode(y="mean(unigram):Q", tooltip=["label"])
     return alt.layer(line, rule)
+
+
+def design_chart(members: pd.DataFrame) -> alt.LayerChart:
+    """The inputs each member reads: the lengths d_s of its ratio grid against its head width d_v, beside the
+    review's threshold d_s = d_v + 2 (alternatives first appear there) and the paper's d_s = d_v + 1.
+    ``members``: one row per (member, d_s) with columns member, d_v, d_s, ratio."""
+    points = (
+        alt.Chart(members, title="The inputs of each member: d_s against d_v, beside the thresholds")
+        .mark_point(filled=True, size=50)
+        .encode(
+            x=alt.X("d_v:Q", scale=alt.Scale(type="log", base=2, domain=[8, 128]), title="head width d_v"),
+            y=alt.Y("d_s:Q", scale=alt.Scale(type="log", base=2), title="input length d_s (tokens)"),
+            color=alt.Color("member:N", title="member"),
+            tooltip=["member", "d_v", "d_s", "ratio"],
+        )
+        .properties(width=360, height=240)
+    )
+    lines = pd.DataFrame(
+        [{"d_v": d, "d_s": d + k, "threshold": t} for d in (8, 128) for k, t in ((1, "d_v + 1"), (2, "d_v + 2"))]
+    )
+    rule = (
+        alt.Chart(lines)
+        .mark_line(color="crimson")
+        .encode(x="d_v:Q", y="d_s:Q", strokeDash=alt.StrokeDash("threshold:N", title="threshold"))
+    )
+    return alt.layer(rule, points)

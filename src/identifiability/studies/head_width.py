@@ -177,6 +177,20 @@ def ratio_lengths(d_v: int, ratios: Sequence[float]) -> list[int]:
     return [round(r * d_v) for r in ratios]
 
 
+def design_table(ratios: Sequence[float]) -> pd.DataFrame:
+    """The inputs every member of :data:`identifiability.pretrain.family.MEMBERS` reads at ``ratios`` (its d_s
+    = round(r d_v), up to the trained positions), one row per member and length: member, d_v, d_s, ratio."""
+    from ..pretrain.family import MEMBERS, POSITIONS
+
+    rows = [
+        dict(member=m.name, d_v=m.d_v, d_s=d_s, ratio=r)
+        for m in MEMBERS
+        for r, d_s in zip(ratios, ratio_lengths(m.d_v, ratios))
+        if d_s <= POSITIONS
+    ]
+    return pd.DataFrame(rows)
+
+
 def cut_inputs(
     sources: Sequence[str],
     tokenizer,
