@@ -13,6 +13,7 @@ import torch
 
 from identifiability.corpora import concatenated_inputs, load_corpus
 from identifiability.models import random_model, twin_of
+from identifiability.pretrain import members as M
 from identifiability.studies import effective_attention as S3
 from identifiability.studies import head_width as S
 from identifiability.studies import nonidentifiability as S2
@@ -43,10 +44,10 @@ def family():
     for heads, seed in ((4, 0), (2, 0), (4, 1)):
         lm = _lm(heads, seed)
         name = f"mlm-w{WIDTH}-dv{WIDTH // heads}-seed{seed}"
-        out.append((lm, S.family_model(lm, member=name, twin=False, seed=seed, accuracy_gain=GAIN)))
+        out.append((lm, M.family_model(lm, member=name, twin=False, seed=seed, accuracy_gain=GAIN)))
         if seed == 0:
             tw = twin_of(lm, seed=7)
-            out.append((tw, S.family_model(tw, member=name, twin=True, seed=seed)))
+            out.append((tw, M.family_model(tw, member=name, twin=True, seed=seed)))
     return out
 
 
@@ -94,15 +95,15 @@ def test_family_model_reads_the_folders_provenance():
     member = {"name": "mlm-w32-dv8-seed1", "width": 32, "heads": 4, "seed": 1, "d_v": 8}
     record = {"kind": "pretrained-mlm", "member": member, "seed": 1, "trained_enough": True,
               "held_out": [{"accuracy": 0.06}, {"accuracy": 0.2}], "unigram": {"accuracy": 0.05}}  # fmt: skip
-    m = S.family_model(lm, record)
+    m = M.family_model(lm, record)
     assert (m.name, m.member, m.d_v, m.width, m.heads, m.seed, m.twin) == (
         "mlm-w32-dv8-seed1", "mlm-w32-dv8-seed1", 8, 32, 4, 1, False
     )  # fmt: skip
     assert m.accuracy_gain == pytest.approx(0.15) and V.judged(m)
-    t = S.family_model(lm, {"kind": "random-init twin", "member": member, "seed": 1})
+    t = M.family_model(lm, {"kind": "random-init twin", "member": member, "seed": 1})
     assert t.twin and t.name == "mlm-w32-dv8-seed1-init" and t.member == "mlm-w32-dv8-seed1"
     assert t.accuracy_gain is None and not V.judged(t)
-    under = S.family_model(lm, {**record, "held_out": [{"accuracy": 0.08}], "trained_enough": False})
+    under = M.family_model(lm, {**record, "held_out": [{"accuracy": 0.08}], "trained_enough": False})
     assert under.accuracy_gain == pytest.approx(0.03) and not V.judged(under)
 
 

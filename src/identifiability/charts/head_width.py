@@ -62,7 +62,8 @@ def threshold_chart(table: pd.DataFrame, shares: tuple[float, ...] = ()) -> alt.
 
 def learning_chart(table: pd.DataFrame) -> alt.LayerChart:
     """Each member's held-out masked-token accuracy against the tokens it has seen (millions; 0 is its
-    untrained twin), the unigram baseline as a dashed grey rule. ``table``: rows of ``learning_table``."""
+    untrained twin), the unigram baseline as a dashed grey rule. ``table``: rows of
+    ``pretrain.members.learning_table``."""
     data = table.assign(millions=table.tokens_seen / 1e6).round(4)
     line = (
         alt.Chart(data, title="Held-out masked-token accuracy while pre-training (0 tokens: the untrained twin)")

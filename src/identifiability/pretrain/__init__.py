@@ -6,5 +6,6 @@
 - :mod:`.text`: the pre-training text made of it, with no sentence any chapter evaluates on, in token blocks;
 - :mod:`.mlm`: the member's masked-language model, BERT's masks, the held-out scores and the unigram baseline;
 - :mod:`.train`: masked-LM training with checkpoints, resumable bit for bit;
-- :mod:`.jobs`: the members as Dask tasks, and the command ``identifiability pretrain``.
+- :mod:`.jobs`: the members as Dask tasks, and the command ``identifiability pretrain``;
+- :mod:`.members`: the trained members as the chapters read them (found, loaded with their role, learning curves).
 """
