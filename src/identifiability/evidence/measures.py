@@ -1,0 +1,74 @@
+"""What C22-C27 read (chapter 10, which measure to trust): every measure's agreement with each reference at
+every layer, built by :mod:`identifiability.studies.measures` from per-sentence agreements
+(:mod:`identifiability.contributions.agreement`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..stats import Interval
+
+MAIN, NO_OWN = "main", "own token left out"  # the two variants of the statistic every score carries
+
+
+@dataclass(frozen=True)
+class LayerScore:
+    """One measure's agreement with one reference at one layer, over the scored sentences.
+
+    Attributes:
+        measure: the scored measure's key: a registry name, ``<name>@rolled`` for a per-layer measure rolled
+            out across layers, or ``hta`` (exact HTA, scored against the intervention).
+        reference: ``hta``, ``intervention`` (the mean input embedding) or ``intervention_mask`` ([MASK]).
+        layer: 1..L.
+        variant: :data:`MAIN` or :data:`NO_OWN` (each row's own token left out before the correlation).
+        statistic: mean over sentences of the median per-row Spearman correlation, with its interval.
+        shuffled: the same for the measure's rows shuffled among the sentence's hidden tokens (first null).
+        distance: the same for the distance-only baseline (second null).
+        minus_shuffled: paired per-sentence difference statistic minus the shuffled null.
+        minus_distance: paired per-sentence difference statistic minus the distance-only baseline.
+        minus_raw: paired per-sentence difference statistic minus raw attention's (as it is) against the same
+            reference (C23); None where not computed.
+        top1: mean share of hidden tokens whose largest contributor agrees (reported, not judged).
+        top3: mean top-3 overlap (reported, not judged).
+    """
+
+    measure: str
+    reference: str
+    layer: int
+    variant: str
+    statistic: Interval
+    shuffled: Interval
+    distance: Interval
+    minus_shuffled: Interval
+    minus_distance: Interval
+    minus_raw: Interval | None = None
+    top1: float = float("nan")
+    top3: float = float("nan")
+
+
+@dataclass(frozen=True)
+class MeasuresEvidence:
+    """Every score of one run, and what bounds the verdicts.
+
+    Attributes:
+        scores: every (measure, reference, layer, variant) scored.
+        n_sentences: sentences scored (the rules need at least ``MEASURES_MIN_SENTENCES``).
+        n_layers: L.
+        unsupported: {measure: why} for measures this model's architecture does not support (named in the
+            verdict, which is then not testable).
+        recorded: where the scores come from when they are a recorded run's ('' for this build's own).
+    """
+
+    scores: tuple[LayerScore, ...]
+    n_sentences: int
+    n_layers: int
+    unsupported: tuple[tuple[str, str], ...] = ()
+    recorded: str = ""
+
+    def of(self, measure: str, reference: str = "hta", variant: str = MAIN) -> dict[int, LayerScore]:
+        """{layer: score} of one measure against one reference (empty when not scored)."""
+        return {
+            s.layer: s
+            for s in self.scores
+            if s.measure == measure and s.reference == reference and s.variant == variant
+        }
