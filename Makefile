@@ -27,7 +27,7 @@ WORKERS ?=
 INTERRUPTED := || [ $$? -eq 130 ]
 NPM_PACKAGES := mathjax@3.2.2 @jupyter-widgets/html-manager@1.0.15 requirejs@2.3.8 playwright-core@1.65.1
 
-.PHONY: book test test-fast lint venv vendor browser bench clean models sweep compare compare-full record-c10 confirm family
+.PHONY: book test test-fast lint venv vendor browser bench clean models sweep compare compare-full record-c10 confirm family measures
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -162,6 +162,13 @@ record-c10: venv
 # (commit it: the claims page's confirmation column reads it).
 confirm: venv
 	$(PY) -m identifiability.cli record-confirm --model "$(MODEL)" $(INTERRUPTED)
+
+# Chapter 10's recorded run: every context-mixing measure scored on N (default 50) sentences drawn like C10's
+# sample; their exact HTA on the sweep's cluster first (resumable: finished sentences are cached), then the
+# chapter on them, recorded under data/recorded/measures/<model>/<corpus>/ (commit it: chapter 10 shows it).
+measures: venv
+	$(PY) -m identifiability.cli record-measures --model "$(MODEL)" --corpus "$(CORPUS)" $(if $(N),--n $(N)) \
+		$(if $(SCHEDULER),--scheduler "$(SCHEDULER)") $(if $(WORKERS),--workers $(WORKERS)) $(INTERRUPTED)
 
 # The family of head widths (src/identifiability/pretrain/family.py), from pre-training to the book:
 # 1. each member pre-trained as a masked LM into data/models/<member>/, its untrained twin into

@@ -208,6 +208,12 @@ CHAPTERS: dict[str, ChapterSpec] = {
             layers=("studies", "charts"),
         ),
         ChapterSpec("09_across_models", ChapterRules(corpora=("judge_corpus",)), swept=False),
+        ChapterSpec(
+            "10_measures",
+            ChapterRules((at_least("max_tokens", lambda p, m: 6, "sentences of at least 6 tokens"),)),
+            expected_seconds=120.0,
+            quick={"n_sentences": 2, "max_tokens": 12},
+        ),
     )
 }
 

@@ -8,6 +8,7 @@
     identifiability record-compare [--base M] [--data DIR]   (make compare's recorded run, data/recorded/compare/)
     identifiability record-confirm [--model M] [--corpus lee_test]   (claims on unseen text, data/recorded/confirm/)
     identifiability record-family [--data DIR] [--corpus C]   (make family's recorded run, data/recorded/family/)
+    identifiability record-measures [--model M] [--corpus C] [--n N]   (chapter 10's, data/recorded/measures/)
     identifiability pretrain [--members NAME,...|all] [--tokens N] [--device cpu|cuda]   (the family, data/models/)
 
 Notebook sources are jupytext MyST files in ``notebooks/``; executed ``.ipynb`` files and HTML are build
@@ -165,6 +166,20 @@ def _record_family_parser(sub) -> None:
     r.add_argument("--started", type=float, help="make family's start, Unix seconds (the Makefile passes it)")
 
 
+def _record_measures_parser(sub) -> None:
+    what = (
+        "make measures' recorded run: every context-mixing measure scored against exact HTA and an intervention "
+        "on sentences drawn like C10's sample (chapter 10), into data/recorded/measures/<model>/<corpus>/"
+    )
+    r = _command(sub, "record-measures", help=what, description=what)
+    r.add_argument("--model", default=DEFAULT_MODEL)
+    r.add_argument("--corpus", default=paths.DEFAULT_CORPUS)
+    r.add_argument("--n", type=int, default=50, help="sentences drawn (at least the rules' 50)")
+    r.add_argument("--seed", type=int, default=0)
+    _cluster_args(r)
+    r.add_argument("--no-run", dest="run", action="store_false", help="record chapter 10's results already there")
+
+
 def _record_confirm_parser(sub) -> None:
     what = (
         "make confirm's recorded run: chapters 2 to 6 on text no chapter had seen (lee_test), every claim's verdict "
@@ -312,6 +327,11 @@ def _sweep_main(a) -> int:
 
         record_family(a.data, a.corpus, a.started)
         return 0
+    if a.cmd == "record-measures":
+        from .record_measures import record_measures
+
+        record_measures(a.model, a.corpus, a.n, a.seed, a.scheduler, a.workers, a.run)
+        return 0
     if a.cmd == "record-confirm":
         from .record_confirm import record_confirm
 
@@ -384,6 +404,7 @@ COMMANDS = {
     "record-c10": _sweep_main,
     "record-compare": _sweep_main,
     "record-confirm": _sweep_main,
+    "record-measures": _sweep_main,
     "record-family": _sweep_main,
     "finetune": _finetune_main,
     "init-random": _finetune_main,
@@ -405,6 +426,7 @@ def main(argv: list[str] | None = None) -> int:
     _compare_parser(sub)
     _record_compare_parser(sub)
     _record_confirm_parser(sub)
+    _record_measures_parser(sub)
     _record_family_parser(sub)
     _pretrain_parser(sub)
     a = ap.parse_args(argv)

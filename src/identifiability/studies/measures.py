@@ -8,13 +8,25 @@ into one :class:`LayerScore` per (measure, reference, layer, variant), with inte
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
+import torch
+from tqdm import tqdm
 
-from ..contributions.agreement import SentenceAgreement
-from ..evidence.measures import MAIN, NO_OWN, LayerScore
-from ..stats import mean_interval, paired_interval
+from ..contributions import MEASURES, compute, rollout
+from ..contributions.agreement import SentenceAgreement, agreement
+from ..contributions.intervention import mean_embedding, token_replacement
+from ..errors import UserError
+from ..evidence.measures import MAIN, NO_OWN, ROLLED, LayerScore, MeasuresEvidence
+from ..hta import hta_corpus
+from ..loaded_model import LoadedModel
+from ..stats import Interval, mean_interval, paired_interval
+from ..trace import SentenceTrace, trace_sentences
+from . import Study, data
 
 RAW = "raw"  # the measure C23 compares rollout and flow with, as it is
 
@@ -63,3 +75,218 @@ def summarise(
                     )
                 )  # fmt: skip
     return tuple(out)
+
+
+# --------------------------------------------------------------------------------------------------
+# measuring sentences
+# --------------------------------------------------------------------------------------------------
+
+CLAIMS = ("C22", "C23", "C24", "C25", "C26", "C27")
+HTA, INTERVENTION, MASK = "hta", "intervention", "intervention_mask"  # the references
+REFERENCE_LABELS = {HTA: "Exact HTA", INTERVENTION: "Intervention (mean embedding)", MASK: "Intervention ([MASK])"}
+SAMPLES = ("short", "proportional")
+MEAN_SENTENCES = 256  # corpus sentences averaged for the intervention's mean input embedding per position
+
+
+def chosen(measures: str) -> list[str]:
+    """The registry names ``measures`` lists (comma-separated; empty: every measure but the intervention,
+    which is a reference here); UserError naming the measures for an unknown one."""
+    every = [n for n in MEASURES if n != INTERVENTION]
+    names = [x.strip() for x in measures.split(",") if x.strip()] or every
+    bad = [n for n in names if n not in every]
+    if bad:
+        raise UserError(f"unknown measure(s) {', '.join(bad)}: choose from {', '.join(every)} (empty: all)")
+    return names
+
+
+def sentences(ch, sample: str) -> list[str]:
+    """The chapter's sentences: ``short`` (n_sentences of 6 to max_tokens tokens, for a live build) or
+    ``proportional`` (the first n_sentences draws of C10's sample design, duplicates kept as drawn: what
+    ``make measures`` scores)."""
+    n = ch.params["n_sentences"]
+    if sample == "short":
+        return ch.sentences(n, min_tokens=6)
+    if sample == "proportional":
+        from ..corpora import token_lengths
+        from ..proportional import draw, eligible
+
+        corpus = ch.corpus.sentences
+        pool = eligible(token_lengths(corpus, ch.lm.tokenizer))
+        return [corpus[i] for i in draw(pool, n, ch.params["seed"])]
+    raise UserError(f"sample must be one of {', '.join(SAMPLES)}, got {sample!r}")
+
+
+def corpus_mean(lm: LoadedModel, texts: Sequence[str], longest: int) -> torch.Tensor:
+    """The corpus's mean input embedding at each position 0..longest-1, (longest, d): the mean of x[p] over
+    ``texts`` (at most :data:`MEAN_SENTENCES` of them) that reach position p; the mean over every position
+    where none does."""
+    traces = trace_sentences(lm, list(texts)[:MEAN_SENTENCES], progress=False)
+    mean = mean_embedding(traces)
+    if mean.shape[0] < longest:
+        fill = torch.cat([t.x for t in traces]).mean(0, keepdim=True)
+        mean = torch.cat([mean, fill.expand(longest - mean.shape[0], -1)])
+    return mean
+
+
+def measure_sentence(
+    lm: LoadedModel, tr: SentenceTrace, names: Sequence[str], mean: torch.Tensor | None = None, cache: bool = True
+) -> tuple[dict[str, np.ndarray], dict[str, float], dict[str, str]]:
+    """Every measure of ``names`` on one traced sentence (per-layer ones also rolled out, under
+    ``<name>@rolled``) and the references: exact HTA, the intervention with the corpus ``mean`` (None: the
+    sentence's own mean) and, where the tokenizer has one, with [MASK].
+
+    Returns:
+        ({key: (L+1, d_s, d_s)}, {key: seconds}, {measure: why} for measures this model does not support).
+    """
+    arrays, seconds, unsupported = {}, {}, {}
+
+    def timed(key: str, fn) -> None:
+        t0 = time.perf_counter()
+        arrays[key] = np.asarray(fn(), dtype=float)
+        seconds[key] = time.perf_counter() - t0
+
+    for name in names:
+        try:
+            timed(name, lambda name=name: compute(lm, tr, name))
+        except UserError as e:
+            unsupported[name] = str(e).splitlines()[0]
+            continue
+        if MEASURES[name].per_layer:
+            arrays[name + ROLLED] = rollout(torch.as_tensor(arrays[name])).numpy()
+    timed(HTA, lambda: hta_corpus(lm, [tr.text], mode="exact", cache=cache, progress=False)[0].c)
+    timed(INTERVENTION, lambda: token_replacement(lm, tr, "mean", mean))
+    if lm.tokenizer.mask_token_id is not None:
+        timed(MASK, lambda: token_replacement(lm, tr, "mask"))
+    return arrays, seconds, unsupported
+
+
+def labelled(arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The arrays a page shows, under their readers' names (rolled-out copies and [MASK] left out)."""
+    return {label_of(k): v for k, v in arrays.items() if not k.endswith(ROLLED) and k != MASK}
+
+
+def label_of(key: str) -> str:
+    """'Attention norm (rolled out)' for 'norm@rolled'; a reference's name for a reference."""
+    if key in REFERENCE_LABELS:
+        return REFERENCE_LABELS[key]
+    name, rolled = key.removesuffix(ROLLED), key.endswith(ROLLED)
+    return MEASURES[name].label + (" (rolled out)" if rolled else "")
+
+
+@dataclass(frozen=True)
+class MeasuresRun(Study):
+    """Every measure scored on a set of sentences.
+
+    Recorded: ``scores`` (one row per :class:`LayerScore`, :func:`score_rows`), ``seconds`` ({key: mean
+    seconds per sentence}), ``n_scored`` (sentences scored), ``unsupported`` ({measure: why}).
+    """
+
+    scores: list
+    seconds: dict
+    n_scored: int
+    unsupported: dict
+    evidence: MeasuresEvidence = data()
+
+    @property
+    def seconds_table(self) -> pd.DataFrame:
+        return pd.DataFrame([{"label": label_of(k), "seconds": s} for k, s in self.seconds.items()])
+
+
+def score_sentences(
+    lm: LoadedModel,
+    texts: Sequence[str],
+    names: Sequence[str],
+    mean: torch.Tensor | None = None,
+    seed: int = 0,
+    cache: bool = True,
+    progress: bool = True,
+) -> MeasuresRun:
+    """Every measure of ``names`` against each reference on ``texts`` (one unit per text, duplicates kept),
+    summarised per layer with intervals over the texts (:func:`summarise`)."""
+    per: dict[tuple[str, str], list[SentenceAgreement]] = {}
+    times: dict[str, list[float]] = {}
+    unsupported: dict[str, str] = {}
+    done: dict[str, tuple] = {}
+    for k, text in enumerate(tqdm(texts, desc="measures", unit="sentence", disable=not progress)):
+        if text not in done:
+            tr = trace_sentences(lm, [text], progress=False)[0]
+            arrays, secs, unsup = measure_sentence(lm, tr, names, mean, cache)
+            done[text] = arrays
+            unsupported |= unsup
+            for key, s in secs.items():
+                times.setdefault(key, []).append(s)
+        arrays = done[text]
+        for ref in (HTA, INTERVENTION, MASK):
+            if ref not in arrays:
+                continue
+            for key in arrays:
+                if key not in (ref, INTERVENTION, MASK):
+                    per.setdefault((key, ref), []).append(agreement(arrays[key], arrays[ref], seed=seed + k))
+    scores = summarise(per, seed)
+    n_layers = lm.n_layers
+    ev = MeasuresEvidence(scores, len(texts), n_layers, tuple(sorted(unsupported.items())))
+    secs = {key: float(np.mean(v)) for key, v in times.items()}
+    return MeasuresRun(score_rows(scores), secs, len(texts), unsupported, ev)
+
+
+# --------------------------------------------------------------------------------------------------
+# scores as rows (results files, recorded runs, charts)
+# --------------------------------------------------------------------------------------------------
+
+_INTERVALS = ("statistic", "shuffled", "distance", "minus_shuffled", "minus_distance", "minus_raw")
+
+
+def score_rows(scores: Sequence[LayerScore]) -> list[dict]:
+    """Each score as a plain dict (intervals as [estimate, low, high, n])."""
+    out = []
+    for s in scores:
+        row = {"measure": s.measure, "reference": s.reference, "layer": s.layer, "variant": s.variant}
+        for name in _INTERVALS:
+            x = getattr(s, name)
+            row[name] = None if x is None else [x.estimate, x.low, x.high, x.n]
+        out.append(row | {"top1": s.top1, "top3": s.top3})
+    return out
+
+
+def scores_from_rows(rows: Sequence[dict]) -> tuple[LayerScore, ...]:
+    """:func:`score_rows` read back."""
+
+    def iv(x):
+        return None if x is None else Interval(x[0], x[1], x[2], int(x[3]), "sentences")
+
+    return tuple(
+        LayerScore(
+            r["measure"],
+            r["reference"],
+            int(r["layer"]),
+            r["variant"],
+            *(iv(r[n]) for n in _INTERVALS),
+            top1=r["top1"],
+            top3=r["top3"],
+        )  # fmt: skip
+        for r in rows
+    )
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What the page shows: a recorded run's scores where there is one, else this build's."""
+
+    rows: list  # :func:`score_rows`
+    seconds: pd.DataFrame
+    evidence: MeasuresEvidence
+
+
+def shown(run: MeasuresRun, rec=None) -> Shown:
+    """The scores, seconds and evidence of the recorded run ``rec`` (its results dict holds ``scores``,
+    ``seconds``, ``n_scored``, ``unsupported``), else of ``run``."""
+    if rec is None:
+        return Shown(run.scores, run.seconds_table, run.evidence)
+    r = rec.results
+    scores = scores_from_rows(r["scores"])
+    ev = MeasuresEvidence(
+        scores, int(r["n_scored"]), max(s.layer for s in scores), tuple(sorted((r.get("unsupported") or {}).items())),
+        recorded=rec.key,
+    )  # fmt: skip
+    secs = pd.DataFrame([{"label": label_of(k), "seconds": s} for k, s in r["seconds"].items()])
+    return Shown(list(r["scores"]), secs, ev)

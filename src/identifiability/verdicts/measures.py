@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..digits import fmt
-from ..evidence.measures import MAIN, NO_OWN, LayerScore, MeasuresEvidence
+from ..evidence.measures import MAIN, NO_OWN, ROLLED, LayerScore, MeasuresEvidence
 from .core import FAILS, HOLDS, INCONCLUSIVE, NOT_RUN, NOT_TESTABLE, PARTLY, Quantity, Rules, Verdict, with_robustness
 
 MEASURES_TAU = 0.5  # 'tracks' needs the statistic's interval above this median per-row Spearman correlation
@@ -24,7 +24,6 @@ MEASURES_TAU_HIGH = 0.6  # robustness: a higher threshold
 MEASURES_MIN_SENTENCES = 50
 
 TRACKS, NOT_TRACKS, UNDECIDED = "tracks", "does not track", "undecided"
-ROLLED = "@rolled"  # a per-layer measure rolled out across layers: '<name>@rolled'
 
 QUANTITY = Quantity(
     "mean over sentences of the median per-row Spearman correlation with the reference (the lowest over the "

@@ -1,0 +1,142 @@
+"""Charts of chapter 10 (which measure to trust): one sentence's contributions under every measure at a
+chosen layer, the scores of every measure against each reference per layer, and what each measure costs. The
+tables come from :mod:`identifiability.studies.measures`; the words are in :mod:`identifiability.text.measures`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from ..evidence.measures import NO_OWN
+from ..studies.measures import REFERENCE_LABELS, label_of, scores_from_rows
+from ..verdicts.measures import state
+from .render import dropdown, sentence_label_expr
+
+STATE_MARK = {"tracks": "✓", "does not track": "✗", "undecided": "?"}
+
+
+def matrices_chart(tokens: Sequence[str], arrays: Mapping[str, np.ndarray], columns: int = 4) -> alt.FacetChart:
+    """Small heatmaps, one per measure (and reference), of c[l, i, j] for one sentence at the layer a slider
+    chooses: rows hidden tokens i, columns input tokens j. ``arrays``: {label: (L+1, d_s, d_s)}; each row of
+    the chart's data carries one row of c (flattened in the browser), which keeps the page small."""
+    labels = list(arrays)
+    n_layers = next(iter(arrays.values())).shape[0] - 1
+    rows = [
+        {"m": label, "l": layer, "i": i, "w": [round(float(x), 3) for x in arrays[label][layer, i]]}
+        for label in labels
+        for layer in range(1, n_layers + 1)
+        for i in range(len(tokens))
+    ]
+    toks = json.dumps(list(tokens))
+    layer = alt.param(name="layer", value=n_layers, bind=alt.binding_range(min=1, max=n_layers, step=1, name="layer "))
+    side = max(120, min(190, 9 * len(tokens)))
+    axis_labels = sentence_label_expr([list(tokens)], "width", label_px=9)
+    heat = (
+        alt.Chart(pd.DataFrame(rows))
+        .transform_filter(alt.datum.l == layer)
+        .transform_flatten(["w"])
+        .transform_window(j1="row_number()", groupby=["m", "l", "i"])
+        .transform_calculate(j="datum.j1 - 1", input=f"{toks}[datum.j1 - 1]", hidden=f"{toks}[datum.i]")
+        .mark_rect()
+        .encode(
+            x=alt.X(
+                "j:O", title="input token j", axis=alt.Axis(labelExpr=axis_labels, labelAngle=-60, labelFontSize=8)
+            ),
+            y=alt.Y("i:O", title="hidden token i", axis=alt.Axis(labelExpr=f"{toks}[datum.value]", labelFontSize=8)),
+            color=alt.Color("w:Q", title="share c", scale=alt.Scale(scheme="oranges", domain=[0, 1])),
+            tooltip=[
+                alt.Tooltip("m:N", title="measure"),
+                alt.Tooltip("hidden:N", title="hidden token"),
+                alt.Tooltip("input:N", title="input token"),
+                alt.Tooltip("w:Q", title="c", format=".3f"),
+            ],
+        )
+        .properties(width=side, height=side)
+    )
+    return (
+        heat.facet(facet=alt.Facet("m:N", title=None, sort=labels), columns=columns)
+        .add_params(layer)
+        .properties(title="One sentence under every measure: the share of each input token in each hidden token")
+    )
+
+
+def _table(rows: Sequence[dict]) -> pd.DataFrame:
+    """One row per score: label, reference, layer, variant, the statistic's estimate and interval, the nulls'
+    estimates, top-1 agreement and the state under the rule (:func:`identifiability.verdicts.measures.state`)."""
+    out = []
+    for s in scores_from_rows(rows):
+        out.append({
+            "label": label_of(s.measure), "reference": REFERENCE_LABELS[s.reference], "layer": s.layer,
+            "variant": "own token left out" if s.variant == NO_OWN else "all tokens",
+            "estimate": s.statistic.estimate, "low": s.statistic.low, "high": s.statistic.high,
+            "shuffled": s.shuffled.estimate, "distance": s.distance.estimate, "top1": s.top1, "state": state(s),
+        })  # fmt: skip
+    return pd.DataFrame(out)
+
+
+def scores_chart(rows: Sequence[dict]) -> alt.LayerChart:
+    """Every measure (rows) at every layer (columns): the colour is its score against the chosen reference
+    (mean over sentences of the median per-row Spearman correlation), the mark its state under the rules
+    (✓ tracks, ✗ does not track, ? undecided). Menus choose the reference and whether each row's own token is
+    left out. ``rows``: :func:`identifiability.studies.measures.score_rows`."""
+    table = _table(rows)
+    refs = list(dict.fromkeys(table.reference))
+    variants = list(dict.fromkeys(table.variant))
+    data = table.assign(mark=table.state.map(STATE_MARK)).round(3)
+    ref = dropdown("reference", refs)
+    var = dropdown("statistic", variants)
+    order = list(dict.fromkeys(data.label))
+    base = (
+        alt.Chart(data)
+        .transform_filter((alt.datum.reference == ref) & (alt.datum.variant == var))
+        .encode(
+            x=alt.X("layer:O", title="layer l"),
+            y=alt.Y("label:N", title=None, sort=order),
+            tooltip=[
+                alt.Tooltip("label:N", title="measure"),
+                alt.Tooltip("layer:O"),
+                alt.Tooltip("estimate:Q", title="score", format=".3f"),
+                alt.Tooltip("low:Q", title="95% low", format=".3f"),
+                alt.Tooltip("high:Q", title="95% high", format=".3f"),
+                alt.Tooltip("shuffled:Q", title="rows shuffled", format=".3f"),
+                alt.Tooltip("distance:Q", title="distance only", format=".3f"),
+                alt.Tooltip("top1:Q", title="top-1 agreement", format=".2f"),
+                alt.Tooltip("state:N", title="under the rule"),
+            ],
+        )
+    )
+    heat = base.mark_rect().encode(
+        color=alt.Color("estimate:Q", title="score ρ", scale=alt.Scale(scheme="blueorange", domain=[-1, 1]))
+    )
+    text = base.mark_text(fontSize=13).encode(text="mark:N")
+    return (
+        alt.layer(heat, text)
+        .add_params(ref, var)
+        .properties(
+            width=320,
+            height=22 * len(order),
+            title=alt.TitleParams(
+                "Agreement of each measure with the reference, per layer",
+                subtitle="✓ tracks (interval above 0.5 and above both nulls), ✗ does not track, ? undecided",
+            ),
+        )
+    )
+
+
+def cost_chart(seconds: pd.DataFrame) -> alt.Chart:
+    """Seconds per sentence of each measure (mean over the sentences measured in this run), log scale.
+    ``seconds``: rows with ``label`` and ``seconds``."""
+    return (
+        alt.Chart(seconds.round(4))
+        .mark_bar()
+        .encode(
+            x=alt.X("seconds:Q", scale=alt.Scale(type="log"), title="seconds per sentence (log scale)"),
+            y=alt.Y("label:N", title=None, sort="-x"),
+            tooltip=[alt.Tooltip("label:N", title="measure"), alt.Tooltip("seconds:Q", format=".3g")],
+        )
+        .properties(width=360, height=20 * len(seconds), title="What each measure costs on this machine")
+    )

@@ -1,0 +1,90 @@
+"""`make measures`' recorded run: every context-mixing measure scored on at least 50 sentences (chapter 10).
+
+    identifiability record-measures [--model M] [--corpus C] [--n N] [--scheduler ADDRESS | --workers N]
+    make measures
+
+The book's chapter 10 scores a handful of short sentences live; its verdicts need at least
+``MEASURES_MIN_SENTENCES`` sentences drawn like C10's sample (in proportion to their tokens,
+:mod:`identifiability.proportional`), whose exact HTA takes about a minute each on the default model. This job
+draws them, computes their exact HTA on a Dask cluster into the HTA cache (:mod:`identifiability.corpus_hta`;
+an interrupted run resumes there, and a machine that ran ``make record-c10`` already holds the first draws),
+runs chapter 10 on them (``sample=proportional``), and records the chapter's scores, seconds per measure and
+verdicts, with the rule each claim was judged under, under ``data/recorded/measures/<model>/<corpus>/``.
+Chapter 10 shows that record when a build's own run is too small to judge.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from . import corpus_hta, keys, paths, recorded
+from .chapters import by_name
+from .errors import UserError
+from .fileio import read_json
+
+JOB = TARGET = "measures"
+N_SENTENCES = 50  # the rules' least number of scored sentences (MEASURES_MIN_SENTENCES)
+TOLERANCE = 1e-6  # exact HTA is deterministic up to float summation order; the other measures too
+
+
+class NothingToRecord(UserError):
+    """Chapter 10 left no results to record (one line naming the command)."""
+
+
+def sample_texts(model: str, corpus: str, n: int, seed: int = 0) -> list[str]:
+    """The distinct sentences of the first ``n`` draws of C10's sample design on ``corpus``."""
+    from . import proportional
+    from .corpora import drop_unusable, load_corpus, token_lengths
+    from .models import load_model
+
+    tok = load_model(model).tokenizer
+    corp, _ = drop_unusable(load_corpus(corpus), tok)
+    pool = proportional.eligible(token_lengths(corp.sentences, tok))
+    return [corp.sentences[i] for i in sorted(set(proportional.draw(pool, n, seed)))]
+
+
+def record_measures(
+    model: str = paths.DEFAULT_MODEL,
+    corpus: str = paths.DEFAULT_CORPUS,
+    n: int = N_SENTENCES,
+    seed: int = 0,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    run: bool = True,
+    echo: Callable[[str], None] = print,
+) -> recorded.Recorded:
+    """Exact HTA of the sample on a cluster, chapter 10 on it (unless not ``run``), then the record."""
+    from .execution import run_notebook
+
+    t0 = time.time()
+    spec = by_name("measures")
+    params = {"model": model, "corpus": corpus, "n_sentences": n, "sample": "proportional", "seed": seed}
+    if run:
+        todo = corpus_hta.uncached(model, sample_texts(model, corpus, n, seed))
+        echo(f"{n} draws of {corpus}; exact HTA of {len(todo)} sentences not in the cache")
+        corpus_hta.on_cluster(model, todo, 1, scheduler, workers, None, True)
+        run_notebook(spec.source, keys.build_dir(model, corpus) / JOB, params, progress=True)
+    path = keys.results_dir(model, corpus) / f"{spec.stem}.json"
+    if not path.is_file():
+        raise NothingToRecord(f"no results of {spec.stem} in {path.parent}: run make measures")
+    doc = read_json(path)
+    results = {k: doc["results"].get(k) for k in ("scores", "seconds", "n_scored", "unsupported", "claims")}
+    if doc["params"].get("sample") != "proportional" or (results["n_scored"] or 0) < n:
+        raise NothingToRecord(
+            f"{path} holds a run of {results['n_scored']} sentences ({doc['params'].get('sample')} sample), not "
+            f"the {n} of make measures: run make measures"
+        )
+    hashes = recorded.claim_hashes()
+    results["judged_under"] = {c: hashes[c] for c in results["claims"] or {} if c in hashes}
+    results["params"] = {k: v for k, v in doc["params"].items() if k != "results_dir"}
+    prov = recorded.provenance(sorted(results["claims"] or {}), TARGET, time.time() - t0, every_module=True)
+    prov |= {"corpus": corpus, "model": model}
+    rec = recorded.record(JOB, f"{keys.model_key(model)}/{keys.corpus_key(corpus)}", results, prov, TOLERANCE)
+    echo(f"recorded chapter 10's scores on {n} sentences in {recorded.folder(rec.job, rec.key)}")
+    return rec
+
+
+def find(model: str = paths.DEFAULT_MODEL, corpus: str = paths.DEFAULT_CORPUS) -> recorded.Recorded | None:
+    """The recorded run of ``model`` on ``corpus``, if any."""
+    return recorded.find(JOB, f"{keys.model_key(model)}/{keys.corpus_key(corpus)}", TARGET)
