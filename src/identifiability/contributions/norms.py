@@ -21,6 +21,10 @@ a sum of one vector per input token j, and token j's share is read from the vect
   terms included), ``c_ij = max(0, ||y_i||_1 - ||y_i - T_i(x_j)||_1)``, rows normalised, rolled out across
   layers (the FFN is not decomposed, as in the authors' code).
 
+A LayerNorm's divisor s_i is the same for every vector of row i, so once rows are normalised it cancels from
+norm_resln and globenc (their shares depend on gamma and the centring only); it matters for alti, whose
+``y_i`` also carries the bias terms.
+
 The last three read a post-LN layer's parts (attention, residual, LayerNorm, FFN, residual, LayerNorm) through
 the architecture registry; on a pre-LN family they raise :class:`PostLNRequired`. Every quantity is recomputed
 in float64 from the trace and the layer's weights, and the layer's output rebuilt from them must match the
