@@ -138,16 +138,18 @@ class Decomposed:
     Attributes:
         ln1_terms: (d_s, d_s, d) T_i(x_j): attention + residual vectors through the first LayerNorm's linear part.
         ln1_out: (d_s, d) y_i, the first LayerNorm's actual output (bias terms included).
-        ln2_terms: (d_s, d_s, d) ln1_terms through the second LayerNorm's linear part (GlobEnc).
+        ln2_terms: (d_s, d_s, d) ln1_terms through the second LayerNorm's linear part (GlobEnc); None unless
+            asked for.
     """
 
     ln1_terms: torch.Tensor
     ln1_out: torch.Tensor
-    ln2_terms: torch.Tensor
+    ln2_terms: torch.Tensor | None
 
 
-def decompose(lm: LoadedModel, tr: SentenceTrace, measure: str) -> list[Decomposed]:
-    """Every layer of a post-LN model decomposed by input token (module docstring), checked against the trace.
+def decompose(lm: LoadedModel, tr: SentenceTrace, measure: str, second_ln: bool = False) -> list[Decomposed]:
+    """Every layer of a post-LN model decomposed by input token (module docstring), checked against the trace;
+    ``second_ln`` also passes the terms through the second LayerNorm (GlobEnc).
 
     Raises:
         PostLNRequired: on a pre-LN family.
@@ -179,7 +181,7 @@ def decompose(lm: LoadedModel, tr: SentenceTrace, measure: str) -> list[Decompos
                 f"hidden state by {err:.1e} (relative) > {REBUILD_TOL:.0e}; the registry row of {lm.adapter.family} "
                 "does not describe a post-LN layer"
             )
-        out.append(Decomposed(t1, y, _ln_linear(t1, g2, s2)))
+        out.append(Decomposed(t1, y, _ln_linear(t1, g2, s2) if second_ln else None))
     return out
 
 
@@ -195,7 +197,7 @@ def norm_resln(lm: LoadedModel, tr: SentenceTrace) -> torch.Tensor:
 def globenc(lm: LoadedModel, tr: SentenceTrace) -> torch.Tensor:
     """Modarressi et al. (2022): per-layer norms through both LayerNorms, rows normalised, rolled out:
     (L+1, d_s, d_s)."""
-    per_layer = torch.stack([d.ln2_terms.norm(dim=-1) for d in decompose(lm, tr, "globenc")])
+    per_layer = torch.stack([d.ln2_terms.norm(dim=-1) for d in decompose(lm, tr, "globenc", second_ln=True)])
     return rollout(layers_with_identity(normalise_rows(per_layer)))
 
 
