@@ -9,6 +9,8 @@ gradients, and interventions. Exact HTA (:mod:`identifiability.hta`) is the refe
 against, beside an intervention that shares nothing with gradients.
 """
 
+# Each measure module files its measures in MEASURES when imported.
+from . import attention, norms  # noqa: F401
 from .registry import MEASURES, Measure, compute, register, rollout
 
 __all__ = ["MEASURES", "Measure", "compute", "register", "rollout"]
