@@ -9,6 +9,7 @@ gradients, and interventions. Exact HTA (:mod:`identifiability.hta`) is the refe
 against, beside an intervention that shares nothing with gradients.
 """
 
+from . import gradients, intervention, value_zeroing  # noqa: F401 (each registers its measures)
 from .registry import MEASURES, Measure, compute, register, rollout
 
 __all__ = ["MEASURES", "Measure", "compute", "register", "rollout"]
