@@ -86,3 +86,16 @@ def check_rows(c: torch.Tensor, n_layers: int, n: int) -> None:
     assert c.min() >= 0.0
     torch.testing.assert_close(c.sum(-1), torch.ones(n_layers + 1, n, dtype=torch.float64), atol=1e-10, rtol=0)
     torch.testing.assert_close(c[0], torch.eye(n, dtype=torch.float64), atol=1e-10, rtol=0)
+
+
+def with_random_biases(lm, seed: int = 0, scale: float = 0.1):
+    """``lm`` (a fresh model: changed in place) with every bias, LayerNorm shifts included, drawn from
+    N(0, scale²), as a trained model has them. The tiny models start with all biases zero; then every layer's
+    LayerNorm input scales with x, LayerNorm is scale-invariant, and h(αx) does not move for α > 0 beyond
+    about sqrt(eps): the path integrals of Integrated Gradients from the zero baseline see nothing there."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in lm.model.named_parameters():
+            if name.endswith("bias"):
+                p.copy_(scale * torch.randn(p.shape, generator=g))
+    return lm
