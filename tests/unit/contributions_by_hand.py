@@ -56,22 +56,23 @@ def forced_attention(kind: str, column: int | None = None) -> Iterator[None]:
     ``nn.functional.softmax`` over the last axis of a (B, H, n, n) score tensor) is replaced:
 
     - ``"identity"``: A = I, each token attends to itself only;
-    - ``"unread"``: column ``column`` set to zero and the rows renormalised, so no head of any layer reads
-      that token.
+    - ``"unread"``: column ``column`` masked out (weight exactly 0, the rows renormalised by the softmax), so
+      no head of any layer reads that token.
 
     Other softmaxes pass through. Works under ``torch.func`` transforms (the result is a function of p)."""
     real = torch.nn.functional.softmax
 
     def forced(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002 (softmax's own signature)
-        p = real(input, dim=dim, _stacklevel=_stacklevel, dtype=dtype)
         if input.dim() != 4 or dim not in (-1, 3) or input.shape[-1] != input.shape[-2]:
-            return p
+            return real(input, dim=dim, _stacklevel=_stacklevel, dtype=dtype)
         if kind == "identity":
+            p = real(input, dim=dim, _stacklevel=_stacklevel, dtype=dtype)
             return p * 0.0 + torch.eye(p.shape[-1], dtype=p.dtype, device=p.device)
-        keep = torch.ones(p.shape[-1], dtype=p.dtype, device=p.device)
-        keep[column] = 0.0
-        p = p * keep
-        return p / p.sum(-1, keepdim=True)
+        # the column's scores set to -inf before the softmax, as an attention mask does: the others' weights
+        # then do not depend on token ``column`` at all, not even through rounding
+        unread = torch.zeros(input.shape[-1], dtype=torch.bool, device=input.device)
+        unread[column] = True
+        return real(input.masked_fill(unread, float("-inf")), dim=dim, _stacklevel=_stacklevel, dtype=dtype)
 
     torch.nn.functional.softmax = forced
     try:

@@ -5,10 +5,12 @@ run again, and every hidden token's move is measured at every layer, relative to
 
     a^l[i, j] = ||h~_i^{l, j} - h_i^l|| / ||h_i^l||,       c^l = a^l / Σ_j a^l[i, j]   (rows summing to 1),
 
-with h~^{l, j} the hidden states when x_j is replaced. Where gradients read an infinitesimal change, this
-reads a finite one: the answer to "what if token j were not there" that erasure methods ask (Li, Monroe &
-Jurafsky 2016, "Understanding Neural Networks through Representation Erasure"; they erase dimensions and
-words of the input and measure the change of the output, here of every hidden token at every layer).
+with h~^{l, j} the hidden states when x_j is replaced. Dividing by ||h_i^l|| cancels in the normalised rows;
+it makes the raw moves (:func:`replacement_moves`) comparable across tokens and layers. Where gradients read an
+infinitesimal change, this reads a finite one: the answer to "what if token j were not there" that erasure
+methods ask (Li, Monroe & Jurafsky 2016, "Understanding Neural Networks through Representation Erasure"; they
+erase dimensions and words of the input and measure the change of the output, here of every hidden token at
+every layer).
 
 Replacements (each a (d_s, d) matrix: row j replaces x_j):
 
@@ -22,7 +24,10 @@ Replacements (each a (d_s, d) matrix: row j replaces x_j):
   position j is the mask token, with that position's and segment's embeddings); a
   :class:`NoMaskToken` error for a tokenizer without one (GPT-2's), naming the replacement that works.
 
-Layer 0 is the identity by construction (only x_j moves). One batched forward pass of d_s + 1 copies of the
+Layer 0 is the identity (h^0 = x; only x_j moves). A token whose replacement equals it scores 0 as a
+source at every layer: under the corpus mean, the first token of a model that starts every sentence with the
+same special token (position 0 holds the same x in every sentence); the intervention cannot see what never
+varies. One batched forward pass of d_s + 1 copies of the
 sentence (copy 0 unaltered, copy k with x_{k-1} replaced; the x module's output is swapped by a forward
 hook, as ``trace.from_x`` does) gives every layer at once: per sentence about d_s forward passes' worth of
 arithmetic.
@@ -145,7 +150,9 @@ def token_replacement(
         rows = mask_embedding(lm, trace)
     else:
         rows = mean if mean is not None else trace.x.double().mean(0).float()
-    return normalise_rows(replacement_moves(lm, trace, rows))
+    c = normalise_rows(replacement_moves(lm, trace, rows))
+    c[0] = torch.eye(c.shape[-1], dtype=c.dtype)  # h^0 = x: so by definition, even where r_j = x_j moved nothing
+    return c
 
 
 @register("intervention", "Token replacement", "li2016understanding", per_layer=False, kind="intervention")
