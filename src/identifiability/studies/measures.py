@@ -85,13 +85,16 @@ CLAIMS = ("C22", "C23", "C24", "C25", "C26", "C27")
 HTA, INTERVENTION, MASK = "hta", "intervention", "intervention_mask"  # the references
 REFERENCE_LABELS = {HTA: "Exact HTA", INTERVENTION: "Intervention (mean embedding)", MASK: "Intervention ([MASK])"}
 SAMPLES = ("short", "proportional")
-MEAN_SENTENCES = 256  # corpus sentences averaged for the intervention's mean input embedding per position
+# the order a page lists them in: attention, then the decomposed layer, then interventions and gradients
+ORDER = ("raw", "effective", "rollout", "flow", "norm", "norm_resln", "globenc", "alti", "value_zeroing", "grad_input",
+         "integrated_gradients")  # fmt: skip
+MEAN_SENTENCES = 128  # corpus sentences averaged for the intervention's mean input embedding per position
 
 
 def chosen(measures: str) -> list[str]:
     """The registry names ``measures`` lists (comma-separated; empty: every measure but the intervention,
     which is a reference here); UserError naming the measures for an unknown one."""
-    every = [n for n in MEASURES if n != INTERVENTION]
+    every = sorted((n for n in MEASURES if n != INTERVENTION), key=lambda n: (ORDER + (n,)).index(n))
     names = [x.strip() for x in measures.split(",") if x.strip()] or every
     bad = [n for n in names if n not in every]
     if bad:
@@ -153,7 +156,8 @@ def measure_sentence(
             continue
         if MEASURES[name].per_layer:
             arrays[name + ROLLED] = rollout(torch.as_tensor(arrays[name])).numpy()
-    timed(HTA, lambda: hta_corpus(lm, [tr.text], mode="exact", cache=cache, progress=False)[0].c)
+    h = hta_corpus(lm, [tr.text], mode="exact", cache=cache, progress=False)[0]
+    arrays[HTA], seconds[HTA] = np.asarray(h.c, dtype=float), h.seconds  # its computing time, even when cached
     timed(INTERVENTION, lambda: token_replacement(lm, tr, "mean", mean))
     if lm.tokenizer.mask_token_id is not None:
         timed(MASK, lambda: token_replacement(lm, tr, "mask"))
@@ -266,6 +270,9 @@ def scores_from_rows(rows: Sequence[dict]) -> tuple[LayerScore, ...]:
         )  # fmt: skip
         for r in rows
     )
+
+
+RESULTS = (MeasuresRun,)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,63 @@
+"""Chapter 10's study on a tiny model: every measure scored against both references, scores that survive a
+results file, a recorded run read back, and a clear stop for a measure that does not exist."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from identifiability.errors import UserError
+from identifiability.studies import measures as study
+from identifiability.text import measures as prose
+from identifiability.verdicts import measures as vm
+from identifiability.verdicts.core import NOT_TESTABLE, Rules
+
+TEXTS = ["the cat sat on the mat today", "a dog barked at the old man twice", "rain fell on the quiet town"]
+
+
+@pytest.fixture(scope="module")
+def run(tiny_lm):
+    names = ["raw", "rollout", "alti", "value_zeroing", "grad_input"]
+    mean = study.corpus_mean(tiny_lm, TEXTS, tiny_lm.max_positions)
+    return study.score_sentences(tiny_lm, TEXTS, names, mean, seed=0, cache=False, progress=False)
+
+
+def test_every_measure_is_scored_against_every_reference_at_every_layer(run, tiny_lm):
+    got = {(r["measure"], r["reference"]) for r in run.scores}
+    for key in ("raw", "raw@rolled", "rollout", "alti", "value_zeroing@rolled", "grad_input"):
+        assert {(key, study.HTA), (key, study.INTERVENTION), (key, study.MASK)} <= got
+    assert ("hta", study.INTERVENTION) in got and ("hta", study.HTA) not in got
+    layers = {r["layer"] for r in run.scores}
+    assert layers == set(range(1, tiny_lm.n_layers + 1)) and run.n_scored == len(TEXTS)
+    assert set(run.seconds) >= {"raw", "hta", "intervention"} and all(s >= 0 for s in run.seconds.values())
+
+
+def test_scores_survive_a_results_file_and_a_recorded_run(run):
+    back = study.scores_from_rows(run.scores)
+    assert back == run.evidence.scores
+    rec = SimpleNamespace(key="m/c", results={"scores": run.scores, "seconds": run.seconds, "n_scored": 60})
+    shown = study.shown(run, rec)
+    assert shown.evidence.n_sentences == 60
+    assert shown.evidence.recorded == "m/c" and len(shown.rows) == len(run.scores)
+
+
+def test_too_few_sentences_is_not_testable_and_says_how_to_run_it(run):
+    v = vm.c24(run.evidence, Rules("rule"))
+    assert v.verdict == NOT_TESTABLE and "make measures" in v.reason
+    assert "make measures" in prose.answer_text([v])
+
+
+def test_an_unknown_measure_stops_with_the_names():
+    with pytest.raises(UserError, match="choose from raw, effective, rollout"):
+        study.chosen("raw,rolout")
+    assert study.chosen("")[:3] == ["raw", "effective", "rollout"] and "intervention" not in study.chosen("")
+
+
+def test_the_corpus_mean_covers_every_position(tiny_lm):
+    mean = study.corpus_mean(tiny_lm, TEXTS, 40)
+    assert mean.shape == (40, tiny_lm.d_model) and np.isfinite(mean.numpy()).all()
+
+
+def test_the_measures_table_names_each_source():
+    table = prose.measures_table(["raw", "alti"])
+    assert "Abnar" in table and "Ferrando" in table and "{cite" not in table
