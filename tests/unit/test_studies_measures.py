@@ -56,8 +56,3 @@ def test_an_unknown_measure_stops_with_the_names():
 def test_the_corpus_mean_covers_every_position(tiny_lm):
     mean = study.corpus_mean(tiny_lm, TEXTS, 40)
     assert mean.shape == (40, tiny_lm.d_model) and np.isfinite(mean.numpy()).all()
-
-
-def test_the_measures_table_names_each_source():
-    table = prose.measures_table(["raw", "alti"])
-    assert "Abnar" in table and "Ferrando" in table and "{cite" not in table
