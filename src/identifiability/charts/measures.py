@@ -14,7 +14,7 @@ import pandas as pd
 from ..evidence.measures import NO_OWN
 from ..studies.measures import REFERENCE_LABELS, label_of, scores_from_rows
 from ..verdicts.measures import state
-from .render import dropdown, sentence_label_expr
+from .render import dropdown
 
 STATE_MARK = {"tracks": "✓", "does not track": "✗", "undecided": "?"}
 
@@ -34,7 +34,7 @@ def matrices_chart(tokens: Sequence[str], arrays: Mapping[str, np.ndarray], colu
     toks = json.dumps(list(tokens))
     layer = alt.param(name="layer", value=n_layers, bind=alt.binding_range(min=1, max=n_layers, step=1, name="layer "))
     side = max(120, min(190, 9 * len(tokens)))
-    axis_labels = sentence_label_expr([list(tokens)], "width", label_px=9)
+    axis_labels = f"{toks}[datum.value]"
     heat = (
         alt.Chart(pd.DataFrame(rows))
         .transform_filter(alt.datum.l == layer)
@@ -78,7 +78,7 @@ def _table(rows: Sequence[dict]) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def scores_chart(rows: Sequence[dict]) -> alt.LayerChart:
+def scores_chart(rows: Sequence[dict], n_sentences: int) -> alt.LayerChart:
     """Every measure (rows) at every layer (columns): the colour is its score against the chosen reference
     (mean over sentences of the median per-row Spearman correlation), the mark its state under the rules
     (✓ tracks, ✗ does not track, ? undecided). Menus choose the reference and whether each row's own token is
@@ -95,7 +95,7 @@ def scores_chart(rows: Sequence[dict]) -> alt.LayerChart:
         .transform_filter((alt.datum.reference == ref) & (alt.datum.variant == var))
         .encode(
             x=alt.X("layer:O", title="layer l"),
-            y=alt.Y("label:N", title=None, sort=order),
+            y=alt.Y("label:N", title=None, sort=order, axis=alt.Axis(labelLimit=320)),
             tooltip=[
                 alt.Tooltip("label:N", title="measure"),
                 alt.Tooltip("layer:O"),
@@ -121,18 +121,22 @@ def scores_chart(rows: Sequence[dict]) -> alt.LayerChart:
             height=22 * len(order),
             title=alt.TitleParams(
                 "Agreement of each measure with the reference, per layer",
-                subtitle="✓ tracks (interval above 0.5 and above both nulls), ✗ does not track, ? undecided",
+                subtitle=[
+                    f"on {n_sentences} sentence{'s' if n_sentences != 1 else ''}: ✓ tracks (interval above 0.5 and "
+                    "above both nulls), ✗ does not track, ? undecided",
+                ],
             ),
         )
     )
 
 
 def cost_chart(seconds: pd.DataFrame) -> alt.Chart:
-    """Seconds per sentence of each measure (mean over the sentences measured in this run), log scale.
-    ``seconds``: rows with ``label`` and ``seconds``."""
+    """Seconds per sentence of each measure (mean over the sentences measured in this run), one dot each on a
+    log scale (a bar would start at 0, which a log scale has not). ``seconds``: rows with ``label`` and
+    ``seconds``."""
     return (
-        alt.Chart(seconds.round(4))
-        .mark_bar()
+        alt.Chart(seconds.round(5))
+        .mark_circle(size=90, opacity=1)
         .encode(
             x=alt.X("seconds:Q", scale=alt.Scale(type="log"), title="seconds per sentence (log scale)"),
             y=alt.Y("label:N", title=None, sort="-x"),
