@@ -1,0 +1,32 @@
+"""Chapter 10 (which measure to trust), run as the book runs it on the real model with its quick parameters:
+the rollout computed by hand equals the registry's, every measure is scored against both references at every
+layer, costs are measured, and with too few sentences every claim is 'not testable', naming `make measures`
+(or, where the checkout ships a recorded run, judged on its scores)."""
+
+from __future__ import annotations
+
+from identifiability import record_measures
+from identifiability.chapters import by_name
+from identifiability.studies.measures import CLAIMS, chosen
+
+STEM = by_name("measures").stem
+
+
+def test_every_measure_is_scored_and_too_few_sentences_judge_nothing(chapter_run):
+    out = chapter_run(STEM)
+    r = out["results"]
+    scored = {(row["measure"], row["reference"]) for row in r["scores"]}
+    for name in chosen(""):
+        assert (name, "hta") in scored and (name, "intervention") in scored
+    assert {row["layer"] for row in r["scores"]} == set(range(1, 7))
+    assert r["seconds"]["hta"] > r["seconds"]["raw"] > 0
+    if record_measures.find() is None:
+        for c in CLAIMS:
+            v = r["claims"][c]
+            assert v["verdict"] == "not testable on this model" and "make measures" in v["reason"]
+
+
+def test_the_rollout_by_hand_is_the_registrys(chapter_run):
+    page = (chapter_run.dir / "notebooks" / f"{STEM}.ipynb").read_text()
+    gap = float(page.split("largest gap ")[1].split("\\n")[0].split('"')[0])
+    assert gap < 1e-6
