@@ -56,3 +56,16 @@ def test_an_unknown_measure_stops_with_the_names():
 def test_the_corpus_mean_covers_every_position(tiny_lm):
     mean = study.corpus_mean(tiny_lm, TEXTS, 40)
     assert mean.shape == (40, tiny_lm.d_model) and np.isfinite(mean.numpy()).all()
+
+
+def test_the_charts_carry_every_sentence_measure_and_score(run):
+    from identifiability.charts import measures as charts
+
+    spec = charts.matrices_chart(run.sentences()).to_dict()
+    rows = next(iter(spec["datasets"].values()))
+    assert {r["s"] for r in rows} == {0, 1, 2} and "Exact HTA" in {r["m"] for r in rows}
+    assert {p["name"] for p in spec["params"]} == {"sentence", "layer"}
+    table = charts._table(run.scores)
+    assert set(table.state) <= {"tracks", "does not track", "undecided"} and len(table) == len(run.scores)
+    assert charts.scores_chart(run.scores, run.n_scored).to_dict()["layer"]
+    assert charts.cost_chart(run.seconds_table).to_dict()["mark"]["type"] == "circle"

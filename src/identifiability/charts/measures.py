@@ -19,34 +19,43 @@ from .render import dropdown
 STATE_MARK = {"tracks": "✓", "does not track": "✗", "undecided": "?"}
 
 
-def matrices_chart(tokens: Sequence[str], arrays: Mapping[str, np.ndarray], columns: int = 4) -> alt.FacetChart:
-    """Small heatmaps, one per measure (and reference), of c[l, i, j] for one sentence at the layer a slider
-    chooses: rows hidden tokens i, columns input tokens j. ``arrays``: {label: (L+1, d_s, d_s)}; each row of
-    the chart's data carries one row of c (flattened in the browser), which keeps the page small."""
-    labels = list(arrays)
-    n_layers = next(iter(arrays.values())).shape[0] - 1
+Sentence = tuple[str, Sequence[str], Mapping[str, np.ndarray]]  # text, tokens, {label: (L+1, d_s, d_s)}
+
+
+def matrices_chart(sentences: Sequence[Sentence], columns: int = 4) -> alt.FacetChart:
+    """Small heatmaps, one per measure (and reference), of c[l, i, j] for the sentence a menu chooses at the
+    layer a slider chooses: rows hidden tokens i, columns input tokens j. ``sentences``: (text, tokens, {label:
+    (L+1, d_s, d_s)}) per sentence; each row of the chart's data carries one row of c (flattened in the
+    browser), which keeps the page small."""
+    labels = list(sentences[0][2])
+    n_layers = next(iter(sentences[0][2].values())).shape[0] - 1
     rows = [
-        {"m": label, "l": layer, "i": i, "w": [round(float(x), 3) for x in arrays[label][layer, i]]}
+        {"s": s, "m": label, "l": layer, "i": i, "w": [round(float(x), 3) for x in arrays[label][layer, i]]}
+        for s, (_, tokens, arrays) in enumerate(sentences)
         for label in labels
         for layer in range(1, n_layers + 1)
         for i in range(len(tokens))
     ]
-    toks = json.dumps(list(tokens))
+    toks = json.dumps([list(t) for _, t, _ in sentences])
+    names = [text if len(text) <= 70 else text[:69] + "…" for text, _, _ in sentences]
+    pick = alt.binding_select(options=list(range(len(sentences))), labels=names, name="sentence ")
+    sent = alt.param(name="sentence", value=0, bind=pick)
     layer = alt.param(name="layer", value=n_layers, bind=alt.binding_range(min=1, max=n_layers, step=1, name="layer "))
-    side = max(120, min(190, 9 * len(tokens)))
-    axis_labels = f"{toks}[datum.value]"
+    longest = max(len(t) for _, t, _ in sentences)
+    side = max(120, min(190, 9 * longest))
+    token = f"{toks}[sentence][datum.value]"
     heat = (
         alt.Chart(pd.DataFrame(rows))
-        .transform_filter(alt.datum.l == layer)
+        .transform_filter((alt.datum.l == layer) & (alt.datum.s == sent))
         .transform_flatten(["w"])
-        .transform_window(j1="row_number()", groupby=["m", "l", "i"])
-        .transform_calculate(j="datum.j1 - 1", input=f"{toks}[datum.j1 - 1]", hidden=f"{toks}[datum.i]")
+        .transform_window(j1="row_number()", groupby=["s", "m", "l", "i"])
+        .transform_calculate(
+            j="datum.j1 - 1", input=f"{toks}[datum.s][datum.j1 - 1]", hidden=f"{toks}[datum.s][datum.i]"
+        )
         .mark_rect()
         .encode(
-            x=alt.X(
-                "j:O", title="input token j", axis=alt.Axis(labelExpr=axis_labels, labelAngle=-60, labelFontSize=8)
-            ),
-            y=alt.Y("i:O", title="hidden token i", axis=alt.Axis(labelExpr=f"{toks}[datum.value]", labelFontSize=8)),
+            x=alt.X("j:O", title="input token j", axis=alt.Axis(labelExpr=token, labelAngle=-60, labelFontSize=8)),
+            y=alt.Y("i:O", title="hidden token i", axis=alt.Axis(labelExpr=token, labelFontSize=8)),
             color=alt.Color("w:Q", title="share c", scale=alt.Scale(scheme="oranges", domain=[0, 1])),
             tooltip=[
                 alt.Tooltip("m:N", title="measure"),
@@ -59,8 +68,8 @@ def matrices_chart(tokens: Sequence[str], arrays: Mapping[str, np.ndarray], colu
     )
     return (
         heat.facet(facet=alt.Facet("m:N", title=None, sort=labels), columns=columns)
-        .add_params(layer)
-        .properties(title="One sentence under every measure: the share of each input token in each hidden token")
+        .add_params(sent, layer)
+        .properties(title="Every measure on one sentence: the share of each input token in each hidden token")
     )
 
 

@@ -190,6 +190,11 @@ class MeasuresRun(Study):
     n_scored: int
     unsupported: dict
     evidence: MeasuresEvidence = data()
+    arrays: dict = data(default_factory=dict)  # {text: (tokens, {key: (L+1, d_s, d_s)})} of each distinct text
+
+    def sentences(self) -> list[tuple[str, list[str], dict[str, np.ndarray]]]:
+        """Each distinct sentence's text, tokens and the arrays a page shows (:func:`labelled`), in order."""
+        return [(text, tokens, labelled(a)) for text, (tokens, a) in self.arrays.items()]
 
     @property
     def seconds_table(self) -> pd.DataFrame:
@@ -215,11 +220,11 @@ def score_sentences(
         if text not in done:
             tr = trace_sentences(lm, [text], progress=False)[0]
             arrays, secs, unsup = measure_sentence(lm, tr, names, mean, cache)
-            done[text] = arrays
+            done[text] = (tr.tokens, arrays)
             unsupported |= unsup
             for key, s in secs.items():
                 times.setdefault(key, []).append(s)
-        arrays = done[text]
+        arrays = done[text][1]
         for ref in (HTA, INTERVENTION, MASK):
             if ref not in arrays:
                 continue
@@ -230,7 +235,7 @@ def score_sentences(
     n_layers = lm.n_layers
     ev = MeasuresEvidence(scores, len(texts), n_layers, tuple(sorted(unsupported.items())))
     secs = {key: float(np.mean(v)) for key, v in times.items()}
-    return MeasuresRun(score_rows(scores), secs, len(texts), unsupported, ev)
+    return MeasuresRun(score_rows(scores), secs, len(texts), unsupported, ev, done)
 
 
 # --------------------------------------------------------------------------------------------------
