@@ -22,7 +22,7 @@ STATE_MARK = {"tracks": "✓", "does not track": "✗", "undecided": "?"}
 Sentence = tuple[str, Sequence[str], Mapping[str, np.ndarray]]  # text, tokens, {label: (L+1, d_s, d_s)}
 
 
-def matrices_chart(sentences: Sequence[Sentence], columns: int = 4) -> alt.FacetChart:
+def matrices_chart(sentences: Sequence[Sentence], columns: int = 3) -> alt.FacetChart:
     """Small heatmaps, one per measure (and reference), of c[l, i, j] for the sentence a menu chooses at the
     layer a slider chooses: rows hidden tokens i, columns input tokens j. ``sentences``: (text, tokens, {label:
     (L+1, d_s, d_s)}) per sentence; each row of the chart's data carries one row of c (flattened in the
@@ -42,7 +42,7 @@ def matrices_chart(sentences: Sequence[Sentence], columns: int = 4) -> alt.Facet
     sent = alt.param(name="sentence", value=0, bind=pick)
     layer = alt.param(name="layer", value=n_layers, bind=alt.binding_range(min=1, max=n_layers, step=1, name="layer "))
     longest = max(len(t) for _, t, _ in sentences)
-    side = max(120, min(190, 9 * longest))
+    side = max(110, min(150, 8 * longest))  # three columns fit the page's 680 px
     token = f"{toks}[sentence][datum.value]"
     heat = (
         alt.Chart(pd.DataFrame(rows))
@@ -131,8 +131,9 @@ def scores_chart(rows: Sequence[dict], n_sentences: int) -> alt.LayerChart:
             title=alt.TitleParams(
                 "Agreement of each measure with the reference, per layer",
                 subtitle=[
-                    f"on {n_sentences} sentence{'s' if n_sentences != 1 else ''}: ✓ tracks (interval above 0.5 and "
-                    "above both nulls), ✗ does not track, ? undecided",
+                    f"on {n_sentences} sentence{'s' if n_sentences != 1 else ''}; ✓ tracks (interval above 0.5 and "
+                    "above both nulls),",
+                    "✗ does not track, ? undecided",
                 ],
             ),
         )
