@@ -209,3 +209,34 @@ def test_charts_draw_every_model_with_the_twins_dashed(family, sources, offsets)
     assert list(table.twin) == [False, True] and (table.unique_share == 1.0).all()
     spec = charts.threshold_chart(table, (0.95, 0.5)).to_dict()
     assert len(spec["layer"]) == 2
+
+
+def test_sink_peaks_in_units_of_the_uniform_share():
+    import torch
+
+    from identifiability.studies.head_width import sink_peaks
+
+    uniform = torch.full((2, 2, 4, 4), 0.25)
+    assert sink_peaks([uniform]) == pytest.approx((1.0, 1.0))
+    on_cls = torch.zeros(1, 1, 5, 5)
+    on_cls[..., 0] = 1.0
+    assert sink_peaks([on_cls, uniform]) == pytest.approx((np.median([5.0, 1.0]), np.median([0.0, 1.0])))
+
+
+def test_checkpoints_in_training_order_with_the_twin_first(tmp_path):
+    from identifiability.fileio import write_json
+    from identifiability.pretrain.members import checkpoints
+
+    member = tmp_path / "mlm-w128-dv32-seed0"
+    for step in (2, 1):
+        (member / "checkpoints" / f"step-{step:06d}").mkdir(parents=True)
+        (member / "checkpoints" / f"step-{step:06d}" / "config.json").write_text("{}")
+    (member / "checkpoints" / "step-000003").mkdir()  # no weights yet: left out
+    held = [{"step": s, "tokens_seen": 100 * s} for s in (0, 1, 2, 3)]
+    write_json(member / "provenance.json", {"kind": "pretrained-mlm", "held_out": held})
+    assert [t for t, _ in checkpoints(member)] == [100, 200]
+    (tmp_path / "mlm-w128-dv32-seed0-init").mkdir()
+    (tmp_path / "mlm-w128-dv32-seed0-init" / "config.json").write_text("{}")
+    got = checkpoints(member)
+    assert got[0] == (0, tmp_path / "mlm-w128-dv32-seed0-init") and len(got) == 3
+    assert checkpoints(tmp_path / "mlm-w128-dv32-seed0-init") == []  # a twin has no checkpoints

@@ -65,7 +65,7 @@ def test_the_charts_carry_every_sentence_measure_and_score(run):
     rows = next(iter(spec["datasets"].values()))
     assert {r["s"] for r in rows} == {0, 1, 2} and "Exact HTA" in {r["m"] for r in rows}
     assert {p["name"] for p in spec["params"]} == {"sentence", "layer"}
-    table = charts._table(run.scores)
-    assert set(table.state) <= {"tracks", "does not track", "undecided"} and len(table) == len(run.scores)
-    assert charts.scores_chart(run.scores, run.n_scored).to_dict()["layer"]
+    scores = charts.scores_chart(run.scores, run.n_scored).to_dict()
+    table = next(iter(scores["datasets"].values()))
+    assert {r["state"] for r in table} <= {"tracks", "does not track", "undecided"} and len(table) == len(run.scores)
     assert charts.cost_chart(run.seconds_table).to_dict()["mark"]["type"] == "circle"

@@ -93,3 +93,18 @@ def test_family_text_names_each_model_and_says_when_there_is_none():
         "m (d_v = 32: 4 heads of width 128, seed 1; undertrained: reported, not judged, -0.3 points over the "
         "unigram baseline); and 1 untrained twin(s): a-init."
     )
+
+
+def test_training_text_names_each_member_from_twin_to_last_checkpoint():
+    import pandas as pd
+
+    t = pd.DataFrame(
+        [
+            dict(member="m16", d_v=16, tokens_seen=0, d_sub=0.1, cls=1.0, sep=1.0),
+            dict(member="m16", d_v=16, tokens_seen=6_000_000, d_sub=-0.2, cls=3.5, sep=0.8),
+        ]
+    )
+    said = prose.training_text(t)
+    assert "m16 (d_v = 16): D_sub 0.100 untrained, -0.200 after 6.00 million tokens" in said
+    assert "[CLS] 1.00 → 3.50" in said
+    assert prose.training_text(pd.DataFrame()) == "No member's checkpoints were measured."

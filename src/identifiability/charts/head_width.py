@@ -105,3 +105,31 @@ def design_chart(members: pd.DataFrame) -> alt.LayerChart:
         .encode(x="d_v:Q", y="d_s:Q", strokeDash=alt.StrokeDash("threshold:N", title="threshold"))
     )
     return alt.layer(rule, points)
+
+
+def training_chart(table: pd.DataFrame) -> alt.HConcatChart:
+    """During pre-training, per member followed (one per d_v): left, C4's D_sub (model minus random subspace,
+    mean over inputs with d_s >= d_v + 2) with its 95% interval against tokens seen (0: the untrained twin), 0
+    as a grey rule; right, the sink: the mean attention on [CLS] (solid) and on the final [SEP] (dashed), in
+    units of the uniform share, 1 as a grey rule. ``table``: rows of ``studies.head_width.training_curves``."""
+    data = table.assign(millions=table.tokens_seen / 1e6).round(4)
+    x = alt.X("millions:Q", title="tokens seen (millions)")
+    color = alt.Color("member:N", title="member")
+    base = alt.Chart(data).encode(x=x, color=color)
+    band = base.mark_errorbar().encode(y=alt.Y("low:Q", title="D_sub = r(A, A_eff) − r(A, A_rand)"), y2="high:Q")
+    line = base.mark_line(point=alt.OverlayMarkDef(size=20)).encode(
+        y="d_sub:Q", tooltip=["member", "d_v", "tokens_seen", "d_sub", "low", "high"]
+    )
+    zero = alt.Chart(pd.DataFrame({"y": [0.0]})).mark_rule(color="grey").encode(y="y:Q")
+    left = alt.layer(zero, band, line).properties(width=240, height=220, title="C4's offset while training")
+    sink = data.melt(id_vars=["member", "d_v", "millions"], value_vars=["cls", "sep"], var_name="token")
+    sink = sink.assign(token=sink.token.map({"cls": "[CLS]", "sep": "final [SEP]"}))
+    right_base = alt.Chart(sink).encode(x=x, color=color)
+    lines = right_base.mark_line(point=alt.OverlayMarkDef(size=20)).encode(
+        y=alt.Y("value:Q", title="attention on the token (× uniform share)"),
+        strokeDash=alt.StrokeDash("token:N", legend=dash_legend(title="token")),
+        tooltip=["member", "token", "millions", "value"],
+    )
+    one = alt.Chart(pd.DataFrame({"y": [1.0]})).mark_rule(color="grey").encode(y="y:Q")
+    right = alt.layer(one, lines).properties(width=240, height=220, title="The attention sink while training")
+    return alt.hconcat(left, right).resolve_scale(color="shared")

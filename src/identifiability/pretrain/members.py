@@ -107,3 +107,23 @@ def family_learning(members: str = "", recorded: dict | None = None) -> pd.DataF
     """:func:`learning_table` of the family in data/models/ (or ``members``), or else a recorded run's."""
     table = learning_table(members)
     return table if len(table) or not recorded else pd.DataFrame(recorded.get("hw_learning", []))
+
+
+def checkpoints(folder: str | Path) -> list[tuple[int, Path]]:
+    """(tokens seen, folder) of each saved checkpoint of the pre-trained member in ``folder`` (its
+    ``checkpoints/step-N/``, tokens from its provenance.json's held-out scores, whose steps are the
+    checkpoints'), in training order, its untrained twin (0 tokens, ``<name>-init``) first where it is there.
+    Empty for a folder that is not a pre-trained member's."""
+    folder = Path(folder)
+    path = folder / "provenance.json"
+    p = read_json(path) if path.is_file() else {}
+    if p.get("kind") != "pretrained-mlm" or not (folder / "checkpoints").is_dir():
+        return []
+    tokens = {int(h["step"]): int(h["tokens_seen"]) for h in p.get("held_out", [])}
+    twin = folder.with_name(folder.name + "-init")
+    out = [(0, twin)] if (twin / "config.json").is_file() else []
+    for ck in sorted((folder / "checkpoints").glob("step-*")):
+        step = int(ck.name.split("-")[1])
+        if step in tokens and (ck / "config.json").is_file():
+            out.append((tokens[step], ck))
+    return out

@@ -409,6 +409,56 @@ def offset_curves(offsets: Sequence[HeadOffset]) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
 
 
+# --------------------------------------------------------------------------------------------------
+# during training: C4's offset and the sink at each checkpoint
+# --------------------------------------------------------------------------------------------------
+
+TRAJECTORY_WIDTH, TRAJECTORY_SEED = 128, 0  # the members followed through training: one seed of each d_v
+_SAME_CHECKPOINT = 0.02  # a checkpoint within 2% of the next one's tokens (the last two) is drawn once
+
+
+def sink_peaks(attentions: Sequence[torch.Tensor]) -> tuple[float, float]:
+    """The attention sink of raw attention: per input the mean attention a query pays to the first token
+    ([CLS]) and to the last ([SEP]), over layers, heads and query rows, in units of the uniform share 1/d_s;
+    the median over inputs of each. ``attentions``: per input (L, H, d_s, d_s)."""
+    cls = [float(a[..., 0].double().mean()) * a.shape[-1] for a in attentions]
+    sep = [float(a[..., -1].double().mean()) * a.shape[-1] for a in attentions]
+    return float(np.median(cls)), float(np.median(sep))
+
+
+def training_curve(folder: str, model: FamilyModel, inputs: CutInputs, seed: int = 0) -> pd.DataFrame:
+    """C4's D_sub (with its interval over inputs) and the sink peaks (:func:`sink_peaks`) of one member at each
+    checkpoint (:func:`identifiability.pretrain.members.checkpoints`, its twin at 0 tokens), on ``inputs``.
+    Columns: member, d_v, tokens_seen, d_sub, low, high, cls, sep."""
+    from ..models import load_model
+    from ..pretrain.members import checkpoints
+
+    points = checkpoints(folder)
+    points = [
+        p for k, p in enumerate(points) if k + 1 == len(points) or points[k + 1][0] > (1 + _SAME_CHECKPOINT) * p[0]
+    ]
+    rows = []
+    for tokens, ck in points:
+        lm = load_model(str(ck))
+        c4 = raw_vs_effective(lm, inputs.texts, "float32", seed).c4
+        cls, sep = sink_peaks([tr.attentions for tr in trace_sentences(lm, inputs.texts, batch_size=8)])
+        d = c4.beyond
+        rows.append(dict(member=model.member, d_v=lm.d_v, tokens_seen=tokens, d_sub=d.estimate, low=d.low,
+                         high=d.high, cls=cls, sep=sep))  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def training_curves(family: Sequence[tuple[LoadedModel, FamilyModel]], inputs: dict[str, CutInputs], seed: int = 0):
+    """:func:`training_curve` of each trained member of width 128 and seed 0 (one per d_v), on its own
+    ``inputs[name]``; one table (empty when there is none)."""
+    parts = [
+        training_curve(lm.provenance.get("source", lm.name), m, inputs[m.name], seed)
+        for lm, m in family
+        if not m.twin and m.width == TRAJECTORY_WIDTH and m.seed == TRAJECTORY_SEED and m.name in inputs
+    ]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
 @dataclass(frozen=True)
 class FamilyRecord(Study):
     """What the chapter's results file holds of the whole family (one study result per model would record the
@@ -418,6 +468,7 @@ class FamilyRecord(Study):
     hw_thresholds: list  # rows of threshold_table
     hw_curves: list  # rows of offset_curves
     hw_learning: list  # rows of learning_table
+    hw_training: list  # rows of training_curves
 
 
 def family_record(
@@ -425,6 +476,7 @@ def family_record(
     thresholds: Sequence[HeadThreshold],
     offsets: Sequence[HeadOffset],
     learning: pd.DataFrame,
+    training: pd.DataFrame | None = None,
 ) -> FamilyRecord:
     """The family's measurements as the results file records them (:class:`FamilyRecord`)."""
     from dataclasses import asdict
@@ -435,6 +487,7 @@ def family_record(
         hw_thresholds=rows(threshold_table(thresholds)) if thresholds else [],
         hw_curves=rows(offset_curves(offsets)) if offsets else [],
         hw_learning=rows(learning),
+        hw_training=rows(training) if training is not None else [],
     )
 
 
@@ -443,16 +496,18 @@ def family_tables(
     offsets: Sequence[HeadOffset],
     c20: C20Evidence | None = None,
     recorded: dict | None = None,
+    training: pd.DataFrame | None = None,
 ) -> dict:
     """What the chapter's charts draw: "thresholds" (rows of :func:`threshold_table`), "curves" (of
     :func:`offset_curves`) and "span" (C20's common d_s / d_v range, from ``c20``), from the models measured
     here, or else from a recorded run's results (``recorded``: the :class:`FamilyRecord` filed there; no span);
-    empty tables when neither."""
+    empty tables when neither; "training" (rows of :func:`training_curves`) likewise."""
     r = recorded or {}
     return {
         "thresholds": threshold_table(thresholds) if thresholds else pd.DataFrame(r.get("hw_thresholds", [])),
         "curves": offset_curves(offsets) if offsets else pd.DataFrame(r.get("hw_curves", [])),
         "span": c20.comparison.ratio_range if offsets and c20 is not None else None,
+        "training": training if training is not None and len(training) else pd.DataFrame(r.get("hw_training", [])),
     }
 
 

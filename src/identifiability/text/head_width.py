@@ -102,3 +102,22 @@ def family_text(models: Sequence[FamilyModel]) -> str:
 
     text = f"This build measures {len(trained)} pre-trained member(s): " + "; ".join(what(m) for m in trained)
     return text + (f"; and {len(twins)} untrained twin(s): {_names([m.name for m in twins])}." if twins else ".")
+
+
+def training_text(table) -> str:
+    """How C4's offset and the sink moved while each followed member trained: per member, D_sub and the mean
+    attention on [CLS] and on the final [SEP] (× the uniform share) on its untrained twin and at its last
+    checkpoint. ``table``: rows of ``studies.head_width.training_curves``."""
+    if table is None or not len(table):
+        return "No member's checkpoints were measured."
+    parts = []
+    for member, t in table.sort_values("tokens_seen").groupby("member", sort=False):
+        first, last = t.iloc[0], t.iloc[-1]
+        start = "untrained" if first.tokens_seen == 0 else f"at {fmt(first.tokens_seen / 1e6)} million tokens"
+        parts.append(
+            f"{member} (d_v = {int(first.d_v)}): D_sub {fmt(first.d_sub)} {start}, {fmt(last.d_sub)} after "
+            f"{fmt(last.tokens_seen / 1e6)} million tokens; attention on [CLS] "
+            f"{fmt(first.cls)} → {fmt(last.cls)} and on the final [SEP] {fmt(first.sep)} → {fmt(last.sep)} times "
+            "the uniform share"
+        )
+    return "While training, " + "; ".join(parts) + "."
