@@ -441,7 +441,8 @@ def training_curve(folder: str, model: FamilyModel, inputs: CutInputs, seed: int
     for tokens, ck in points:
         lm = load_model(str(ck))
         c4 = raw_vs_effective(lm, inputs.texts, "float32", seed).c4
-        cls, sep = sink_peaks([tr.attentions for tr in trace_sentences(lm, inputs.texts, batch_size=8)])
+        traces = trace_sentences(lm, inputs.texts, batch_size=8, progress=False)
+        cls, sep = sink_peaks([tr.attentions for tr in traces])
         d = c4.beyond
         rows.append(dict(member=model.member, d_v=lm.d_v, tokens_seen=tokens, d_sub=d.estimate, low=d.low,
                          high=d.high, cls=cls, sep=sep))  # fmt: skip
