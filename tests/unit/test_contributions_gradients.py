@@ -25,7 +25,8 @@ def _trace(lm):
 
 def test_gradient_measures_keep_the_registry_contract_on_every_family(tiny_any):
     tr = _trace(tiny_any)
-    for c in (grad_input(tiny_any, tr), integrated_gradients(tiny_any, tr, steps=STEPS)):
+    # two nodes suffice for the contract on every family (the quadrature is checked on bert and gpt2 below)
+    for c in (grad_input(tiny_any, tr), integrated_gradients(tiny_any, tr, steps=2)):
         check_rows(c, tiny_any.n_layers, tr.n_tokens)
         if tiny_any.adapter.causal:  # h_i never depends on a later x_j
             assert float(c.triu(1).abs().max()) == 0.0
