@@ -240,3 +240,9 @@ def test_checkpoints_in_training_order_with_the_twin_first(tmp_path):
     got = checkpoints(member)
     assert got[0] == (0, tmp_path / "mlm-w128-dv32-seed0-init") and len(got) == 3
     assert checkpoints(tmp_path / "mlm-w128-dv32-seed0-init") == []  # a twin has no checkpoints
+
+
+def test_the_training_curve_reads_inputs_past_the_threshold_from_the_first_texts():
+    inp = S.CutInputs(["a", "b", "c", "d"], [0, 0, 5, 6], [33, 34, 40, 40], ["0:x", "0:y", "5:y", "6:y"])
+    got = S.beyond_inputs(inp, d_v=32)
+    assert got.texts == ["b", "c"] and got.keys == ["0:y", "5:y"] and got.lengths == [34, 40]

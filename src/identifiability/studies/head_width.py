@@ -414,6 +414,7 @@ def offset_curves(offsets: Sequence[HeadOffset]) -> pd.DataFrame:
 # --------------------------------------------------------------------------------------------------
 
 TRAJECTORY_WIDTH, TRAJECTORY_SEED = 128, 0  # the members followed through training: one seed of each d_v
+TRAJECTORY_SOURCES = 6  # texts whose inputs each checkpoint reads (a checkpoint costs what a model does)
 _SAME_CHECKPOINT = 0.02  # a checkpoint within 2% of the next one's tokens (the last two) is drawn once
 
 
@@ -426,12 +427,20 @@ def sink_peaks(attentions: Sequence[torch.Tensor]) -> tuple[float, float]:
     return float(np.median(cls)), float(np.median(sep))
 
 
+def beyond_inputs(inputs: CutInputs, d_v: int, sources: int = TRAJECTORY_SOURCES) -> CutInputs:
+    """The inputs D_sub reads (d_s >= d_v + 2), cut from the first ``sources`` texts only."""
+    keep = [k for k, (s, n) in enumerate(zip(inputs.sentences, inputs.lengths)) if s < sources and n >= d_v + 2]
+    return CutInputs(*([getattr(inputs, f)[k] for k in keep] for f in ("texts", "sentences", "lengths", "keys")))
+
+
 def training_curve(folder: str, model: FamilyModel, inputs: CutInputs, seed: int = 0) -> pd.DataFrame:
     """C4's D_sub (with its interval over inputs) and the sink peaks (:func:`sink_peaks`) of one member at each
-    checkpoint (:func:`identifiability.pretrain.members.checkpoints`, its twin at 0 tokens), on ``inputs``.
-    Columns: member, d_v, tokens_seen, d_sub, low, high, cls, sep."""
+    checkpoint (:func:`identifiability.pretrain.members.checkpoints`, its twin at 0 tokens), on the inputs of
+    :func:`beyond_inputs`. Columns: member, d_v, tokens_seen, d_sub, low, high, cls, sep, inputs."""
     from ..models import load_model
     from ..pretrain.members import checkpoints
+
+    inputs = beyond_inputs(inputs, model.d_v)
 
     points = checkpoints(folder)
     points = [
@@ -445,7 +454,7 @@ def training_curve(folder: str, model: FamilyModel, inputs: CutInputs, seed: int
         cls, sep = sink_peaks([tr.attentions for tr in traces])
         d = c4.beyond
         rows.append(dict(member=model.member, d_v=lm.d_v, tokens_seen=tokens, d_sub=d.estimate, low=d.low,
-                         high=d.high, cls=cls, sep=sep))  # fmt: skip
+                         high=d.high, cls=cls, sep=sep, inputs=len(inputs.texts)))  # fmt: skip
     return pd.DataFrame(rows)
 
 
