@@ -183,8 +183,9 @@ DEVICE ?= cpu
 # the members' folders (a test checks them against pretrain.family.MEMBERS)
 FAMILY = mlm-w128-dv32-seed0 mlm-w128-dv16-seed0 mlm-w128-dv64-seed0 mlm-w64-dv32-seed0 mlm-w128-dv32-seed1
 FAMILY_MODELS = $(subst $(eval) ,$(comma),$(foreach m,$(FAMILY),data/models/$(m)))
+# (03:viewer_max_tokens: the d_v = 64 member's viewer needs sentences of d_v + 8 tokens)
 FAMILY_PARAMS ?= n_sentences=300 second_corpus= 03:fig1_repeats=1 03:fig1_long_repeats=8 03:viewer_sentences=1 \
-	03:fig1_max_length=256 06:n_sentences=40 06:n_exact=8 06:n_live=1 06:n_explorer=2
+	03:fig1_max_length=256 03:viewer_max_tokens=72 06:n_sentences=40 06:n_exact=8 06:n_live=1 06:n_explorer=2
 FAMILY_START := $(shell date +%s)
 family: venv vendor
 	$(PY) -m identifiability.cli pretrain --members all --device $(DEVICE) \
