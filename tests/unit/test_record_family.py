@@ -73,3 +73,28 @@ def test_make_family_runs_the_members_of_the_registry():
     makefile = (paths.source_root() / "Makefile").read_text()
     listed = re.search(r"^FAMILY = (.*)$", makefile, flags=re.M).group(1).split()
     assert listed == [m.name for m in MEMBERS]
+
+
+def test_make_familys_parameters_pass_every_chapters_checks_on_every_member():
+    """What the sweep of make family checks first, on each member's config (no model is loaded): a rule a
+    member's d_v breaks would leave out all of that member's chapters (the d_v = 64 member's chapter 3 viewer
+    once did)."""
+    import re
+
+    from identifiability.chapters import CHAPTERS, coerce_parameters, find, parameters
+    from identifiability.preflight import ModelInfo
+    from identifiability.pretrain.family import MEMBERS, POSITIONS
+    from identifiability.sweep import split_scoped
+
+    makefile = (paths.source_root() / "Makefile").read_text()
+    text = re.search(r"^FAMILY_PARAMS \?= (.*?)\n(?!\t)", makefile, flags=re.M | re.S).group(1)
+    given = dict(p.split("=", 1) for p in text.replace("\\\n", " ").split())
+    sources = [c.source for c in find(["02", "03", "04", "05", "06"])]
+    shared, scoped = split_scoped(given, sources)
+    for m in MEMBERS:
+        info = ModelInfo(n_layers=4, n_heads=m.width // m.d_v, d_v=m.d_v, max_positions=POSITIONS, tokenizer=None)
+        for source in sources:
+            declared = {k: p.default for k, p in parameters(source).items()}
+            params = {**declared, **coerce_parameters(source, {**shared, **scoped[source.stem]}, strict=False)}
+            for rule in CHAPTERS[source.stem].checks.rules:
+                assert rule(params, info) is None, f"{m.name}, {source.stem}: {rule(params, info)}"
