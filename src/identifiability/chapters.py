@@ -346,11 +346,20 @@ def check_parameters(sources: Sequence[Path], given: dict) -> None:
         coerce_parameters(source, given, strict=False)
 
 
-def preflight(sources: Sequence[Path], params: dict) -> None:
+def preflight(sources: Sequence[Path], params: dict, scoped: dict[str, dict] | None = None) -> None:
     """Check every chapter's parameters (with its defaults) against the model's config and the corpus before
-    anything runs (:func:`identifiability.preflight.check`, with each chapter's ``checks``)."""
+    anything runs (:func:`identifiability.preflight.check`, with each chapter's ``checks``); ``scoped``:
+    {stem: parameters of that chapter alone}, which win over ``params`` (a sweep's ``03:name=value``)."""
+    scoped = scoped or {}
     chapters = {
-        s.stem: (spec_of(s).checks, {**declared_parameters(s), **coerce_parameters(s, params, strict=False)})
+        s.stem: (
+            spec_of(s).checks,
+            {
+                **declared_parameters(s),
+                **coerce_parameters(s, params, strict=False),
+                **coerce_parameters(s, scoped.get(s.stem, {}), strict=False),
+            },
+        )
         for s in sources
     }
     check(chapters, params.get("model"), params.get("corpus", paths.DEFAULT_CORPUS))

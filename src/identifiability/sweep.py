@@ -178,7 +178,7 @@ def plan(
             continue
         for corpus in corpora:
             try:
-                preflight(sources, {"model": model, "corpus": corpus, **params})
+                preflight(sources, {"model": model, "corpus": corpus, **params}, scoped)
             except UserError as e:
                 problems.append((f"{model} on {corpus}", one_line(e)))
                 continue

@@ -106,6 +106,18 @@ def test_a_parameter_for_one_chapter_overrides_the_shared_one(data, tmp_path, ti
     assert "n_exact" not in own["03_effective_attention"]
 
 
+def test_the_checks_read_a_chapters_own_parameters(data, tiny_model_folder):
+    """A value given to one chapter is the one its checks see (make family's 03:viewer_max_tokens=72 was once
+    checked as the default 48, and the d_v = 64 member's chapters were all left out)."""
+    folder = str(tiny_model_folder(0, "tiny"))
+    _, problems = sweep.plan([folder], ["lee"], [0], ["03", "04"], {"03:viewer_max_tokens": "3"})
+    assert len(problems) == 1 and "viewer_max_tokens=3 is too small" in problems[0][1]
+    _, problems = sweep.plan(
+        [folder], ["lee"], [0], ["03", "04"], {"viewer_max_tokens": "3", "03:viewer_max_tokens": "64"}
+    )
+    assert not problems
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
