@@ -177,6 +177,11 @@ def label_of(key: str) -> str:
     return MEASURES[name].label + (" (rolled out)" if rolled else "")
 
 
+def seconds_table(seconds: Mapping[str, float]) -> pd.DataFrame:
+    """{key: seconds per sentence} as the cost chart's rows: label, seconds."""
+    return pd.DataFrame([{"label": label_of(k), "seconds": s} for k, s in seconds.items()])
+
+
 @dataclass(frozen=True)
 class MeasuresRun(Study):
     """Every measure scored on a set of sentences.
@@ -198,7 +203,7 @@ class MeasuresRun(Study):
 
     @property
     def seconds_table(self) -> pd.DataFrame:
-        return pd.DataFrame([{"label": label_of(k), "seconds": s} for k, s in self.seconds.items()])
+        return seconds_table(self.seconds)
 
 
 def score_sentences(
@@ -300,5 +305,5 @@ def shown(run: MeasuresRun, rec=None) -> Shown:
         scores, int(r["n_scored"]), max(s.layer for s in scores), tuple(sorted((r.get("unsupported") or {}).items())),
         recorded=rec.key,
     )  # fmt: skip
-    secs = pd.DataFrame([{"label": label_of(k), "seconds": s} for k, s in r["seconds"].items()])
+    secs = seconds_table(r["seconds"])
     return Shown(list(r["scores"]), secs, ev)
