@@ -62,7 +62,7 @@ def test_malformed_parameter_pair():
 def test_every_chapter_in_the_toc_has_a_source_and_declares_the_common_parameters():
     sources = chapters.chapter_sources()
     assert [s.stem for s in sources][:1] == ["01_model_and_data"]
-    assert len(sources) == 9 and all(s.is_file() for s in sources)
+    assert len(sources) == 10 and all(s.is_file() for s in sources)
     for s in sources:
         declared = parameters.declared_parameters(s)
         # chapter 9 reads the results table, not sentences, and chapter 7 cuts texts of fixed lengths for each

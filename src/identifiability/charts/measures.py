@@ -14,7 +14,7 @@ import pandas as pd
 from ..evidence.measures import NO_OWN
 from ..studies.measures import REFERENCE_LABELS, label_of, scores_from_rows
 from ..verdicts.measures import state
-from .render import dropdown
+from .render import combined_choice
 
 STATE_MARK = {"tracks": "✓", "does not track": "✗", "undecided": "?"}
 
@@ -54,8 +54,8 @@ def matrices_chart(sentences: Sequence[Sentence], columns: int = 3) -> alt.Facet
         )
         .mark_rect()
         .encode(
-            x=alt.X("j:O", title="input token j", axis=alt.Axis(labelExpr=token, labelAngle=-60, labelFontSize=8)),
-            y=alt.Y("i:O", title="hidden token i", axis=alt.Axis(labelExpr=token, labelFontSize=8)),
+            x=alt.X("j:O", title="input token j", axis=alt.Axis(labelExpr=token, labelAngle=-60, labelFontSize=9)),
+            y=alt.Y("i:O", title="hidden token i", axis=alt.Axis(labelExpr=token, labelFontSize=9)),
             color=alt.Color("w:Q", title="share c", scale=alt.Scale(scheme="oranges", domain=[0, 1])),
             tooltip=[
                 alt.Tooltip("m:N", title="measure"),
@@ -92,19 +92,20 @@ def scores_chart(rows: Sequence[dict], n_sentences: int) -> alt.LayerChart:
     (mean over sentences of the median per-row Spearman correlation), the mark its state under the rules
     (✓ tracks, ✗ does not track, ? undecided). Menus choose the reference and whether each row's own token is
     left out. ``rows``: :func:`identifiability.studies.measures.score_rows`."""
-    table = _table(rows)
-    refs = list(dict.fromkeys(table.reference))
-    variants = list(dict.fromkeys(table.variant))
-    data = table.assign(mark=table.state.map(STATE_MARK)).round(3)
-    ref = dropdown("reference", refs)
-    var = dropdown("statistic", variants)
+    table = _table(rows).assign(mark=lambda t: t.state.map(STATE_MARK)).round(3)
+    refs, variants = list(dict.fromkeys(table.reference)), list(dict.fromkeys(table.variant))
+    shown = ["estimate", "low", "high", "shuffled", "distance", "top1", "state", "mark"]
+    data, params, chosen = combined_choice(
+        table, ["reference", "variant"], [refs, variants], shown, lambda r, v: f"{r}, {v}", (refs[0], variants[0]),
+        "scores against",
+    )  # fmt: skip
     order = list(dict.fromkeys(data.label))
     base = (
         alt.Chart(data)
-        .transform_filter((alt.datum.reference == ref) & (alt.datum.variant == var))
+        .transform_filter(chosen)
         .encode(
             x=alt.X("layer:O", title="layer l"),
-            y=alt.Y("label:N", title=None, sort=order, axis=alt.Axis(labelLimit=320)),
+            y=alt.Y("label:N", title=None, sort=order, axis=alt.Axis(labelLimit=150)),
             tooltip=[
                 alt.Tooltip("label:N", title="measure"),
                 alt.Tooltip("layer:O"),
@@ -119,20 +120,26 @@ def scores_chart(rows: Sequence[dict], n_sentences: int) -> alt.LayerChart:
         )
     )
     heat = base.mark_rect().encode(
-        color=alt.Color("estimate:Q", title="score ρ", scale=alt.Scale(scheme="blueorange", domain=[-1, 1]))
+        color=alt.Color(
+            "estimate:Q",
+            title="score ρ",
+            scale=alt.Scale(scheme="blueorange", domain=[-1, 1]),
+            legend=alt.Legend(orient="bottom", gradientLength=160),
+        )
     )
     text = base.mark_text(fontSize=13).encode(text="mark:N")
     return (
         alt.layer(heat, text)
-        .add_params(ref, var)
+        .add_params(*params)
         .properties(
-            width=320,
+            width=170,
             height=22 * len(order),
             title=alt.TitleParams(
-                "Agreement of each measure with the reference, per layer",
+                "Each measure against the reference",
                 subtitle=[
-                    f"on {n_sentences} sentence{'s' if n_sentences != 1 else ''}; ✓ tracks (interval above 0.5 and "
-                    "above both nulls),",
+                    f"per layer, on {n_sentences} sentence{'s' if n_sentences != 1 else ''}",
+                    "✓ tracks (interval above 0.5",
+                    "and above both nulls),",
                     "✗ does not track, ? undecided",
                 ],
             ),
@@ -149,8 +156,8 @@ def cost_chart(seconds: pd.DataFrame) -> alt.Chart:
         .mark_circle(size=90, opacity=1)
         .encode(
             x=alt.X("seconds:Q", scale=alt.Scale(type="log"), title="seconds per sentence (log scale)"),
-            y=alt.Y("label:N", title=None, sort="-x"),
+            y=alt.Y("label:N", title=None, sort="-x", axis=alt.Axis(labelLimit=150)),
             tooltip=[alt.Tooltip("label:N", title="measure"), alt.Tooltip("seconds:Q", format=".3g")],
         )
-        .properties(width=360, height=20 * len(seconds), title="What each measure costs on this machine")
+        .properties(width=170, height=20 * len(seconds), title="Seconds per sentence, this machine")
     )
