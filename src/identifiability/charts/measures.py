@@ -92,12 +92,12 @@ def scores_chart(rows: Sequence[dict], n_sentences: int) -> alt.LayerChart:
     (mean over sentences of the median per-row Spearman correlation), the mark its state under the rules
     (✓ tracks, ✗ does not track, ? undecided). Menus choose the reference and whether each row's own token is
     left out. ``rows``: :func:`identifiability.studies.measures.score_rows`."""
-    table = _table(rows).assign(mark=lambda t: t.state.map(STATE_MARK)).round(3)
+    table = _table(rows).assign(sign=lambda t: t.state.map(STATE_MARK)).round(3)
     refs, variants = list(dict.fromkeys(table.reference)), list(dict.fromkeys(table.variant))
-    shown = ["estimate", "low", "high", "shuffled", "distance", "top1", "state", "mark"]
+    shown = ["estimate", "low", "high", "shuffled", "distance", "top1", "state", "sign"]
     data, params, chosen = combined_choice(
         table, ["reference", "variant"], [refs, variants], shown, lambda r, v: f"{r}, {v}", (refs[0], variants[0]),
-        "scores against",
+        "against",
     )  # fmt: skip
     order = list(dict.fromkeys(data.label))
     base = (
@@ -127,7 +127,7 @@ def scores_chart(rows: Sequence[dict], n_sentences: int) -> alt.LayerChart:
             legend=alt.Legend(orient="bottom", gradientLength=160),
         )
     )
-    text = base.mark_text(fontSize=13).encode(text="mark:N")
+    text = base.mark_text(fontSize=13).encode(text="sign:N")
     return (
         alt.layer(heat, text)
         .add_params(*params)
