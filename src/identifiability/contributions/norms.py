@@ -185,7 +185,7 @@ def decompose(lm: LoadedModel, tr: SentenceTrace, measure: str, second_ln: bool 
     return out
 
 
-@register("norm_resln", "Attention + residual + LayerNorm norm", "kobayashi2021incorporating", True, "norm")
+@register("norm_resln", "Norm + residual + LN", "kobayashi2021incorporating", True, "norm")
 def norm_resln(lm: LoadedModel, tr: SentenceTrace) -> torch.Tensor:
     """Kobayashi et al. (2021): (L+1, d_s, d_s), entry l the row-normalised ``||T_i(x_j)||`` of layer l."""
     return layers_with_identity(
