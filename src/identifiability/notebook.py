@@ -84,6 +84,14 @@ class Chapter:
         self.results.setdefault("twin_claims", {})[v.claim] = v.to_json()
         return v
 
+    def judge_on(self, claim_id: str, evidence, other: str) -> Verdict:
+        """Judge a claim on evidence from another model than the chapter's (``other``: its name), under the same
+        rule and entry point as :meth:`judge`, recorded apart (results key ``other_claims``, ``{other: {claim:
+        verdict}}``): never folded into the chapter's own verdict. ``sentence(v, anchor=False)`` words it."""
+        v = self._judged(claim_id, evidence)
+        self.results.setdefault("other_claims", {}).setdefault(other, {})[v.claim] = v.to_json()
+        return v
+
     def recorded(self, claim_id: str, verdict: dict, target: str) -> Verdict:
         """A verdict a recorded heavy run judged (``verdict``: as its results file holds it), recorded as this
         chapter's, when it was judged under the rule in force; else "not run", naming ``make <target>``, which
@@ -150,10 +158,12 @@ class Chapter:
         its estimate and trained minus twin with an interval (``what``: what the twin ran on)."""
         return render_twin(trained, twin, what)
 
-    def sentence(self, v: Verdict) -> str:
+    def sentence(self, v: Verdict, anchor_: bool = True) -> str:
         """The sentence the page shows for a verdict of this chapter (:meth:`judge`), led by the anchor the
-        claims page links to (``verdicts.anchor``: an HTML id on the chapter's page)."""
-        return f'<span id="{anchor(v.claim)}"></span>' + render(v, self._claim(v.claim)["claim"])
+        claims page links to (``verdicts.anchor``: an HTML id on the chapter's page; not for a second verdict
+        of the same claim, :meth:`judge_on`, as an id is unique on a page)."""
+        lead = f'<span id="{anchor(v.claim)}"></span>' if anchor_ else ""
+        return lead + render(v, self._claim(v.claim)["claim"])
 
     def save(self) -> Path:
         """Write ``<results_dir>/<chapter>.json`` with the results, parameters and model provenance, after

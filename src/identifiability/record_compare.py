@@ -125,6 +125,16 @@ def find(reference: str, source: Path | None = None) -> recorded.Recorded | None
     return recorded.find(JOB, keys.model_key(reference), TARGET, source)
 
 
+def find_named(name: str, source: Path | None = None) -> recorded.Recorded | None:
+    """The recorded `make compare` run whose reference is a model folder called ``name`` (a family member's,
+    ``mlm-w128-dv32-seed0``) under whichever content key it was recorded (``<name>-<10 hex digits>``; the
+    newest when several), or None: for a reference whose folder is not on this machine."""
+    base = recorded.root(source) / JOB
+    keys_ = sorted(p.name for p in base.glob(f"{name}-" + "[0-9a-f]" * 10)) if base.is_dir() else []
+    found = [r for r in (recorded.find(JOB, k, TARGET, source) for k in keys_) if r is not None]
+    return max(found, key=lambda r: r.date) if found else None
+
+
 def runs_span(data: Path, files: Mapping[str, dict]) -> float | None:
     """Seconds from the first recorded sweep run's start to the last one's finish (their ``run.json``), or None:
     what the job can tell of ``make compare``'s duration when not given it (fine-tuning not included)."""

@@ -19,8 +19,16 @@ from .studies import schema_of
 SCHEMA_VERSION = 1
 KINDS = {"number": (int, float), "bool": (bool,), "str": (str,), "list": (list,), "dict": (dict,), "any": (object,)}
 # Keys every chapter may record outside its studies: verdicts (Chapter.judge; on the untrained twin
-# Chapter.judge_twin, with the twin's provenance and parameters), run time and page weight.
-COMMON = {"claims": "dict", "twin_claims": "dict", "twin": "dict", "runtime_s": "number", "page_bytes": "dict"}
+# Chapter.judge_twin, with the twin's provenance and parameters; on another model, Chapter.judge_on), run time
+# and page weight.
+COMMON = {
+    "claims": "dict",
+    "twin_claims": "dict",
+    "other_claims": "dict",
+    "twin": "dict",
+    "runtime_s": "number",
+    "page_bytes": "dict",
+}
 
 
 class SchemaError(ValueError):

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from identifiability import aggregate, record_compare, recorded
-from identifiability.studies.across_models import comparison, recorded_comparison
+from identifiability.studies.across_models import comparison, recorded_comparison, reference_comparison
 from identifiability.text import across_models as prose
 from identifiability.verdicts import NOT_RUN
 from identifiability.verdicts.across_models import C13_BAND, C13_POWER, c13, c14
@@ -122,6 +122,25 @@ def test_the_recorded_run_is_judged_as_the_live_folder_was(checkout, tmp_path, m
     assert got.recorded.startswith(caption) and got.recorded.endswith("`make compare` recomputes it")
     assert caption in prose.recorded_text(got) and caption in prose.comparison_text(got, 0)
     assert prose.recorded_text(live) == "" and live.recorded == ""
+
+
+def test_a_reference_known_by_its_folder_name_alone_is_found_and_judged_as_live(checkout, monkeypatch):
+    """A recorded run of a reference whose folder is not on this machine (a family member's, recorded under
+    ``<name>-<10 hex digits>``) is found by the folder's name and judged as the live folder was; another name
+    finds nothing."""
+    monkeypatch.chdir(checkout)
+    live = _live(checkout / "data")
+    _record(checkout)
+    where = checkout / "data" / "recorded" / "compare"
+    (where / REFERENCE).rename(where / "mlm-w128-dv32-seed0-0123456789")
+    assert reference_comparison("mlm-w128-dv32-seed0", 0, CORPUS, source=checkout, **KW) is not None
+    for sub in ("results", "models"):
+        shutil.rmtree(checkout / "data" / sub)
+    got = reference_comparison("mlm-w128-dv32-seed0", 0, CORPUS, source=checkout, **KW)
+    assert [v.to_json() for v in _verdicts(got)] == [v.to_json() for v in _verdicts(live)]
+    assert got.recorded.startswith("recorded run of ")
+    assert reference_comparison("mlm-w128-dv16-seed0", 0, CORPUS, source=checkout, **KW) is None
+    assert reference_comparison("mlm-w128-dv32", 0, CORPUS, source=checkout, **KW) is None  # not a prefix match
 
 
 def test_a_changed_source_file_marks_the_recording_stale(checkout):

@@ -17,6 +17,7 @@ from identifiability.text.across_models import (
     control_text,
     no_separator_text,
     power_text,
+    pretrained_reference_text,
     recorded_text,
     reference_text,
 )
@@ -182,3 +183,24 @@ def test_the_ceiling_text_names_the_layers_off_the_ceiling_and_those_at_it():
 def test_the_stand_ins_have_the_fields_of_the_study_types():
     c = NS(table_rows=1, runs=1, models_in_table=1, models=1, model_table=None, recorded="")
     assert stand_ins_match([(c, Comparison)]) == []
+
+
+def test_the_pretrained_reference_text_names_the_command_without_a_run_and_the_run_with_one():
+    """Without a recorded run the section names the two commands that make one; with one, the run's caption
+    and the layers its reference leaves room to change (here none: a reference at the ceiling everywhere)."""
+    from identifiability.evidence.across_models import FineTuning, Paired
+
+    none = pretrained_reference_text("mlm-w128-dv32-seed0", None)
+    assert "`make family`" in none and "`make compare BASE=data/models/mlm-w128-dv32-seed0`" in none
+    ref = (Interval(1.0, 0.99, 1.0, 30, "test sentences"),)
+    d = Interval(0.0, -0.01, 0.01, 30, "test sentences")
+    p = Paired((d,), d, 0.5, 0, 0.1, 3, 3, 30, reference=ref, off_ceiling=())
+    c = NS(
+        recorded="recorded run of 2026-12-03 (20 min, Linux, 2 CPUs, torch 2.13.0)",
+        fine_tuning=FineTuning(tasks={"t": p}),
+    )
+    got = pretrained_reference_text("mlm-w128-dv32-seed0", c)
+    assert got.startswith(
+        "**C13 and C14 with `mlm-w128-dv32-seed0` as the reference**, judged on its recorded run of 2026-12-03"
+    )
+    assert "**no layer**; at the ceiling: layer 1." in got

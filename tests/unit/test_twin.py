@@ -78,6 +78,23 @@ def test_a_twin_verdict_is_recorded_apart_from_the_models(tiny_lm, tmp_path):
         ch.judge_twin("C4", None)
 
 
+def test_a_verdict_on_another_model_is_recorded_apart_and_worded_without_the_claims_anchor(tiny_lm, tmp_path):
+    """judge_on checks the verdict as judge does and files it under ``other_claims`` by the other model's name;
+    its sentence leaves out the anchor the page's own verdict carries (an HTML id is unique on a page)."""
+    table = pd.DataFrame(
+        {"dim_LN_T": [0, 1], "bound_T": [0, 1], "dim_LN_T1": [0, 0], "bound_T1": [0, 0],
+         "kept_min_T": [0.5, 0.5], "kept_min_T1": [0.5, 0.5], "d_s": [3, 5], "layer": [1, 1], "head": [0, 0],
+         "text": [0, 1]}
+    )  # fmt: skip
+    ch = Chapter("02_nonidentifiability", tiny_lm, None, {"seed": 2}, tmp_path)
+    v = ch.judge_on("C15", C15Evidence(table, 4), "member")
+    assert set(ch.results) == {"other_claims"}
+    assert ch.results["other_claims"]["member"]["C15"]["verdict"] == v.verdict
+    assert 'id="verdict-c15"' in ch.sentence(v) and "id=" not in ch.sentence(v, anchor_=False)
+    with pytest.raises(KeyError, match="C4"):
+        ch.judge_on("C4", None, "member")
+
+
 def test_the_chapter_words_each_twin_verdict_beside_its_claims(tiny_lm, tmp_path):
     ch = Chapter("06_context_mixing", tiny_lm, None, {}, tmp_path)
     trained = [Verdict(c, HOLDS, -0.3, (-0.35, -0.25), 0.1, "", "r", "why", estimate_of=Q) for c in ("C9", "C11")]

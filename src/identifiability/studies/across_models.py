@@ -250,13 +250,37 @@ def recorded_comparison(
     rec = record_compare.find(reference, source)
     if rec is None:
         return live, None
+    return _from_record(rec, reference, seed, judge_corpus, band, power, source), rec
+
+
+def reference_comparison(
+    name: str,
+    seed: int,
+    judge_corpus: str,
+    *,
+    band: float,
+    power: float,
+    source: Path | None = None,
+) -> Comparison | None:
+    """The same :func:`comparison` on the recorded `make compare` run whose reference is the model folder called
+    ``name`` (:func:`identifiability.record_compare.find_named`; the family's d_v = 32 member, a masked-language
+    model pre-trained here), with its caption; None when the checkout ``source`` has none."""
+    rec = record_compare.find_named(name, source)
+    if rec is None:
+        return None
+    return _from_record(rec, str(rec.results["reference"]), seed, judge_corpus, band, power, source)
+
+
+def _from_record(
+    rec: Recorded, reference: str, seed: int, judge_corpus: str, band: float, power: float, source: Path | None
+) -> Comparison:
     with tempfile.TemporaryDirectory(prefix="recorded-compare-") as tmp:
         root = record_compare.materialise(rec.results, Path(tmp))
         provs = record_compare.provenances(rec.results)
         cmp = comparison(
             aggregate.build_table(root), reference, seed, judge_corpus, root, band=band, power=power, provenances=provs
         )
-    return replace(cmp, recorded=recorded.caption(rec, recorded.stale(rec, source))), rec
+    return replace(cmp, recorded=recorded.caption(rec, recorded.stale(rec, source)))
 
 
 RESULTS = (Comparison,)

@@ -61,6 +61,24 @@ def recorded_text(c) -> str:
     return f"**C13 and C14 are judged on the {c.recorded}.**"
 
 
+def pretrained_reference_text(name: str, c) -> str:
+    """What the section on a reference pre-trained here shows (``name``: the family member's folder name; ``c``:
+    the studies.across_models.Comparison of its recorded `make compare` run, or None without one), with the
+    layers its reference leaves room to change (:func:`ceiling_text`)."""
+    if c is None:
+        return (
+            f"No recorded `make compare` run of `{name}` ships with this copy of the book. `make family` trains "
+            f"it (chapter 7); then `make compare BASE=data/models/{name}` fine-tunes it and records the run under "
+            "`data/recorded/compare/`, which this section reads."
+        )
+    said = (
+        f"**C13 and C14 with `{name}` as the reference**, judged on its {c.recorded}. The same rules and the same "
+        "paired comparison on the held-out Lee sentences as above, from a masked-language model pre-trained here "
+        "instead of a sentence encoder."
+    )
+    return "\n\n".join(t for t in (said, ceiling_text(c.fine_tuning)) if t)
+
+
 def reference_text(model: str, default: bool) -> str:
     """What the pre-trained reference of C13 and C14 is (``default``: the embedded all-MiniLM-L6-v2)."""
     if default:
