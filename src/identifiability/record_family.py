@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pandas
+
 from . import keys, paths, recorded
 from .chapters import by_name, current_stem
 from .errors import UserError
@@ -45,13 +47,12 @@ def _member_of(model: str) -> str | None:
     return name if name in {m.name for m in MEMBERS} else None
 
 
-def gather(data: Path, corpus: str = paths.DEFAULT_CORPUS, model: str = paths.DEFAULT_MODEL) -> dict:
-    """What the record holds (module docstring), from the data folder ``data``: chapter 7's results file of
-    ``model`` and ``corpus`` (``head_width``: its results and parameters), and per member ``members``: {name:
-    {"provenance": ..., "chapters": {stem: {"claims", "twin_claims", "params"}}}} from every chapter results
-    file under ``data`` whose model is the member's folder (the latest run of each chapter)."""
+def members(data: Path, corpus: str = paths.DEFAULT_CORPUS) -> dict[str, dict]:
+    """{member: {"provenance": ..., "chapters": {stem: {"claims", "twin_claims", "params"}}}} from every chapter
+    results file under the data folder ``data`` whose model is a member's folder, on ``corpus`` (the latest run
+    of each chapter), and each member folder's provenance; {} when there is none."""
     judging = {by_name(n).stem for n in JUDGING}
-    members: dict[str, dict] = {}
+    found: dict[str, dict] = {}
     for f in sorted(data.rglob("*.json"), key=lambda p: p.stat().st_mtime):
         stem = current_stem(f.stem)
         if stem not in judging or "recorded" in f.relative_to(data).parts:
@@ -65,13 +66,21 @@ def gather(data: Path, corpus: str = paths.DEFAULT_CORPUS, model: str = paths.DE
             continue
         res = doc.get("results", {})
         params = {k: v for k, v in doc.get("params", {}).items() if k != "results_dir"}
-        chapters = members.setdefault(member, {"chapters": {}})["chapters"]
+        chapters = found.setdefault(member, {"chapters": {}})["chapters"]
         chapters[stem] = {"claims": res.get("claims", {}), "twin_claims": res.get("twin_claims", {}), "params": params}
     for m in MEMBERS:
         prov = data / "models" / m.name / "provenance.json"
         if prov.is_file():
             p = read_json(prov)
-            members.setdefault(m.name, {"chapters": {}})["provenance"] = {k: p[k] for k in _PROVENANCE_KEYS if k in p}
+            found.setdefault(m.name, {"chapters": {}})["provenance"] = {k: p[k] for k in _PROVENANCE_KEYS if k in p}
+    return found
+
+
+def gather(data: Path, corpus: str = paths.DEFAULT_CORPUS, model: str = paths.DEFAULT_MODEL) -> dict:
+    """What the record holds (module docstring), from the data folder ``data``: chapter 7's results file of
+    ``model`` and ``corpus`` (``head_width``: its results and parameters), and per member ``members``
+    (:func:`members`)."""
+    found = members(data, corpus)
     chapter7 = keys.results_dir(model, corpus).relative_to(paths.data_root()) / f"{by_name('head_width').stem}.json"
     path = data / chapter7
     head_width = None
@@ -79,10 +88,10 @@ def gather(data: Path, corpus: str = paths.DEFAULT_CORPUS, model: str = paths.DE
         doc = read_json(path)
         head_width = {"results": doc.get("results", {}), "params": {k: v for k, v in doc.get("params", {}).items()
                                                                      if k != "results_dir"}}  # fmt: skip
-    if head_width is None and not members:
+    if head_width is None and not found:
         raise NothingToRecord(f"no result of the family in {data}: run make family first")
     hashes = recorded.claim_hashes()
-    return {"corpus": corpus, "head_width": head_width, "members": members, "judged_under": hashes}
+    return {"corpus": corpus, "head_width": head_width, "members": found, "judged_under": hashes}
 
 
 def record_family(
@@ -108,12 +117,57 @@ def find(corpus: str = paths.DEFAULT_CORPUS, source: Path | None = None) -> reco
 
 
 def member_verdicts(rec: recorded.Recorded | None, claim: str) -> dict[str, dict]:
-    """{member: its verdict of ``claim`` as recorded} over the members of a recorded family run."""
+    """{member: its verdict of ``claim`` as recorded} over the members of a recorded family run that trained
+    enough to be judged (an undertrained member is reported on chapter 7's page, never counted)."""
     if rec is None:
         return {}
     out = {}
     for name, m in rec.results.get("members", {}).items():
+        if m.get("provenance", {}).get("trained_enough") is False:
+            continue
         for ch in m.get("chapters", {}).values():
             if claim in ch.get("claims", {}):
                 out[name] = ch["claims"][claim]
     return out
+
+
+def claims_across(members: dict[str, dict]) -> pandas.DataFrame:
+    """Every claim the chapters judged on the family's members, from a `make family` run's ``members``
+    (:func:`identifiability.record_family.gather`: {member: {"provenance", "chapters": {stem: {"claims",
+    "twin_claims"}}}}): one row per claim and member, ordered by claim number then head width d_v, with the
+    member's d_v, width and seed, whether it trained enough to be judged (an undertrained member's verdicts are
+    shown, never counted), its verdict label and estimate, and its untrained twin's verdict label where a
+    chapter judged the twin ("" else). Columns: claim, member, d_v, width, seed, judged, verdict, estimate,
+    twin."""
+    from .verdicts.core import verdict_label
+
+    spec = {m.name: m for m in MEMBERS}
+    rows = []
+    for name, m in members.items():
+        if name not in spec:
+            continue
+        enough = m.get("provenance", {}).get("trained_enough")
+        for ch in m.get("chapters", {}).values():
+            twins = ch.get("twin_claims", {})
+            for claim, v in ch.get("claims", {}).items():
+                t = twins.get(claim)
+                rows.append(
+                    {
+                        "claim": claim,
+                        "member": name,
+                        "d_v": spec[name].d_v,
+                        "width": spec[name].width,
+                        "seed": spec[name].seed,
+                        "judged": enough is not False,
+                        "verdict": verdict_label(v),
+                        "estimate": v.get("estimate"),
+                        "twin": verdict_label(t) if t else "",
+                    }
+                )
+    cols = ["claim", "member", "d_v", "width", "seed", "judged", "verdict", "estimate", "twin"]
+    df = pandas.DataFrame(rows, columns=cols)
+    if df.empty:
+        return df
+    order = df.claim.str[1:].astype(int)
+    df = df.assign(_n=order).sort_values(["_n", "width", "d_v", "seed"], ascending=[True, False, True, True])
+    return df.drop(columns="_n").reset_index(drop=True)

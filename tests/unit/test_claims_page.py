@@ -252,3 +252,7 @@ def test_the_confirmation_counts_the_verdicts_on_the_family_and_marks_a_changed_
     assert pages.family_confirmation("C7", rec) == "" and pages.family_confirmation("C6", None) == ""
     stale = recorded.Recorded("family", "lee", {"members": members, "judged_under": {"C6": "0" * 64}}, {})
     assert "not confirmed" in pages.family_confirmation("C6", stale)
+    # an undertrained member is reported on chapter 7's page, never counted here
+    members["m3"] = {"provenance": {"trained_enough": False}, "chapters": {"x": {"claims": {"C6": {"verdict": FAILS}}}}}
+    rec = recorded.Recorded("family", "lee", {"members": members, "judged_under": {"C6": now["C6"]}}, {})
+    assert pages.family_confirmation("C6", rec) == "on the family: holds on 2 of 3 members, fails on 1 of 3 members"

@@ -98,3 +98,43 @@ def test_make_familys_parameters_pass_every_chapters_checks_on_every_member():
             params = {**declared, **coerce_parameters(source, {**shared, **scoped[source.stem]}, strict=False)}
             for rule in CHAPTERS[source.stem].checks.rules:
                 assert rule(params, info) is None, f"{m.name}, {source.stem}: {rule(params, info)}"
+
+
+def _members() -> dict:
+    def v(verdict, estimate):
+        return {"verdict": verdict, "qualifier": "", "estimate": estimate}
+
+    def ch(claims, twins=None):
+        return {"claims": claims, "twin_claims": twins or {}}
+
+    return {
+        "mlm-w64-dv32-seed0": {
+            "provenance": {"trained_enough": False},
+            "chapters": {"04": ch({"C6": v("holds", 1.0)})},
+        },
+        "mlm-w128-dv64-seed0": {
+            "provenance": {"trained_enough": True},
+            "chapters": {"04": ch({"C6": v("holds", 0.9)})},
+        },
+        "mlm-w128-dv16-seed0": {
+            "provenance": {"trained_enough": True},
+            "chapters": {
+                "04": ch({"C6": v("holds", 0.8)}),
+                "03": ch({"C4": v("fails", -0.5)}, {"C4": v("holds", 0.1)}),
+            },
+        },
+        "not-a-member": {"chapters": {"04": ch({"C6": v("fails", 0.0)})}},
+    }
+
+
+def test_the_claims_across_the_family_are_ordered_by_claim_then_head_width_and_mark_the_undertrained():
+    df = record_family.claims_across(_members())
+    assert list(zip(df.claim, df.member)) == [
+        ("C4", "mlm-w128-dv16-seed0"),
+        ("C6", "mlm-w128-dv16-seed0"),
+        ("C6", "mlm-w128-dv64-seed0"),
+        ("C6", "mlm-w64-dv32-seed0"),
+    ]  # C4 before C6 (by number, not text), width 128 by d_v, then width 64; not a member: left out
+    assert list(df.judged) == [True, True, True, False] and list(df.twin) == ["holds", "", "", ""]
+    assert list(df.d_v) == [16, 16, 64, 32] and df.estimate.iloc[0] == -0.5
+    assert record_family.claims_across({}).empty

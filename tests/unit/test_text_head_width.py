@@ -108,3 +108,17 @@ def test_training_text_names_each_member_from_twin_to_last_checkpoint():
     assert "m16 (d_v = 16): D_sub 0.100 untrained, -0.200 after 6.00 million tokens" in said
     assert "[CLS] 1.00 → 3.50" in said
     assert prose.training_text(pd.DataFrame()) == "No member's checkpoints were measured."
+
+
+def test_the_claims_table_has_a_column_per_member_and_brackets_an_undertrained_members_verdicts():
+    from identifiability.record_family import claims_across
+
+    from .test_record_family import _members
+
+    md = prose.claims_across_markdown(claims_across(_members()))
+    head, rule, c4, c6 = md.splitlines()
+    assert head == "| claim | d_v = 16 | d_v = 64 | d_v = 32 (width 64, undertrained, not judged) |"
+    assert rule == "|---|---|---|---|"
+    assert c4 == "| C4 | **fails** -0.500; twin: holds | — | — |"
+    assert c6 == "| C6 | **holds** 0.800 | **holds** 0.900 | (holds 1.00) |"
+    assert "`make family`" in prose.claims_across_markdown(claims_across({}))

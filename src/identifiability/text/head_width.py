@@ -121,3 +121,33 @@ def training_text(table) -> str:
             "the uniform share"
         )
     return "While training, " + "; ".join(parts) + "."
+
+
+def claims_across_markdown(df) -> str:
+    """The claims of chapters 2 to 6 on every member (``df``: :func:`identifiability.record_family.claims_across`)
+    as a table, a row per claim and a column per member ordered by head width: the verdict and its estimate, and
+    the untrained twin's verdict where it was judged; an undertrained member's column says it is not judged.
+    Without rows, the command that makes them."""
+    if df is None or len(df) == 0:
+        return "No member of the family has chapter results here: `make family` runs chapters 2 to 6 on each."
+    members = df.drop_duplicates("member")
+    heads = []
+    for m in members.itertuples():
+        extra = [f"width {m.width}"] if m.width != members.width.max() else []
+        extra += [f"seed {m.seed}"] if m.seed else []
+        extra += [] if m.judged else ["undertrained, not judged"]
+        heads.append(f"d_v = {m.d_v}" + (f" ({', '.join(extra)})" if extra else ""))
+    lines = ["| claim | " + " | ".join(heads) + " |", "|---" * (len(heads) + 1) + "|"]
+    for claim, g in df.groupby("claim", sort=False):
+        by = {r.member: r for r in g.itertuples()}
+        cells = []
+        for m in members.member:
+            r = by.get(m)
+            if r is None:
+                cells.append("—")
+                continue
+            est = "" if r.estimate is None or r.estimate != r.estimate else f" {fmt(r.estimate)}"
+            said = f"**{r.verdict}**{est}" if r.judged else f"({r.verdict}{est})"
+            cells.append(said + (f"; twin: {r.twin}" if r.twin else ""))
+        lines.append(f"| {claim} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
