@@ -122,3 +122,20 @@ def test_the_claims_table_has_a_column_per_member_and_brackets_an_undertrained_m
     assert c4 == "| C4 | **fails** -0.500; twin: holds | — | — |"
     assert c6 == "| C6 | **holds** 0.800 | **holds** 0.900 | (holds 1.00) |"
     assert "`make family`" in prose.claims_across_markdown(claims_across({}))
+
+
+def test_the_across_text_says_what_moves_with_d_v_what_training_makes_and_leaves_the_undertrained_out():
+    from identifiability.record_family import claims_across
+
+    from .test_record_family import _members
+
+    runs = _members()
+    text = prose.across_text(claims_across(runs))
+    assert text.startswith("On the 2 member(s) trained enough to judge, the same verdict whatever d_v: C4 (fails)")
+    assert "C6 (holds)" in text and "differs between members" not in text  # the undertrained one is left out
+    assert text.endswith("The untrained twin's verdict differs from the trained member's on C4 (what training makes).")
+    runs["mlm-w128-dv64-seed0"]["chapters"]["04"]["claims"]["C6"]["verdict"] = "fails"
+    moved = prose.across_text(claims_across(runs))
+    assert "a verdict that differs between members: C6 (d_v = 16: holds; d_v = 64: fails)" in moved
+    assert "the same verdict whatever d_v: C4 (fails)" in moved
+    assert prose.across_text(claims_across({})) == ""
