@@ -139,3 +139,6 @@ def test_the_across_text_says_what_moves_with_d_v_what_training_makes_and_leaves
     assert "a verdict that differs between members: C6 (d_v = 16: holds; d_v = 64: fails)" in moved
     assert "the same verdict whatever d_v: C4 (fails)" in moved
     assert prose.across_text(claims_across({})) == ""
+    runs["mlm-w128-dv16-seed0"]["chapters"]["04"]["claims"]["C6"]["verdict"] = "not testable on this model"
+    apart = prose.across_text(claims_across(runs))
+    assert "C6 (fails)" in apart and "Not judged on the family (not run or not testable there): C6." not in apart

@@ -155,39 +155,40 @@ def claims_across_markdown(df) -> str:
 
 def across_text(df) -> str:
     """What moves with d_v, what appears only after training and what neither changes, read from the claims
-    on the members (``df``: :func:`identifiability.record_family.claims_across`; judged members only): the
-    claims whose verdict is the same on every member, those whose verdict differs (with each d_v's verdict),
-    and, where a chapter judged the untrained twin, the claims whose verdict the twin does not share (what
-    training makes) and those it shares (what the architecture gives untrained). "" without judged rows."""
-    if df is None or len(df) == 0:
+    on the members (``df``: :func:`identifiability.record_family.claims_across`; judged members only, and only
+    verdicts on data: "not run" and "not testable" are named apart): the claims whose verdict is the same on
+    every member, those whose verdict differs (with each d_v's verdict), and, where a chapter judged the
+    untrained twin, the claims whose verdict the twin does not share (what training makes) and those where it
+    is the same (where the verdict alone does not show what training changes). "" without judged rows."""
+    from ..verdicts.core import NOT_RUN, NOT_TESTABLE
+
+    if df is None or len(df) == 0 or not df.judged.any():
         return ""
+    off = (NOT_RUN, NOT_TESTABLE)
     j = df[df.judged]
-    if j.empty:
-        return ""
+    on_data = j[~j.verdict.str.startswith(off)]
     same, moves = [], []
-    for claim, g in j.groupby("claim", sort=False):
+    for claim, g in on_data.groupby("claim", sort=False):
         labels = list(dict.fromkeys(g.verdict))
         if len(labels) == 1:
             same.append(f"{claim} ({labels[0]})")
         else:
-            by = "; ".join(
-                f"d_v = {r.d_v}{'' if not r.seed else f' seed {r.seed}'}: {r.verdict}" for r in g.itertuples()
-            )
+            by = "; ".join(f"d_v = {r.d_v}{f' seed {r.seed}' if r.seed else ''}: {r.verdict}" for r in g.itertuples())
             moves.append(f"{claim} ({by})")
-    n = j.member.nunique()
-    parts = [f"On the {n} member(s) trained enough to judge"]
-    parts.append(f"the same verdict whatever d_v: {_names(same)}" if same else "no claim gets one verdict on all")
-    if moves:
-        parts.append(f"a verdict that differs between members: {_names(moves)}")
-    text = ", ".join(parts[:2]) + ("; " + parts[2] if len(parts) > 2 else "") + "."
-    twin = j[j.twin != ""]
+    text = f"On the {j.member.nunique()} member(s) trained enough to judge, "
+    text += f"the same verdict whatever d_v: {_names(same)}" if same else "no claim gets one verdict on every member"
+    text += f"; a verdict that differs between members: {_names(moves)}." if moves else "."
+    unjudged = sorted(set(j.claim) - set(on_data.claim), key=lambda c: int(c[1:]))
+    if unjudged:
+        text += f" Not judged on the family (not run or not testable there): {_names(unjudged)}."
+    twin = on_data[(on_data.twin != "") & ~on_data.twin.str.startswith(off)]
     if len(twin):
         learned = sorted(set(twin.claim[twin.twin != twin.verdict]), key=lambda c: int(c[1:]))
-        given = sorted(set(twin.claim) - set(learned), key=lambda c: int(c[1:]))
-        said = []
-        if learned:
-            said.append(f"differs from the trained member's on {_names(learned)} (what training makes)")
-        if given:
-            said.append(f"matches it on {_names(given)} (what the architecture gives untrained)")
+        kept = sorted(set(twin.claim) - set(learned), key=lambda c: int(c[1:]))
+        said = [f"differs from the trained member's on {_names(learned)} (what training makes)"] if learned else []
+        if kept:
+            said.append(
+                f"is the same on {_names(kept)} (there the estimates, not the verdicts, show what training changes)"
+            )
         text += " The untrained twin's verdict " + ", and ".join(said) + "."
     return text
