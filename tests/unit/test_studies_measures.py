@@ -65,6 +65,12 @@ def test_the_charts_carry_every_sentence_measure_and_score(run):
     rows = next(iter(spec["datasets"].values()))
     assert {r["s"] for r in rows} == {0, 1, 2} and "Exact HTA" in {r["m"] for r in rows}
     assert {p["name"] for p in spec["params"]} == {"sentence", "layer"}
+    # one row per matrix c[l] (flattened in the browser), and at most MATRIX_SENTENCES sentences offered
+    first = run.sentences()[0]
+    one = [r for r in rows if r["s"] == 0 and r["m"] == "Exact HTA"]
+    assert len(one) == len(first[2]["Exact HTA"]) - 1 and len(one[0]["w"]) == len(first[1]) ** 2
+    many = charts.matrices_chart(run.sentences() * 4).to_dict()
+    assert {r["s"] for r in next(iter(many["datasets"].values()))} == set(range(charts.MATRIX_SENTENCES))
     scores = charts.scores_chart(run.scores, run.n_scored).to_dict()
     table = next(iter(scores["datasets"].values()))
     assert {r["state"] for r in table} <= {"tracks", "does not track", "undecided"} and len(table) == len(run.scores)

@@ -22,19 +22,23 @@ STATE_MARK = {"tracks": "✓", "does not track": "✗", "undecided": "?"}
 Sentence = tuple[str, Sequence[str], Mapping[str, np.ndarray]]  # text, tokens, {label: (L+1, d_s, d_s)}
 
 
+MATRIX_SENTENCES = 5  # the sentences the matrices chart offers (the book computes at most 5 live)
+
+
 def matrices_chart(sentences: Sequence[Sentence], columns: int = 3) -> alt.FacetChart:
     """Small heatmaps, one per measure (and reference), of c[l, i, j] for the sentence a menu chooses at the
     layer a slider chooses: rows hidden tokens i, columns input tokens j. ``sentences``: (text, tokens, {label:
-    (L+1, d_s, d_s)}) per sentence; each row of the chart's data carries one row of c (flattened in the
-    browser), which keeps the page small."""
+    (L+1, d_s, d_s)}) per sentence, of which the first ``MATRIX_SENTENCES`` are offered (a recorded run of 50
+    sentences would make a page of tens of megabytes). Each row of the chart's data carries one matrix c[l]
+    (flattened in the browser), which keeps the page small and the rows few."""
+    sentences = list(sentences)[:MATRIX_SENTENCES]
     labels = list(sentences[0][2])
     n_layers = next(iter(sentences[0][2].values())).shape[0] - 1
     rows = [
-        {"s": s, "m": label, "l": layer, "i": i, "w": [round(float(x), 3) for x in arrays[label][layer, i]]}
+        {"s": s, "m": label, "l": layer, "w": [round(float(x), 3) for x in arrays[label][layer].ravel()]}
         for s, (_, tokens, arrays) in enumerate(sentences)
         for label in labels
         for layer in range(1, n_layers + 1)
-        for i in range(len(tokens))
     ]
     toks = json.dumps([list(t) for _, t, _ in sentences])
     names = [text if len(text) <= 70 else text[:69] + "…" for text, _, _ in sentences]
@@ -48,10 +52,10 @@ def matrices_chart(sentences: Sequence[Sentence], columns: int = 3) -> alt.Facet
         alt.Chart(pd.DataFrame(rows))
         .transform_filter((alt.datum.l == layer) & (alt.datum.s == sent))
         .transform_flatten(["w"])
-        .transform_window(j1="row_number()", groupby=["s", "m", "l", "i"])
-        .transform_calculate(
-            j="datum.j1 - 1", input=f"{toks}[datum.s][datum.j1 - 1]", hidden=f"{toks}[datum.s][datum.i]"
-        )
+        .transform_window(k1="row_number()", groupby=["s", "m", "l"])
+        .transform_calculate(n=f"{toks}[datum.s].length")
+        .transform_calculate(i="floor((datum.k1 - 1) / datum.n)", j="(datum.k1 - 1) % datum.n")
+        .transform_calculate(input=f"{toks}[datum.s][datum.j]", hidden=f"{toks}[datum.s][datum.i]")
         .mark_rect()
         .encode(
             x=alt.X("j:O", title="input token j", axis=alt.Axis(labelExpr=token, labelAngle=-60, labelFontSize=9)),
