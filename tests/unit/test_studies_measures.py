@@ -75,3 +75,24 @@ def test_the_charts_carry_every_sentence_measure_and_score(run):
     table = next(iter(scores["datasets"].values()))
     assert {r["state"] for r in table} <= {"tracks", "does not track", "undecided"} and len(table) == len(run.scores)
     assert charts.cost_chart(run.seconds_table).to_dict()["mark"]["type"] == "circle"
+
+
+def test_a_measured_sentence_is_cached_as_it_is_made_and_read_back_without_computing(tiny_lm, tmp_path, monkeypatch):
+    """A run stopped after some sentences loses none of them: each measure's array (and its seconds, as
+    measured when made) comes back from the cache, nothing recomputed; another corpus mean is another entry."""
+    from identifiability import paths
+    from identifiability.trace import trace_sentences
+
+    monkeypatch.setenv(paths.DATA_ENV, str(tmp_path))
+    tr = trace_sentences(tiny_lm, TEXTS[:1], progress=False)[0]
+    mean = study.corpus_mean(tiny_lm, TEXTS, tiny_lm.max_positions)
+    first, secs, _ = study.measure_sentence(tiny_lm, tr, ["raw", "alti"], mean)
+    calls = []
+    monkeypatch.setattr(study, "compute", lambda *a, **k: calls.append(a) or 1 / 0)
+    monkeypatch.setattr(study, "token_replacement", lambda *a, **k: calls.append(a) or 1 / 0)
+    again, secs_again, _ = study.measure_sentence(tiny_lm, tr, ["raw", "alti"], mean)
+    assert calls == [] and secs_again == secs and set(again) == set(first)
+    for k in first:
+        np.testing.assert_array_equal(again[k], first[k])
+    with pytest.raises(ZeroDivisionError):  # another mean: the intervention is computed again
+        study.measure_sentence(tiny_lm, tr, ["raw"], mean + 1)

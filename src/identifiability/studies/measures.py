@@ -8,6 +8,7 @@ into one :class:`LayerScore` per (measure, reference, layer, variant), with inte
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -24,11 +25,14 @@ from ..errors import UserError
 from ..evidence.measures import MAIN, NO_OWN, ROLLED, LayerScore, MeasuresEvidence
 from ..hta import hta_corpus
 from ..loaded_model import LoadedModel
+from ..results import cached_tensors
 from ..stats import Interval, mean_interval, paired_interval
 from ..trace import SentenceTrace, trace_sentences
 from . import Study, data
 
 RAW = "raw"  # the measure C23 compares rollout and flow with, as it is
+
+MEASURES_CACHE_VERSION = 1  # bump when a measure's numbers change: cached arrays are then recomputed
 
 
 def _layer_values(rows: Sequence[SentenceAgreement], name: str, layer: int) -> np.ndarray:
@@ -142,11 +146,20 @@ def measure_sentence(
         ({key: (L+1, d_s, d_s)}, {key: seconds}, {measure: why} for measures this model does not support).
     """
     arrays, seconds, unsupported = {}, {}, {}
+    mean_key = None if mean is None else hashlib.sha256(mean.detach().float().cpu().numpy().tobytes()).hexdigest()[:16]
 
     def timed(key: str, fn) -> None:
-        t0 = time.perf_counter()
-        arrays[key] = np.asarray(fn(), dtype=float)
-        seconds[key] = time.perf_counter() - t0
+        def run() -> dict[str, torch.Tensor]:
+            t0 = time.perf_counter()
+            c = torch.as_tensor(np.asarray(fn(), dtype=float))
+            return {"c": c, "seconds": torch.tensor(time.perf_counter() - t0, dtype=torch.float64)}
+
+        # each measure's array is cached per sentence as it is made: a run stopped later (a chart, Ctrl-C)
+        # loses none of them, and its seconds are those measured when it was computed, as for exact HTA
+        params = {"version": MEASURES_CACHE_VERSION, "model": lm.content_key, "text": tr.text, "key": key}
+        params |= {"mean": mean_key} if key == INTERVENTION else {}
+        got = cached_tensors(f"measures/{lm.key}", params, run) if cache else run()
+        arrays[key], seconds[key] = got["c"].numpy(), float(got["seconds"])
 
     for name in names:
         try:
