@@ -338,7 +338,10 @@ def held_out_report(pred: np.ndarray, rows: Sequence[Example], labels: Sequence[
 
 def _load_classifier(folder: Path, labels: Sequence[str], seed: int):
     """The model of ``folder`` with a new classification head on its pooled output, and its tokenizer.
-    Only the head may be missing from the checkpoint: a missing encoder weight would train from noise."""
+    Only the head may be missing from the checkpoint, and the pooler ([CLS]'s dense + tanh), which a
+    masked-language model's checkpoint does not have (the family of head widths; BERT's own came from next-
+    sentence prediction): it is then new, seeded like the head, and trains with it. A missing encoder weight
+    would train from noise, and is refused."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     torch.manual_seed(seed)  # the new head's initial weights
@@ -359,7 +362,7 @@ def _load_classifier(folder: Path, labels: Sequence[str], seed: int):
         first = (str(e).splitlines() or [type(e).__name__])[0]
         raise FinetuneError(f"cannot build a classifier from {folder}: {first}") from None
     prefix = model.base_model_prefix + "."
-    missing = sorted(k for k in info["missing_keys"] if k.startswith(prefix))
+    missing = sorted(k for k in info["missing_keys"] if k.startswith(prefix) and not k.startswith(prefix + "pooler."))
     if missing:
         raise FinetuneError(
             f"{folder} lacks {len(missing)} encoder weights (e.g. {missing[0]}): it is not a complete model"

@@ -347,3 +347,28 @@ def test_a_hub_id_without_network_or_cache_is_one_line_and_writes_nothing(capsys
     )
     assert "cannot start from 'nobody/no-such-model'" in err and "save the model to a folder" in err
     assert not out.exists()
+
+
+def _without(base: Path, out: Path, drop: str) -> Path:
+    """A copy of ``base`` whose weights lack every tensor whose name contains ``drop``."""
+    from safetensors.torch import save_file
+
+    out.mkdir(parents=True)
+    for f in base.iterdir():
+        if f.is_file() and f.name != "model.safetensors":
+            (out / f.name).write_bytes(f.read_bytes())
+    save_file({k: v.contiguous() for k, v in _weights(base).items() if drop not in k}, str(out / "model.safetensors"))
+    return out
+
+
+def test_a_base_without_a_pooler_fine_tunes_and_one_without_an_encoder_weight_is_refused(base, pairs, tmp_path):
+    """A masked-language model's checkpoint has no pooler (the family's members): it is new, like the head. A
+    missing encoder weight would train from noise: one line, nothing written."""
+    assert any("pooler" in k for k in _weights(base))  # else the first half tests nothing
+    no_pooler = _without(base, tmp_path / "no-pooler", "pooler")
+    got = finetune("lee-pairs", tmp_path / "ft", str(no_pooler), SMALL, progress=False, data=pairs)
+    assert got["kind"] == "fine-tuned" and any("pooler" in k for k in _weights(tmp_path / "ft"))
+    no_layer = _without(base, tmp_path / "no-layer", "layer.0.attention.self.query.weight")
+    with pytest.raises(FinetuneError, match="lacks 1 encoder weights .*query.weight"):
+        finetune("lee-pairs", tmp_path / "ft2", str(no_layer), SMALL, progress=False, data=pairs)
+    assert not (tmp_path / "ft2" / "model.safetensors").exists()
