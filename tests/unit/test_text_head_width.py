@@ -86,6 +86,8 @@ def test_learned_text_sets_the_members_beside_their_twins():
 
 def test_family_text_names_each_model_and_says_when_there_is_none():
     assert "`make family`" in prose.family_text([]) and "*not run*" in prose.family_text([])
+    shown = prose.family_text([], recorded=True)
+    assert "the recorded run's" in shown and "not run" not in shown
     low = FamilyModel("m", "m", 32, 128, 4, 1, False, False, -0.003)
     text = prose.family_text([_model("a"), low, _model("a-init", twin=True)])
     assert text == (

@@ -83,14 +83,17 @@ def learned_text(offsets: Sequence[HeadOffset]) -> str:
     return text + f"; their untrained twins give {side(twins)}."
 
 
-def family_text(models: Sequence[FamilyModel]) -> str:
+def family_text(models: Sequence[FamilyModel], recorded: bool = False) -> str:
     """Which models of the family this build measures, with what each is (d_v, heads, width, seed, trained
-    enough or not), or that it has none and which command makes them."""
+    enough or not), or that it has none and which command makes them; without models, ``recorded`` says the
+    page shows a recorded `make family` run instead."""
     if not models:
+        none = "This build has no model of the family (none in `data/models/`, none named with `members`)"
+        if recorded:
+            return f"{none}: the charts, tables and verdicts below are the recorded run's; `make family` recomputes it."
         return (
-            "This build has no model of the family (none in `data/models/`, none named with `members`): "
-            "`make family` pre-trains them and records what this chapter measures on them. The verdicts below "
-            "are *not run*."
+            f"{none}: `make family` pre-trains them and records what this chapter measures on them. The verdicts "
+            "below are *not run*."
         )
     trained = [m for m in models if not m.twin]
     twins = [m for m in models if m.twin]
