@@ -133,7 +133,7 @@ def test_the_across_text_says_what_moves_with_d_v_what_training_makes_and_leaves
 
     runs = _members()
     text = prose.across_text(claims_across(runs))
-    assert text.startswith("On the 2 member(s) trained enough to judge, the same verdict whatever d_v: C4 (fails)")
+    assert text.startswith("On the 2 members trained enough to judge, the same verdict whatever d_v: C4 (fails)")
     assert "C6 (holds)" in text and "differs between members" not in text  # the undertrained one is left out
     assert text.endswith("The untrained twin's verdict differs from the trained member's on C4 (what training makes).")
     runs["mlm-w128-dv64-seed0"]["chapters"]["04"]["claims"]["C6"]["verdict"] = "fails"

@@ -178,7 +178,8 @@ def across_text(df) -> str:
         else:
             by = "; ".join(f"d_v = {r.d_v}{f' seed {r.seed}' if r.seed else ''}: {r.verdict}" for r in g.itertuples())
             moves.append(f"{claim} ({by})")
-    text = f"On the {j.member.nunique()} member(s) trained enough to judge, "
+    n = j.member.nunique()
+    text = f"On the {n} member{'s' if n > 1 else ''} trained enough to judge, "
     text += f"the same verdict whatever d_v: {_names(same)}" if same else "no claim gets one verdict on every member"
     text += f"; a verdict that differs between members: {_names(moves)}." if moves else "."
     unjudged = sorted(set(j.claim) - set(on_data.claim), key=lambda c: int(c[1:]))
