@@ -57,9 +57,15 @@ def record_measures(
     """Exact HTA of the sample on a cluster, chapter 10 on it (unless not ``run``), then the record."""
     from .execution import run_notebook
 
+    from .verdicts.claims import load_claims
+
     t0 = time.time()
     spec = by_name("measures")
     params = {"model": model, "corpus": corpus, "n_sentences": n, "sample": "proportional", "seed": seed}
+    # the checkout's state when the chapter starts, the code its kernel imports: a commit made while it runs
+    # (40 minutes) must not be named as the code that computed it
+    claims = sorted(c["id"] for c in load_claims() if c["chapter"] == spec.stem)
+    prov = recorded.provenance(claims, TARGET, 0.0, every_module=True)
     if run:
         todo = corpus_hta.uncached(model, sample_texts(model, corpus, n, seed))
         echo(f"{n} draws of {corpus}; exact HTA of {len(todo)} sentences not in the cache")
@@ -78,8 +84,7 @@ def record_measures(
     hashes = recorded.claim_hashes()
     results["judged_under"] = {c: hashes[c] for c in results["claims"] or {} if c in hashes}
     results["params"] = {k: v for k, v in doc["params"].items() if k != "results_dir"}
-    prov = recorded.provenance(sorted(results["claims"] or {}), TARGET, time.time() - t0, every_module=True)
-    prov |= {"corpus": corpus, "model": model}
+    prov |= {"seconds": time.time() - t0, "corpus": corpus, "model": model}
     rec = recorded.record(JOB, f"{keys.model_key(model)}/{keys.corpus_key(corpus)}", results, prov, TOLERANCE)
     echo(f"recorded chapter 10's scores on {n} sentences in {recorded.folder(rec.job, rec.key)}")
     return rec

@@ -1,0 +1,43 @@
+"""`make measures`' recording (identifiability.record_measures): the provenance names the checkout as it was
+when the chapter started, not as it is when the 40-minute run ends; a run too small to judge is refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from identifiability import execution, keys, paths, record_measures, recorded
+from identifiability.fileio import write_json
+
+
+@pytest.fixture
+def stubbed(tmp_path, monkeypatch):
+    """No cluster, no kernel: the chapter 'run' writes a results file of ``state["n"]`` sentences and moves
+    the checkout to another commit, as a commit made during a real run would."""
+    monkeypatch.setenv(paths.DATA_ENV, str(tmp_path / "data"))
+    monkeypatch.setattr(recorded, "root", lambda source=None: tmp_path / "recorded")
+    monkeypatch.setattr(record_measures, "sample_texts", lambda *a, **k: ["a b c"])
+    monkeypatch.setattr(record_measures.corpus_hta, "uncached", lambda model, texts: [])
+    monkeypatch.setattr(record_measures.corpus_hta, "on_cluster", lambda *a, **k: None)
+    state = {"commit": "start", "n": 50}
+    monkeypatch.setattr(recorded, "git_state", lambda source: (state["commit"], False))
+
+    def fake_run(source, out, params, progress=True):
+        path = keys.results_dir(params["model"], params["corpus"]) / "10_measures.json"
+        results = {"scores": [], "seconds": {"raw": 0.1}, "n_scored": state["n"], "unsupported": {}, "claims": {}}
+        write_json(path, {"params": params, "results": results})
+        state["commit"] = "during"
+
+    monkeypatch.setattr(execution, "run_notebook", fake_run)
+    return state
+
+
+def test_the_provenance_is_the_checkouts_when_the_chapter_started(stubbed):
+    rec = record_measures.record_measures(echo=lambda s: None)
+    assert rec.provenance["commit"] == "start" and rec.provenance["claims"] == [f"C{i}" for i in range(22, 28)]
+    assert rec.provenance["seconds"] >= 0 and rec.results["n_scored"] == 50
+
+
+def test_a_run_of_fewer_sentences_than_the_rules_need_is_not_recorded(stubbed):
+    stubbed["n"] = 49
+    with pytest.raises(record_measures.NothingToRecord, match="run make measures"):
+        record_measures.record_measures(echo=lambda s: None)
