@@ -56,7 +56,6 @@ def record_measures(
 ) -> recorded.Recorded:
     """Exact HTA of the sample on a cluster, chapter 10 on it (unless not ``run``), then the record."""
     from .execution import run_notebook
-
     from .verdicts.claims import load_claims
 
     t0 = time.time()
