@@ -61,16 +61,21 @@ def test_trained_minus_twin_combines_the_half_widths_in_quadrature():
         render_twin(trained, Verdict("C8", FAILS, 0.1, (0, 0.2), None, "", "r", "w"), "x")
 
 
-def test_a_twin_verdict_is_recorded_apart_from_the_models(tiny_lm, tmp_path):
-    """judge_twin checks the verdict as judge does, and files it under ``twin_claims``: the claims page's twin
-    column, never the model's own verdict."""
+def _c15() -> C15Evidence:
+    """C15's evidence on two inputs, enough for a verdict."""
     table = pd.DataFrame(
         {"dim_LN_T": [0, 1], "bound_T": [0, 1], "dim_LN_T1": [0, 0], "bound_T1": [0, 0],
          "kept_min_T": [0.5, 0.5], "kept_min_T1": [0.5, 0.5], "d_s": [3, 5], "layer": [1, 1], "head": [0, 0],
          "text": [0, 1]}
     )  # fmt: skip
+    return C15Evidence(table, 4)
+
+
+def test_a_twin_verdict_is_recorded_apart_from_the_models(tiny_lm, tmp_path):
+    """judge_twin checks the verdict as judge does, and files it under ``twin_claims``: the claims page's twin
+    column, never the model's own verdict."""
     ch = Chapter("02_nonidentifiability", tiny_lm, None, {"seed": 2}, tmp_path)
-    v = ch.judge_twin("C15", C15Evidence(table, 4))
+    v = ch.judge_twin("C15", _c15())
     assert set(ch.results) >= {"twin_claims"} and "claims" not in ch.results
     assert ch.results["twin_claims"]["C15"]["verdict"] == v.verdict
     assert ch.twin.provenance["seed"] == 2 and ch.results["twin"]["seed"] == 2 and ch.twin is ch.twin
@@ -81,13 +86,8 @@ def test_a_twin_verdict_is_recorded_apart_from_the_models(tiny_lm, tmp_path):
 def test_a_verdict_on_another_model_is_recorded_apart_and_worded_without_the_claims_anchor(tiny_lm, tmp_path):
     """judge_on checks the verdict as judge does and files it under ``other_claims`` by the other model's name;
     its sentence leaves out the anchor the page's own verdict carries (an HTML id is unique on a page)."""
-    table = pd.DataFrame(
-        {"dim_LN_T": [0, 1], "bound_T": [0, 1], "dim_LN_T1": [0, 0], "bound_T1": [0, 0],
-         "kept_min_T": [0.5, 0.5], "kept_min_T1": [0.5, 0.5], "d_s": [3, 5], "layer": [1, 1], "head": [0, 0],
-         "text": [0, 1]}
-    )  # fmt: skip
     ch = Chapter("02_nonidentifiability", tiny_lm, None, {"seed": 2}, tmp_path)
-    v = ch.judge_on("C15", C15Evidence(table, 4), "member")
+    v = ch.judge_on("C15", _c15(), "member")
     assert set(ch.results) == {"other_claims"}
     assert ch.results["other_claims"]["member"]["C15"]["verdict"] == v.verdict
     assert 'id="verdict-c15"' in ch.sentence(v) and "id=" not in ch.sentence(v, anchor_=False)
