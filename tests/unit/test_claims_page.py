@@ -54,7 +54,7 @@ def test_each_claim_is_a_card_that_reads_top_to_bottom(tmp_path):
 def test_the_confirmation_field_reads_the_recorded_run_and_the_freeze(tmp_path, monkeypatch):
     """make confirm's verdicts beside this build's: the same or not, the two rules' agreement there, and "not
     confirmed" where the rule the run was judged under is not the frozen one."""
-    from identifiability import record_confirm, recorded
+    from identifiability import record_confirm, record_family, recorded
 
     now = recorded.claim_hashes()
     c4 = CLAIMS["C4"]
@@ -83,6 +83,7 @@ def test_the_confirmation_field_reads_the_recorded_run_and_the_freeze(tmp_path, 
     assert record_confirm.confirmation("C6", HOLDS, rec)["frozen"] is False  # judged under another rule
     assert record_confirm.confirmation("C9", HOLDS, rec) is None
     monkeypatch.setattr(record_confirm, "find", lambda model=None, corpus=None: rec)
+    monkeypatch.setattr(record_family, "find", lambda *a, **k: None)  # the checkout's family run: another test
     results = tmp_path / "results"
     v = Verdict("C4", HOLDS, -0.9, (-0.95, -0.8), 0.1, "null", c4["rule"], "why")
     write_json(results / f"{c4['chapter']}.json", {"results": {"claims": {"C4": v.to_json()}}})
