@@ -27,7 +27,7 @@ WORKERS ?=
 INTERRUPTED := || [ $$? -eq 130 ]
 NPM_PACKAGES := mathjax@3.2.2 @jupyter-widgets/html-manager@1.0.15 requirejs@2.3.8 playwright-core@1.65.1
 
-.PHONY: book test test-fast lint venv vendor browser bench clean models sweep compare compare-full record-c10 confirm family measures
+.PHONY: book test test-fast lint venv vendor browser bench clean models sweep compare compare-run compare-full record-c10 confirm family measures
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -133,12 +133,14 @@ C13_PARAMS ?= n_sentences=400 second_corpus= epochs=10
 # make's own start (read once, as the Makefile is read): record-compare files the whole run's duration
 COMPARE_START := $(shell date +%s)
 SWEEP = $(PY) -m identifiability.cli sweep --seeds 0 $(if $(WORKERS),--workers $(WORKERS))
-compare: models vendor
+compare: compare-run
+	$(call book_on,$(BASE))
+# make compare without its book (make family runs it from the d_v = 32 member)
+compare-run: models vendor
 	$(SWEEP) --models "$(COMPARE_MODELS)" --corpora $(COMPARE_CORPORA) --chapters 03,06 $(foreach p,$(COMPARE_PARAMS),-p $(p)) $(INTERRUPTED)
 	$(SWEEP) --models "$(COMPARE_MODELS)" --corpora lee_pairs --chapters 04 $(foreach p,$(PAIRS_PARAMS),-p $(p)) $(INTERRUPTED)
 	$(SWEEP) --models "$(ALL_MODELS)" --corpora lee_heldout --chapters 04 $(foreach p,$(C13_PARAMS),-p $(p)) $(INTERRUPTED)
 	$(PY) -m identifiability.cli record-compare --base "$(BASE)" --started $(COMPARE_START) $(INTERRUPTED)
-	$(call book_on,$(BASE))
 compare-full: FT_TASKS = sentiment lee-pairs
 compare-full: COMPARE_CORPORA = lee_heldout,lee_pairs
 compare-full: compare
@@ -177,11 +179,15 @@ measures: venv
 # 2. chapter 7 on every member and twin found in data/models/ (C19-C21);
 # 3. chapters 2 to 6 on every member, on the sweep runner (the frozen rules judged on models they never saw);
 # 4. record-family files what the book shows of it, with its provenance, under data/recorded/family/ (commit
-#    it), then the book. Not yet here: C13/C14 with the d_v = 32 member as the reference (make compare
-#    BASE=data/models/mlm-w128-dv32-seed0 fine-tunes it).
+#    it);
+# 5. C13/C14 with the d_v = 32 member as the pre-trained reference: make compare's steps from it
+#    (compare-run BASE=data/models/$(FAMILY_REFERENCE)), recorded under data/recorded/compare/ (commit it;
+#    chapter 9's parameter `pretrained` names it), then the book.
 DEVICE ?= cpu
 # the members' folders (a test checks them against pretrain.family.MEMBERS)
 FAMILY = mlm-w128-dv32-seed0 mlm-w128-dv16-seed0 mlm-w128-dv64-seed0 mlm-w64-dv32-seed0 mlm-w128-dv32-seed1
+# the member C13/C14 take as the pre-trained reference (a test checks chapter 9's `pretrained` names it)
+FAMILY_REFERENCE = mlm-w128-dv32-seed0
 FAMILY_MODELS = $(subst $(eval) ,$(comma),$(foreach m,$(FAMILY),data/models/$(m)))
 # (03:viewer_max_tokens: the d_v = 64 member's viewer needs sentences of d_v + 8 tokens)
 FAMILY_PARAMS ?= n_sentences=300 second_corpus= 03:fig1_repeats=1 03:fig1_long_repeats=8 03:viewer_sentences=1 \
@@ -195,6 +201,7 @@ family: venv vendor
 	$(SWEEP) --models "$(FAMILY_MODELS)" --corpora "$(CORPUS)" --chapters 02,03,04,05,06 \
 		$(foreach p,$(FAMILY_PARAMS),-p $(p)) $(INTERRUPTED)
 	$(PY) -m identifiability.cli record-family --corpus "$(CORPUS)" --started $(FAMILY_START) $(INTERRUPTED)
+	$(MAKE) compare-run BASE=data/models/$(FAMILY_REFERENCE) $(if $(WORKERS),WORKERS=$(WORKERS)) $(INTERRUPTED)
 	$(call book_on,$(MODEL))
 
 bench: venv

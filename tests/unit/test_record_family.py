@@ -138,3 +138,19 @@ def test_the_claims_across_the_family_are_ordered_by_claim_then_head_width_and_m
     assert list(df.judged) == [True, True, True, False] and list(df.twin) == ["holds", "", "", ""]
     assert list(df.d_v) == [16, 16, 64, 32] and df.estimate.iloc[0] == -0.5
     assert record_family.claims_across({}).empty
+
+
+def test_make_family_fine_tunes_the_reference_chapter_9_reads():
+    """make family runs make compare's steps from FAMILY_REFERENCE, a member of the registry, and chapter 9's
+    `pretrained` names the same member: else the book would look for a recorded run nobody makes."""
+    import re
+
+    from identifiability.chapters import by_name, parameters
+    from identifiability.pretrain.family import MEMBERS
+
+    makefile = (paths.source_root() / "Makefile").read_text()
+    reference = re.search(r"^FAMILY_REFERENCE = (\S+)$", makefile, flags=re.M).group(1)
+    assert reference in {m.name for m in MEMBERS}
+    recipe = makefile.split("\nfamily:", 1)[1].split("\n\n", 1)[0]
+    assert "$(MAKE) compare-run BASE=data/models/$(FAMILY_REFERENCE)" in recipe
+    assert parameters(by_name("across_models").source)["pretrained"].default == reference
