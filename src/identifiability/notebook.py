@@ -87,7 +87,7 @@ class Chapter:
     def judge_on(self, claim_id: str, evidence, other: str) -> Verdict:
         """Judge a claim on evidence from another model than the chapter's (``other``: its name), under the same
         rule and entry point as :meth:`judge`, recorded apart (results key ``other_claims``, ``{other: {claim:
-        verdict}}``): never folded into the chapter's own verdict. ``sentence(v, anchor=False)`` words it."""
+        verdict}}``): never folded into the chapter's own verdict. ``sentence(v, anchor_=False)`` words it."""
         v = self._judged(claim_id, evidence)
         self.results.setdefault("other_claims", {}).setdefault(other, {})[v.claim] = v.to_json()
         return v

@@ -116,6 +116,12 @@ def find(corpus: str = paths.DEFAULT_CORPUS, source: Path | None = None) -> reco
     return recorded.find(JOB, keys.corpus_key(corpus), TARGET, source)
 
 
+def judged(member: dict) -> bool:
+    """Whether a member of a family record (:func:`members`) trained enough to be judged; a member without
+    provenance is not known to be undertrained."""
+    return member.get("provenance", {}).get("trained_enough") is not False
+
+
 def member_verdicts(rec: recorded.Recorded | None, claim: str) -> dict[str, dict]:
     """{member: its verdict of ``claim`` as recorded} over the members of a recorded family run that trained
     enough to be judged (an undertrained member is reported on chapter 7's page, never counted)."""
@@ -123,7 +129,7 @@ def member_verdicts(rec: recorded.Recorded | None, claim: str) -> dict[str, dict
         return {}
     out = {}
     for name, m in rec.results.get("members", {}).items():
-        if m.get("provenance", {}).get("trained_enough") is False:
+        if not judged(m):
             continue
         for ch in m.get("chapters", {}).values():
             if claim in ch.get("claims", {}):
@@ -146,7 +152,6 @@ def claims_across(members: dict[str, dict]) -> pandas.DataFrame:
     for name, m in members.items():
         if name not in spec:
             continue
-        enough = m.get("provenance", {}).get("trained_enough")
         for ch in m.get("chapters", {}).values():
             twins = ch.get("twin_claims", {})
             for claim, v in ch.get("claims", {}).items():
@@ -158,7 +163,7 @@ def claims_across(members: dict[str, dict]) -> pandas.DataFrame:
                         "d_v": spec[name].d_v,
                         "width": spec[name].width,
                         "seed": spec[name].seed,
-                        "judged": enough is not False,
+                        "judged": judged(m),
                         "verdict": verdict_label(v),
                         "estimate": v.get("estimate"),
                         "twin": verdict_label(t) if t else "",

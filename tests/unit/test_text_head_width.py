@@ -143,4 +143,7 @@ def test_the_across_text_says_what_moves_with_d_v_what_training_makes_and_leaves
     assert prose.across_text(claims_across({})) == ""
     runs["mlm-w128-dv16-seed0"]["chapters"]["04"]["claims"]["C6"]["verdict"] = "not testable on this model"
     apart = prose.across_text(claims_across(runs))
-    assert "C6 (fails)" in apart and "Not judged on the family (not run or not testable there): C6." not in apart
+    assert "C6 (fails)" in apart and "Not judged on the family" not in apart  # d_v = 64 still judged C6
+    runs["mlm-w128-dv64-seed0"]["chapters"]["04"]["claims"]["C6"]["verdict"] = "not run in this build"
+    none = prose.across_text(claims_across(runs))
+    assert "Not judged on the family (not run or not testable there): C6." in none and "C6 (" not in none

@@ -182,13 +182,15 @@ def across_text(df) -> str:
     text = f"On the {n} member{'s' if n > 1 else ''} trained enough to judge, "
     text += f"the same verdict whatever d_v: {_names(same)}" if same else "no claim gets one verdict on every member"
     text += f"; a verdict that differs between members: {_names(moves)}." if moves else "."
-    unjudged = sorted(set(j.claim) - set(on_data.claim), key=lambda c: int(c[1:]))
+    # claims_across orders the rows by claim number: every list below keeps that order
+    unjudged = [c for c in dict.fromkeys(j.claim) if c not in set(on_data.claim)]
     if unjudged:
         text += f" Not judged on the family (not run or not testable there): {_names(unjudged)}."
     twin = on_data[(on_data.twin != "") & ~on_data.twin.str.startswith(off)]
     if len(twin):
-        learned = sorted(set(twin.claim[twin.twin != twin.verdict]), key=lambda c: int(c[1:]))
-        kept = sorted(set(twin.claim) - set(learned), key=lambda c: int(c[1:]))
+        differs = set(twin.claim[twin.twin != twin.verdict])
+        learned = [c for c in dict.fromkeys(twin.claim) if c in differs]
+        kept = [c for c in dict.fromkeys(twin.claim) if c not in differs]
         said = [f"differs from the trained member's on {_names(learned)} (what training makes)"] if learned else []
         if kept:
             said.append(
