@@ -9,7 +9,7 @@ at the last layer (argmax over input tokens j of exact c^L_ij) is their own inpu
 (:func:`sentence_row`). The estimate is the mean of y_s over the n draws: E[y_s] = sum_s p_s y_s =
 (sum_s d_s y_s) / (sum_s d_s), the share over the eligible sentences' hidden tokens, so it is unbiased
 (tests/unit/test_proportional.py checks it against a length-uniform draw, which is not). Its interval is a
-bootstrap over the draws (built in :mod:`identifiability.studies.context_mixing`); the baseline is 1/d_s
+bootstrap over the draws (:func:`shares`); the baseline is 1/d_s
 averaged the same way (mean over draws).
 
 Words and special tokens apart: the mean over the draws that have word (special) tokens of the sentence's
@@ -36,6 +36,7 @@ import numpy as np
 
 from . import keys, paths, recorded
 from .recorded import Recorded
+from .stats import Interval, mean_interval
 
 PERCENTILE = 95  # eligible: sentences up to this percentile of the corpus's lengths in tokens
 HALF_WIDTH = 0.03  # the rule's largest half-width of the 95% interval
@@ -94,6 +95,14 @@ def draw(pool: Eligible, n: int, seed: int) -> list[int]:
     return [int(pool.indices[k]) for k in picks]
 
 
+def shortest_drawn(pool: Eligible, lengths: Sequence[int], n: int, first: int, seed: int) -> list[int]:
+    """The ``n`` shortest distinct sentences (corpus indices, ``lengths`` their tokens) among the first
+    ``first`` draws of the sample (:func:`draw`), shortest first, ties in draw order: sentences of the sample
+    cheap enough to compute live, which are no sample themselves."""
+    drawn = list(dict.fromkeys(draw(pool, first, seed)))  # distinct, in draw order
+    return sorted(drawn, key=lambda i: (lengths[i], drawn.index(i)))[:n]
+
+
 def sentences_needed(sd: float = PILOT_SD, half_width: float = HALF_WIDTH, margin: float = MARGIN) -> int:
     """n = ceil(margin · (1.96 · sd / half_width)²): draws for a 95% half-width of ``half_width``."""
     return max(2, math.ceil(margin * (Z95 * sd / half_width) ** 2))
@@ -125,6 +134,25 @@ def sentence_row(result) -> dict:
         "share_words": share(top - top_special, d_s - n_special),
         "share_special": share(top_special, n_special),
         "chance": 1 / d_s,
+    }
+
+
+def shares(rows: dict[int, dict], draws: Sequence[int], seed: int) -> dict:
+    """C10's estimates from per-sentence numbers (``rows``: :func:`sentence_row`
+    by corpus index; ``draws``: the drawn indices, repeats included): the mean over draws of each sentence's
+    share (all hidden tokens; words and special tokens over the draws that have them), intervals over the
+    draws, and 1/d_s averaged the same way."""
+    got = [rows[i] for i in draws]
+
+    def mean(key: str) -> Interval | None:
+        return mean_interval([r[key] for r in got if r[key] is not None], seed, "drawn sentences")
+
+    return {
+        "all": mean("share"),
+        "words": mean("share_words"),
+        "special": mean("share_special"),
+        "chance": float(np.mean([r["chance"] for r in got])),
+        "word_chance": float(np.mean([r["chance"] for r in got if r["share_words"] is not None])),
     }
 
 

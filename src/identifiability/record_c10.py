@@ -43,7 +43,6 @@ def record_c10(
     from .corpora import drop_unusable, load_corpus, token_lengths
     from .hta import hta_corpus
     from .models import load_model
-    from .studies.context_mixing import c10_shares
 
     t0 = time.time()
     lm = load_model(model)
@@ -61,7 +60,7 @@ def record_c10(
     corpus_hta.on_cluster(model, todo, group, scheduler, workers, client, progress)
     results = hta_corpus(lm, texts, mode="exact", cache=True, progress=False)
     rows = {i: {"text": t, **proportional.sentence_row(r)} for i, t, r in zip(distinct, texts, results)}
-    got = c10_shares(rows, draws, seed)
+    got = proportional.shares(rows, draws, seed)
     share = got["all"]
     half = (share.high - share.low) / 2
     sd = float(np.std([rows[i]["share"] for i in draws], ddof=1)) if n > 1 else float("nan")

@@ -11,7 +11,6 @@ import pytest
 
 from identifiability import proportional, recorded
 from identifiability.record_c10 import record_c10
-from identifiability.studies.context_mixing import c10_shares
 
 
 @pytest.fixture
@@ -35,7 +34,7 @@ def test_record_c10_draws_computes_and_records_a_loadable_run(tiny_model_folder,
     for row in r["sentences"].values():
         assert row["words"] + row["special"] == row["tokens"] and row["share"] == row["top_self"] / row["tokens"]
     # the verdict's numbers are rebuilt from the per-sentence ones
-    got = c10_shares({int(k): v for k, v in r["sentences"].items()}, r["draws"], r["seed"])
+    got = proportional.shares({int(k): v for k, v in r["sentences"].items()}, r["draws"], r["seed"])
     assert r["summary"]["all"] == [got["all"].estimate, got["all"].low, got["all"].high]
     assert back.target == f"record-c10 MODEL={model} CORPUS=lee" and recorded.stale(back, checkout) == []
     assert proportional.c10_key(model, "lee") == rec.key and "0 cached" in said[0]

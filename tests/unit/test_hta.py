@@ -286,6 +286,25 @@ def test_estimate_error_metric():
     assert 0 < e["median"] < e["p95"] <= e["max"]
 
 
+def test_error_by_length_is_estimate_error_on_each_length_apart():
+    """Two lengths, the shorter estimated exactly: its error is 0, the longer one's is estimate_error on its
+    sentences alone, and each length's seconds are the exact passes' mean there."""
+
+    def timed(r: attribution.HTAResult, t: float) -> attribution.HTAResult:
+        return attribution.HTAResult(r.text, r.tokens, r.S, r.method, seconds=t, special=r.special)
+
+    short, long_a, long_b = (
+        timed(_synthetic(4, 0.6), 1.0),
+        timed(_synthetic(6, 0.6), 2.0),
+        timed(_synthetic(6, 0.5), 4.0),
+    )
+    noisy = [_noisy(long_a), _noisy(long_b)]
+    errors, seconds = attribution.error_by_length([long_a, short, long_b], [noisy[0], short, noisy[1]])
+    assert list(errors) == ["4 tokens", "6 tokens"] and errors["4 tokens"]["median"] == 0
+    assert errors["6 tokens"] == attribution.estimate_error([long_a, long_b], noisy)
+    assert seconds == {"4 tokens": 1.0, "6 tokens": 3.0}
+
+
 def test_estimate_error_signed_median_says_which_way_c_is_off():
     """An estimate whose blocks between different tokens all come out 21% too large (their norms 10%) moves
     c up on those entries and down on the own ones: the signed median, over mostly off-own entries, is

@@ -103,3 +103,28 @@ def test_sentence_row_counts_own_token_tops_at_the_last_layer_words_and_special_
     }
     plain = proportional.sentence_row(HTAResult("x", list("abcde"), c**2, "synthetic", special=[False] * 5))
     assert plain["share_special"] is None and plain["share_words"] == plain["share"] == 0.6
+
+
+def test_shortest_drawn_takes_the_shortest_distinct_of_the_first_draws():
+    lengths = [10, 4, 7, 4, 9, 30, 5]
+    pool = proportional.eligible(lengths, percentile=100)
+    first = proportional.draw(pool, 6, seed=2)
+    distinct = list(dict.fromkeys(first))
+    want = sorted(distinct, key=lambda i: (lengths[i], distinct.index(i)))[:3]
+    assert proportional.shortest_drawn(pool, lengths, 3, 6, seed=2) == want
+    assert [lengths[i] for i in want] == sorted(lengths[i] for i in want)
+    assert proportional.shortest_drawn(pool, lengths, 99, 6, seed=2) == sorted(
+        distinct, key=lambda i: (lengths[i], distinct.index(i))
+    )
+
+
+def test_shares_average_each_draw_repeats_included():
+    """A sentence drawn twice counts twice; words and special tokens over the draws that have them."""
+    rows = {
+        0: {"share": 1.0, "share_words": 1.0, "share_special": None, "chance": 0.5},
+        1: {"share": 0.0, "share_words": 0.0, "share_special": 0.0, "chance": 0.25},
+    }
+    got = proportional.shares(rows, [0, 0, 1], seed=0)
+    assert got["all"].estimate == pytest.approx(2 / 3) and got["words"].estimate == pytest.approx(2 / 3)
+    assert got["special"].estimate == 0.0 and got["special"].n == 1
+    assert got["chance"] == pytest.approx((0.5 + 0.5 + 0.25) / 3) and got["word_chance"] == got["chance"]

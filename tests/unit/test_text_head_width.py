@@ -11,6 +11,7 @@ from identifiability.evidence.head_width import C20Comparison, C20Evidence, C20P
 from identifiability.stats import Interval
 from identifiability.studies.head_width import HeadOffset, HeadThreshold
 from identifiability.text import head_width as prose
+from identifiability.verdicts.core import Verdict
 
 from .test_text import stand_ins_match
 
@@ -147,3 +148,34 @@ def test_the_across_text_says_what_moves_with_d_v_what_training_makes_and_leaves
     runs["mlm-w128-dv64-seed0"]["chapters"]["04"]["claims"]["C6"]["verdict"] = "not run in this build"
     none = prose.across_text(claims_across(runs))
     assert "Not judged on the family (not run or not testable there): C6." in none and "C6 (" not in none
+
+
+def _part(model: str, d_sub: float | None) -> Verdict:
+    return Verdict(f"C21.{model}", "fails", d_sub, None, None, "", "rule", "reason")
+
+
+def test_twin_shift_text_pairs_each_member_with_its_twin_and_names_the_direction():
+    down = prose.twin_shift_text([_part("a", 0.15), _part("b", 0.1), _part("a-init", 0.3), _part("b-init", 0.2)])
+    assert "(a 0.300 → 0.150; b 0.200 → 0.100): down on every member; the trained D_sub is above 0 on every" in down
+    up = prose.twin_shift_text([_part("a", -0.1), _part("a-init", -0.2)])
+    assert "up on every member" in up and "below 0 on every member" in up
+    mixed = prose.twin_shift_text([_part("a", -0.1), _part("a-init", 0.2), _part("b", 0.3), _part("b-init", 0.2)])
+    assert "down on 1 of 2" in mixed and "below 0 on 1 of 2 members" in mixed
+
+
+def test_twin_shift_text_is_empty_without_a_pair():
+    assert prose.twin_shift_text([_part("a", 0.1), _part("b-init", 0.2)]) == ""
+    assert prose.twin_shift_text([_part("a", None), _part("a-init", 0.2)]) == ""
+    assert prose.twin_shift_text([Verdict("C21", "fails", 0.1, None, None, "", "r", "x")]) == ""
+
+
+def test_pretraining_note_sums_the_members_minutes():
+    members = {"a": {"provenance": {"minutes": 31.0, "device": "cpu"}}, "b": {"provenance": {"minutes": 94.0}},
+               "c": {"provenance": {}}, "d": {}}  # fmt: skip
+    assert prose.pretraining_note(members) == (
+        "; pre-training, not in that time: 2 members, 31.0 to 94.0 minutes each on ?, cpu (125 minutes in all)"
+    )
+    assert prose.pretraining_note({"a": {"provenance": {"minutes": 30.0, "device": "cpu"}}}) == (
+        "; pre-training, not in that time: 1 member, 30.0 minutes on cpu (30.0 minutes in all)"
+    )
+    assert prose.pretraining_note({"c": {}}) == ""

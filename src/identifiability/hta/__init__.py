@@ -35,7 +35,7 @@ nothing in this package imports Altair.
 
 from .api import CACHE_VERSION, available_method, cache_folder, cache_params, hta, hta_corpus
 from .core import DEFAULT_ROWS
-from .estimator import block_ranks, estimate_error, estimate_pairs
+from .estimator import block_ranks, error_by_length, estimate_error, estimate_pairs
 from .folded import PRIMAL_TOL, fold_spec, folded_flops, peak_bytes
 from .naive import hidden_graph, hta_naive, naive_seconds
 from .result import HTAResult, contributions
@@ -71,6 +71,7 @@ __all__ = [
     "contributions",
     "cross_segment",
     "distance_profile",
+    "error_by_length",
     "estimate_error",
     "estimate_pairs",
     "explorer_rows",

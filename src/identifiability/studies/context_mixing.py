@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -99,8 +98,7 @@ def token_sample(corpus: Corpus, tokenizer, n: int, seed: int, rec: Recorded | N
     pool = proportional.eligible(lengths)
     seed = int(rec.results["seed"]) if rec is not None else seed
     first = max(n, LIVE_FROM)
-    drawn = list(dict.fromkeys(proportional.draw(pool, first, seed)))  # distinct, in draw order
-    picks = sorted(drawn, key=lambda i: (lengths[i], drawn.index(i)))[:n]
+    picks = proportional.shortest_drawn(pool, lengths, n, first, seed)
     return LiveSample(
         live_sentences=len(picks),
         live_from=first,
@@ -111,25 +109,6 @@ def token_sample(corpus: Corpus, tokenizer, n: int, seed: int, rec: Recorded | N
         indices=picks,
         lengths=[lengths[i] for i in picks],
     )
-
-
-def c10_shares(rows: dict[int, dict], draws: Sequence[int], seed: int) -> dict:
-    """C10's estimates from per-sentence numbers (``rows``: :func:`identifiability.proportional.sentence_row`
-    by corpus index; ``draws``: the drawn indices, repeats included): the mean over draws of each sentence's
-    share (all hidden tokens; words and special tokens over the draws that have them), intervals over the
-    draws, and 1/d_s averaged the same way."""
-    got = [rows[i] for i in draws]
-
-    def mean(key: str) -> Interval | None:
-        return mean_interval([r[key] for r in got if r[key] is not None], seed, "drawn sentences")
-
-    return {
-        "all": mean("share"),
-        "words": mean("share_words"),
-        "special": mean("share_special"),
-        "chance": float(np.mean([r["chance"] for r in got])),
-        "word_chance": float(np.mean([r["chance"] for r in got if r["share_words"] is not None])),
-    }
 
 
 @dataclass(frozen=True)
@@ -152,12 +131,7 @@ def estimator_error(exact: ExactHTA, at_length: ExactHTA) -> EstimatorError:
     (``at_length``: their exact HTA and estimate), its effect on the per-layer statistics, and the probes a
     1% median error would need."""
     err = hta.estimate_error(exact.exact, exact.estimated)
-    by_length, seconds = {}, {}
-    for n in sorted({r.n_tokens for r in at_length.exact}):
-        idx = [i for i, r in enumerate(at_length.exact) if r.n_tokens == n]
-        ex, es = [at_length.exact[i] for i in idx], [at_length.estimated[i] for i in idx]
-        by_length[f"{n} tokens"] = hta.estimate_error(ex, es)
-        seconds[f"{n} tokens"] = float(np.mean([r.seconds for r in ex]))
+    by_length, seconds = hta.error_by_length(at_length.exact, at_length.estimated)
     summ_ex = layer_summary(token_table(exact.exact)).set_index("layer")
     summ_es = layer_summary(token_table(exact.estimated)).set_index("layer")
     probes = exact.estimator_probes
@@ -326,7 +300,7 @@ def top_contributor(
         return TopContributor(**common, c10_sample=None, c10_shares=None, caption=why, evidence=e)
     r = rec.results
     rows = {int(k): v for k, v in r["sentences"].items()}
-    got = c10_shares(rows, r["draws"], int(r["seed"]))
+    got = proportional.shares(rows, r["draws"], int(r["seed"]))
     shares = {k: None if (x := got[k]) is None else [x.estimate, x.low, x.high] for k in ("all", "words", "special")}
     sample = {
         "date": rec.date,

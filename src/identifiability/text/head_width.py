@@ -12,6 +12,7 @@ from ..digits import fmt, pct
 if TYPE_CHECKING:
     from ..evidence.head_width import C20Evidence, FamilyModel
     from ..studies.head_width import HeadOffset, HeadThreshold
+    from ..verdicts.core import Verdict
 
 
 def _names(names: Sequence[str]) -> str:
@@ -198,3 +199,42 @@ def across_text(df) -> str:
             )
         text += " The untrained twin's verdict " + ", and ".join(said) + "."
     return text
+
+
+def twin_shift_text(parts: Sequence[Verdict]) -> str:
+    """What training did to C4's offset beyond dimension counting, member by member: each trained member's
+    D_sub beside its untrained twin's (``parts``: C21's per-model verdicts, claim 'C21.<model>', the twin's
+    model named '<member>-init', estimate D_sub), the direction of the change on every pair, and on which side
+    of 0 the trained members fall. "" without a trained member that has its twin."""
+    sub = {p.claim.split(".", 1)[1]: p.estimate for p in parts if "." in p.claim and p.estimate is not None}
+    pairs = [(m, d, sub[f"{m}-init"]) for m, d in sub.items() if not m.endswith("-init") and f"{m}-init" in sub]
+    if not pairs:
+        return ""
+    said = "; ".join(f"{m} {fmt(twin)} → {fmt(d)}" for m, d, twin in pairs)
+    down = sum(d < twin for _, d, twin in pairs)
+    way = {0: "up on every member", len(pairs): "down on every member"}.get(down, f"down on {down} of {len(pairs)}")
+    below = sum(d < 0 for _, d, _ in pairs)
+    side = {0: "above 0 on every member", len(pairs): "below 0 on every member"}.get(
+        below, f"below 0 on {below} of {len(pairs)} members"
+    )
+    return (
+        f"Training moved D_sub from the untrained twin's value to the member's ({said}): {way}; the trained "
+        f"D_sub is {side}. Chapter 3 measures the same quantity on the model this book runs on (C4's second part)."
+    )
+
+
+def pretraining_note(members: dict[str, dict]) -> str:
+    """The pre-training time a family record's duration leaves out (``members``: the record's members, each
+    with its folder's provenance, ``minutes`` and ``device``): '; pre-training, not in that time: 5 members,
+    31 to 94 minutes each on cpu (290 minutes in all)', or "" when no member says."""
+    runs = [(m["provenance"]["minutes"], m["provenance"].get("device", "?")) for m in members.values()
+            if m.get("provenance", {}).get("minutes") is not None]  # fmt: skip
+    if not runs:
+        return ""
+    minutes = [t for t, _ in runs]
+    devices = ", ".join(sorted({d for _, d in runs}))
+    each = f"{fmt(min(minutes))} to {fmt(max(minutes))} minutes each" if len(runs) > 1 else f"{fmt(minutes[0])} minutes"
+    return (
+        f"; pre-training, not in that time: {len(runs)} member{'s' if len(runs) > 1 else ''}, {each} on {devices}"
+        f" ({fmt(sum(minutes))} minutes in all)"
+    )
