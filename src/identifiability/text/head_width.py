@@ -218,7 +218,8 @@ def twin_shift_text(parts: Sequence[Verdict]) -> str:
         below, f"below 0 on {below} of {len(pairs)} members"
     )
     return (
-        f"Training moved D_sub from the untrained twin's value to the member's ({said}): {way}; the trained "
+        f"Over all of C21's inputs (d_s >= d_v + 2; the curves above use the first six texts), training moved "
+        f"D_sub from the untrained twin's value to the member's ({said}): {way}; the trained "
         f"D_sub is {side}. Chapter 3 measures the same quantity on the model this book runs on (C4's second part)."
     )
 
