@@ -74,7 +74,8 @@ browser:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 		echo "warning: chromium missing (apt-get install chromium); the browser test will fail"
 
-test: venv vendor browser
+# lint first: CI runs exactly this target, and a clean-clone run of it must fail where CI would
+test: venv vendor browser lint
 	$(PY) -m pytest -ra $(PYTEST_ARGS)
 
 # The unit tier: tiny random models; no kernel, Dask cluster, make or book build (tests/unit/conftest.py refuses
