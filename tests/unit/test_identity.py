@@ -364,3 +364,17 @@ def test_the_rate_chart_draws_the_untrained_twin_beside_the_chosen_probe(hs, spl
     data = charts.rate_chart(rates, "t", twin=twin).to_dict()["datasets"]
     halves = [rows for rows in data.values() if rows and "split" not in rows[0] and "candidates" in rows[0]]
     assert halves and len(halves[0]) == int((rates.split == "test").sum())
+
+
+def test_unseen_shares_keeps_only_word_types_the_training_split_lacks(splits):
+    train, test = splits["train"], splits["test"]
+    ids = torch.unique(test.sentence)
+    per_token = [test.token_id[test.sentence == s].numpy() for s in ids]  # each token's own id as its value
+    groups, n = ident.unseen_shares(train, test, per_token)
+    seen = set(train.token_id.tolist())
+    unseen_ids = [t for t in test.token_id.tolist() if t not in seen]
+    assert n == len(unseen_ids) > 0
+    assert sorted(int(v) for g in groups for v in g) == sorted(unseen_ids)
+    assert all(len(g) for g in groups)
+    # a training split holding every test type leaves nothing unseen
+    assert ident.unseen_shares(test, test, per_token) == ([], 0)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..stats import Interval
+from ..stats import Interval, power_to_detect, rate_variance
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,19 @@ class Paired:
     @property
     def last(self) -> Interval:
         return self.layers[-1]
+
+    @property
+    def at_ceiling(self) -> bool:
+        """Both models identify every test token at the last layer: d_L = 0 and the reference's rate 1 in every
+        draw (C13, version 3)."""
+        d, ref = self.last, self.reference[-1] if self.reference else None
+        return d.has_interval and d.low == d.high == 0 and ref is not None and ref.low == 1
+
+    def ceiling_power(self, band: float) -> float:
+        """The power C13's test had at the ceiling: the chance that a true difference of ``band``, with the
+        variance of a rate of 1 - ``band`` on the same test tokens (``stats.rate_variance``), gives an interval
+        excluding 0 (``stats.power_to_detect``). NaN without the test tokens."""
+        return power_to_detect(band, rate_variance(1 - band, self.tokens)) if self.tokens else float("nan")
 
 
 @dataclass(frozen=True)

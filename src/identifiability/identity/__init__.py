@@ -27,6 +27,7 @@ Modules (each imports only modules listed above it; none imports Altair: the cha
 * :mod:`.data`: splits by sentence and the input variants (raw, unit, norm, unit+norm);
 * :mod:`.lookup`: nearest-neighbour lookups and chance levels (no probes involved);
 * :mod:`.probes`: the maps g^l, trained side by side, their validation rate per epoch, and their cache;
+* :mod:`.histories`: what the training histories say (levelling off, the training table, rate curves);
 * :mod:`.evaluation`: identification rates, neighbours, generalisation across layers;
 * :mod:`.geometry`: angle versus magnitude (ablations, norms, angles).
 
@@ -54,7 +55,7 @@ from .evaluation import (
     shuffled_label_rates,
     train_test_gap,
     uniform_misses,
-    unseen_by_sentence,
+    unseen_shares,
 )
 from .geometry import (
     QUANTILES,
@@ -66,6 +67,7 @@ from .geometry import (
     rescaled_rates,
 )
 from .hidden import CACHE_VERSION, HiddenStates, cache_params, extract_hidden, hidden_states
+from .histories import LEVEL_TOL, levels_off, rate_curves, seed_training, training_summary
 from .lookup import (
     LOOKUPS,
     SentenceLayout,
@@ -77,7 +79,6 @@ from .lookup import (
 )
 from .probes import (
     DEFAULT_LR,
-    LEVEL_TOL,
     LOSSES,
     MAPPINGS,
     ProbeConfig,
@@ -86,15 +87,11 @@ from .probes import (
     apply_probes,
     data_key,
     fit_probes,
-    levels_off,
     probe_config,
     probe_losses,
-    rate_curves,
-    seed_training,
     seeded_probes,
     train_all,
     train_probes,
-    training_summary,
 )
 
 __all__ = [
@@ -149,7 +146,7 @@ __all__ = [
     "rate_of",
     "seed_shares",
     "shuffled_label_rates",
-    "unseen_by_sentence",
+    "unseen_shares",
     "misses_elsewhere",
     "last_layer",
     "train_test_gap",

@@ -243,11 +243,13 @@ def shuffled_label_rates(
     return rates, sizes
 
 
-def unseen_by_sentence(train: SplitData, data: SplitData) -> tuple[torch.Tensor, list[np.ndarray]]:
-    """The tokens of ``data`` whose word type no token of ``train`` holds (a probe cannot have learnt them):
-    (n,) over all tokens, and per sentence of ``data``."""
+def unseen_shares(train: SplitData, data: SplitData, per_token: Sequence[np.ndarray]) -> tuple[list[np.ndarray], int]:
+    """The values of ``per_token`` (one array per sentence of ``data``, in sentence order, one value per
+    token) at the tokens whose word type no token of ``train`` holds (a probe cannot have learnt them): one
+    array per sentence that has such a token, and how many such tokens ``data`` has."""
     unseen = ~torch.isin(data.token_id, train.token_id)
-    return unseen, [unseen[data.sentence == s].numpy() for s in torch.unique(data.sentence)]
+    masks = [unseen[data.sentence == s].numpy() for s in torch.unique(data.sentence)]
+    return [v[m] for v, m in zip(per_token, masks) if m.any()], int(unseen.sum())
 
 
 def uniform_misses(data: SplitData) -> dict[int, float]:

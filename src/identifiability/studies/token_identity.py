@@ -322,9 +322,8 @@ def identity_claims(
     drops = ident.change_by_sentence(probes.probes["naive"], test, 1, L)
     all_drops = np.concatenate(drops)
     by_layer = [hierarchical_interval(rates[..., layer], 1, seed) for layer in range(L + 1)]
-    unseen, masks = ident.unseen_by_sentence(splits["train"], test)
-    unseen_groups = [g[m] for g, m in zip(per_token, masks) if m.any()]
-    unseen_rate = grouped_ci(unseen_groups, np.mean, seed=seed) if unseen_groups else (float("nan"),) * 3
+    unseen_groups, n_unseen = ident.unseen_shares(splits["train"], test, per_token)
+    unseen_rate = grouped_ci(unseen_groups, np.mean, seed=seed)  # NaN where every test type was seen
     ids, tokens = torch.unique(test.sentence, return_counts=True)  # sentence order, as ``rates``
     keys = [sample.sentence_keys[int(s)] for s in ids]
     return ClaimsResult(
@@ -346,7 +345,7 @@ def identity_claims(
         seed_training=ident.seed_training(runs[1:], [seed + k for k in more_seeds]),
         c6_unseen_types_rate=unseen_rate[0],
         c6_unseen_types_ci95=list(unseen_rate[1:]),
-        c6_unseen_tokens=int(unseen.sum()),
+        c6_unseen_tokens=n_unseen,
         c6=c6,
         naive_drop=Interval(*grouped_ci(drops, np.mean, seed=seed), n=len(drops), unit="test sentences"),
         naive_drop_by_token=mean_interval(all_drops, seed, "test tokens"),

@@ -15,7 +15,7 @@ import math
 
 from ..digits import fmt, pct
 from ..evidence.across_models import FineTuning, Paired
-from ..stats import Interval, power_to_detect, rate_variance, sentences_for_power
+from ..stats import Interval, power_to_detect, sentences_for_power
 from .core import (
     FAILS,
     HOLDS,
@@ -98,27 +98,13 @@ def _power_hint(p: Paired, band: float, power: float) -> str:
     )
 
 
-def _at_ceiling(p: Paired) -> bool:
-    """Both models identify every test token at the last layer: d_L = 0 and the reference's rate 1 in every
-    draw (C13, version 3)."""
-    d, ref = p.last, p.reference[-1] if p.reference else None
-    return d.has_interval and d.low == d.high == 0 and ref is not None and ref.low == 1
-
-
-def ceiling_power(p: Paired, band: float) -> float:
-    """The power C13's test had at the ceiling: the chance that a true difference of ``band``, with the
-    variance of a rate of 1 - ``band`` on the same test tokens (``stats.rate_variance``), gives an interval
-    excluding 0 (``stats.power_to_detect``). NaN without the test tokens."""
-    return power_to_detect(band, rate_variance(1 - band, p.tokens)) if p.tokens else float("nan")
-
-
 def _share(power: float) -> str:
     """A power as a percentage, 'over 99.9%' where three significant digits would round it up to 100%."""
     return "over 99.9%" if power > 0.9995 and power < 1 else pct(power)
 
 
 def _ceiling_reason(p: Paired, band: float) -> str:
-    power = ceiling_power(p, band)
+    power = p.ceiling_power(band)
     tokens = sum(p.tokens)
     if power != power:  # NaN: the runs recorded no test tokens and none could be read from the rates
         return (
@@ -139,7 +125,7 @@ def _c13_task(name: str, p: Paired, rule: str, band: float, power: float, min_se
     qualifier = ""
     if few:
         v, why = INCONCLUSIVE, few
-    elif _at_ceiling(p):
+    elif p.at_ceiling:
         v, why, qualifier = HOLDS, _ceiling_reason(p, band), NO_CHANGE
     elif not d.has_interval:
         v, why = INCONCLUSIVE, f"no interval: {d.n} test sentence(s), too few to resample"
@@ -197,7 +183,7 @@ def judge_c13(
     sentences that give a ``power`` chance of holding at a true 0 (``stats.sentences_for_power``). A task
     with fewer than ``min_seeds`` fine-tune seeds is inconclusive. A task whose two models identify every
     test token at the last layer (d_L = 0 and the reference's rate 1 in every draw) holds qualified "no
-    change detected", its reason giving the power to detect a change of ``band`` (:func:`ceiling_power`).
+    change detected", its reason giving the power to detect a change of ``band`` (``Paired.ceiling_power``).
     Not run without fine-tuned results. ``control``: the random-initialisation model's d_L, the baseline."""
     if not tasks:
         return _not_run("C13", rule)
