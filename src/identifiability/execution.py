@@ -7,6 +7,7 @@ from pathlib import Path
 
 from . import paths, stops
 from .chapters import coerce_parameters
+from .cluster import allocator_env
 from .errors import ChapterFailed
 from .executed import clean_executed
 from .parameters import declared_parameters
@@ -17,13 +18,15 @@ def run_notebook(source: Path, out_dir: Path, parameters: dict, progress: bool =
     (:func:`identifiability.executed.clean_executed`: one parameters cell with the values used, no stderr).
 
     The kernel runs in the checkout and inherits this process's data folder (``IDENTIFIABILITY_DATA``), so a
-    chapter files its results where this command looks for them.
+    chapter files its results where this command looks for them, and the allocator settings of
+    :data:`identifiability.cluster.ALLOCATOR_ENV`.
     """
     import jupytext
     import papermill
 
     params = coerce_parameters(source, parameters, strict)
     os.environ.setdefault(paths.DATA_ENV, str(paths.data_root()))
+    os.environ.update(allocator_env())  # the kernel's allocator (cluster.ALLOCATOR_ENV); a user's own values stay
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"{source.stem}.ipynb"
     nb = jupytext.read(source)

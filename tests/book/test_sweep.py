@@ -41,6 +41,13 @@ def env(tmp_path_factory, tiny_model_folder):
             cluster.close(client, own=True)
 
 
+def test_the_local_clusters_workers_start_with_the_allocator_settings(env):
+    """glibc reads them when a process starts, so they must reach the workers before the spawn (Dask's own
+    MALLOC_TRIM_THRESHOLD_=65536 would otherwise win)."""
+    seen = env["client"].run(lambda: {k: os.environ.get(k) for k in cluster.ALLOCATOR_ENV})
+    assert len(seen) == 2 and all(v == cluster.allocator_env() for v in seen.values()), seen
+
+
 def test_sweep_completes_builds_the_table_and_resumes(env):
     bad = env["base"] / "no-weights"
     bad.mkdir()
