@@ -277,6 +277,20 @@ def test_a_member_named_twice_runs_once_and_names_are_checked():
         jobs.choose([TINY, Member(16, 2, layers=3)])
 
 
+def test_members_start_longest_first():
+    """LPT: the member with the most heads at the largest width first, the narrow one last; a list sorted the
+    other way round comes out the same, and equal members (two seeds) keep their order."""
+    order = [m.name for m in jobs.longest_first(MEMBERS)]
+    assert order == [
+        "mlm-w128-dv16-seed0",
+        "mlm-w128-dv32-seed0",
+        "mlm-w128-dv32-seed1",
+        "mlm-w128-dv64-seed0",
+        "mlm-w64-dv32-seed0",
+    ]
+    assert jobs.longest_first(list(reversed(MEMBERS)))[0].name == "mlm-w128-dv16-seed0"
+
+
 def test_a_pilot_gets_a_folder_of_its_own(tmp_path):
     assert jobs.folder_of(MEMBERS[0], Settings(), tmp_path) == tmp_path / "mlm-w128-dv32-seed0"
     assert jobs.folder_of(MEMBERS[0], Settings(tokens=200_000), tmp_path) == tmp_path / "mlm-w128-dv32-seed0-200000tok"

@@ -36,6 +36,15 @@ def folder_of(member: Member, settings: Settings, root: Path | None = None) -> P
     return root / (member.name if settings.tokens == TOKENS else f"{member.name}-{settings.tokens}tok")
 
 
+def longest_first(members: Sequence[Member]) -> list[Member]:
+    """``members`` in the order two workers should start them: the longest first, so that the short ones fill
+    the end (a step's cost grows with the width and, through the attention scores it keeps for the backward
+    pass, with the heads: on 2 cores d_v = 16 took 46.5 minutes, d_v = 32 29.7, d_v = 64 about 23.5, width 64
+    about 14). In the family's own order (d_v = 32 first, its second seed last) the five members took about 83
+    minutes on two workers; longest first, about 74."""
+    return sorted(members, key=lambda m: (m.width, m.heads), reverse=True)
+
+
 def choose(names: str | Sequence[str | Member] | None) -> list[Member]:
     """The members named (``all``, comma-separated names, or Member objects), each once, in the order given;
     an unknown name or a member no config can hold is one line."""
@@ -139,7 +148,7 @@ def pretrain_family(
         raise PretrainError(f"--device {device}: no CUDA device here; pass --device cpu")
     results: dict[str, dict | str] = {}
     todo: list[tuple[Member, Path]] = []
-    for m in chosen:  # every stop before any work
+    for m in longest_first(chosen):  # every stop before any work; Dask starts tasks in the order submitted
         out = folder_of(m, settings, root)
         identity = identity_of(m, settings)
         state, prov = claim(out, identity)
