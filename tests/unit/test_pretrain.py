@@ -112,6 +112,28 @@ def test_the_fused_attention_trained_with_computes_what_eager_attention_does(tok
     assert torch.allclose(fused, eager, atol=1e-5)
 
 
+def _attention_kernels(model, blocks: torch.Tensor) -> set[str]:
+    """The names of the attention operators one training step of ``model`` runs."""
+    from torch.profiler import profile
+
+    with profile() as prof:
+        masked_logits(model.train(), blocks, torch.ones_like(blocks), blocks > 0).sum().backward()
+    return {e.name for e in prof.events() if "scaled_dot_product" in e.name}
+
+
+def test_training_runs_the_fused_kernel_which_dropout_on_the_attention_would_disable(tokenizer, data):
+    model = build_model(TINY, tokenizer, 8)
+    assert model.config.attention_probs_dropout_prob == 0.0
+    assert "aten::_scaled_dot_product_flash_attention_for_cpu" in _attention_kernels(model, data[0][:2])
+    with_dropout = build_model(TINY, tokenizer, 8)  # the control: BERT's attention dropout of 0.1
+    for module in with_dropout.modules():
+        if type(module).__name__ == "BertSelfAttention":
+            module.dropout.p = 0.1
+    kernels = _attention_kernels(with_dropout, data[0][:2])
+    assert "aten::_scaled_dot_product_flash_attention_for_cpu" not in kernels
+    assert "aten::_scaled_dot_product_attention_math" in kernels
+
+
 def test_the_prediction_head_sees_only_the_masked_positions(tokenizer, data):
     model = build_model(TINY, tokenizer, 8).eval()
     blocks = data[0][:4]

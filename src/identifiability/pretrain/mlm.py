@@ -54,11 +54,17 @@ def load_tokenizer():
 # Training runs PyTorch's fused attention ("sdpa": 1.5 times eager's tokens per second on 2 CPU cores,
 # benchmarks/bench_pretrain.py); the chapters load the saved folders with eager attention, whose weights they read.
 TRAIN_ATTENTION = "sdpa"
+# No dropout on the attention probabilities (BERT's 0.1 stays on the hidden states): with it PyTorch's CPU
+# attention falls back to its unfused kernel, which writes every (heads, d_s, d_s) score matrix to memory; two
+# members training side by side on 2 cores measured 2.77 -> 1.46 s a step at d_v = 16 and 2.03 -> 1.47 at
+# d_v = 32 without it (benchmarks/bench_pretrain.py), about 20 minutes off make family.
+ATTENTION_DROPOUT = 0.0
 
 
 def member_config(member: Member, tokenizer, positions: int = POSITIONS, attention: str = "eager"):
-    """The member's ``BertConfig``: BERT's defaults (dropout 0.1, GELU, post-LN) at the member's sizes, with
-    ``attention`` the attention kernel ("eager" or "sdpa"; the same weights either way)."""
+    """The member's ``BertConfig``: BERT's defaults (hidden dropout 0.1, GELU, post-LN) at the member's sizes,
+    no attention dropout (``ATTENTION_DROPOUT``), with ``attention`` the attention kernel ("eager" or "sdpa";
+    the same weights either way)."""
     from transformers import BertConfig
 
     check_member(member)
@@ -70,6 +76,7 @@ def member_config(member: Member, tokenizer, positions: int = POSITIONS, attenti
         intermediate_size=member.intermediate,
         max_position_embeddings=positions,
         pad_token_id=tokenizer.pad_token_id,
+        attention_probs_dropout_prob=ATTENTION_DROPOUT,
         attn_implementation=attention,
     )
 
