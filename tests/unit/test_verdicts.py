@@ -49,6 +49,15 @@ def test_bootstrap_is_seeded_and_covers_the_mean():
     assert est == pytest.approx(1.0) and lo == pytest.approx(1.0) and hi == pytest.approx(1.0)
 
 
+@pytest.mark.parametrize("statistic", stats.AXIS_REDUCTIONS, ids=lambda f: f.__name__)
+def test_a_reduction_over_all_resamples_at_once_gives_the_interval_of_one_call_per_resample(statistic):
+    rng = np.random.default_rng(5)
+    for n in (2, 7, 40, 301):
+        v = rng.normal(0.3, 2.0, n)
+        one_by_one = stats.bootstrap_ci(v, lambda x: statistic(x), seed=n)  # a lambda is called per resample
+        assert stats.bootstrap_ci(v, statistic, seed=n) == one_by_one  # to the bit
+
+
 def test_a_verdict_outside_the_six_is_refused():
     with pytest.raises(ValueError, match="verdict must be one of"):
         vd.Verdict("C1", "holds with caveat", None, None, None, "", R, "")
