@@ -12,6 +12,7 @@ contract (:mod:`identifiability.chapters`) applies these to a chapter's paramete
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,9 +193,26 @@ class Parameter:
 
 
 def declared_parameters(source: Path) -> dict:
-    """{name: default} of the notebook's cell tagged ``parameters``."""
+    """{name: default} of the notebook's cell tagged ``parameters``.
+
+    Read once per version of the file (its path, modification time and size): a sweep's plan, the pre-flight and
+    each execution ask for it dozens of times, and parsing a chapter costs about 60 ms."""
+    try:
+        stat = Path(source).stat()
+    except OSError:
+        return _read_declared(str(source))  # raises what reading it raises
+    return dict(_declared_version(str(Path(source).resolve()), stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=64)
+def _declared_version(path: str, _mtime_ns: int, _size: int) -> dict:
+    return _read_declared(path)
+
+
+def _read_declared(path: str) -> dict:
     import jupytext
 
+    source = Path(path)
     cells = [c for c in jupytext.read(source).cells if PARAMETERS in c.metadata.get("tags", [])]
     if not cells:
         raise ParameterError(f"{source.name} has no cell tagged 'parameters'; add one (see notebooks/01_*.md)")

@@ -165,6 +165,22 @@ def test_a_comment_with_an_equals_sign_does_not_hide_a_parameter(tmp_path):
     assert chapters.coerce_parameters(src, {"n_sentences": "7"}) == {"n_sentences": 7}
 
 
+def test_a_chapter_is_parsed_once_per_version_of_its_file(tmp_path, monkeypatch):
+    import jupytext
+
+    src, reads, read = tmp_path / "nb.md", [], jupytext.read
+    monkeypatch.setattr(jupytext, "read", lambda *a, **k: reads.append(1) or read(*a, **k))
+    cell = "```{{code-cell}} ipython3\n:tags: [parameters]\n\nn_sentences = {}\n```\n"
+    src.write_text(cell.format(40))
+    first = parameters.declared_parameters(src)
+    first["n_sentences"] = 1  # the caller's copy: the next caller still gets the file's value
+    assert parameters.declared_parameters(src) == {"n_sentences": 40} and len(reads) == 1
+    src.write_text(cell.format(400))  # a reader edits the chapter: the new default counts at once
+    assert parameters.declared_parameters(src) == {"n_sentences": 400} and len(reads) == 2
+    with pytest.raises(FileNotFoundError):
+        parameters.declared_parameters(tmp_path / "missing.md")
+
+
 @pytest.mark.parametrize(
     "error",
     [
