@@ -18,12 +18,16 @@ ARCHITECTURES = ["bert", "roberta", "electra", "distilbert", "albert", "gpt2"]
 TIERS = ("unit", "integration", "book")
 
 
+@pytest.hookimpl(trylast=True)  # after pytest groups the tests of each parametrised session fixture
 def pytest_collection_modifyitems(config, items):
+    tiers = {}
     for item in items:
         tier = next((p.name for p in item.path.parents if p.name in TIERS), None)
         if tier is None:
             raise pytest.UsageError(f"{item.nodeid}: every test lives in one tier's folder: {', '.join(TIERS)}")
         item.add_marker(tier)
+        tiers[item] = TIERS.index(tier)
+    items.sort(key=tiers.__getitem__)  # unit, integration, book: the chapters compute meanwhile (ChapterRuns)
 
 
 @pytest.fixture(scope="session")
@@ -88,36 +92,105 @@ def sentences():
     ]
 
 
+# A chapter's one execution with its quick parameters runs in a child process with one thread. The book
+# tier's chapters start in the background as the session begins, one at a time, and the book tier runs last
+# (pytest_collection_modifyitems): they compute beside the unit and integration tiers, which keep about one
+# of the two cores busy, instead of before the book tier while nothing else runs (measured on 2 cores: the
+# unit tier 143 s and the ten chapters one after the other about 200 s; the two together 247 s).
+CHAPTER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+_EXECUTE = """
+import json, sys
+from pathlib import Path
+from identifiability.chapters import CHAPTERS
+from identifiability.execution import run_notebook
+stem, out, params = sys.argv[1], Path(sys.argv[2]), json.loads(sys.argv[3])
+run_notebook(CHAPTERS[stem].source, out / "notebooks", params, progress=False)
+"""
+
+
+class ChapterRuns:
+    """``runs(stem)`` executes the chapter once per session (with its quick parameters from the chapter
+    contract) and returns its results dict; ``runs.start(stems)`` queues executions without waiting;
+    ``runs.dir`` holds ``notebooks/`` and ``results/``. Executions run one at a time, in the order asked."""
+
+    def __init__(self, out: Path, env: dict):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.dir, self._env, self._runs, self._child = out, env, {}, None
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="chapters")
+
+    def close(self) -> None:
+        """Drop the executions not started and stop the one running (a session that ends early, -x or
+        Ctrl-C, does not wait for them)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._child is not None and self._child.poll() is None:
+            self._child.kill()
+
+    def start(self, stems) -> None:
+        for stem in stems:
+            if stem not in self._runs:
+                self._runs[stem] = self._pool.submit(self._execute, stem)
+
+    def __call__(self, stem: str) -> dict:
+        from identifiability.fileio import read_json
+
+        self.start([stem])
+        self._runs[stem].result()
+        return read_json(self.dir / "results" / f"{stem}.json")
+
+    def _execute(self, stem: str) -> None:
+        import json
+        import shutil
+        import subprocess
+        import sys
+
+        from identifiability import paths
+        from identifiability.chapters import CHAPTERS
+
+        params = {"results_dir": str(self.dir / "results"), **CHAPTERS[stem].quick}
+        if stem == "09_across_models":  # its table: the chapters run so far, filed as a data folder files them
+            filed = self.dir / "data" / "results" / paths.DEFAULT_MODEL / paths.DEFAULT_CORPUS
+            filed.mkdir(parents=True, exist_ok=True)
+            for f in (self.dir / "results").glob("0*.json"):
+                shutil.copy2(f, filed / f.name)
+            params["data_folder"] = str(self.dir / "data")
+        cmd = [sys.executable, "-c", _EXECUTE, stem, str(self.dir), json.dumps(params)]
+        self._child = subprocess.Popen(cmd, env=self._env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _, stderr = self._child.communicate()
+        if self._child.returncode:
+            raise RuntimeError(f"chapter {stem} failed (exit {self._child.returncode}):\n{stderr[-4000:]}")
+
+
 @pytest.fixture(scope="session")
-def chapter_run(tmp_path_factory):
-    """chapter_run(stem) executes the chapter once per session, with its quick parameters from the chapter
-    contract, and returns its results dict."""
+def chapter_runs(tmp_path_factory):
+    """The session's :class:`ChapterRuns` (its environment: this process's as the session began)."""
+    runs = ChapterRuns(tmp_path_factory.mktemp("chapters"), {**os.environ, **CHAPTER_ENV})
+    yield runs
+    runs.close()
 
-    from identifiability import paths
+
+@pytest.fixture(scope="session")
+def chapter_run(chapter_runs):
+    """What the chapter tests ask for (a test module may define its own ``chapter_run``)."""
+    return chapter_runs
+
+
+def _chapters_needed(items) -> list[str]:
+    """The chapters the book tier's collected tests execute: a test_nb_<stem>.py module needs its own; any
+    other module that asks for ``chapter_run`` (the book build, the handout, chapter 9's table) needs all."""
     from identifiability.chapters import CHAPTERS
-    from identifiability.execution import run_notebook
-    from identifiability.fileio import read_json
 
-    out = tmp_path_factory.mktemp("chapters")
-    done: dict[str, dict] = {}
+    needed = set()
+    for item in items:
+        if "book" in item.keywords and "chapter_run" in getattr(item, "fixturenames", ()):
+            own = item.path.stem.removeprefix("test_nb_")
+            needed |= {own} if own in CHAPTERS and own != "09_across_models" else set(CHAPTERS)
+    return [stem for stem in CHAPTERS if stem in needed]  # the book's order: chapter 9 after 1-8
 
-    def run(stem: str) -> dict:
-        if stem not in done:
-            params = {"results_dir": str(out / "results"), **CHAPTERS[stem].quick}
-            if stem == "09_across_models":  # its table: the chapters run so far, filed as a data folder files them
-                import shutil
 
-                filed = out / "data" / "results" / paths.DEFAULT_MODEL / paths.DEFAULT_CORPUS
-                filed.mkdir(parents=True, exist_ok=True)
-                for f in (out / "results").glob("0*.json"):
-                    shutil.copy2(f, filed / f.name)
-                params["data_folder"] = str(out / "data")
-            run_notebook(CHAPTERS[stem].source, out / "notebooks", params, progress=False)
-            done[stem] = read_json(out / "results" / f"{stem}.json")
-        return done[stem]
-
-    run.dir = out
-    return run
+@pytest.fixture(scope="session", autouse=True)
+def _chapters_ahead(request, chapter_runs):
+    chapter_runs.start(_chapters_needed(request.session.items))
 
 
 @pytest.fixture(scope="session")

@@ -26,6 +26,17 @@ BAR = re.compile(r"^[^|]*\d+%\|")  # one draw of a progress bar: 'Executing:  25
 MARKER_WAIT = 600  # seconds: only so that a run that never writes its marker fails instead of hanging
 
 
+@pytest.fixture(autouse=True)
+def _sigint_reaches_this_process():
+    """A shell that starts a job with `&` and no job control starts it with SIGINT ignored, and so every process
+    it starts: no Ctrl-C could be tested there (the tests would fail on the setting, not on the code)."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        pytest.fail(
+            "pytest was started with SIGINT ignored (a background job `... &` of a shell without job control), so "
+            "no Ctrl-C can be tested: run it in the foreground, or with `set -m` before the `&`"
+        )
+
+
 def stop_lines(stderr: str) -> list[str]:
     """What a command wrote to stderr other than its progress bars' draws."""
     return [x for x in re.split(r"[\r\n]", stderr) if x.strip() and not BAR.match(x)]
