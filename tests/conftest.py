@@ -111,7 +111,8 @@ run_notebook(CHAPTERS[stem].source, out / "notebooks", params, progress=False)
 class ChapterRuns:
     """``runs(stem)`` executes the chapter once per session (with its quick parameters from the chapter
     contract) and returns its results dict; ``runs.start(stems)`` queues executions without waiting;
-    ``runs.dir`` holds ``notebooks/`` and ``results/``. Executions run one at a time, in the order asked."""
+    ``runs.dir`` holds ``notebooks/`` and ``results/``. With ``model`` (a model folder) the same on that
+    model, in ``runs.folder(model)``. Executions run one at a time, in the order asked."""
 
     def __init__(self, out: Path, env: dict):
         from concurrent.futures import ThreadPoolExecutor
@@ -126,19 +127,22 @@ class ChapterRuns:
         if self._child is not None and self._child.poll() is None:
             self._child.kill()
 
-    def start(self, stems) -> None:
-        for stem in stems:
-            if stem not in self._runs:
-                self._runs[stem] = self._pool.submit(self._execute, stem)
+    def folder(self, model: Path | None = None) -> Path:
+        return self.dir if model is None else self.dir / "on" / f"{Path(model).parent.name}-{Path(model).name}"
 
-    def __call__(self, stem: str) -> dict:
+    def start(self, stems, model: Path | None = None) -> None:
+        for stem in stems:
+            if (stem, self.folder(model)) not in self._runs:
+                self._runs[stem, self.folder(model)] = self._pool.submit(self._execute, stem, model)
+
+    def __call__(self, stem: str, model: Path | None = None) -> dict:
         from identifiability.fileio import read_json
 
-        self.start([stem])
-        self._runs[stem].result()
-        return read_json(self.dir / "results" / f"{stem}.json")
+        self.start([stem], model)
+        self._runs[stem, self.folder(model)].result()
+        return read_json(self.folder(model) / "results" / f"{stem}.json")
 
-    def _execute(self, stem: str) -> None:
+    def _execute(self, stem: str, model: Path | None) -> None:
         import json
         import shutil
         import subprocess
@@ -147,14 +151,17 @@ class ChapterRuns:
         from identifiability import paths
         from identifiability.chapters import CHAPTERS
 
-        params = {"results_dir": str(self.dir / "results"), **CHAPTERS[stem].quick}
-        if stem == "09_across_models":  # its table: the chapters run so far, filed as a data folder files them
+        out = self.folder(model)
+        params = {"results_dir": str(out / "results"), **CHAPTERS[stem].quick}
+        if model is not None:
+            params["model"] = str(model)
+        elif stem == "09_across_models":  # its table: the chapters run so far, filed as a data folder files them
             filed = self.dir / "data" / "results" / paths.DEFAULT_MODEL / paths.DEFAULT_CORPUS
             filed.mkdir(parents=True, exist_ok=True)
             for f in (self.dir / "results").glob("0*.json"):
                 shutil.copy2(f, filed / f.name)
             params["data_folder"] = str(self.dir / "data")
-        cmd = [sys.executable, "-c", _EXECUTE, stem, str(self.dir), json.dumps(params)]
+        cmd = [sys.executable, "-c", _EXECUTE, stem, str(out), json.dumps(params)]
         self._child = subprocess.Popen(cmd, env=self._env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         _, stderr = self._child.communicate()
         if self._child.returncode:
@@ -176,21 +183,34 @@ def chapter_run(chapter_runs):
 
 
 def _chapters_needed(items) -> list[str]:
-    """The chapters the book tier's collected tests execute: a test_nb_<stem>.py module needs its own; any
-    other module that asks for ``chapter_run`` (the book build, the handout, chapter 9's table) needs all."""
+    """The chapters the book tier's collected tests execute on the default model: a test_nb_<stem>.py module
+    needs its own; a module with ``RUNS_AHEAD`` the runs it lists (:func:`_runs_on_tiny_models`); any other
+    module that asks for ``chapter_run`` (the book build, the handout, chapter 9's table) needs all."""
     from identifiability.chapters import CHAPTERS
 
     needed = set()
     for item in items:
+        if hasattr(getattr(item, "module", None), "RUNS_AHEAD"):
+            continue
         if "book" in item.keywords and "chapter_run" in getattr(item, "fixturenames", ()):
             own = item.path.stem.removeprefix("test_nb_")
             needed |= {own} if own in CHAPTERS and own != "09_across_models" else set(CHAPTERS)
     return [stem for stem in CHAPTERS if stem in needed]  # the book's order: chapter 9 after 1-8
 
 
+def _runs_on_tiny_models(items) -> list[tuple[str, int]]:
+    """(chapter, seed of a tiny model from ``tiny_model_folder``) pairs that the book tier's collected modules
+    list in ``RUNS_AHEAD``, to be executed in the background too."""
+    modules = (getattr(item, "module", None) for item in items if "book" in item.keywords)
+    runs = (r for module in modules for r in getattr(module, "RUNS_AHEAD", ()))
+    return list(dict.fromkeys(runs))  # each once, in the order met
+
+
 @pytest.fixture(scope="session", autouse=True)
-def _chapters_ahead(request, chapter_runs):
+def _chapters_ahead(request, chapter_runs, tiny_model_folder):
     chapter_runs.start(_chapters_needed(request.session.items))
+    for stem, seed in _runs_on_tiny_models(request.session.items):
+        chapter_runs.start([stem], tiny_model_folder(seed))
 
 
 @pytest.fixture(scope="session")

@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import pytest
 
-from identifiability import paths
-from identifiability.execution import run_notebook
-from identifiability.fileio import read_json
 from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE
 from identifiability.verdicts.claims import load_claims
+
+TINY_SEED = 3
 
 
 @pytest.fixture(scope="module")
 def tiny_folder(tiny_model_folder):
-    return tiny_model_folder(3)
+    return tiny_model_folder(TINY_SEED)
 
 
 def _verdicts_agree_with_their_intervals(claims: dict) -> int:
@@ -93,13 +92,12 @@ BY_CONSTRUCTION = {
     "03_effective_attention": _effective_attention,
     "06_context_mixing": _context_mixing,
 }
+RUNS_AHEAD = [(chapter, TINY_SEED) for chapter in BY_CONSTRUCTION]  # executed in the background (tests/conftest.py)
 
 
 @pytest.mark.parametrize("chapter", list(BY_CONSTRUCTION))
-def test_chapter_judges_its_claims_on_a_tiny_random_model(chapter, tiny_folder, tmp_path, quick_params):
-    params = {**quick_params[chapter], "model": str(tiny_folder), "results_dir": str(tmp_path / "results")}
-    run_notebook(paths.source_root() / "notebooks" / f"{chapter}.md", tmp_path / "nb", params, progress=False)
-    out = read_json(tmp_path / "results" / f"{chapter}.json")
+def test_chapter_judges_its_claims_on_a_tiny_random_model(chapter, tiny_folder, chapter_run):
+    out = chapter_run(chapter, tiny_folder)  # with its quick parameters
     assert out["provenance"]["content_key"] and out["params"]["model"] == str(tiny_folder)
     r = out["results"]
     claims = r["claims"]
