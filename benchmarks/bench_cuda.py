@@ -47,6 +47,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch
 
+from identifiability.models import TINY_SIZES as TINY  # the tests' tiny BERT
+
 # -- what was found -----------------------------------------------------------------------------------------
 
 RESULTS: list[dict] = []  # {"section", "check", "status": PASS|FAIL|SKIP|INFO, "detail"}
@@ -86,7 +88,6 @@ WORDS = (
     "public bad same able forced pushed vacate homes hundreds towards near"
 ).split()
 MINILM = dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536)
-TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128)
 VOCAB_SIZE = 30522  # the real model's; BERT's special ids: [PAD] 0, [UNK] 100, [CLS] 101, [SEP] 102, [MASK] 103
 
 
