@@ -41,6 +41,11 @@ class ChapterSpec:
     # chapter's finished runs on the same corpus replace it.
     expected_seconds: float = 60.0
     swept: bool = True  # False: a sweep runs it only when asked by name
+    # Mostly single-threaded work (LP solves, statistics, charts; measured at the book's parameters on 2 cores:
+    # chapter 2 used 1.06 cores, chapters 1, 7 and 8 about one, chapter 3 1.43, chapters 4 to 6 1.8 to 1.9). The
+    # book runs such chapters side by side, one thread each, before the others (identifiability.build); a
+    # chapter that reads another chapter's results or cache must not be one.
+    one_core: bool = False
     # The small parameters of its one real execution in the tests: the notebook tests assert on the results it
     # writes, and the book test renders the same executed notebook.
     quick: dict = field(default_factory=dict)
@@ -110,6 +115,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
             ),
             layers=("studies", "charts", "text"),
             quick={"n_sentences": 40},
+            one_core=True,
         ),
         ChapterSpec(
             "02_nonidentifiability",
@@ -119,6 +125,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
                 (_joined_lengths,),
             ),
             optional={"layer": int},
+            one_core=True,
             quick={
                 "n_sentences": 3,
                 "lengths": "8,dv,dv+1,dv+2,48",
@@ -151,6 +158,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
                 "viewer_sentences": 1,
                 "viewer_max_tokens": 40,
             },
+            one_core=True,
         ),
         ChapterSpec(
             "04_token_identity",
@@ -200,12 +208,14 @@ CHAPTERS: dict[str, ChapterSpec] = {
             expected_seconds=600.0,
             swept=False,
             quick={"n_sources": 3, "ratios": "1,1.25,2"},
+            one_core=True,
         ),
         ChapterSpec(
             "08_explore",
             ChapterRules((at_least("max_tokens", lambda p, m: 3, _SPECIAL_TOKEN),)),
             swept=False,
             layers=("studies", "charts"),
+            one_core=True,
         ),
         ChapterSpec("09_across_models", ChapterRules(corpora=("judge_corpus",)), swept=False),
         ChapterSpec(

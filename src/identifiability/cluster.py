@@ -56,6 +56,7 @@ def connect(scheduler: str | None = None, workers: int | None = None, timeout: f
     cluster = None
     # set before the workers are spawned (glibc reads them at start); ``env`` below is applied after
     spawn_env = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), **allocator_env()}
+    kept = kept_environ(spawn_env)
     try:
         with sigint_held(), dask.config.set({"distributed.nanny.pre-spawn-environ": spawn_env}):
             cluster = LocalCluster(
@@ -71,11 +72,30 @@ def connect(scheduler: str | None = None, workers: int | None = None, timeout: f
                 # the address is printed when a dashboard answers there
                 dashboard_address=":0",
             )
+        cluster.kept_environ = kept  # close() restores it again: a worker Dask respawns writes it once more
         return Client(cluster)
     except BaseException:  # a Ctrl-C while the client connects: no worker outlives the command
         if cluster is not None:
             cluster.close()
         raise
+    finally:
+        restore_environ(kept)
+
+
+def kept_environ(keys) -> dict[str, str | None]:
+    """This process's values of ``keys`` (None: unset), for :func:`restore_environ`. Dask's nanny writes its
+    pre-spawn variables (OMP_NUM_THREADS=1 among them) into the environment of the process that starts the
+    workers, so without this every kernel this command starts after a local cluster would compute on one
+    thread (chapters 9 and 10 of a book build did, after chapter 9's control runs)."""
+    return {k: os.environ.get(k) for k in keys}
+
+
+def restore_environ(kept: dict[str, str | None]) -> None:
+    for k, v in kept.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 def refused(address: str) -> bool:
@@ -148,3 +168,4 @@ def close(client, own: bool) -> None:
         client.close()
         if cluster is not None:
             cluster.close()
+            restore_environ(getattr(cluster, "kept_environ", {}))

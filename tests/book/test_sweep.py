@@ -28,17 +28,26 @@ PARAMS = {
 }
 
 
+THREADS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def threads_env() -> dict[str, str | None]:
+    return {k: os.environ.get(k) for k in THREADS}
+
+
 @pytest.fixture(scope="module")
 def env(tmp_path_factory, tiny_model_folder):
     base = tmp_path_factory.mktemp("sweep")
     models = [str(tiny_model_folder(seed, f"tiny{seed}")) for seed in (3, 4)]
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(paths.DATA_ENV, str(base / "data"))
+        before = threads_env()
         client = cluster.connect(workers=2)
         try:
-            yield {"models": models, "data": base / "data", "client": client, "base": base}
+            yield {"models": models, "data": base / "data", "client": client, "base": base, "environ": before}
         finally:
             cluster.close(client, own=True)
+        assert threads_env() == before  # a worker respawned meanwhile (a killed-worker test) wrote it again
 
 
 def test_the_local_clusters_workers_start_with_the_allocator_settings(env):
@@ -46,6 +55,14 @@ def test_the_local_clusters_workers_start_with_the_allocator_settings(env):
     MALLOC_TRIM_THRESHOLD_=65536 would otherwise win)."""
     seen = env["client"].run(lambda: {k: os.environ.get(k) for k in cluster.ALLOCATOR_ENV})
     assert len(seen) == 2 and all(v == cluster.allocator_env() for v in seen.values()), seen
+
+
+def test_the_workers_compute_on_one_thread_and_this_process_keeps_its_own_setting(env):
+    """Dask's nanny writes OMP_NUM_THREADS=1 (and more) into the starting process's environment; left there,
+    every kernel the command starts afterwards computes on one thread."""
+    seen = env["client"].run(lambda: os.environ.get("OMP_NUM_THREADS"))
+    assert set(seen.values()) == {"1"}, seen
+    assert threads_env() == env["environ"]
 
 
 def test_sweep_completes_builds_the_table_and_resumes(env):

@@ -308,3 +308,52 @@ def test_make_handout_writes_one_student_notebook_per_chapter_with_exercises(tmp
     assert [w.stem for w in written] == [s.stem for s in with_exercises] and len(written) >= 6
     nb = nbformat.read(written[0], as_version=4)
     assert "Student version" in nb.cells[1].source
+
+
+def test_the_one_core_chapters_run_side_by_side_and_the_rest_after_in_book_order():
+    from identifiability.build import side_by_side
+    from identifiability.chapters import CHAPTERS
+
+    sources = chapter_sources()
+    side, rest = side_by_side(sources)
+    assert [s.stem for s in side] == [s for s, c in CHAPTERS.items() if c.one_core]
+    assert [s.stem for s in side] == ["01_model_and_data", "02_nonidentifiability", "03_effective_attention",
+                                      "07_head_width", "08_explore"]  # fmt: skip
+    # chapter 5 reads chapter 4's cache, 9 the others' results, 10 chapter 6's attributions: they run after
+    assert [s.stem for s in rest] == ["04_token_identity", "05_angle_magnitude", "06_context_mixing",
+                                      "09_across_models", "10_measures"]  # fmt: skip
+    one, nine = CHAPTERS["01_model_and_data"].source, CHAPTERS["09_across_models"].source
+    assert side_by_side([one]) == ([], [one])  # one job alone: no cluster
+    assert side_by_side([one, nine]) == ([one], [nine])  # beside chapter 9's two control runs
+    assert side_by_side([nine]) == ([], [nine])
+
+
+def test_the_teachers_page_says_which_chapters_ran_on_one_thread_beside_others(tmp_path):
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "teachers.md").write_text(f"# T\n\n{pages.RUN_TIMES_MARKER}\n{pages.LAUNCH_MARKER}\n")
+    (tmp_path / "nb").mkdir()
+    for stem, seconds in (("01_a", 50.0), ("02_b", 150.0)):
+        nb = _executed()
+        nb["metadata"]["papermill"]["duration"] = seconds
+        (tmp_path / "nb" / f"{stem}.ipynb").write_text(json.dumps(nb))
+    page = pages.write_teachers_page(tmp_path, tmp_path / "nb", ["01_a", "02_b"], 2, "cpu", beside=frozenset({"01_a"}))
+    text = page.read_text()
+    assert "| {doc}`../notebooks/01_a` | 50 s (one thread, beside other chapters) |" in text
+    assert "| {doc}`../notebooks/02_b` | 2.5 min |" in text
+    assert "| all chapters, one after the other | 3.3 min |" in text
+
+
+def test_a_chapter_that_stops_on_a_worker_returns_its_line_instead_of_raising(monkeypatch, tmp_path):
+    """A task that raises makes its Dask worker log a traceback of its own; the book raises the line itself
+    once every side-by-side chapter has ended (build.execute_chapters)."""
+    from identifiability import build
+    from identifiability.errors import ChapterFailed
+
+    def stops(*args, **kwargs):
+        raise ChapterFailed("01_a stopped: ValueError: no (full traceback in x.ipynb)")
+
+    monkeypatch.setattr(build, "run_notebook", stops)
+    seconds, line = build.timed_run(tmp_path / "01_a.md", tmp_path, {})
+    assert line == "01_a stopped: ValueError: no (full traceback in x.ipynb)" and seconds >= 0
+    monkeypatch.setattr(build, "run_notebook", lambda *a, **k: None)
+    assert build.timed_run(tmp_path / "01_a.md", tmp_path, {})[1] is None
