@@ -166,10 +166,10 @@ def execute_chapters(sources: list[Path], out: Path, params: dict) -> frozenset[
     """Execute ``sources`` into ``out`` as the book does. The one-core chapters (:attr:`ChapterSpec.one_core`)
     and chapter 9's control runs (:func:`control_runs`) first, side by side on a local Dask cluster of
     single-threaded workers, one per core; then the others one after the other here, where their matrix
-    products use every core. Measured on 2 cores at the book's parameters: chapters 1, 2, 3, 7 and 8 took 84 s
-    side by side against 115 s one after the other; a chapter that computes on both cores (chapter 5) ran 2.8
-    times slower beside a one-thread chapter, so the two kinds never share the cores. Returns the stems of the
-    chapters that ran side by side."""
+    products use every core. Measured in fresh-clone `make book` runs on 2 cores: chapters 1, 2, 3, 7 and 8 with
+    the control runs took 125 s side by side against 164 s one after the other; a chapter that computes on both
+    cores (chapter 5) ran 2.8 times slower beside a one-thread chapter, so the two kinds never share the cores.
+    Returns the stems of the chapters that ran side by side."""
     from distributed import as_completed
     from tqdm import tqdm
 
