@@ -42,8 +42,8 @@ class ChapterSpec:
     expected_seconds: float = 60.0
     swept: bool = True  # False: a sweep runs it only when asked by name
     # Mostly single-threaded work (LP solves, statistics, charts; measured at the book's parameters on 2 cores:
-    # chapter 2 used 1.06 cores, chapters 1, 7 and 8 about one, chapter 3 1.43, chapters 4 to 6 1.8 to 1.9; on one
-    # thread beside another chapter, chapter 3 still costs less than alone after them). The book runs such
+    # chapter 2 used 1.06 cores, chapters 1, 7 and 8 about one, chapter 3 1.43, chapters 4 to 6 1.8 to 1.9; the
+    # five with chapter 3 took 84 s side by side, one thread each, and 115 s one after the other). The book runs such
     # chapters side by side, one thread each, before the others (identifiability.build); a chapter that reads
     # another chapter's results or cache must not be one.
     one_core: bool = False
