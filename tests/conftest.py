@@ -8,7 +8,8 @@ import pytest
 import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-torch.set_num_threads(min(2, os.cpu_count() or 1))
+CORES = min(2, os.cpu_count() or 1)
+torch.set_num_threads(CORES)
 
 ARCHITECTURES = ["bert", "roberta", "electra", "distilbert", "albert", "gpt2"]
 # Test tiers are folders, and this is the one place that marks them: each test gets its tier's name as a
@@ -26,8 +27,14 @@ def pytest_collection_modifyitems(config, items):
         if tier is None:
             raise pytest.UsageError(f"{item.nodeid}: every test lives in one tier's folder: {', '.join(TIERS)}")
         item.add_marker(tier)
-        tiers[item] = TIERS.index(tier)
-    items.sort(key=tiers.__getitem__)  # unit, integration, book: the chapters compute meanwhile (ChapterRuns)
+        tiers[item] = TIERS.index(tier), _waits_for_background_runs(item)
+    # unit, integration, book: the chapters compute meanwhile (ChapterRuns); in each tier the tests that read
+    # them come last, so those that need nothing from them run while the last ones finish
+    items.sort(key=tiers.__getitem__)
+
+
+def _waits_for_background_runs(item) -> bool:
+    return "chapter_run" in getattr(item, "fixturenames", ())
 
 
 @pytest.fixture(scope="session")
@@ -93,10 +100,13 @@ def sentences():
 
 
 # A chapter's one execution with its quick parameters runs in a child process with one thread. The book
-# tier's chapters start in the background as the session begins, one at a time, and the book tier runs last
-# (pytest_collection_modifyitems): they compute beside the unit and integration tiers, which keep about one
-# of the two cores busy, instead of before the book tier while nothing else runs (measured on 2 cores: the
-# unit tier 143 s and the ten chapters one after the other about 200 s; the two together 247 s).
+# tier's chapters start in the background as the session begins, one at a time, then the book is built from
+# them (a module's BOOK_AHEAD) and the tiny-model runs follow (RUNS_AHEAD); the book tier runs last
+# (pytest_collection_modifyitems). So they compute beside the unit and integration tiers instead of before
+# the book tier while nothing else runs; meanwhile this process's matrix products use one thread
+# (_one_thread_beside_the_background_runs). Measured on 2 cores, whole suite: 665 and 742 s with the book
+# built in the book tier and two threads here throughout; 551, 551, 572 s as now (the unit tier alone fell from
+# about 4 minutes beside the background runs to about 1.5).
 CHAPTER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 _EXECUTE = """
 import json, sys
@@ -106,13 +116,21 @@ from identifiability.execution import run_notebook
 stem, out, params = sys.argv[1], Path(sys.argv[2]), json.loads(sys.argv[3])
 run_notebook(CHAPTERS[stem].source, out / "notebooks", params, progress=False)
 """
+_BUILD = """
+import sys
+from pathlib import Path
+from identifiability.build import build_book
+runs, out, repository = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+build_book(None, "lee", {}, out=out, executed=runs / "notebooks", results_dir=runs / "results", repository=repository)
+"""
 
 
 class ChapterRuns:
     """``runs(stem)`` executes the chapter once per session (with its quick parameters from the chapter
     contract) and returns its results dict; ``runs.start(stems)`` queues executions without waiting;
     ``runs.dir`` holds ``notebooks/`` and ``results/``. With ``model`` (a model folder) the same on that
-    model, in ``runs.folder(model)``. Executions run one at a time, in the order asked."""
+    model, in ``runs.folder(model)``. ``runs.book(repository)`` builds the book from the default model's
+    executions (queued by ``runs.start_book``). Executions run one at a time, in the order asked."""
 
     def __init__(self, out: Path, env: dict):
         from concurrent.futures import ThreadPoolExecutor
@@ -135,6 +153,23 @@ class ChapterRuns:
             if (stem, self.folder(model)) not in self._runs:
                 self._runs[stem, self.folder(model)] = self._pool.submit(self._execute, stem, model)
 
+    def busy(self) -> bool:
+        """Whether an execution is running or queued."""
+        return any(not f.done() for f in self._runs.values())
+
+    def start_book(self, repository: str) -> None:
+        if ("book", repository) not in self._runs:
+            self._runs["book", repository] = self._pool.submit(self._build, repository)
+
+    def book(self, repository: str) -> Path:
+        """The html folder of the book built from the default model's executions (every chapter's, run first)."""
+        from identifiability.chapters import CHAPTERS
+
+        self.start(CHAPTERS)
+        self.start_book(repository)
+        self._runs["book", repository].result()
+        return self.dir / "book" / "html"
+
     def __call__(self, stem: str, model: Path | None = None) -> dict:
         from identifiability.fileio import read_json
 
@@ -145,8 +180,6 @@ class ChapterRuns:
     def _execute(self, stem: str, model: Path | None) -> None:
         import json
         import shutil
-        import subprocess
-        import sys
 
         from identifiability import paths
         from identifiability.chapters import CHAPTERS
@@ -161,11 +194,20 @@ class ChapterRuns:
             for f in (self.dir / "results").glob("0*.json"):
                 shutil.copy2(f, filed / f.name)
             params["data_folder"] = str(self.dir / "data")
-        cmd = [sys.executable, "-c", _EXECUTE, stem, str(out), json.dumps(params)]
+        self._child_run(f"chapter {stem}", _EXECUTE, stem, str(out), json.dumps(params))
+
+    def _build(self, repository: str) -> None:
+        self._child_run("the book build", _BUILD, str(self.dir), str(self.dir / "book"), repository)
+
+    def _child_run(self, what: str, script: str, *args: str) -> None:
+        import subprocess
+        import sys
+
+        cmd = [sys.executable, "-c", script, *args]
         self._child = subprocess.Popen(cmd, env=self._env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         _, stderr = self._child.communicate()
         if self._child.returncode:
-            raise RuntimeError(f"chapter {stem} failed (exit {self._child.returncode}):\n{stderr[-4000:]}")
+            raise RuntimeError(f"{what} failed (exit {self._child.returncode}):\n{stderr[-4000:]}")
 
 
 @pytest.fixture(scope="session")
@@ -174,6 +216,15 @@ def chapter_runs(tmp_path_factory):
     runs = ChapterRuns(tmp_path_factory.mktemp("chapters"), {**os.environ, **CHAPTER_ENV})
     yield runs
     runs.close()
+
+
+@pytest.fixture(autouse=True)
+def _one_thread_beside_the_background_runs(chapter_runs):
+    """One thread for this process's matrix products while the background runs compute, both cores once they
+    are done: two OpenMP threads beside a busy process wait for each other at every barrier (measured on 2
+    cores: tests/unit/test_hta.py took 12.4 s alone, 23.0 s with two threads beside a one-thread busy loop,
+    13.6 s with one thread beside it)."""
+    torch.set_num_threads(1 if chapter_runs.busy() else CORES)
 
 
 @pytest.fixture(scope="session")
@@ -198,6 +249,13 @@ def _chapters_needed(items) -> list[str]:
     return [stem for stem in CHAPTERS if stem in needed]  # the book's order: chapter 9 after 1-8
 
 
+def _books_ahead(items) -> list[str]:
+    """The repositories of the books that the book tier's collected modules build from the chapters'
+    executions (a module's ``BOOK_AHEAD``), to be built in the background once the chapters ran."""
+    modules = (getattr(item, "module", None) for item in items if "book" in item.keywords)
+    return list(dict.fromkeys(m.BOOK_AHEAD for m in modules if hasattr(m, "BOOK_AHEAD")))
+
+
 def _runs_on_tiny_models(items) -> list[tuple[str, int]]:
     """(chapter, seed of a tiny model from ``tiny_model_folder``) pairs that the book tier's collected modules
     list in ``RUNS_AHEAD``, to be executed in the background too."""
@@ -209,6 +267,8 @@ def _runs_on_tiny_models(items) -> list[tuple[str, int]]:
 @pytest.fixture(scope="session", autouse=True)
 def _chapters_ahead(request, chapter_runs, tiny_model_folder):
     chapter_runs.start(_chapters_needed(request.session.items))
+    for repository in _books_ahead(request.session.items):
+        chapter_runs.start_book(repository)
     for stem, seed in _runs_on_tiny_models(request.session.items):
         chapter_runs.start([stem], tiny_model_folder(seed))
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from identifiability import build, chapters, parameters, paths
+from identifiability import chapters, parameters, paths
 
 NPM_ROOT = paths.source_root() / ".cache" / "npm" / "node_modules"
 PAGE_BUDGET = 1_200_000  # bytes of a page's first load, gzip-compressed as a static host serves text
@@ -26,20 +26,13 @@ DOWNLOAD_BUDGET = 2_500_000  # bytes of a chapter's .ipynb download
 REPOSITORY = "https://github.com/example/identifiability-book"  # launch buttons are links: never fetched
 
 
+BOOK_AHEAD = REPOSITORY  # tests/conftest.py builds this module's book in the background after the chapters
+
+
 @pytest.fixture(scope="module")
-def html(chapter_run, tmp_path_factory):
-    for source in chapters.chapter_sources():
-        chapter_run(source.stem)
-    out = tmp_path_factory.mktemp("book")
-    return build.build_book(
-        None,
-        "lee",
-        {},
-        out=out,
-        executed=chapter_run.dir / "notebooks",
-        results_dir=chapter_run.dir / "results",
-        repository=REPOSITORY,
-    )
+def html(chapter_run):
+    """The book (build.build_book) of the chapters' executions, with launch buttons for REPOSITORY."""
+    return chapter_run.book(REPOSITORY)
 
 
 def test_book_has_every_page(html):
