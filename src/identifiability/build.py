@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -123,11 +124,18 @@ def stage_config(stage: Path, repository: str | None, branch: str = "main") -> N
 CONTROL_PARAMS = {"n_sentences": 80, "second_corpus": "", "epochs": 3}
 
 
-def control_runs(model: str, judge_corpus: str, seed: int = 0, params: dict | None = None, client=None) -> list[str]:
+CONTROL = "control runs"  # the job that makes chapter 9's control runs
+CONTROL_SECONDS = 110.0  # its seconds in `make book`, one run after the other on one thread (as book_seconds)
+
+
+def control_runs(
+    model: str, judge_corpus: str, seed: int = 0, params: dict | None = None, client=None, slots: int | None = None
+) -> list[str]:
     """Make the random-initialisation control of ``model`` (kept in the data folder's ``models/``) and run
     chapter 4 on ``model`` and on it (``params``, default :data:`CONTROL_PARAMS`) as sweep runs, which later
     builds reuse; returns a line per run that could not be made (the page then says what is missing).
-    ``client``: a Dask client to run them on (the caller's to close), else a local cluster of two workers."""
+    ``client``: a Dask client to run them on (the caller's to close; ``slots`` of its workers at most), else a
+    local cluster of two workers."""
     from .errors import one_line
     from .finetune import init_random
     from .sweep import sweep
@@ -135,7 +143,7 @@ def control_runs(model: str, judge_corpus: str, seed: int = 0, params: dict | No
     try:
         control = init_random(model, seed=0)["folder"]
         report = sweep([model, control], [judge_corpus], [seed], ["04"], params or CONTROL_PARAMS, workers=2,
-                       client=client, progress=False)  # fmt: skip
+                       client=client, progress=False, slots=slots)  # fmt: skip
     except Exception as e:  # noqa: BLE001 - no other page needs these runs: the build goes on, chapter 9 says so
         return [one_line(e)]
     return [f"{what if isinstance(what, str) else what.label()}: {why}" for what, why in report.failed]
@@ -153,71 +161,153 @@ def timed_run(source: Path, out: Path, params: dict) -> tuple[float, str | None]
     return time.time() - t0, None
 
 
-def side_by_side(sources: list[Path]) -> tuple[list[Path], list[Path]]:
-    """``sources`` split into the chapters the book runs side by side (the one-core ones) and the rest, in book
-    order; none side by side when that would be one job alone (chapter 9's two control runs count)."""
-    side = [s for s in sources if chapters.spec_of(s).one_core]
-    rest = [s for s in sources if s not in side]
-    comparing = any(chapters.spec_of(s).name == "across_models" for s in rest)
-    return (side, rest) if len(side) + 2 * comparing >= 2 else ([], list(sources))
+def book_jobs(sources: list[Path]) -> dict[str, tuple[float, frozenset[str]]]:
+    """The book's jobs, {name: (expected seconds, the jobs it waits for)}: a chapter stem each, and chapter 9's
+    control runs (:data:`CONTROL`, before chapter 9) when chapter 9 is among ``sources``. A chapter waits for
+    the chapters it reads (:attr:`ChapterSpec.reads`) that are among ``sources``."""
+    stems = {s.stem for s in sources}
+    jobs = {}
+    for s in sources:
+        spec = chapters.spec_of(s)
+        after = {r for r in spec.reads if r in stems}
+        if spec.name == "across_models":
+            jobs[CONTROL] = (CONTROL_SECONDS, frozenset())
+            after.add(CONTROL)
+        jobs[s.stem] = (spec.book_seconds, frozenset(after))
+    return jobs
 
 
-def execute_chapters(sources: list[Path], out: Path, params: dict) -> frozenset[str]:
-    """Execute ``sources`` into ``out`` as the book does. The one-core chapters (:attr:`ChapterSpec.one_core`)
-    and chapter 9's control runs (:func:`control_runs`) first, side by side on a local Dask cluster of
-    single-threaded workers, one per core; then the others one after the other here, where their matrix
-    products use every core. Measured in fresh-clone `make book` runs on 2 cores: chapters 1, 2, 3, 7 and 8 with
-    the control runs took 125 s side by side against 164 s one after the other; a chapter that computes on both
-    cores (chapter 5) ran 2.8 times slower beside a one-thread chapter, so the two kinds never share the cores.
-    Returns the stems of the chapters that ran side by side."""
-    from distributed import as_completed
+def start_order(jobs: dict[str, tuple[float, frozenset[str]]]) -> dict[str, float]:
+    """Each job's priority: its expected seconds plus those of the longest chain of jobs that wait for it. A
+    free worker takes the ready job of highest priority, so the longest chains start first and the short
+    chapters fill in at the end (on 2 cores chapter 6 on one worker, chapters 4 then 5 on the other)."""
+    memo: dict[str, float] = {}
+
+    def tail(name: str) -> float:
+        if name not in memo:
+            waiting = [n for n, (_, after) in jobs.items() if name in after]
+            memo[name] = jobs[name][0] + max((tail(n) for n in waiting), default=0.0)
+        return memo[name]
+
+    return {name: tail(name) for name in jobs}
+
+
+def next_job(pending: set[str], done: set[str], jobs: dict, order: dict[str, float]) -> str | None:
+    """The ready job (every job it waits for done) of highest priority, ties in book order; None if none is
+    ready."""
+    ready = [n for n in jobs if n in pending and jobs[n][1] <= done]
+    return max(ready, key=lambda n: order[n], default=None)
+
+
+def book_threads(cores: int) -> tuple[int, int]:
+    """(workers, threads per chapter) of the book's cluster on ``cores`` cores: two chapters at a time, each on
+    half the cores (one thread each on 2 cores, 3 cores: three of one thread)."""
+    threads = max(1, cores // 2)
+    return max(1, cores // threads), threads
+
+
+def execute_chapters(sources: list[Path], out: Path, params: dict) -> dict[str, int]:
+    """Execute ``sources`` into ``out`` as the book does: on a local Dask cluster of workers that run one
+    chapter at a time each (:func:`book_threads`), the longest chains first (:func:`start_order`), each chapter
+    once the chapters it reads have ended, chapter 9 after its control runs (:func:`control_runs`, on the same
+    workers). On one core, or for one job alone, they run here one after the other, in book order, with a
+    progress bar per chapter. Measured in fresh-clone `make book` runs on 2 cores: the one-thread chapters and
+    control runs side by side and then chapters 4, 5, 6, 9 and 10 one after the other on both cores took 617 s;
+    chapter 6 alone on one thread 411 s, and chapters 4 then 5 beside it 380 s, where one after the other on
+    both cores the three took 453 s (two threads of one product wait for each other at every barrier).
+    Every chapter started ends before a failure is raised (nothing computed is lost), and none starts after
+    it. Returns {stem: threads} of the chapters that ran beside others."""
     from tqdm import tqdm
 
-    side, rest = side_by_side(sources)
-    comparing = [s for s in rest if chapters.spec_of(s).name == "across_models"] if side else []
-    if side:
-        from . import cluster
+    jobs = book_jobs(sources)
+    workers, threads = book_threads(os.cpu_count() or 1)
+    by_stem = {s.stem: s for s in sources}
+    if workers < 2 or len(jobs) < 2:
+        for name in jobs:  # book order, the control runs just before chapter 9
+            if name == CONTROL:
+                _control(by_stem, params)
+            else:
+                t0 = time.time()
+                run_notebook(by_stem[name], out, params, strict=False)
+                tqdm.write(f"  {name}: {time.time() - t0:.0f} s")
+        return {}
+    from . import cluster
 
-        t0 = time.time()
-        os.environ.setdefault(paths.DATA_ENV, str(paths.data_root()))  # the workers' kernels file results here
-        print(
-            "side by side, one thread each: " + ", ".join([s.stem for s in side] + ["control runs"] * bool(comparing))
-        )
-        client = cluster.connect(workers=min(os.cpu_count() or 1, len(side) + 2 * len(comparing)))
-        try:
-            futures = {client.submit(timed_run, s, out, params, key=f"book-{s.stem}", pure=False): s for s in side}
-            for source in comparing:
-                _control(source, params, client)
-            stopped = []  # every side chapter ends before the first failure is raised: nothing computed is lost
-            for fut in as_completed(futures):
-                seconds, failure = fut.result()
-                tqdm.write(f"  {futures[fut].stem}: {seconds:.0f} s" + (" (stopped)" if failure else ""))
+    os.environ.setdefault(paths.DATA_ENV, str(paths.data_root()))  # the workers' kernels file results here
+    order = start_order(jobs)
+    print(f"{len(jobs)} jobs on {workers} workers of {threads} thread{'s' * (threads > 1)}, longest chains first")
+    client = cluster.connect(workers=workers, threads=threads)
+    pending, done, running, stopped = set(jobs), set(), {}, []
+    bar = tqdm(total=len(jobs), desc="chapters", unit="job", mininterval=5)
+    try:
+        while pending or running:
+            while len(running) < workers and not stopped:
+                name = next_job(pending, done, jobs, order)
+                if name is None:
+                    break
+                pending.discard(name)
+                if name == CONTROL:
+                    fut = _Thread(_control, by_stem, params, client, 1)  # its sweep hands its runs to the workers
+                else:
+                    fut = client.submit(timed_run, by_stem[name], out, params, key=f"book-{name}", pure=False)
+                running[name] = (fut, time.time())
+            if stopped and not running:
+                break
+            time.sleep(0.5)
+            for name, (fut, t0) in list(running.items()):
+                if not fut.done():
+                    continue
+                del running[name]
+                done.add(name)
+                failure = fut.result()[1] if name != CONTROL else fut.result()
                 stopped += [failure] if failure else []
-        finally:
-            cluster.close(client, own=True)
-        tqdm.write(f"  side by side: {time.time() - t0:.0f} s")
-        if stopped:
-            raise ChapterFailed(
-                stopped[0] + (f" (and {len(stopped) - 1} more, each in its notebook)" if len(stopped) > 1 else "")
-            )
-    for source in tqdm(rest, desc="chapters", unit="notebook"):
-        t0 = time.time()
-        if chapters.spec_of(source).name == "across_models" and not side:
-            _control(source, params)
-        run_notebook(source, out, params, strict=False)
-        tqdm.write(f"  {source.stem}: {time.time() - t0:.0f} s")
-    return frozenset(s.stem for s in side)
+                bar.update()
+                tqdm.write(f"  {name}: {time.time() - t0:.0f} s" + (" (stopped)" if failure else ""))
+            now = time.time()
+            bar.set_postfix_str(", ".join(f"{n} {now - t0:.0f} s" for n, (_, t0) in running.items()), refresh=False)
+            bar.update(0)
+    finally:
+        bar.close()
+        cluster.close(client, own=True)
+    if stopped:
+        raise ChapterFailed(
+            stopped[0] + (f" (and {len(stopped) - 1} more, each in its notebook)" if len(stopped) > 1 else "")
+        )
+    return {name: threads for name in done if name != CONTROL}
 
 
-def _control(source: Path, params: dict, client=None) -> None:
-    """Chapter ``source``'s control runs (:func:`control_runs`), with a line for each run that is missing."""
+class _Thread:
+    """``fn(*args)`` on a daemon thread (an interrupted build never waits for it), read as a future is."""
+
+    def __init__(self, fn, *args):
+        self._result, self._error = None, None
+        self._thread = threading.Thread(target=self._run, args=(fn, args), daemon=True)
+        self._thread.start()
+
+    def _run(self, fn, args) -> None:
+        try:
+            self._result = fn(*args)
+        except BaseException as e:  # noqa: BLE001 - raised again by result(), in the thread that reads it
+            self._error = e
+
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def result(self):
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+
+def _control(by_stem: dict[str, Path], params: dict, client=None, slots: int | None = None) -> None:
+    """Chapter 9's control runs (:func:`control_runs`), with a line for each run that is missing; returns
+    None (they never stop the book: chapter 9 says what is missing)."""
     from tqdm import tqdm
 
-    t0 = time.time()
+    source = next(s for stem, s in by_stem.items() if chapters.spec_of(s).name == "across_models")
     judge = params.get("judge_corpus") or declared_parameters(source)["judge_corpus"]
-    for line in control_runs(params["model"], judge, int(params.get("seed", 0)), client=client):
+    for line in control_runs(params["model"], judge, int(params.get("seed", 0)), client=client, slots=slots):
         tqdm.write(f"  the comparison across models lacks a run: {line}")
-    tqdm.write(f"  {source.stem}: control runs {time.time() - t0:.0f} s")
 
 
 def build_book(
@@ -257,7 +347,7 @@ def build_book(
     shutil.copytree(src_root / "book", stage / "book")
     stage_config(stage, repository, branch)
     vendor(stage / "book" / "_vendor")
-    beside = frozenset()
+    beside = {}
     if executed is None:
         beside = execute_chapters(sources, stage / "notebooks", params)
     else:

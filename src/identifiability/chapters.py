@@ -41,12 +41,11 @@ class ChapterSpec:
     # chapter's finished runs on the same corpus replace it.
     expected_seconds: float = 60.0
     swept: bool = True  # False: a sweep runs it only when asked by name
-    # Mostly single-threaded work (LP solves, statistics, charts; measured at the book's parameters on 2 cores:
-    # chapter 2 used 1.06 cores, chapters 1, 7 and 8 about one, chapter 3 1.43, chapters 4 to 6 1.8 to 1.9; the
-    # five with chapter 3 took 84 s side by side, one thread each, and 115 s one after the other). The book runs such
-    # chapters side by side, one thread each, before the others (identifiability.build); a chapter that reads
-    # another chapter's results or cache must not be one.
-    one_core: bool = False
+    # Seconds it takes in `make book` on one thread of 2 busy cores (measured on 5 December 2026 at the book's
+    # parameters), only to choose the order in which the book starts its chapters (identifiability.build).
+    book_seconds: float = 30.0
+    # The chapters whose results or cache it reads (their stems): the book starts it after they end.
+    reads: tuple[str, ...] = ()
     # The small parameters of its one real execution in the tests: the notebook tests assert on the results it
     # writes, and the book test renders the same executed notebook.
     quick: dict = field(default_factory=dict)
@@ -116,7 +115,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
             ),
             layers=("studies", "charts", "text"),
             quick={"n_sentences": 40},
-            one_core=True,
+            book_seconds=10.0,
         ),
         ChapterSpec(
             "02_nonidentifiability",
@@ -126,7 +125,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
                 (_joined_lengths,),
             ),
             optional={"layer": int},
-            one_core=True,
+            book_seconds=55.0,
             quick={
                 "n_sentences": 3,
                 "lengths": "8,dv,dv+1,dv+2,48",
@@ -159,7 +158,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
                 "viewer_sentences": 1,
                 "viewer_max_tokens": 40,
             },
-            one_core=True,
+            book_seconds=45.0,
         ),
         ChapterSpec(
             "04_token_identity",
@@ -169,11 +168,14 @@ CHAPTERS: dict[str, ChapterSpec] = {
                 corpora=("second_corpus",),
             ),
             quick={"n_sentences": 60, "second_n_sentences": 40, "epochs": 3, "twin_sentences": 30, "twin_epochs": 2},
+            book_seconds=290.0,
         ),
         ChapterSpec(
             "05_angle_magnitude",
             ChapterRules(_PROBE_RULES, (window("min_tokens", "max_tokens"),)),
             quick={"n_sentences": 60, "epochs": 3, "twin_sentences": 30, "twin_epochs": 2},
+            book_seconds=95.0,
+            reads=("04_token_identity",),  # its probes and hidden states, from chapter 4's cache
         ),
         ChapterSpec(
             "06_context_mixing",
@@ -190,6 +192,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
                 corpora=("second_corpus",),
             ),
             expected_seconds=430.0,
+            book_seconds=410.0,
             quick={
                 "n_live": 1,
                 "twin_sentences": 3,
@@ -209,20 +212,41 @@ CHAPTERS: dict[str, ChapterSpec] = {
             expected_seconds=600.0,
             swept=False,
             quick={"n_sources": 3, "ratios": "1,1.25,2"},
-            one_core=True,
+            book_seconds=10.0,
         ),
         ChapterSpec(
             "08_explore",
             ChapterRules((at_least("max_tokens", lambda p, m: 3, _SPECIAL_TOKEN),)),
             swept=False,
             layers=("studies", "charts"),
-            one_core=True,
+            book_seconds=12.0,
         ),
-        ChapterSpec("09_across_models", ChapterRules(corpora=("judge_corpus",)), swept=False),
+        ChapterSpec(
+            "09_across_models",
+            ChapterRules(corpora=("judge_corpus",)),
+            swept=False,
+            book_seconds=10.0,
+            # the results table of every finished run, the book's own chapters 1 to 8 among them (and chapter
+            # 4's control runs, which the book makes before it: identifiability.build)
+            reads=(
+                "01_model_and_data",
+                "02_nonidentifiability",
+                "03_effective_attention",
+                "04_token_identity",
+                "05_angle_magnitude",
+                "06_context_mixing",
+                "07_head_width",
+                "08_explore",
+            ),
+        ),
         ChapterSpec(
             "10_measures",
             ChapterRules((at_least("max_tokens", lambda p, m: 6, "sentences of at least 6 tokens"),)),
             expected_seconds=120.0,
+            book_seconds=40.0,
+            # chapter 6's exact HTA in the cache, reused where the two chapters' sentences meet (its proportional
+            # sample is C10's draw)
+            reads=("06_context_mixing",),
             quick={"n_sentences": 2, "max_tokens": 12},
         ),
     )

@@ -34,9 +34,9 @@ def allocator_env() -> dict[str, str]:
     return {k: os.environ.get(k, v) for k, v in ALLOCATOR_ENV.items()}
 
 
-def connect(scheduler: str | None = None, workers: int | None = None, timeout: float = 10.0):
-    """A Dask client: to ``scheduler`` if given, else to a new LocalCluster with ``workers`` single-threaded
-    worker processes (default: one per core)."""
+def connect(scheduler: str | None = None, workers: int | None = None, timeout: float = 10.0, threads: int = 1):
+    """A Dask client: to ``scheduler`` if given, else to a new LocalCluster with ``workers`` worker processes
+    (default: one per core) that take one task at a time, each computing on ``threads`` threads."""
     import dask
     from distributed import Client, LocalCluster
 
@@ -63,8 +63,8 @@ def connect(scheduler: str | None = None, workers: int | None = None, timeout: f
                 n_workers=workers or os.cpu_count() or 1,
                 threads_per_worker=1,
                 processes=True,
-                # one thread per worker: the kernels it starts inherit these, and torch reads them at import
-                env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"},
+                # the kernels a worker starts inherit these, and torch reads them at import
+                env={k: str(threads) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")},
                 # a worker's errors reach the client with its task; its routine notices would only
                 # interleave with the progress bar
                 silence_logs=logging.ERROR,

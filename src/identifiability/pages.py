@@ -204,22 +204,23 @@ def write_teachers_page(
     cores: int | None,
     device: str,
     repository: str | None = None,
-    beside: frozenset[str] = frozenset(),
+    beside: dict[str, int] | None = None,
 ) -> Path:
     """Fill the run-time table of ``book/teachers.md`` from the executed chapters (papermill's measured
     duration of each), for the machine that built this copy, and say whether its pages have launch buttons
-    (``repository``: the address they open, None without buttons). ``beside``: the chapters this build ran side
-    by side on one thread each (:func:`identifiability.build.execute_chapters`), which their rows say."""
+    (``repository``: the address they open, None without buttons). ``beside``: {stem: threads} of the chapters
+    this build ran beside others (:func:`identifiability.build.execute_chapters`), which their rows say."""
+    beside = beside or {}
     rows, total = ["| chapter | run time in this build |", "|---|---|"], 0.0
     for stem in stems:
         f = Path(notebooks) / f"{stem}.ipynb"
         seconds = run_seconds(read_notebook(f)) if f.exists() else None
         total += seconds or 0.0
-        shown = (
-            _minutes(seconds) + (" (one thread, beside other chapters)" if stem in beside else "") if seconds else ""
-        )
+        threads = beside.get(stem)
+        note = f" ({'one thread' if threads == 1 else f'{threads} threads'}, beside another chapter)" if threads else ""
+        shown = _minutes(seconds) + note if seconds else ""
         rows.append(f"| {{doc}}`../notebooks/{stem}` | {shown or 'not run in this build'} |")
-    rows.append(f"| all chapters, one after the other | {_minutes(total)} |")
+    rows.append(f"| all chapters, added up | {_minutes(total)} |")
     where = f"{cores} CPU cores" if device == "cpu" else f"device `{device}`"
     table = "\n".join(
         [f"Measured while building this copy of the book, on {where}, with the parameters on {{doc}}`this_build`:", ""]

@@ -317,10 +317,12 @@ def sweep(
     workers: int | None = None,
     client=None,
     progress: bool = True,
+    slots: int | None = None,
 ) -> Report:
     """Run every (model, corpus, seed, chapter) not finished yet, then rebuild the results table.
 
     ``client``: an existing Dask client (the caller closes it); else one from :func:`identifiability.cluster.connect`.
+    ``slots``: at most this many runs at once (default: one per worker thread).
     """
     from distributed import as_completed
     from tqdm import tqdm
@@ -352,7 +354,7 @@ def sweep(
             before = {k: read_json(t)["attempts"] if t.is_file() else 0 for k, t in tries.items()}
 
             def submit_more() -> None:
-                while waiting and running.count() < _slots(client):  # not yet returned: running or done
+                while waiting and running.count() < (slots or _slots(client)):  # not yet returned: running or done
                     run = waiting.pop()
                     key = f"{run.chapter}-{run.model_key}-{run.corpus_key.split(':')[0]}-s{run.seed}-{run.key[:8]}"
                     fut = client.submit(execute, run, data_root, topic, key=key, retries=1, pure=False)

@@ -310,25 +310,71 @@ def test_make_handout_writes_one_student_notebook_per_chapter_with_exercises(tmp
     assert "Student version" in nb.cells[1].source
 
 
-def test_the_one_core_chapters_run_side_by_side_and_the_rest_after_in_book_order():
-    from identifiability.build import side_by_side
+def _simulate(jobs: dict, workers: int) -> tuple[dict, float]:
+    """The book's schedule (build.next_job on build.start_order) played with each job taking its expected
+    seconds: ({job: (start, end)}, the time the last ends)."""
+    from identifiability.build import next_job, start_order
+
+    order, pending, done, running, times, now = start_order(jobs), set(jobs), set(), {}, {}, 0.0
+    while pending or running:
+        while len(running) < workers and (name := next_job(pending, done, jobs, order)) is not None:
+            pending.discard(name)
+            running[name] = now + jobs[name][0]
+            times[name] = (now, running[name])
+        now = min(running.values())
+        for name in [n for n, end in running.items() if end == now]:
+            del running[name]
+            done.add(name)
+    return times, now
+
+
+def test_every_chapter_waits_for_the_chapters_it_reads_and_chapter_9_for_its_control_runs():
+    from identifiability.build import CONTROL, book_jobs
     from identifiability.chapters import CHAPTERS
 
-    sources = chapter_sources()
-    side, rest = side_by_side(sources)
-    assert [s.stem for s in side] == [s for s, c in CHAPTERS.items() if c.one_core]
-    assert [s.stem for s in side] == ["01_model_and_data", "02_nonidentifiability", "03_effective_attention",
-                                      "07_head_width", "08_explore"]  # fmt: skip
-    # chapter 5 reads chapter 4's cache, 9 the others' results, 10 chapter 6's attributions: they run after
-    assert [s.stem for s in rest] == ["04_token_identity", "05_angle_magnitude", "06_context_mixing",
-                                      "09_across_models", "10_measures"]  # fmt: skip
-    one, nine = CHAPTERS["01_model_and_data"].source, CHAPTERS["09_across_models"].source
-    assert side_by_side([one]) == ([], [one])  # one job alone: no cluster
-    assert side_by_side([one, nine]) == ([one], [nine])  # beside chapter 9's two control runs
-    assert side_by_side([nine]) == ([], [nine])
+    jobs = book_jobs(chapter_sources())
+    assert list(jobs) == [*list(CHAPTERS)[:8], CONTROL, *list(CHAPTERS)[8:]]  # book order, control runs before 9
+    # chapter 5 reads chapter 4's cache, 9 the others' results, 10 chapter 6's attributions
+    assert jobs["05_angle_magnitude"][1] == {"04_token_identity"}
+    assert jobs["09_across_models"][1] == {*list(CHAPTERS)[:8], CONTROL}
+    assert jobs["10_measures"][1] == {"06_context_mixing"}
+    for spec in CHAPTERS.values():  # what a chapter reads comes before it in the book
+        assert all(list(CHAPTERS).index(r) < list(CHAPTERS).index(spec.stem) for r in spec.reads), spec.stem
+    # a chapter read but not in this build is not waited for; without chapter 9 there are no control runs
+    five, nine = CHAPTERS["05_angle_magnitude"].source, CHAPTERS["09_across_models"].source
+    assert book_jobs([five]) == {"05_angle_magnitude": (CHAPTERS["05_angle_magnitude"].book_seconds, frozenset())}
+    assert book_jobs([nine])["09_across_models"][1] == {CONTROL}
 
 
-def test_the_teachers_page_says_which_chapters_ran_on_one_thread_beside_others(tmp_path):
+def test_the_longest_chains_start_first_and_the_short_chapters_fill_in():
+    from identifiability.build import next_job, start_order
+
+    jobs = {"a": (10.0, frozenset()), "b": (100.0, frozenset()), "c": (60.0, frozenset()), "d": (50.0, {"c"})}
+    order = start_order(jobs)
+    assert order == {"a": 10.0, "b": 100.0, "c": 110.0, "d": 50.0}  # c's chain (c then d) is the longest
+    assert next_job(set(jobs), set(), jobs, order) == "c"
+    assert next_job({"a", "b", "d"}, set(), jobs, order) == "b"  # d waits for c
+    assert next_job({"a", "d"}, {"c"}, jobs, order) == "d"
+    assert next_job({"d"}, set(), jobs, order) is None
+    times, end = _simulate(jobs, 2)
+    assert end == 110.0 and times["d"] == (60.0, 110.0) and times["a"] == (100.0, 110.0)
+    assert _simulate(jobs, 1)[1] == 220.0  # one worker: one after the other
+
+
+def test_the_books_schedule_on_two_cores_ends_near_the_bound_its_expected_seconds_allow():
+    from identifiability.build import book_jobs, book_threads
+
+    jobs = book_jobs(chapter_sources())
+    times, end = _simulate(jobs, 2)
+    for name, (_, after) in jobs.items():  # nothing starts before what it waits for has ended
+        assert all(times[a][1] <= times[name][0] for a in after), name
+    total = sum(seconds for seconds, _ in jobs.values())
+    assert end <= 1.03 * total / 2  # within 3% of the two workers never idling
+    assert book_threads(2) == (2, 1) and book_threads(1) == (1, 1) and book_threads(3) == (3, 1)
+    assert book_threads(16) == (2, 8)
+
+
+def test_the_teachers_page_says_which_chapters_ran_beside_another_and_on_how_many_threads(tmp_path):
     (tmp_path / "book").mkdir()
     (tmp_path / "book" / "teachers.md").write_text(f"# T\n\n{pages.RUN_TIMES_MARKER}\n{pages.LAUNCH_MARKER}\n")
     (tmp_path / "nb").mkdir()
@@ -336,11 +382,14 @@ def test_the_teachers_page_says_which_chapters_ran_on_one_thread_beside_others(t
         nb = _executed()
         nb["metadata"]["papermill"]["duration"] = seconds
         (tmp_path / "nb" / f"{stem}.ipynb").write_text(json.dumps(nb))
-    page = pages.write_teachers_page(tmp_path, tmp_path / "nb", ["01_a", "02_b"], 2, "cpu", beside=frozenset({"01_a"}))
+    page = pages.write_teachers_page(tmp_path, tmp_path / "nb", ["01_a", "02_b"], 2, "cpu", beside={"01_a": 1})
     text = page.read_text()
-    assert "| {doc}`../notebooks/01_a` | 50 s (one thread, beside other chapters) |" in text
+    assert "| {doc}`../notebooks/01_a` | 50 s (one thread, beside another chapter) |" in text
     assert "| {doc}`../notebooks/02_b` | 2.5 min |" in text
-    assert "| all chapters, one after the other | 3.3 min |" in text
+    assert "| all chapters, added up | 3.3 min |" in text
+    (tmp_path / "book" / "teachers.md").write_text(f"# T\n\n{pages.RUN_TIMES_MARKER}\n{pages.LAUNCH_MARKER}\n")
+    page = pages.write_teachers_page(tmp_path, tmp_path / "nb", ["01_a", "02_b"], 16, "cpu", beside={"02_b": 8})
+    assert "| {doc}`../notebooks/02_b` | 2.5 min (8 threads, beside another chapter) |" in page.read_text()
 
 
 def test_a_chapter_that_stops_on_a_worker_returns_its_line_instead_of_raising(monkeypatch, tmp_path):
