@@ -161,6 +161,18 @@ class ChapterRuns:
         if ("book", repository) not in self._runs:
             self._runs["book", repository] = self._pool.submit(self._build, repository)
 
+    def start_check(self, repository: str, check) -> None:
+        """Queue ``check(html)`` on the book built for ``repository`` (queued with it if not yet)."""
+        self.start_book(repository)
+        if ("check", repository) not in self._runs:
+            self._runs["check", repository] = self._pool.submit(lambda: check(self.dir / "book" / "html"))
+
+    def checked(self, repository: str, check):
+        """What ``check(html)`` returned on the book built for ``repository`` (run in the background once)."""
+        self.book(repository)
+        self.start_check(repository, check)
+        return self._runs["check", repository].result()
+
     def book(self, repository: str) -> Path:
         """The html folder of the book built from the default model's executions (every chapter's, run first)."""
         from identifiability.chapters import CHAPTERS
@@ -256,6 +268,13 @@ def _books_ahead(items) -> list[str]:
     return list(dict.fromkeys(m.BOOK_AHEAD for m in modules if hasattr(m, "BOOK_AHEAD")))
 
 
+def _checks_ahead(items) -> list[tuple[str, object]]:
+    """(repository, check) of the book tier's modules that check their ``BOOK_AHEAD`` book with a module's
+    ``CHECK_AHEAD(html)``, to be run in the background once that book is built."""
+    modules = (getattr(item, "module", None) for item in items if "book" in item.keywords)
+    return list(dict.fromkeys((m.BOOK_AHEAD, m.CHECK_AHEAD) for m in modules if hasattr(m, "CHECK_AHEAD")))
+
+
 def _runs_on_tiny_models(items) -> list[tuple[str, int]]:
     """(chapter, seed of a tiny model from ``tiny_model_folder``) pairs that the book tier's collected modules
     list in ``RUNS_AHEAD``, to be executed in the background too."""
@@ -269,6 +288,8 @@ def _chapters_ahead(request, chapter_runs, tiny_model_folder):
     chapter_runs.start(_chapters_needed(request.session.items))
     for repository in _books_ahead(request.session.items):
         chapter_runs.start_book(repository)
+    for repository, check in _checks_ahead(request.session.items):
+        chapter_runs.start_check(repository, check)
     for stem, seed in _runs_on_tiny_models(request.session.items):
         chapter_runs.start([stem], tiny_model_folder(seed))
 

@@ -125,7 +125,7 @@ CONTROL_PARAMS = {"n_sentences": 80, "second_corpus": "", "epochs": 3}
 
 
 CONTROL = "control runs"  # the job that makes chapter 9's control runs
-CONTROL_SECONDS = 110.0  # its seconds in `make book`, one run after the other on one thread (as book_seconds)
+CONTROL_SECONDS = 55.0  # its seconds in `make book`, one run after the other on one thread (as book_seconds)
 
 
 def control_runs(
@@ -211,10 +211,12 @@ def execute_chapters(sources: list[Path], out: Path, params: dict) -> dict[str, 
     chapter at a time each (:func:`book_threads`), the longest chains first (:func:`start_order`), each chapter
     once the chapters it reads have ended, chapter 9 after its control runs (:func:`control_runs`, on the same
     workers). On one core, or for one job alone, they run here one after the other, in book order, with a
-    progress bar per chapter. Measured in fresh-clone `make book` runs on 2 cores: the one-thread chapters and
-    control runs side by side and then chapters 4, 5, 6, 9 and 10 one after the other on both cores took 617 s;
-    chapter 6 alone on one thread 411 s, and chapters 4 then 5 beside it 380 s, where one after the other on
-    both cores the three took 453 s (two threads of one product wait for each other at every barrier).
+    progress bar per chapter. Measured in fresh-clone `make book` runs on 2 cores: the chapters took 617 s when
+    chapters 1, 2, 3, 7 and 8 and the control runs went side by side, one thread each, and then chapters 4, 5,
+    6, 9 and 10 one after the other on both cores; 556 s this way (chapter 6 on one worker, 442 s; chapters 4,
+    the control runs and 5 on the other, 484 s; the short chapters after them). Two threads of one matrix
+    product wait for each other at every barrier: chapters 4, 5 and 6 took 453 s one after the other on two
+    threads, 411 s side by side on one each.
     Every chapter started ends before a failure is raised (nothing computed is lost), and none starts after
     it. Returns {stem: threads} of the chapters that ran beside others."""
     from tqdm import tqdm

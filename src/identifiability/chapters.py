@@ -115,7 +115,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
             ),
             layers=("studies", "charts", "text"),
             quick={"n_sentences": 40},
-            book_seconds=10.0,
+            book_seconds=7.0,
         ),
         ChapterSpec(
             "02_nonidentifiability",
@@ -125,7 +125,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
                 (_joined_lengths,),
             ),
             optional={"layer": int},
-            book_seconds=55.0,
+            book_seconds=53.0,
             quick={
                 "n_sentences": 3,
                 "lengths": "8,dv,dv+1,dv+2,48",
@@ -158,7 +158,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
                 "viewer_sentences": 1,
                 "viewer_max_tokens": 40,
             },
-            book_seconds=45.0,
+            book_seconds=48.0,
         ),
         ChapterSpec(
             "04_token_identity",
@@ -168,13 +168,13 @@ CHAPTERS: dict[str, ChapterSpec] = {
                 corpora=("second_corpus",),
             ),
             quick={"n_sentences": 60, "second_n_sentences": 40, "epochs": 3, "twin_sentences": 30, "twin_epochs": 2},
-            book_seconds=290.0,
+            book_seconds=320.0,
         ),
         ChapterSpec(
             "05_angle_magnitude",
             ChapterRules(_PROBE_RULES, (window("min_tokens", "max_tokens"),)),
             quick={"n_sentences": 60, "epochs": 3, "twin_sentences": 30, "twin_epochs": 2},
-            book_seconds=95.0,
+            book_seconds=110.0,
             reads=("04_token_identity",),  # its probes and hidden states, from chapter 4's cache
         ),
         ChapterSpec(
@@ -192,7 +192,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
                 corpora=("second_corpus",),
             ),
             expected_seconds=430.0,
-            book_seconds=410.0,
+            book_seconds=440.0,
             quick={
                 "n_live": 1,
                 "twin_sentences": 3,
@@ -212,20 +212,20 @@ CHAPTERS: dict[str, ChapterSpec] = {
             expected_seconds=600.0,
             swept=False,
             quick={"n_sources": 3, "ratios": "1,1.25,2"},
-            book_seconds=10.0,
+            book_seconds=8.0,
         ),
         ChapterSpec(
             "08_explore",
             ChapterRules((at_least("max_tokens", lambda p, m: 3, _SPECIAL_TOKEN),)),
             swept=False,
             layers=("studies", "charts"),
-            book_seconds=12.0,
+            book_seconds=13.0,
         ),
         ChapterSpec(
             "09_across_models",
             ChapterRules(corpora=("judge_corpus",)),
             swept=False,
-            book_seconds=10.0,
+            book_seconds=8.0,
             # the results table of every finished run, the book's own chapters 1 to 8 among them (and chapter
             # 4's control runs, which the book makes before it: identifiability.build)
             reads=(
@@ -243,7 +243,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
             "10_measures",
             ChapterRules((at_least("max_tokens", lambda p, m: 6, "sentences of at least 6 tokens"),)),
             expected_seconds=120.0,
-            book_seconds=40.0,
+            book_seconds=50.0,
             # chapter 6's exact HTA in the cache, reused where the two chapters' sentences meet (its proportional
             # sample is C10's draw)
             reads=("06_context_mixing",),

@@ -278,13 +278,6 @@ def _serve(folder: Path):
     return httpd, f"http://127.0.0.1:{httpd.server_address[1]}/"
 
 
-@pytest.fixture(scope="module")
-def server(html):
-    httpd, base = _serve(html)
-    yield base
-    httpd.shutdown()
-
-
 def _check_pages(base: str, pages: list[str]) -> list[dict]:
     """tests/book/browser/check_pages.mjs on ``pages`` under ``base``: its report, one entry per page."""
     chromium = shutil.which("chromium") or "/usr/bin/chromium"
@@ -305,10 +298,24 @@ def _check_pages(base: str, pages: list[str]) -> list[dict]:
     return report
 
 
+def _browser_check(html: Path) -> list[dict]:
+    """Every page of ``html`` loaded in Chromium at 1280 and 390 px (tests/book/browser/check_pages.mjs)."""
+    httpd, base = _serve(html)
+    try:
+        return _check_pages(base, _pages(html))
+    finally:
+        httpd.shutdown()
+
+
+# tests/conftest.py runs it in the background once this module's book is built, beside the other tiers: most of
+# its minute is waiting for pages to draw, which left the two cores half idle when it ran in the book tier
+CHECK_AHEAD = _browser_check
+
+
 @pytest.fixture(scope="module")
-def browser(html, server):
-    """Every page loaded in Chromium at 1280 and 390 px (tests/book/browser/check_pages.mjs), once."""
-    return _check_pages(server, _pages(html))
+def browser(chapter_run):
+    """The browser check of the book (:func:`_browser_check`), run once."""
+    return chapter_run.checked(REPOSITORY, _browser_check)
 
 
 @pytest.fixture(scope="module")

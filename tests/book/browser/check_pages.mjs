@@ -216,8 +216,12 @@ async function moveControls(p, charts) {
         const checked = await h.evaluate((e) => e.checked);
         if (checked) moved = false; else await h.click();
       } else moved = false;
-      await p.waitForTimeout(250);
-      const [data1, draw1] = [await dataOf(c.id), await drawingOf(c.id)];
+      // until the view's data and drawing have both changed, at most 3 s: a redraw takes longer on a busy machine
+      let [data1, draw1] = [data0, draw0];
+      for (let waited = 0; moved && waited < 3000 && (data1 === data0 || draw1 === draw0); waited += 100) {
+        await p.waitForTimeout(100);
+        [data1, draw1] = [await dataOf(c.id), await drawingOf(c.id)];
+      }
       out.push({ chart: c.id, title: c.title, control: name || kind, kind, moved, view: data0 !== null,
                  dataChanged: data0 !== data1, drawingChanged: draw0 !== draw1 });
     }
