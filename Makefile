@@ -87,7 +87,7 @@ test: venv vendor browser lint
 	$(PY) -m pytest -ra $(PYTEST_ARGS)
 
 # The unit tier: tiny random models; no kernel, Dask cluster, make or book build (tests/unit/conftest.py refuses
-# them). Measured: 1,262 tests in 110 s on 2 cores with the venv in place (4 December 2026).
+# them). Measured: 1,269 tests in 96-99 s on 2 cores with the venv in place (5 December 2026).
 test-fast: venv
 	$(PY) -m pytest -q -m unit tests/unit $(PYTEST_ARGS)
 

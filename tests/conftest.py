@@ -19,15 +19,21 @@ ARCHITECTURES = ["bert", "roberta", "electra", "distilbert", "albert", "gpt2"]
 TIERS = ("unit", "integration", "book")
 
 
+def _tier(item) -> str:
+    tier = next((p.name for p in item.path.parents if p.name in TIERS), None)
+    if tier is None:
+        raise pytest.UsageError(f"{item.nodeid}: every test lives in one tier's folder: {', '.join(TIERS)}")
+    return tier
+
+
+def pytest_itemcollected(item):
+    # marked as each test is collected: `-m` selects among the collected tests before the hook below runs
+    item.add_marker(_tier(item))
+
+
 @pytest.hookimpl(trylast=True)  # after pytest groups the tests of each parametrised session fixture
 def pytest_collection_modifyitems(config, items):
-    tiers = {}
-    for item in items:
-        tier = next((p.name for p in item.path.parents if p.name in TIERS), None)
-        if tier is None:
-            raise pytest.UsageError(f"{item.nodeid}: every test lives in one tier's folder: {', '.join(TIERS)}")
-        item.add_marker(tier)
-        tiers[item] = TIERS.index(tier), _waits_for_background_runs(item)
+    tiers = {item: (TIERS.index(_tier(item)), _waits_for_background_runs(item)) for item in items}
     # unit, integration, book: the chapters compute meanwhile (ChapterRuns); in each tier the tests that read
     # them come last, so those that need nothing from them run while the last ones finish
     items.sort(key=tiers.__getitem__)

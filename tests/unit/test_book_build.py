@@ -406,3 +406,59 @@ def test_a_chapter_that_stops_on_a_worker_returns_its_line_instead_of_raising(mo
     assert line == "01_a stopped: ValueError: no (full traceback in x.ipynb)" and seconds >= 0
     monkeypatch.setattr(build, "run_notebook", lambda *a, **k: None)
     assert build.timed_run(tmp_path / "01_a.md", tmp_path, {})[1] is None
+
+
+class _DoneAtOnce:
+    """A Dask client stand-in whose tasks run when submitted (the book's loop reads done() and result())."""
+
+    def __init__(self):
+        self.started = []
+
+    def submit(self, fn, *args, key, pure):
+        from concurrent.futures import Future
+
+        self.started.append(key.removeprefix("book-"))
+        f = Future()
+        f.set_result(fn(*args))
+        return f
+
+
+def _book_on_a_stand_in(monkeypatch, tmp_path, stops: set[str]):
+    from identifiability import build, cluster
+
+    client = _DoneAtOnce()
+    monkeypatch.setattr(cluster, "connect", lambda **kw: client)
+    monkeypatch.setattr(cluster, "close", lambda client, own: None)
+    monkeypatch.setattr(build, "book_threads", lambda cores: (2, 1))
+    monkeypatch.setattr(build, "_control", lambda *a: client.started.append(build.CONTROL))
+
+    def run(source, out, params, progress, strict):
+        if source.stem in stops:
+            raise build.ChapterFailed(f"{source.stem} stopped: ValueError: no (full traceback in x.ipynb)")
+
+    monkeypatch.setattr(build, "run_notebook", run)
+    return client
+
+
+def test_the_book_starts_each_chapter_after_what_it_reads_and_says_which_ran_beside_another(monkeypatch, tmp_path):
+    from identifiability import build
+
+    client = _book_on_a_stand_in(monkeypatch, tmp_path, set())
+    beside = build.execute_chapters(chapter_sources(), tmp_path, {"model": "m"})
+    jobs = build.book_jobs(chapter_sources())
+    assert sorted(client.started) == sorted(jobs)
+    for name, (_, after) in jobs.items():
+        assert all(client.started.index(a) < client.started.index(name) for a in after), name
+    assert client.started[:2] == ["06_context_mixing", "04_token_identity"]  # the longest chains first
+    assert beside == {stem: 1 for stem in jobs if stem != build.CONTROL}
+
+
+def test_after_a_chapter_stops_the_book_starts_no_other_and_raises_its_line(monkeypatch, tmp_path):
+    from identifiability import build
+    from identifiability.errors import ChapterFailed
+
+    client = _book_on_a_stand_in(monkeypatch, tmp_path, {"04_token_identity"})
+    with pytest.raises(ChapterFailed, match=r"^04_token_identity stopped: ValueError: no \(full traceback"):
+        build.execute_chapters(chapter_sources(), tmp_path, {"model": "m"})
+    # the two it had started (both workers busy) ended; nothing started after the failure was seen
+    assert client.started == ["06_context_mixing", "04_token_identity"]
