@@ -179,6 +179,22 @@ class ChapterRuns:
         self.start_check(repository, check)
         return self._runs["check", repository].result()
 
+    def start_job(self, make, tiny_model_folder) -> Path:
+        """Queue a test module's job (:func:`_jobs_ahead`) in the background; returns its folder."""
+        folder = self.dir / "jobs" / make.__module__.rsplit(".", 1)[-1]
+        if ("job", folder) not in self._runs:
+            script, args = make(folder, tiny_model_folder)
+            self._runs["job", folder] = self._pool.submit(
+                self._child_run, f"the job of {make.__module__}", script, *args
+            )
+        return folder
+
+    def job(self, make, tiny_model_folder) -> Path:
+        """The folder of a test module's job, once it has run (queued now if it was not)."""
+        folder = self.start_job(make, tiny_model_folder)
+        self._runs["job", folder].result()
+        return folder
+
     def book(self, repository: str) -> Path:
         """The html folder of the book built from the default model's executions (every chapter's, run first)."""
         from identifiability.chapters import CHAPTERS
@@ -281,6 +297,14 @@ def _checks_ahead(items) -> list[tuple[str, object]]:
     return list(dict.fromkeys((m.BOOK_AHEAD, m.CHECK_AHEAD) for m in modules if hasattr(m, "CHECK_AHEAD")))
 
 
+def _jobs_ahead(items) -> list:
+    """The book tier's modules' ``JOB_AHEAD``: ``make(folder, tiny_model_folder) -> (script, args)``, a Python
+    script the background lane runs in a child process after the other runs (its files in ``folder``), for a
+    module whose tests would otherwise wait for it while the lane idles; they read it with ``chapter_runs.job``."""
+    modules = (getattr(item, "module", None) for item in items if "book" in item.keywords)
+    return list(dict.fromkeys(m.JOB_AHEAD for m in modules if hasattr(m, "JOB_AHEAD")))
+
+
 def _runs_on_tiny_models(items) -> list[tuple[str, int]]:
     """(chapter, seed of a tiny model from ``tiny_model_folder``) pairs that the book tier's collected modules
     list in ``RUNS_AHEAD``, to be executed in the background too."""
@@ -298,6 +322,8 @@ def _chapters_ahead(request, chapter_runs, tiny_model_folder):
         chapter_runs.start_check(repository, check)
     for stem, seed in _runs_on_tiny_models(request.session.items):
         chapter_runs.start([stem], tiny_model_folder(seed))
+    for make in _jobs_ahead(request.session.items):
+        chapter_runs.start_job(make, tiny_model_folder)
 
 
 @pytest.fixture(scope="session")

@@ -35,10 +35,41 @@ def threads_env() -> dict[str, str | None]:
     return {k: os.environ.get(k) for k in THREADS}
 
 
+MODELS = (3, 4)  # seeds of the two tiny models
+_SWEEP = """
+import json, os, sys
+from identifiability import paths
+models, params, folder = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
+os.environ[paths.DATA_ENV] = os.path.join(folder, "data")
+from identifiability import sweep
+r = sweep.sweep(models, ["lee"], [0, 1], ["01", "03"], params, workers=2, progress=False)
+failed = [[w if isinstance(w, str) else w.label(), why] for w, why in r.failed]
+report = {"ran": len(r.ran), "skipped": len(r.skipped), "failed": failed, "table": str(r.table), "spread": r.spread}
+with open(os.path.join(folder, "report.json"), "w") as f:
+    json.dump(report, f)
+"""
+
+
+def _sweep_ahead(folder: Path, tiny_model_folder) -> tuple[str, list[str]]:
+    """The first sweep of test_sweep_completes_builds_the_table_and_resumes, with a model folder that has no
+    weights: run in the background lane (tests/conftest.py) once the chapters are done, beside the other tiers."""
+    import json
+
+    models = [str(tiny_model_folder(seed, f"tiny{seed}")) for seed in MODELS]
+    bad = folder / "no-weights"
+    bad.mkdir(parents=True, exist_ok=True)
+    (bad / "config.json").write_text((Path(models[0]) / "config.json").read_text())
+    return _SWEEP, [json.dumps([*models, str(bad)]), json.dumps(PARAMS), str(folder)]
+
+
+JOB_AHEAD = _sweep_ahead
+
+
 @pytest.fixture(scope="module")
-def env(tmp_path_factory, tiny_model_folder):
-    base = tmp_path_factory.mktemp("sweep")
-    models = [str(tiny_model_folder(seed, f"tiny{seed}")) for seed in (3, 4)]
+def env(chapter_runs, tiny_model_folder):
+    # the sweep ahead has ended before any test here runs: they sweep into its data folder too
+    base = chapter_runs.job(_sweep_ahead, tiny_model_folder)
+    models = [str(tiny_model_folder(seed, f"tiny{seed}")) for seed in MODELS]
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(paths.DATA_ENV, str(base / "data"))
         before = threads_env()
@@ -66,21 +97,19 @@ def test_the_workers_compute_on_one_thread_and_this_process_keeps_its_own_settin
 
 
 def test_sweep_completes_builds_the_table_and_resumes(env):
-    bad = env["base"] / "no-weights"
-    bad.mkdir()
-    (bad / "config.json").write_text((Path(env["models"][0]) / "config.json").read_text())
+    bad = env["base"] / "no-weights"  # a folder with a config and no weights
     models = [*env["models"], str(bad)]
-    report = sweep.sweep(models, ["lee"], [0, 1], ["01", "03"], PARAMS, client=env["client"], progress=False)
-    assert len(report.ran) == 8 and not report.skipped
-    assert len(report.failed) == 1 and str(bad) in report.failed[0][0]  # the others finished
-    table = aggregate.read_table(report.table)
+    report = read_json(env["base"] / "report.json")  # the first sweep ran ahead (_sweep_ahead)
+    assert report["ran"] == 8 and not report["skipped"]
+    assert len(report["failed"]) == 1 and str(bad) in report["failed"][0][0]  # the others finished
+    table = aggregate.read_table(Path(report["table"]))
     assert set(table.model_key) == {keys.model_key(m) for m in env["models"]}
     assert set(table.seed) == {0, 1} and set(table.chapter) == {"01_model_and_data", "03_effective_attention"}
     c4 = table[(table.kind == "claim") & (table.quantity == "C4")]
     assert len(c4) == 4 and c4.verdict.notna().all() and (c4.low <= c4.value).all()
     spread = aggregate.seed_spread(table)
     assert (spread[spread.quantity == "C4"].seeds == 2).all()
-    assert sum(line.split()[2:4] == ["C4", "2"] for line in report.spread.splitlines()) == 2  # one per model
+    assert sum(line.split()[2:4] == ["C4", "2"] for line in report["spread"].splitlines()) == 2  # one per model
 
     again = sweep.sweep(models, ["lee"], [0, 1], ["01", "03"], PARAMS, client=env["client"], progress=False)
     assert not again.ran and len(again.skipped) == 8  # a second invocation runs nothing
