@@ -5,7 +5,8 @@
 # For teaching: make lab (the chapters in JupyterLab), make handout (student versions of the chapters).
 SHELL := /bin/bash
 # Prerequisites that do not wait for each other are made side by side: the npm scripts (9 s) while the venv
-# installs, for make book and make test (a target's own commands still run one after the other).
+# installs, for make book and make test (a target's own commands still run one after the other). The tests
+# start make themselves: they get none of this make's flags (its jobserver is not theirs).
 MAKEFLAGS += -j2
 PYTHON ?= python3
 VENV ?= .venv
@@ -87,7 +88,7 @@ browser:
 
 # lint first: CI runs exactly this target, and a clean-clone run of it must fail where CI would
 test: venv vendor browser lint
-	$(PY) -m pytest -ra $(PYTEST_ARGS)
+	MAKEFLAGS= $(PY) -m pytest -ra $(PYTEST_ARGS)
 
 # The unit tier: tiny random models; no kernel, Dask cluster, make or book build (tests/unit/conftest.py refuses
 # them). Measured: 1,269 tests in 96-99 s on 2 cores with the venv in place (5 December 2026).
