@@ -111,8 +111,10 @@ def sentences():
 # (pytest_collection_modifyitems). So they compute beside the unit and integration tiers instead of before
 # the book tier while nothing else runs; meanwhile this process's matrix products use one thread
 # (_one_thread_beside_the_background_runs). Measured on 2 cores, whole suite: 665 and 742 s with the book
-# built in the book tier and two threads here throughout; 551, 551, 572 s as now (the unit tier alone fell from
-# about 4 minutes beside the background runs to about 1.5).
+# built in the book tier and two threads here throughout; 551, 551, 572 s with the book built in the background
+# (the unit tier alone fell from about 4 minutes beside the background runs to about 1.5); 519 s twice (5
+# December 2026) with the browser check (CHECK_AHEAD) and the sweep tests' first sweep (JOB_AHEAD) there too,
+# where the lane had idled while the last tiers' cluster and kernel tests kept the cores about half busy.
 CHAPTER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 _EXECUTE = """
 import json, sys
