@@ -40,7 +40,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _waits_for_background_runs(item) -> bool:
-    return "chapter_run" in getattr(item, "fixturenames", ())
+    return "chapter_run" in getattr(item, "fixturenames", ()) or hasattr(getattr(item, "module", None), "JOB_AHEAD")
 
 
 @pytest.fixture(scope="session")
@@ -124,6 +124,14 @@ from identifiability.execution import run_notebook
 stem, out, params = sys.argv[1], Path(sys.argv[2]), json.loads(sys.argv[3])
 run_notebook(CHAPTERS[stem].source, out / "notebooks", params, progress=False)
 """
+# A test module's job (``JOB_AHEAD``): a function of that module, called with its string arguments in a child
+# process that imports the module as pytest does (the tests folder first on its path)
+_JOB = """
+import importlib, sys
+sys.path.insert(0, sys.argv[1])
+module, name = sys.argv[2].rsplit(":", 1)
+getattr(importlib.import_module(module), name)(*sys.argv[3:])
+"""
 _BUILD = """
 import sys
 from pathlib import Path
@@ -185,10 +193,10 @@ class ChapterRuns:
         """Queue a test module's job (:func:`_jobs_ahead`) in the background; returns its folder."""
         folder = self.dir / "jobs" / make.__module__.rsplit(".", 1)[-1]
         if ("job", folder) not in self._runs:
-            script, args = make(folder, tiny_model_folder)
-            self._runs["job", folder] = self._pool.submit(
-                self._child_run, f"the job of {make.__module__}", script, *args
-            )
+            job, args = make(folder, tiny_model_folder)
+            what, name = f"the job of {make.__module__}", f"{job.__module__}:{job.__name__}"
+            tests = str(Path(__file__).parent)
+            self._runs["job", folder] = self._pool.submit(self._child_run, what, _JOB, tests, name, *args)
         return folder
 
     def job(self, make, tiny_model_folder) -> Path:
@@ -300,9 +308,10 @@ def _checks_ahead(items) -> list[tuple[str, object]]:
 
 
 def _jobs_ahead(items) -> list:
-    """The book tier's modules' ``JOB_AHEAD``: ``make(folder, tiny_model_folder) -> (script, args)``, a Python
-    script the background lane runs in a child process after the other runs (its files in ``folder``), for a
-    module whose tests would otherwise wait for it while the lane idles; they read it with ``chapter_runs.job``."""
+    """The book tier's modules' ``JOB_AHEAD``: ``make(folder, tiny_model_folder) -> (job, args)``, ``job`` a
+    function of the module that the background lane calls as ``job(*args)`` (strings) in a child process after
+    the other runs, writing its files in ``folder``: work that would otherwise hold up this process while the
+    lane idles. The module's tests read the folder with ``chapter_runs.job``, and run after the tier's others."""
     modules = (getattr(item, "module", None) for item in items if "book" in item.keywords)
     return list(dict.fromkeys(m.JOB_AHEAD for m in modules if hasattr(m, "JOB_AHEAD")))
 

@@ -1,9 +1,11 @@
 """Chapter 7 (head width): without a model of the family every prediction is "not run", naming make family
 (or, where the checkout ships a recorded family run, its verdicts are shown); on a pilot family pre-trained
-here for one step (two members of width 128 and their twins, the real training code) it measures every model
-and records the family's tables, and judges no undertrained member."""
+here for one step (two members of width 128 and their twins, the real training code; run ahead in the
+background lane) it measures every model and records the family's tables, and judges no undertrained member."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import torch
 
@@ -33,7 +35,10 @@ def test_without_a_family_every_prediction_is_not_run_naming_make_family(chapter
     assert r["hw_models"] == [] and r["hw_curves"] == []
 
 
-def test_the_chapter_measures_a_pilot_family_and_judges_no_undertrained_member(tmp_path):
+def pilot_family(folder: str) -> None:
+    """Pre-train the pilot family (two members of width 128 and their twins, one step of the real training
+    code) into ``folder``/models and run the chapter on it, its results in ``folder``/r: run ahead in the
+    background lane (tests/conftest.py), in a child process."""
     tok = load_tokenizer()
     g = torch.Generator().manual_seed(0)
     blocks = torch.randint(1000, 20000, (40, 64), generator=g)
@@ -41,12 +46,22 @@ def test_the_chapter_measures_a_pilot_family_and_judges_no_undertrained_member(t
     one_step = Settings(tokens=32 * 64, positions=256, checkpoint_tokens=32 * 64)
     folders = []
     for member in (Member(128, 4), Member(128, 8)):
-        out = tmp_path / "models" / member.name
+        out = Path(folder) / "models" / member.name
         train_member(member, blocks[:32], blocks[32:], out, one_step, progress=False, tokenizer=tok)
         folders += [str(out), f"{out}-init"]
-    params = {"members": ",".join(folders), "n_sources": 3, "ratios": "1,1.25,2", "results_dir": str(tmp_path / "r")}
-    run_notebook(by_name("head_width").source, tmp_path / "nb", params, progress=False)
-    r = read_json(tmp_path / "r" / f"{STEM}.json")["results"]
+    params = {"members": ",".join(folders), "n_sources": 3, "ratios": "1,1.25,2", "results_dir": f"{folder}/r"}
+    run_notebook(by_name("head_width").source, Path(folder) / "nb", params, progress=False)
+
+
+def _pilot_ahead(folder: Path, tiny_model_folder) -> tuple:
+    return pilot_family, [str(folder)]
+
+
+JOB_AHEAD = _pilot_ahead
+
+
+def test_the_chapter_measures_a_pilot_family_and_judges_no_undertrained_member(chapter_runs, tiny_model_folder):
+    r = read_json(chapter_runs.job(_pilot_ahead, tiny_model_folder) / "r" / f"{STEM}.json")["results"]
     assert sorted(m["name"] for m in r["hw_models"]) == sorted(
         ["mlm-w128-dv32-seed0", "mlm-w128-dv32-seed0-init", "mlm-w128-dv16-seed0", "mlm-w128-dv16-seed0-init"]
     )

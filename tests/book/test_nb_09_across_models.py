@@ -5,11 +5,13 @@ it compares the two on the held-out text: both curves in one chart with no menu 
 control's change per layer with its intervals, and still no verdict on C13 or C14."""
 
 import json
+import os
+from pathlib import Path
 
 from identifiability import build, paths, record_compare
 from identifiability.chapters import CHAPTERS
 from identifiability.execution import run_notebook
-from identifiability.fileio import read_json
+from identifiability.fileio import read_json, write_json
 from identifiability.verdicts.claims import load_claims, robustness_names
 
 
@@ -53,21 +55,40 @@ def _outputs(notebook) -> tuple[list[dict], str]:
     return specs, text
 
 
-def test_across_models_page_beside_the_random_initialisation_control(tmp_path, monkeypatch, tiny_model_folder):
-    """On a tiny random reference (chapter 4 costs seconds on it, and no recorded run of it exists, so the
-    page is judged on what this build made): the control is made once and reused, and both are compared."""
-    data = tmp_path / "data"
-    monkeypatch.setenv(paths.DATA_ENV, str(data))
-    reference = tiny_model_folder(5, "tiny-reference")
+def beside_the_control(folder: str, reference: str) -> None:
+    """The random-initialisation control of ``reference`` made twice (the second time reused) and chapter 9
+    run beside it, in ``folder`` (data/, results/, notebooks/, report.json: what the two calls returned and
+    left): run ahead in the background lane (tests/conftest.py), in a child process."""
+    data = Path(folder) / "data"
+    os.environ[paths.DATA_ENV] = str(data)
     small = {**CHAPTERS["04_token_identity"].quick, "second_corpus": ""}
-    assert build.control_runs(str(reference), "lee_heldout", 0, small) == []
-    assert [p.name for p in (data / "models").iterdir()] == ["tiny-reference-random-seed0"]
-    assert build.control_runs(str(reference), "lee_heldout", 0, small) == []  # reused, not rerun
-    assert len(list((data / "sweeps").rglob("run.json"))) == 2
-    params = {"model": str(reference), "pretrained": "", "results_dir": str(tmp_path / "results"),
-              "data_folder": str(data)}  # fmt: skip
-    notebook = run_notebook(CHAPTERS["09_across_models"].source, tmp_path / "notebooks", params, progress=False)
-    r = read_json(tmp_path / "results" / "09_across_models.json")["results"]
+    first = build.control_runs(reference, "lee_heldout", 0, small)
+    made = sorted(p.name for p in (data / "models").iterdir())
+    again = build.control_runs(reference, "lee_heldout", 0, small)
+    runs = len(list((data / "sweeps").rglob("run.json")))
+    write_json(Path(folder) / "report.json", {"first": first, "made": made, "again": again, "runs": runs})
+    params = {"model": reference, "pretrained": "", "results_dir": f"{folder}/results", "data_folder": str(data)}
+    run_notebook(CHAPTERS["09_across_models"].source, Path(folder) / "notebooks", params, progress=False)
+
+
+def _control_ahead(folder: Path, tiny_model_folder) -> tuple:
+    """On a tiny random reference (chapter 4 costs seconds on it, and no recorded run of it exists, so the
+    page is judged on what this build made)."""
+    return beside_the_control, [str(folder), str(tiny_model_folder(5, "tiny-reference"))]
+
+
+JOB_AHEAD = _control_ahead
+
+
+def test_across_models_page_beside_the_random_initialisation_control(chapter_runs, tiny_model_folder):
+    """The control is made once and reused, and both are compared."""
+    folder = chapter_runs.job(_control_ahead, tiny_model_folder)
+    report = read_json(folder / "report.json")
+    assert report["first"] == [] and report["made"] == ["tiny-reference-random-seed0"]
+    assert report["again"] == [] and report["runs"] == 2  # reused, not rerun
+    reference = tiny_model_folder(5, "tiny-reference")
+    notebook = folder / "notebooks" / "09_across_models.ipynb"
+    r = read_json(folder / "results" / "09_across_models.json")["results"]
     specs, text = _outputs(notebook)
     assert record_compare.find(str(reference)) is None
     assert r["models"] == 2 and set(r["fine_tuning_power"]) == {"random init"}

@@ -36,30 +36,30 @@ def threads_env() -> dict[str, str | None]:
 
 
 MODELS = (3, 4)  # seeds of the two tiny models
-_SWEEP = """
-import json, os, sys
-from identifiability import paths
-models, params, folder = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
-os.environ[paths.DATA_ENV] = os.path.join(folder, "data")
-from identifiability import sweep
-r = sweep.sweep(models, ["lee"], [0, 1], ["01", "03"], params, workers=2, progress=False)
-failed = [[w if isinstance(w, str) else w.label(), why] for w, why in r.failed]
-report = {"ran": len(r.ran), "skipped": len(r.skipped), "failed": failed, "table": str(r.table), "spread": r.spread}
-with open(os.path.join(folder, "report.json"), "w") as f:
-    json.dump(report, f)
-"""
 
 
-def _sweep_ahead(folder: Path, tiny_model_folder) -> tuple[str, list[str]]:
-    """The first sweep of test_sweep_completes_builds_the_table_and_resumes, with a model folder that has no
-    weights: run in the background lane (tests/conftest.py) once the chapters are done, beside the other tiers."""
+def first_sweep(models: str, folder: str) -> None:
+    """The first sweep of test_sweep_completes_builds_the_table_and_resumes (``models``: JSON list), its report
+    in ``folder``/report.json: run ahead in the background lane (tests/conftest.py), in a child process."""
+    import json
+
+    os.environ[paths.DATA_ENV] = os.path.join(folder, "data")
+    r = sweep.sweep(json.loads(models), ["lee"], [0, 1], ["01", "03"], PARAMS, workers=2, progress=False)
+    failed = [[w if isinstance(w, str) else w.label(), why] for w, why in r.failed]
+    report = {"ran": len(r.ran), "skipped": len(r.skipped), "failed": failed, "table": str(r.table), "spread": r.spread}
+    Path(folder, "report.json").write_text(json.dumps(report))
+
+
+def _sweep_ahead(folder: Path, tiny_model_folder) -> tuple:
+    """The first sweep, with a model folder that has no weights besides the two tiny models: run once the
+    chapters are done, beside the other tiers."""
     import json
 
     models = [str(tiny_model_folder(seed, f"tiny{seed}")) for seed in MODELS]
     bad = folder / "no-weights"
     bad.mkdir(parents=True, exist_ok=True)
     (bad / "config.json").write_text((Path(models[0]) / "config.json").read_text())
-    return _SWEEP, [json.dumps([*models, str(bad)]), json.dumps(PARAMS), str(folder)]
+    return first_sweep, [json.dumps([*models, str(bad)]), str(folder)]
 
 
 JOB_AHEAD = _sweep_ahead
@@ -99,7 +99,7 @@ def test_the_workers_compute_on_one_thread_and_this_process_keeps_its_own_settin
 def test_sweep_completes_builds_the_table_and_resumes(env):
     bad = env["base"] / "no-weights"  # a folder with a config and no weights
     models = [*env["models"], str(bad)]
-    report = read_json(env["base"] / "report.json")  # the first sweep ran ahead (_sweep_ahead)
+    report = read_json(env["base"] / "report.json")  # the first sweep ran ahead (first_sweep)
     assert report["ran"] == 8 and not report["skipped"]
     assert len(report["failed"]) == 1 and str(bad) in report["failed"][0][0]  # the others finished
     table = aggregate.read_table(Path(report["table"]))
