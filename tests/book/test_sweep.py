@@ -88,6 +88,20 @@ def test_the_local_clusters_workers_start_with_the_allocator_settings(env):
     assert len(seen) == 2 and all(v == cluster.allocator_env() for v in seen.values()), seen
 
 
+def test_the_local_clusters_workers_drop_only_the_heartbeat_lost_as_the_cluster_closes(env):
+    """A Ctrl-C closes the cluster while a worker may be in its heartbeat: that worker's traceback would
+    follow the command's one line (cluster.dask_setup). Any other error of a worker is still logged."""
+    import logging
+
+    def kept(message: str) -> bool:
+        record = logging.LogRecord("distributed.worker", logging.ERROR, __file__, 1, message, None, None)
+        return logging.getLogger("distributed.worker").filter(record)
+
+    lost = "Failed to communicate with scheduler during heartbeat."
+    assert set(env["client"].run(kept, lost).values()) == {False}
+    assert set(env["client"].run(kept, "Unexpected exception during heartbeat. Closing worker.").values()) == {True}
+
+
 def test_the_workers_compute_on_one_thread_and_this_process_keeps_its_own_setting(env):
     """Dask's nanny writes OMP_NUM_THREADS=1 (and more) into the starting process's environment; left there,
     every kernel the command starts afterwards computes on one thread."""
