@@ -240,7 +240,9 @@ def execute_chapters(sources: list[Path], out: Path, params: dict) -> dict[str, 
     print(f"{len(jobs)} jobs on {workers} workers of {threads} thread{'s' * (threads > 1)}, longest chains first")
     client = cluster.connect(workers=workers, threads=threads)
     pending, done, running, stopped = set(jobs), set(), {}, []
-    bar = tqdm(total=len(jobs), desc="chapters", unit="job", mininterval=5)
+    # no rate or time left: the jobs' lengths differ a hundredfold (after chapter 4, tqdm's estimate said 41 min)
+    layout = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} jobs [{elapsed}{postfix}]"
+    bar = tqdm(total=len(jobs), desc="chapters", mininterval=5, bar_format=layout)
     try:
         while pending or running:
             while len(running) < workers and not stopped:

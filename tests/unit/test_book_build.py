@@ -453,6 +453,21 @@ def test_the_book_starts_each_chapter_after_what_it_reads_and_says_which_ran_bes
     assert beside == {stem: 1 for stem in jobs if stem != build.CONTROL}
 
 
+def test_the_books_progress_bar_counts_jobs_and_promises_no_time_left(monkeypatch, tmp_path, capsys):
+    """Jobs differ a hundredfold in length: a rate or a time left from them is noise (after chapter 4, one
+    build's bar said 41 minutes were left; the rest took 3)."""
+    import re
+
+    from identifiability import build
+
+    _book_on_a_stand_in(monkeypatch, tmp_path, set())
+    build.execute_chapters(chapter_sources(), tmp_path, {"model": "m"})
+    err = capsys.readouterr().err
+    n = len(build.book_jobs(chapter_sources()))
+    assert f"{n}/{n} jobs [" in err
+    assert "job/s" not in err and "s/job" not in err and not re.search(r"\d\d:\d\d<", err), err[-300:]
+
+
 def test_after_a_chapter_stops_the_book_starts_no_other_and_raises_its_line(monkeypatch, tmp_path):
     from identifiability import build
     from identifiability.errors import ChapterFailed
