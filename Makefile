@@ -91,7 +91,8 @@ test: venv vendor browser lint
 	MAKEFLAGS= $(PY) -m pytest -ra $(PYTEST_ARGS)
 
 # The unit tier: tiny random models; no kernel, Dask cluster, make or book build (tests/unit/conftest.py refuses
-# them). Measured: 1,269 tests in 96-99 s on 2 cores with the venv in place (5 December 2026).
+# them). Measured: 1,270 tests in 77 s on 2 cores with the venv in place (5 December 2026; 96-99 s on the slower
+# machine of the day before).
 test-fast: venv
 	$(PY) -m pytest -q -m unit tests/unit $(PYTEST_ARGS)
 

@@ -114,7 +114,9 @@ def sentences():
 # built in the book tier and two threads here throughout; 551, 551, 572 s with the book built in the background
 # (the unit tier alone fell from about 4 minutes beside the background runs to about 1.5); 519 s twice (5
 # December 2026) with the browser check (CHECK_AHEAD) and the sweep tests' first sweep (JOB_AHEAD) there too,
-# where the lane had idled while the last tiers' cluster and kernel tests kept the cores about half busy.
+# where the lane had idled while the last tiers' cluster and kernel tests kept the cores about half busy. On a
+# faster machine (5 December 2026, later): 365 s, then 346 s with chapters 7 and 9's jobs in the lane too, which
+# now ends about 50 s before the suite (the sweep tests' cluster, after it, is what is left).
 CHAPTER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 _EXECUTE = """
 import json, sys
