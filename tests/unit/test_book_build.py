@@ -386,10 +386,14 @@ def test_the_teachers_page_says_which_chapters_ran_beside_another_and_on_how_man
     text = page.read_text()
     assert "| {doc}`../notebooks/01_a` | 50 s (one thread, beside another chapter) |" in text
     assert "| {doc}`../notebooks/02_b` | 2.5 min |" in text
-    assert "| all chapters, added up | 3.3 min |" in text
+    assert "| all chapters, one after the other | 3.3 min |" in text
+    assert "ran its chapters side by side, so it took less than that sum" in text
     (tmp_path / "book" / "teachers.md").write_text(f"# T\n\n{pages.RUN_TIMES_MARKER}\n{pages.LAUNCH_MARKER}\n")
     page = pages.write_teachers_page(tmp_path, tmp_path / "nb", ["01_a", "02_b"], 16, "cpu", beside={"02_b": 8})
     assert "| {doc}`../notebooks/02_b` | 2.5 min (8 threads, beside another chapter) |" in page.read_text()
+    (tmp_path / "book" / "teachers.md").write_text(f"# T\n\n{pages.RUN_TIMES_MARKER}\n{pages.LAUNCH_MARKER}\n")
+    alone = pages.write_teachers_page(tmp_path, tmp_path / "nb", ["01_a", "02_b"], 1, "cpu").read_text()
+    assert "side by side" not in alone  # one after the other: the sum is the build's time
 
 
 def test_a_chapter_that_stops_on_a_worker_returns_its_line_instead_of_raising(monkeypatch, tmp_path):
