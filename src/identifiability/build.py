@@ -119,8 +119,8 @@ def stage_config(stage: Path, repository: str | None, branch: str = "main") -> N
 
 
 # Chapter 9 in every build: the book's model and its random-initialisation control (seconds to make) through
-# chapter 4 on the held-out text, small enough to add under a minute to a build (measured in README, "Across
-# models"); `make compare` adds the fine-tunes and larger runs, which the page then prefers.
+# chapter 4 on the held-out text, small enough to add under a minute to a build; `make compare` adds the
+# fine-tunes and larger runs, which the page then prefers.
 CONTROL_PARAMS = {"n_sentences": 80, "second_corpus": "", "epochs": 3}
 
 
@@ -211,12 +211,9 @@ def execute_chapters(sources: list[Path], out: Path, params: dict) -> dict[str, 
     chapter at a time each (:func:`book_threads`), the longest chains first (:func:`start_order`), each chapter
     once the chapters it reads have ended, chapter 9 after its control runs (:func:`control_runs`, on the same
     workers). On one core, or for one job alone, they run here one after the other, in book order, with a
-    progress bar per chapter. Measured in fresh-clone `make book` runs on 2 cores: the chapters took 617 s when
-    chapters 1, 2, 3, 7 and 8 and the control runs went side by side, one thread each, and then chapters 4, 5,
-    6, 9 and 10 one after the other on both cores; 556 s this way (chapter 6 on one worker, 442 s; chapters 4,
-    the control runs and 5 on the other, 484 s; the short chapters after them). Two threads of one matrix
-    product wait for each other at every barrier: chapters 4, 5 and 6 took 453 s one after the other on two
-    threads, 411 s side by side on one each.
+    progress bar per chapter. Two chapters side by side on one thread each finish sooner than one after the
+    other on two threads, since two threads of one matrix product wait for each other at every barrier; the
+    longest chains first keep both workers busy to the end (the teachers' page shows each chapter's time).
     Every chapter started ends before a failure is raised (nothing computed is lost), and none starts after
     it. Returns {stem: threads} of the chapters that ran beside others."""
     from tqdm import tqdm
@@ -240,7 +237,7 @@ def execute_chapters(sources: list[Path], out: Path, params: dict) -> dict[str, 
     print(f"{len(jobs)} jobs on {workers} workers of {threads} thread{'s' * (threads > 1)}, longest chains first")
     client = cluster.connect(workers=workers, threads=threads)
     pending, done, running, stopped = set(jobs), set(), {}, []
-    # no rate or time left: the jobs' lengths differ a hundredfold (after chapter 4, tqdm's estimate said 41 min)
+    # no rate or time left: the jobs' lengths differ a hundredfold, so any estimate of the time left misleads
     layout = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} jobs [{elapsed}{postfix}]"
     bar = tqdm(total=len(jobs), desc="chapters", mininterval=5, bar_format=layout)
     try:

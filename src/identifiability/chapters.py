@@ -36,13 +36,13 @@ class ChapterSpec:
 
     stem: str
     checks: ChapterRules = ChapterRules()
-    # Seconds a run takes on a single-threaded worker, only to choose the order in which a sweep starts its
-    # runs (measured with make compare's parameters: chapter 6 150-320 s, chapters 3 and 4 40-55 s); a
-    # chapter's finished runs on the same corpus replace it.
+    # Seconds a run takes on a single-threaded worker with make compare's parameters, an estimate used only to
+    # choose the order in which a sweep starts its runs; a chapter's finished runs on the same corpus replace it.
     expected_seconds: float = 60.0
     swept: bool = True  # False: a sweep runs it only when asked by name
-    # Seconds it takes in `make book` on one thread of 2 busy cores (measured on 5 December 2026 at the book's
-    # parameters), only to choose the order in which the book starts its chapters (identifiability.build).
+    # Seconds it takes in `make book` on one thread at the book's parameters, an estimate used only to choose the
+    # order in which the book starts its chapters (identifiability.build); a build's teachers' page shows the
+    # times it measured.
     book_seconds: float = 30.0
     # The chapters whose results or cache it reads (their stems): the book starts it after they end.
     reads: tuple[str, ...] = ()

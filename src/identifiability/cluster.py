@@ -23,9 +23,9 @@ from .errors import SweepError
 
 # glibc's allocator for every process that computes (cluster workers and chapter kernels). Dask's default,
 # MALLOC_TRIM_THRESHOLD_=65536, hands freed memory back to the kernel at once, and tensors above the mmap
-# threshold come from a fresh mmap each time: a training step then spends about 40% of its time in page faults
-# (160,000 a second). Serving everything from the heap and keeping what is freed for reuse halves a family
-# member's step on one core (benchmarks/bench_allocator.py); chapter 6's peak memory went from 1.37 to 1.44 GB.
+# threshold come from a fresh mmap each time: a training step then spends much of its time in page faults.
+# Serving everything from the heap and keeping what is freed for reuse shortens a family member's step, at the
+# cost of a slightly higher peak memory (benchmarks/bench_allocator.py records the steps and page faults).
 ALLOCATOR_ENV = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(2**34)}
 
 

@@ -58,7 +58,7 @@ SUBSET_SEED = 0  # the draw of a training subset (``limit``): the same data what
 
 @dataclass(frozen=True)
 class Settings:
-    """How a model is fine-tuned. The defaults finish in under 10 minutes per task on 2 CPU cores.
+    """How a model is fine-tuned. The defaults are sized for a CPU.
 
     Attributes:
         epochs: passes over the training split.
@@ -104,7 +104,7 @@ def _base(name: str | None) -> tuple[str, Path, str, PretrainedConfig]:
     if not folder.is_dir():
         folder = _hub_folder(source)
     # Everything comes from the folder; saying so keeps transformers from probing the hub (a first fine-tune
-    # in a fresh environment once sat idle for 17 minutes before its first step, cause not confirmed).
+    # in a fresh environment has sat idle for a long while before its first step, cause not confirmed).
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     config = read_config(name, str(folder))
     return display, folder, folder_key(folder), config

@@ -54,9 +54,8 @@ def one_thread(fn=None):
     """Run torch on one thread inside a ``with one_thread():`` block or a decorated function, then restore.
 
     Batched decompositions of many small matrices, and the Newton and LP loops over them, gain nothing from
-    a second thread: the threads mostly wait on each other. Measured on the shared 2-core machine: a batched
-    SVD of 4 sentences x 72 heads took 14-98 ms on one thread and 0.7-3.5 s on two (load about 7); the
-    max-entropy solve at d_s = 128 took 0.5 s on one thread and 11 s on two.
+    a second thread: the threads mostly wait on each other, the more so on a loaded machine
+    (``benchmarks/bench_effective.py`` records the batched SVD on one thread against the default count).
     """
     if fn is None:
         return _threads(1)

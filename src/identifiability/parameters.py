@@ -196,7 +196,7 @@ def declared_parameters(source: Path) -> dict:
     """{name: default} of the notebook's cell tagged ``parameters``.
 
     Read once per version of the file (its path, modification time and size): a sweep's plan, the pre-flight and
-    each execution ask for it dozens of times, and parsing a chapter costs about 60 ms."""
+    each execution ask for it dozens of times, and parsing a chapter is far slower than a look-up."""
     try:
         stat = Path(source).stat()
     except OSError:

@@ -5,7 +5,7 @@
     make compare   (its last step, before the book)
 
 ``make compare`` fine-tunes the reference model and runs chapters 3, 4 and 6 on it, on every fine-tune and
-on the random-initialisation control (about 50 min), too heavy for a book build. This job gathers, from the
+on the random-initialisation control, too heavy for a book build. This job gathers, from the
 data folder, the chapter results files the comparison reads (:func:`gather`: the runs
 :func:`identifiability.model_comparison.comparable` picks on the held-out Lee sentences and the Lee pairs, of
 the reference, its fine-tunes and its control) and each model folder's ``provenance.json`` (never weights),

@@ -62,7 +62,7 @@ def record_measures(
     spec = by_name("measures")
     params = {"model": model, "corpus": corpus, "n_sentences": n, "sample": "proportional", "seed": seed}
     # the checkout's state when the chapter starts, the code its kernel imports: a commit made while it runs
-    # (40 minutes) must not be named as the code that computed it
+    # (it runs long) must not be named as the code that computed it
     claims = sorted(c["id"] for c in load_claims() if c["chapter"] == spec.stem)
     prov = recorded.provenance(claims, TARGET, 0.0, every_module=True)
     if run:

@@ -251,6 +251,6 @@ def _is_the_command_line() -> bool:
     )
 
 
-# The command line imports this module before torch (3 s of imports): a Ctrl-C while they load is one line too.
+# The command line imports this module before torch, whose import takes a while: a Ctrl-C then is one line too.
 if _is_the_command_line():
     install()

@@ -202,9 +202,8 @@ def _slots(client) -> int:
 
 def longest_first(runs: Sequence[Run], root: Path) -> list[Run]:
     """``runs`` in the order to start them: the longest expected first, so that no long run is left to run
-    alone at the end while the other workers idle (a ch6 run on pairs started last kept one worker busy for
-    4.5 min of a 25 min sweep). Expected: the median seconds of the chapter's finished runs on the corpus
-    under ``root``, else the chapter's ``expected_seconds`` in the contract."""
+    alone at the end while the other workers idle. Expected: the median seconds of the chapter's finished runs
+    on the corpus under ``root``, else the chapter's ``expected_seconds`` in the contract."""
     seen: dict[tuple[str, str], list[float]] = {}
     for f in root.rglob(RUN_FILE) if root.is_dir() else []:
         m = read_json(f)

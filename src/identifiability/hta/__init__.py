@@ -15,7 +15,7 @@ coordinate (cost ∝ L(L+1)/2). Each chunk of directions is reduced to sums of s
 never grows with n.
 
 Three exact engines and one estimator, all returning the same S (``benchmarks/bench_attribution.py``
-measures them against each other; the engines' docstrings quote the measurements that chose them).
+measures them against each other; the engines' docstrings say why each was chosen).
 Everything runs on ``lm.device`` (a GPU too); results come back on the CPU:
 
 - :mod:`.naive`: :func:`hta_naive`, one ``autograd.grad`` per (layer, position, output coordinate), the

@@ -19,11 +19,9 @@ the score rows of each layer that uses them, plus the larger of the chunk workin
 4·B·n·(12d + 3H·n) bytes (about 8d + H·n floats per tangent row are alive at once, 5d + 3H·n on the
 score-row path; the rest is margin), and the folding's temporary while the state is built,
 4·min(n, 8192/d)·d·d_ff bytes; plus the output S (squared norms), 8·(L+1)·n² bytes. (The allocator and
-the BLAS library add their own buffers on top: on the embedded model the resident-set growth of one exact
-pass in a fresh process measured 161–237, 236–318, 394–450 and 684–720 MB at d_s = 16, 32, 64, 128 (eight,
-eight, four and four processes) against bounds of 221, 298, 441 and 743 MB, i.e. up to about 7% over at
-d_s = 16 and 32, where glibc's heap keeps freed blocks resident: the same pass varies by up to 50% from
-one process to the next. The benchmark reports its own measurement next to the bound.)
+the BLAS library add their own buffers on top, and glibc's heap keeps freed blocks resident: the resident-set
+growth of the same pass varies from one process to the next and can pass the bound at short lengths. The
+benchmark records its own measurement next to the bound.)
 :func:`peak_bytes` evaluates these bounds (and the generic path's, see :mod:`.generic`); the benchmark
 measures the peak.
 """
@@ -292,8 +290,8 @@ def _first_layer_scores(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """As :func:`_projected_scores` in the first layer, where direction b is non-zero at position pos_b
     only: its Q/K/V tangents are one row, so its dq·k term is one row (p = pos_b) and its q·dk term one
-    column (t = pos_b) of the score tangent, products over B rows instead of n·B (on the embedded model
-    measured 2.4x, 2.8x, 5x and 9x faster than :func:`_projected_scores` there at n = 8, 16, 32 and 128)."""
+    column (t = pos_b) of the score tangent, products over B rows instead of n·B (faster than
+    :func:`_projected_scores` there at every length, the more so the longer the sentence)."""
     b, d = vec.shape
     H, n, d_v = st.q.shape
     dq, dk, dv1 = (vec @ ly.wqkv.T).view(b, 3, H, d_v).permute(1, 2, 0, 3)  # each (H, B, d_v)
@@ -308,9 +306,8 @@ def _first_layer_scores(
 def _should_precompute(n: int, d: int, H: int) -> bool:
     """Take the score tangent from the score rows (2·d·H·n MACs per tangent row, plus d² for V) rather
     than from projected Q/K tangents (3d² for Q/K/V, plus 2·n·d for the two score products) where that is
-    fewer operations: n·(H − 1) < d. Measured on the embedded model (d = 384, H = 12, 2 threads, three
-    runs): this part of a layer takes 0.5x, 0.7x, 0.8x, 0.95x, 1.0x and 1.2x the time at n = 8, 16, 24, 32,
-    36 and 48."""
+    fewer operations: n·(H − 1) < d. The times follow the operation counts: on the embedded model (d = 384,
+    H = 12) the two paths take about as long where the counts meet, n = d / (H − 1) ≈ 35."""
     return n * (H - 1) < d
 
 

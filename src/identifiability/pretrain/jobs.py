@@ -39,9 +39,7 @@ def folder_of(member: Member, settings: Settings, root: Path | None = None) -> P
 def longest_first(members: Sequence[Member]) -> list[Member]:
     """``members`` in the order two workers should start them: the longest first, so that the short ones fill
     the end (a step's cost grows with the width and, through the attention scores it keeps for the backward
-    pass, with the heads: on 2 cores d_v = 16 took 46.5 minutes and d_v = 32 29.7; from their step rates d_v = 64
-    takes about 23.5 and width 64 about 14). From these times, the family's own order (d_v = 32 first, its
-    second seed last) would keep two workers busy about 83 minutes, longest first about 74 (not timed)."""
+    pass, with the heads)."""
     return sorted(members, key=lambda m: (m.width, m.heads), reverse=True)
 
 

@@ -51,13 +51,12 @@ def load_tokenizer():
     return tokenizer
 
 
-# Training runs PyTorch's fused attention ("sdpa": 1.5 times eager's tokens per second on 2 CPU cores,
+# Training runs PyTorch's fused attention ("sdpa": more tokens per second than eager on the CPU,
 # benchmarks/bench_pretrain.py); the chapters load the saved folders with eager attention, whose weights they read.
 TRAIN_ATTENTION = "sdpa"
 # No dropout on the attention probabilities (BERT's 0.1 stays on the hidden states): with it PyTorch's CPU
-# attention falls back to its unfused kernel, which writes every (heads, d_s, d_s) score matrix to memory; two
-# members training side by side on 2 cores measured 2.77 -> 1.46 s a step at d_v = 16 and 2.03 -> 1.47 at
-# d_v = 32 without it (benchmarks/bench_pretrain.py), about 20 minutes off make family.
+# attention falls back to its unfused kernel, which writes every (heads, d_s, d_s) score matrix to memory and
+# slows every step (benchmarks/bench_pretrain.py: "sdpa fp32 attn-drop 0.1" against "sdpa fp32 (training)").
 ATTENTION_DROPOUT = 0.0
 
 
