@@ -6,8 +6,7 @@ Runs ``bench_pretrain.py`` (one thread, the member's training step) in fresh pro
 settings when a process starts: first under Dask's default environment for workers
 (``MALLOC_TRIM_THRESHOLD_=65536``, the baseline), then under ``cluster.ALLOCATOR_ENV``, and prints each
 one's seconds per step of the fused fp32 kernel, its minor page faults and system time, as ratios against the
-baseline. Measured on a 2-core machine (dv16 member, alone): 4.60 s/step with 11.4 million page faults,
-2.42 s/step with 0.85 million, 1.9x the baseline.
+baseline, and records them (``benchmarks/results/bench_allocator.json``).
 """
 
 from __future__ import annotations
@@ -20,6 +19,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from records import Record
+
 from identifiability.cluster import ALLOCATOR_ENV
 
 HERE = Path(__file__).resolve().parent
@@ -31,14 +32,15 @@ def _run(env: dict[str, str], member: str, steps: int) -> tuple[float, int, floa
     base = {k: v for k, v in os.environ.items() if k not in ALLOCATOR_ENV}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(
-        [sys.executable, str(HERE / "bench_pretrain.py"), "--member", member, "--threads", "1", "--steps", str(steps)],
+        [sys.executable, str(HERE / "bench_pretrain.py"), "--member", member, "--threads", "1", "--steps", str(steps)]
+        + ["--no-record"],  # its record would replace bench_pretrain's own; this one's is bench_allocator's
         env={**base, "OMP_NUM_THREADS": "1", **env},
         capture_output=True,
         text=True,
         check=True,
     ).stdout
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    step = float(re.search(r"sdpa fp32\s+([\d.]+) s/step", out).group(1))
+    step = float(re.search(r"sdpa fp32 \(training\)\s+([\d.]+) s/step", out).group(1))
     return step, after.ru_minflt - before.ru_minflt, after.ru_stime - before.ru_stime
 
 
@@ -47,6 +49,7 @@ def main() -> None:
     ap.add_argument("--member", default="mlm-w128-dv16-seed0")
     ap.add_argument("--steps", type=int, default=3)
     a = ap.parse_args()
+    rec = Record(__file__, settings=vars(a))
     runs = {"Dask's default (baseline)": DASK_DEFAULT, "cluster.ALLOCATOR_ENV": ALLOCATOR_ENV}
     results = {name: _run(env, a.member, a.steps) for name, env in runs.items()}
     base = results["Dask's default (baseline)"][0]
@@ -56,6 +59,11 @@ def main() -> None:
             f"  {name:26s} {step:5.2f} s/step  {base / step:4.2f}x the baseline  "
             f"{faults / 1e6:5.2f} M page faults  {sys_s:5.1f} s system"
         )
+    first = next(iter(results))
+    for what, unit, k in (("step", "s", 0), ("minor page faults", "count", 1), ("system time", "s", 2)):
+        for name, values in results.items():
+            rec.figure(f"{what}, {name}", values[k], unit, baseline=None if name == first else f"{what}, {first}")
+    rec.write()
 
 
 if __name__ == "__main__":

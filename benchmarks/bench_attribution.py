@@ -5,8 +5,8 @@ estimator, at d_s = 16, 32, 64, in one run (run on demand, not a test):
 
 Every rate is compared with a plain fp32 matmul measured in the same run, just before each timed step
 (the machine is shared; ratios measured side by side are what to read). What is extrapolated says so:
-- the naive loop ((L+1)·d_s·d backward passes, half an hour at d_s = 32) is timed on a sample of its
-  passes per layer (the passes of one layer all cost the same);
+- the naive loop ((L+1)·d_s·d backward passes, far too many to run at every length) is timed on a sample
+  of its passes per layer (the passes of one layer all cost the same);
 - the generic torch.func path is timed on a sample of its tangent chunks;
 - the exact folded pass runs in full for d_s ≤ 32 and on a sample of chunks above that (``--full``:
   always in full), since every chunk costs the same.
@@ -16,6 +16,9 @@ a fresh process, next to the bound stated in ``identifiability.hta.folded``.
 
 On a machine shared with other jobs, ``--threads 1`` gives steadier numbers: two threads that must
 wait for each other turn every small operation (the naive loop is thousands of them) into a stall.
+
+Every figure is recorded, the naive loop the baseline of the times, the matmul of the rate and the stated
+bound of the memory (``benchmarks/results/bench_attribution.json``).
 
 Targets (issue 6): exact ≥ 15x the naive loop at d_s = 32 and 64; exact at ≥ 60% of the matmul rate;
 estimator ≥ 200x the naive loop with median relative error of c ≤ 1% and 95th percentile ≤ 3%.
@@ -31,6 +34,7 @@ import time
 from pathlib import Path
 
 import torch
+from records import Record
 
 from identifiability import hta as attribution
 from identifiability.corpora import concatenated_inputs, load_corpus
@@ -80,7 +84,7 @@ class PeakMemory:
 
 def fresh_process_peak(text: str, args) -> float:
     """Peak RSS growth (MB) of one exact folded pass over a few chunks, in a fresh process: in this one the
-    naive and generic runs have fragmented the heap, which a pass then pays for (measured: +20–40%).
+    naive and generic runs have fragmented the heap, which a pass then pays for.
     Every chunk has the same working set, so a few chunks show the whole pass's peak."""
     code = (
         "import sys, torch; sys.path.insert(0, 'benchmarks'); "
@@ -125,6 +129,7 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    rec = Record(__file__, settings=vars(args))
     lm = load_model(device=args.device)
     d = lm.d_model
     texts = concatenated_inputs(load_corpus("lee"), args.lengths, lm.tokenizer, seed=0)
@@ -183,6 +188,7 @@ def main() -> None:
             )
         )
         r = rows[-1]
+        _record_row(rec, r, args.probes)
         print(f"\nd_s = {n}: naive loop {naive_s:8.1f} s (extrapolated from {args.naive_per_layer} passes per layer)")
         print(f"  generic torch.func  {generic_s:8.1f} s (extrapolated)   {naive_s / generic_s:6.1f}x naive")
         print(
@@ -204,6 +210,9 @@ def main() -> None:
             e2 = attribution.estimate_error([exact], [attribution.hta(lm, text, mode="estimate", probes=m, seed=0)])
             t = time.perf_counter() - t0
             r.setdefault("sweep", []).append((m, naive_s / t, e2["median"], e2["p95"]))
+            rec.figure(f"probe sweep: estimate {m} probes, d_s {n}", t, "s", baseline=f"naive loop, d_s {n}")
+            rec.figure(f"probe sweep: estimate {m} probes error median, d_s {n}", e2["median"], "fraction")
+            rec.figure(f"probe sweep: estimate {m} probes error p95, d_s {n}", e2["p95"], "fraction")
             print(
                 f"  estimate ({m:3d} probes) {t:8.2f} s   {naive_s / t:6.0f}x naive   "
                 f"median {100 * e2['median']:.2f}%, "
@@ -227,6 +236,24 @@ def main() -> None:
             print(
                 f"  d_s {r['n']:3d}, {m:3d} probes: {speed:6.0f}x naive, median {100 * med:.2f}%, p95 {100 * p95:.2f}%"
             )
+    rec.write()
+
+
+def _record_row(rec: Record, r: dict, probes: int) -> None:
+    """One length's figures: each engine's seconds against the naive loop, the exact pass's rate against the
+    matmul's, its peak memory against the stated bound, the estimator's error."""
+    n, naive = r["n"], f"naive loop, d_s {r['n']}"
+    rec.figure(naive, r["naive"], "s")
+    rec.figure(f"generic torch.func, d_s {n}", r["generic"], "s", baseline=naive)
+    rec.figure(f"exact folded, d_s {n}", r["exact"], "s", baseline=naive)
+    rec.figure(f"estimate {probes} probes, d_s {n}", r["est"], "s", baseline=naive)
+    rec.figure(f"matmul, d_s {n}", r["mm"], "GFLOP/s")
+    rec.figure(f"exact folded rate, d_s {n}", r["gflops"], "GFLOP/s", baseline=f"matmul, d_s {n}")
+    rec.figure(f"exact pass peak memory bound, d_s {n}", r["bound"], "MB")
+    rec.figure(f"exact pass peak memory, d_s {n}", r["mem"], "MB", baseline=f"exact pass peak memory bound, d_s {n}")
+    if r["err"]:
+        rec.figure(f"estimate {probes} probes error median, d_s {n}", r["err"]["median"], "fraction")
+        rec.figure(f"estimate {probes} probes error p95, d_s {n}", r["err"]["p95"], "fraction")
 
 
 if __name__ == "__main__":

@@ -12,11 +12,11 @@ shared machine), it times:
   registered when it runs), and exact HTA (``hta.api.hta``, the reference they are scored against).
 
 Each job runs once to warm up; a job whose warm-up took longer than ``--slow`` seconds (exact HTA, Integrated
-Gradients at 64 tokens: minutes) keeps that one time, marked ``*``, as at that length warm-up effects are
+Gradients at 64 tokens) keeps that one time, marked ``*``, as at that length warm-up effects are
 negligible. It prints a row per job, a column per length: median seconds per sentence and the ratio to the
-forward pass. Measures that only read the traced attention (raw, rollout) cost next to nothing beyond the
-trace, which is itself one forward pass. A measure that fails is
-reported with the error's first line, and the others still run.
+forward pass, and records them (``benchmarks/results/bench_contributions.json``). Measures that only read the
+traced attention (raw, rollout) cost next to nothing beyond the trace, which is itself one forward pass. A
+measure that fails is reported with the error's first line, and the others still run.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
+from records import Record  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
 from identifiability.contributions import MEASURES, compute  # noqa: E402
@@ -55,6 +56,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    rec = Record(__file__, settings=vars(args))
 
     lm = load_model(args.model)
     corpus = load_corpus("lee")
@@ -92,6 +94,10 @@ def main() -> None:
             for k in fast:
                 times[k].append(_time(jobs[k]))
         med = {k: statistics.median(v) for k, v in times.items()} | {k: warm[k] for k in warm if k not in fast}
+        rec.details.setdefault("timed_once", []).extend(f"{k}, {tr.n_tokens} tokens" for k in warm if k not in fast)
+        base = f"forward, {tr.n_tokens} tokens"
+        for k in (k for k in cells if k in med):  # forward first: the baseline of its length
+            rec.figure(f"{k}, {tr.n_tokens} tokens", med[k], "s", baseline=None if k == "forward" else base)
         for k in cells:
             if k not in med:
                 cells[k].append("failed")
@@ -105,6 +111,8 @@ def main() -> None:
     for line in failures:
         print(line)
     print("\nEach cell: seconds per sentence and, in brackets, the ratio to one forward pass of the same sentence.")
+    rec.details["failures"] = failures
+    rec.write()
 
 
 if __name__ == "__main__":

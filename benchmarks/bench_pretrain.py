@@ -8,7 +8,8 @@ baseline is the eager attention the chapters read attention weights from, with B
 others are PyTorch's scaled-dot-product attention with that dropout (which keeps it unfused on the CPU), then
 without it (fused; what training runs), in fp32 and under bf16 autocast. Every rate is also compared with a plain fp32
 matmul measured in the same run (the machine is shared: read the ratios). Reports tokens per second and the
-minutes 6 million tokens would take.
+minutes 6 million tokens would take, and records seconds per step and tokens per second against the eager
+baseline (``benchmarks/results/bench_pretrain.json``).
 
 Target (issue 33): `make family` within 120 minutes on 2 quiet cores, i.e. five members of 6 million tokens
 each at about 5,000 tokens per second or more.
@@ -22,6 +23,7 @@ import time
 
 import torch
 import torch.nn.functional as F
+from records import Record
 
 from identifiability.pretrain.family import TOKENS, by_name
 from identifiability.pretrain.mlm import build_model, generator, mask_blocks, masked_logits, special_ids
@@ -43,8 +45,10 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--no-record", action="store_true", help="print only (bench_allocator runs it: the record is its)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
+    rec = Record(__file__, settings=vars(a))
     tok = default_tokenizer()
     member = by_name(a.member)
     blocks = torch.randint(1000, len(tok), (a.batch, 256))
@@ -87,13 +91,19 @@ def main() -> None:
     tokens = a.batch * 256
     rate = statistics.median(gflops)
     print(f"{member.name}: batch {a.batch} x 256 tokens, {a.threads} threads; matmul {rate:.0f} GFLOP/s")
+    rec.figure("matmul fp32 1024", rate, "GFLOP/s")
+    first = next(iter(variants))
     for name in variants:
         s = statistics.median(times[name])
         rate = tokens / s
+        rec.figure(f"step, {name}", s, "s", baseline=None if name == first else f"step, {first}")
+        rec.figure(f"rate, {name}", rate, "tokens/s", baseline=None if name == first else f"rate, {first}")
         print(
             f"  {name:24s} {s:6.2f} s/step  {rate:7.0f} tokens/s  {base / s:4.2f}x the baseline  "
             f"6M tokens in {TOKENS / rate / 60:5.1f} min"
         )
+    if not a.no_record:
+        rec.write()
 
 
 if __name__ == "__main__":

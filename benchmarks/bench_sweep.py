@@ -10,6 +10,8 @@
    (sequential time / workers), per run, next to the round trip of an empty Dask task.
 2. Exact HTA of ``--hta-n`` sentences (chapter 6's sample) over the workers vs one process on one thread.
 
+Both comparisons are recorded, the sequential time the baseline (``benchmarks/results/bench_sweep.json``).
+
 Run it alone: on a loaded machine every ratio measures the other jobs.
 """
 
@@ -26,6 +28,7 @@ import time
 from pathlib import Path
 
 import torch
+from records import Record
 
 from identifiability import cluster, corpus_hta, paths, sweep
 
@@ -51,6 +54,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--hta-n", type=int, default=8)
     a = ap.parse_args()
+    rec = Record(__file__, settings=vars(a))
     torch.set_num_threads(1)
     seeds = list(range(a.seeds))
 
@@ -101,6 +105,13 @@ def main() -> None:
     print(f"  one process, one thread:       {hta_seq:7.1f} s")
     print(f"  {a.workers} workers x 1 thread:           {hta_par:7.1f} s   speed-up {hta_seq / hta_par:.2f}x")
     print("(the worker timings include loading the model once per worker)")
+    rec.figure("chapter runs, sequential", seq, "s")
+    rec.figure(f"chapter runs, sweep on {a.workers} workers", par, "s", baseline="chapter runs, sequential")
+    rec.figure("overhead per run over the ideal", (par - seq / a.workers) / n, "s")
+    rec.figure("empty Dask task round trip", empty, "s")
+    rec.figure("exact HTA, sequential", hta_seq, "s")
+    rec.figure(f"exact HTA, {a.workers} workers", hta_par, "s", baseline="exact HTA, sequential")
+    rec.write()
 
 
 if __name__ == "__main__":
