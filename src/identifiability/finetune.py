@@ -23,36 +23,45 @@ everything else JSON.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
 from .corpora import encode
-from .fileio import atomic_write, read_json, write_folder, write_json
+from .fileio import read_json
 from .fingerprint import folder_key
 from .keys import read_config, resolve
 from .paths import data_root, safe_key
 from .stats import bootstrap_ci
 from .stops import Interrupted
 from .tasks import TASKS, Example, FinetuneError, TaskData, load_task
+from .training import (
+    CHECKPOINT,
+    PROVENANCE,
+    Refusals,
+    claim_folder,
+    load_checkpoint,
+    lr_at,
+    optimizer,
+    optimizer_step,
+    quiet_transformers,
+    rerun_line,
+    save_folder,
+    save_state,
+)
 
 if TYPE_CHECKING:  # transformers loads when a model does, not with the command line's parsers
     from transformers import PretrainedConfig
 
-PROVENANCE = "provenance.json"
-CHECKPOINT = "checkpoint"
 SUBSET_SEED = 0  # the draw of a training subset (``limit``): the same data whatever the training seed
 
 
@@ -142,52 +151,15 @@ def _describe(prov: dict) -> str:
     return "a model of unknown kind"
 
 
-def _claim_folder(out: Path, identity: dict) -> tuple[str, dict | None]:
-    """What to do with ``out``: ("done", its provenance) when it already holds this very model, ("resume",
-    None) when it holds this run's checkpoint, ("new", None) when it is absent or empty. Anything else in it
-    is another model or other files: a one-line error, and nothing is touched."""
-    identity = json.loads(json.dumps(identity))  # as read back from JSON (tuples become lists)
-    if out.exists() and not out.is_dir():
-        raise FinetuneError(f"{out} is a file, not a folder: pass another --out")
-    prov_file, state_file = out / PROVENANCE, out / CHECKPOINT / "state.json"
-    if prov_file.is_file():
-        prov = read_json(prov_file)
-        if prov.get("identity") == identity:
-            return "done", prov
-        raise FinetuneError(
-            f"{out} already holds another model ({_describe(prov)}): pass another --out, or remove that folder "
-            "to replace it"
-        )
-    if state_file.is_file():
-        meta = read_json(state_file)
-        if meta.get("identity") == identity:
-            return "resume", None
-        raise FinetuneError(
-            f"{out} holds an interrupted run of another fine-tune ({_describe(meta)}): resume it with its own "
-            "settings, pass another --out, or remove that folder"
-        )
-    if out.is_dir() and any(out.iterdir()):
-        raise FinetuneError(
-            f"{out} is not empty and holds no model made by this command (no {PROVENANCE}): pass another --out"
-        )
-    return "new", None
-
-
-@contextmanager
-def quiet_transformers():
-    """Without the load report and progress bars while active: a head missing from the base checkpoint is
-    expected here, and a table of it in every run would hide the training's own output."""
-    from transformers.utils import logging as hf_logging
-
-    level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(level)
-        if bars:
-            hf_logging.enable_progress_bar()
+REFUSALS = Refusals(  # the folder check's refusals, in this command's words (--out)
+    FinetuneError,
+    _describe,
+    a_file="{out} is a file, not a folder: pass another --out",
+    other_model="{out} already holds another model ({about}): pass another --out, or remove that folder to replace it",
+    other_run="{out} holds an interrupted run of another fine-tune ({about}): resume it with its own settings, pass "
+    "another --out, or remove that folder",
+    not_empty="{out} is not empty and holds no model made by this command (no {provenance}): pass another --out",
+)
 
 
 # -- checkpoints: safetensors + JSON only ----------------------------------------------------------------
@@ -197,50 +169,8 @@ def save_checkpoint(
     folder: Path, model: torch.nn.Module, opt: torch.optim.Optimizer, epochs_done: int, meta: dict
 ) -> None:
     """Weights, the optimiser's state tensors and the torch RNG state after ``epochs_done`` epochs, in
-    ``epoch<k>.safetensors`` (:func:`save_state`)."""
+    ``epoch<k>.safetensors`` (:func:`~identifiability.training.save_state`)."""
     save_state(folder, model, opt, f"epoch{epochs_done}.safetensors", {**meta, "epochs_done": epochs_done})
-
-
-def save_state(folder: Path, model: torch.nn.Module, opt: torch.optim.Optimizer, name: str, meta: dict) -> None:
-    """Weights, the optimiser's state tensors and the torch RNG state (CUDA's too, once CUDA is in use).
-
-    The tensors go to ``name`` (a safetensors file), then ``state.json`` (``meta`` and the file's name) is
-    written, last, so a crash or a full disk while saving leaves the previous checkpoint in force; then the
-    older tensor files are removed. Both files are written atomically (:func:`~identifiability.fileio.atomic_write`).
-    """
-    folder.mkdir(parents=True, exist_ok=True)
-    tensors = {f"model.{k}": v.detach().clone().contiguous() for k, v in model.state_dict().items()}
-    for idx, state in opt.state_dict()["state"].items():
-        for key, value in state.items():
-            if not isinstance(value, torch.Tensor):  # AdamW keeps tensors only; anything else would be lost
-                raise TypeError(f"optimizer state {key!r} is not a tensor; the checkpoint cannot hold it")
-            tensors[f"optim.{idx}.{key}"] = value.detach().clone().contiguous()
-    tensors["rng.torch"] = torch.get_rng_state()  # (n,) uint8: dropout's generator
-    if torch.cuda.is_available() and torch.cuda.is_initialized():  # dropout on the GPU draws from its own
-        tensors["rng.cuda"] = torch.cuda.get_rng_state()
-    atomic_write(folder / name, lambda p: save_file(tensors, str(p)))
-    write_json(folder / "state.json", {**meta, "tensors": name})
-    for old in folder.glob("*.safetensors"):
-        if old.name != name:
-            old.unlink()
-
-
-def load_checkpoint(folder: Path, model: torch.nn.Module, opt: torch.optim.Optimizer) -> dict:
-    """Restore what :func:`save_state` wrote into ``model``, ``opt`` and the torch RNG (and CUDA's); returns the
-    checkpoint's JSON (``epochs_done``, ``steps``, ...)."""
-    meta = read_json(folder / "state.json")
-    tensors = load_file(str(folder / meta["tensors"]))
-    model.load_state_dict({k[len("model.") :]: v for k, v in tensors.items() if k.startswith("model.")})
-    state: dict[int, dict] = {}
-    for k, v in tensors.items():
-        if k.startswith("optim."):
-            _, idx, key = k.split(".", 2)
-            state.setdefault(int(idx), {})[key] = v
-    opt.load_state_dict({"state": state, "param_groups": opt.state_dict()["param_groups"]})
-    torch.set_rng_state(tensors["rng.torch"])
-    if "rng.cuda" in tensors and torch.cuda.is_available():
-        torch.cuda.set_rng_state(tensors["rng.cuda"])
-    return meta
 
 
 # -- training ------------------------------------------------------------------------------------------
@@ -261,30 +191,11 @@ def interrupted(out: Path, epochs: int) -> Interrupted:
     )
 
 
-@contextmanager
-def _rerun_line(out: Path, epochs: int):
-    try:
-        yield
-    except Interrupted:
-        raise
-    except KeyboardInterrupt:
-        raise interrupted(out, epochs) from None
-
-
 def _subset(rows: list[Example], limit: int | None) -> list[Example]:
     if limit is None or limit >= len(rows):
         return rows
     keep = sorted(random.Random(SUBSET_SEED).sample(range(len(rows)), limit))
     return [rows[i] for i in keep]
-
-
-def lr_at(step: int, total: int, s: Settings) -> float:
-    """Linear warm-up over the first ``warmup`` of the steps, then linear decay to 0 (a function of the
-    step alone, so a resumed run needs no scheduler state)."""
-    warm = max(1, round(s.warmup * total))
-    if step < warm:
-        return s.lr * (step + 1) / warm
-    return s.lr * max(0.0, (total - step) / max(1, total - warm))
 
 
 def epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
@@ -370,6 +281,52 @@ def _load_classifier(folder: Path, labels: Sequence[str], seed: int):
     return model, tokenizer
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """One fine-tune as asked, settled before any work: what it starts from, its examples, its folder.
+
+    Attributes:
+        base: the starting model's display name; ``base_folder`` its files, ``base_key`` their content key.
+        data: the examples it trains and is scored on (the subsets ``limit`` and ``held_out_limit`` keep).
+        identity: what makes the run this run (task, base, data, settings), as the folder check compares it.
+    """
+
+    task: str
+    settings: Settings
+    base: str
+    base_folder: Path
+    base_key: str
+    data: TaskData
+    identity: dict
+    out: Path
+
+
+def _plan(
+    task: str, out: str | Path | None, base: str | None, settings: Settings | None, data: TaskData | None
+) -> _Plan:
+    """Check the request and settle the run's base, examples, identity and folder (see :func:`finetune`)."""
+    if task not in TASKS:
+        raise FinetuneError(f"unknown task {task!r}: choose one of {', '.join(TASKS)}")
+    settings = settings or Settings()
+    settings.check()
+    display, folder, base_key, _ = _base(base)
+    data = data or load_task(task)
+    train = _subset(data.train, settings.limit)
+    held = data.held_out[: settings.held_out_limit] if settings.held_out_limit else data.held_out
+    sub = TaskData(data.task, data.labels, train, held, data.split)
+    identity = {
+        "kind": "fine-tuned",
+        "task": task,
+        "base": base_key,
+        "data": sub.data_hash(),
+        **{k: v for k, v in asdict(settings).items() if k not in ("limit", "held_out_limit")},
+    }
+    if out is None:
+        extra = f"-{settings.epochs}ep" if settings.epochs != Settings.epochs else ""
+        out = data_root() / "models" / safe_key(f"{display}-{task}-seed{settings.seed}{extra}")
+    return _Plan(task, settings, display, folder, base_key, sub, identity, Path(out))
+
+
 def finetune(
     task: str,
     out: str | Path | None = None,
@@ -389,120 +346,93 @@ def finetune(
             global step); an exception from it stops the run like an interruption would.
         data: the task's examples (default: :func:`identifiability.tasks.load_task`); tests pass small ones.
     """
-    if task not in TASKS:
-        raise FinetuneError(f"unknown task {task!r}: choose one of {', '.join(TASKS)}")
-    settings = settings or Settings()
-    settings.check()
-    display, folder, base_key, _ = _base(base)
-    data = data or load_task(task)
-    train = _subset(data.train, settings.limit)
-    held = data.held_out[: settings.held_out_limit] if settings.held_out_limit else data.held_out
-    sub = TaskData(data.task, data.labels, train, held, data.split)
-    data_hash = sub.data_hash()
-    identity = {
-        "kind": "fine-tuned",
-        "task": task,
-        "base": base_key,
-        "data": data_hash,
-        **{k: v for k, v in asdict(settings).items() if k not in ("limit", "held_out_limit")},
-    }
-    if out is None:
-        extra = f"-{settings.epochs}ep" if settings.epochs != Settings.epochs else ""
-        out = data_root() / "models" / safe_key(f"{display}-{task}-seed{settings.seed}{extra}")
-    out = Path(out)
-    state, prov = _claim_folder(out, identity)
+    plan = _plan(task, out, base, settings, data)
+    s, out = plan.settings, plan.out
+    state, prov = claim_folder(out, plan.identity, REFUSALS)
     if state == "done":
         return {**prov, "folder": str(out), "already_there": True}  # type: ignore[dict-item]
 
-    with _rerun_line(out, settings.epochs):  # Ctrl-C says whether a rerun resumes or starts over
-        model, tokenizer = _load_classifier(folder, data.labels, settings.seed)
-        params = list(model.named_parameters())
-        opt = torch.optim.AdamW(
-            [
-                {"params": [p for _, p in params if p.ndim >= 2], "weight_decay": settings.weight_decay},
-                {"params": [p for _, p in params if p.ndim < 2], "weight_decay": 0.0},
-            ],
-            lr=settings.lr,
-        )
-        per_epoch = -(-len(train) // settings.batch_size)
-        total = per_epoch * settings.epochs
-        meta = {"identity": identity, "base": {"name": display}, "steps": 0, "seconds": 0.0, "losses": []}
-        start = 0
+    with rerun_line(lambda: interrupted(out, s.epochs)):  # Ctrl-C says whether a rerun resumes or starts over
+        model, tokenizer = _load_classifier(plan.base_folder, plan.data.labels, s.seed)
+        opt = optimizer(model, s.lr, s.weight_decay)
+        meta = {"identity": plan.identity, "base": {"name": plan.base}, "steps": 0, "seconds": 0.0, "losses": []}
         if state == "resume":
             meta = load_checkpoint(out / CHECKPOINT, model, opt)
-            start = meta["epochs_done"]
-            tqdm.write(f"{out}: resuming after epoch {start} of {settings.epochs} (step {meta['steps']})")
-        step, t0 = meta["steps"], time.time() - meta["seconds"]
-        for epoch in range(start, settings.epochs):
-            model.train()
-            order = epoch_order(len(train), settings.seed, epoch).tolist()
-            bar = tqdm(
-                range(per_epoch),
-                desc=f"{task} epoch {epoch + 1}/{settings.epochs}",
-                unit="step",
-                disable=not progress,
-                leave=True,
-            )
-            running = []
-            for b in bar:
-                rows = [train[i] for i in order[b * settings.batch_size : (b + 1) * settings.batch_size]]
-                enc = _batch(tokenizer, rows, settings.max_length)
-                for group in opt.param_groups:
-                    group["lr"] = lr_at(step, total, settings)
-                loss = model(**enc).loss
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                opt.step()
-                opt.zero_grad(set_to_none=True)
-                step += 1
-                running.append(loss.item())
-                bar.set_postfix(loss=f"{np.mean(running[-20:]):.3f}")
-                if on_step is not None:
-                    on_step(epoch, step)
-            losses = [*meta["losses"], float(np.mean(running))]
-            meta = {**meta, "steps": step, "seconds": time.time() - t0, "losses": losses}
-            save_checkpoint(out / CHECKPOINT, model, opt, epoch + 1, meta)
-
-        report = held_out_report(predict(model, tokenizer, held, settings.max_length), held, data.labels)
-        import transformers
-
-        prov = {
-            "identity": identity,
-            "kind": "fine-tuned",
-            "task": task,
-            "labels": list(data.labels),
-            "base": {"name": display, "content_key": base_key},
-            "data": {
-                "hash": data_hash,
-                "split": data.split,
-                "train_examples": len(train),
-                "held_out_examples": len(held),
-            },
-            "settings": asdict(settings),
-            "seed": settings.seed,
-            "epochs": settings.epochs,
-            "steps": step,
-            "train_loss_per_epoch": [float(x) for x in meta["losses"]],
-            "held_out": report,
-            "seconds": round(time.time() - t0, 1),
-            "software": {"torch": torch.__version__, "transformers": transformers.__version__},
-        }
+            tqdm.write(f"{out}: resuming after epoch {meta['epochs_done']} of {s.epochs} (step {meta['steps']})")
+        t0 = time.time() - meta["seconds"]
+        meta = _train(plan, model, tokenizer, opt, meta, t0, progress, on_step)
+        held = plan.data.held_out
+        report = held_out_report(predict(model, tokenizer, held, s.max_length), held, plan.data.labels)
+        prov = _provenance(plan, meta, report, round(time.time() - t0, 1))
         save_folder(out, model, tokenizer, prov)
         shutil.rmtree(out / CHECKPOINT, ignore_errors=True)
         return {**prov, "folder": str(out)}
 
 
-def save_folder(out: Path, model, tokenizer, provenance: dict) -> None:
-    """A model folder the chapters load: safetensors weights, config, tokenizer, then ``provenance.json``,
-    last: its presence says the folder is complete."""
+def _train(
+    plan: _Plan,
+    model: torch.nn.Module,
+    tokenizer,
+    opt: torch.optim.Optimizer,
+    meta: dict,
+    t0: float,
+    progress: bool,
+    on_step: Callable[[int, int], None] | None,
+) -> dict:
+    """Train the epochs after ``meta``'s last (all of them for a new run), a checkpoint after each; returns the
+    last checkpoint's record (``steps``, ``seconds`` since ``t0``, ``losses``: each epoch's mean)."""
+    s, train = plan.settings, plan.data.train
+    per_epoch = -(-len(train) // s.batch_size)
+    total = per_epoch * s.epochs
+    step = meta["steps"]
+    for epoch in range(meta.get("epochs_done", 0), s.epochs):
+        model.train()
+        order = epoch_order(len(train), s.seed, epoch).tolist()
+        desc = f"{plan.task} epoch {epoch + 1}/{s.epochs}"
+        bar = tqdm(range(per_epoch), desc=desc, unit="step", disable=not progress, leave=True)
+        running = []
+        for b in bar:
+            rows = [train[i] for i in order[b * s.batch_size : (b + 1) * s.batch_size]]
+            loss = model(**_batch(tokenizer, rows, s.max_length)).loss
+            optimizer_step(model, opt, loss, lr_at(step, total, s.lr, s.warmup), clip=1.0)
+            step += 1
+            running.append(loss.item())
+            bar.set_postfix(loss=f"{np.mean(running[-20:]):.3f}")
+            if on_step is not None:
+                on_step(epoch, step)
+        losses = [*meta["losses"], float(np.mean(running))]
+        meta = {**meta, "steps": step, "seconds": time.time() - t0, "losses": losses}
+        save_checkpoint(plan.out / CHECKPOINT, model, opt, epoch + 1, meta)
+    return meta
 
-    def save(folder: Path) -> None:
-        with quiet_transformers():
-            model.save_pretrained(str(folder), safe_serialization=True)
-        tokenizer.save_pretrained(str(folder))
 
-    write_folder(out, save)
-    write_json(out / PROVENANCE, provenance)
+def _provenance(plan: _Plan, meta: dict, report: dict, seconds: float) -> dict:
+    """What the folder is: the run's identity, base, data and settings, its training record (the last
+    checkpoint's ``meta``) and the held-out ``report``."""
+    import transformers
+
+    s, data = plan.settings, plan.data
+    return {
+        "identity": plan.identity,
+        "kind": "fine-tuned",
+        "task": plan.task,
+        "labels": list(data.labels),
+        "base": {"name": plan.base, "content_key": plan.base_key},
+        "data": {
+            "hash": plan.identity["data"],
+            "split": data.split,
+            "train_examples": len(data.train),
+            "held_out_examples": len(data.held_out),
+        },
+        "settings": asdict(s),
+        "seed": s.seed,
+        "epochs": s.epochs,
+        "steps": meta["steps"],
+        "train_loss_per_epoch": [float(x) for x in meta["losses"]],
+        "held_out": report,
+        "seconds": seconds,
+        "software": {"torch": torch.__version__, "transformers": transformers.__version__},
+    }
 
 
 def init_random(like: str | None = None, seed: int = 0, out: str | Path | None = None) -> dict:
@@ -517,7 +447,7 @@ def init_random(like: str | None = None, seed: int = 0, out: str | Path | None =
     adapter_for(config.model_type)  # a family the book cannot study is refused before anything is written
     identity = {"kind": "random-init", "like": like_key, "seed": seed, "model_type": config.model_type}
     out = Path(out) if out is not None else data_root() / "models" / safe_key(f"{display}-random-seed{seed}")
-    state, prov = _claim_folder(out, identity)
+    state, prov = claim_folder(out, identity, REFUSALS)
     if state == "done":
         return {**prov, "folder": str(out), "already_there": True}  # type: ignore[dict-item]
     torch.manual_seed(seed)

@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from identifiability import cli, finetune, stops
+from identifiability import cli, stops, training
 from identifiability.models import load_model
 from identifiability.pretrain import jobs
 from identifiability.pretrain.family import MEMBERS, Member
@@ -268,7 +268,7 @@ def test_a_full_disk_while_writing_a_checkpoint_leaves_the_previous_one_intact(
     tokenizer, data, whole, tmp_path, monkeypatch
 ):
     out = tmp_path / "m"
-    real = finetune.save_file
+    real = training.save_file
     calls = []
 
     def disk_fills_at_the_third_checkpoint(tensors, path, metadata=None):
@@ -278,13 +278,13 @@ def test_a_full_disk_while_writing_a_checkpoint_leaves_the_previous_one_intact(
             raise OSError(errno.ENOSPC, "No space left on device")
         real(tensors, path, metadata=metadata)
 
-    monkeypatch.setattr(finetune, "save_file", disk_fills_at_the_third_checkpoint)
+    monkeypatch.setattr(training, "save_file", disk_fills_at_the_third_checkpoint)
     with pytest.raises(PretrainError, match="disk is full.*step 2.* intact") as e:
         train_member(TINY, *data, out, SMALL, progress=False, tokenizer=tokenizer)
     assert "\n" not in str(e.value)
     assert json.loads((out / CHECKPOINT / "state.json").read_text())["step"] == 2
     assert [p.name for p in (out / CHECKPOINT).iterdir()] != [] and not list((out / CHECKPOINT).glob(".*tmp"))
-    monkeypatch.setattr(finetune, "save_file", real)
+    monkeypatch.setattr(training, "save_file", real)
     train_member(TINY, *data, out, SMALL, progress=False, tokenizer=tokenizer)  # resumes after step 2
     assert _same(_tensors(out), _tensors(whole))
 

@@ -112,6 +112,28 @@ def member_task(
     return {k: prov[k] for k in keep if k in prov} | {"accuracy": prov["held_out"][-1]["accuracy"]}
 
 
+def _to_train(
+    chosen: Sequence[Member], settings: Settings, root: Path | None, results: dict[str, dict | str]
+) -> list[tuple[Member, Path]]:
+    """The members to train and their folders, longest first (Dask starts tasks in the order submitted), after
+    every member's folder and twin folder are checked: before any work, a folder that holds something else
+    stops them all with its one line. A finished member's summary goes into ``results``, with a line."""
+    from tqdm import tqdm
+
+    todo: list[tuple[Member, Path]] = []
+    for m in longest_first(chosen):
+        out = folder_of(m, settings, root)
+        identity = identity_of(m, settings)
+        state, prov = claim(out, identity)
+        if state == "done":
+            tqdm.write(f"{m.name}: already trained in {out}, skipped")
+            results[m.name] = {"folder": str(out), "already_there": True, "trained_enough": prov["trained_enough"]}
+            continue
+        claim(twin_folder(out), {"kind": "random-init twin", "of": identity})
+        todo.append((m, out))
+    return todo
+
+
 def pretrain_family(
     members: str | Sequence[str | Member] | None = None,
     scheduler: str | None = None,
@@ -145,17 +167,7 @@ def pretrain_family(
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise PretrainError(f"--device {device}: no CUDA device here; pass --device cpu")
     results: dict[str, dict | str] = {}
-    todo: list[tuple[Member, Path]] = []
-    for m in longest_first(chosen):  # every stop before any work; Dask starts tasks in the order submitted
-        out = folder_of(m, settings, root)
-        identity = identity_of(m, settings)
-        state, prov = claim(out, identity)
-        if state == "done":
-            tqdm.write(f"{m.name}: already trained in {out}, skipped")
-            results[m.name] = {"folder": str(out), "already_there": True, "trained_enough": prov["trained_enough"]}
-            continue
-        claim(twin_folder(out), {"kind": "random-init twin", "of": identity})
-        todo.append((m, out))
+    todo = _to_train(chosen, settings, root, results)
     if not todo:
         return results
     train, heldout, text = (*blocks, {"source": "given blocks"}) if blocks is not None else text_blocks(settings)

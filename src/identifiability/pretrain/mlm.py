@@ -18,8 +18,8 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import UserError
-from ..finetune import quiet_transformers
 from ..keys import embedded_model_path
+from ..training import quiet_transformers
 from .family import POSITIONS, Member
 
 HELDOUT_SEED = 0  # the held-out masks: the same at every checkpoint and for every member

@@ -7,7 +7,7 @@ linear warm-up and decay, the learning rate a function of the step alone.
 Every draw is a function of the seed and a counter, never of what ran before: an epoch's block order comes
 from (seed, epoch), a step's masks from (seed, step), the held-out masks from one fixed seed. A checkpoint
 (``<out>/checkpoint``: weights, AdamW's state tensors, the torch RNG state for dropout, the step; safetensors
-and JSON, :func:`identifiability.finetune.save_state`) therefore resumes to the same weights, bit for bit at
+and JSON, :func:`identifiability.training.save_state`) therefore resumes to the same weights, bit for bit at
 a fixed thread count, as a run never stopped. Each checkpoint also keeps the weights alone under
 ``<out>/checkpoints/step-NNNNNN`` (a folder ``load_model`` reads) and the held-out loss and accuracy.
 
@@ -24,7 +24,6 @@ import json
 import shutil
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -33,9 +32,22 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from ..fileio import read_json, write_folder
-from ..finetune import load_checkpoint, lr_at, quiet_transformers, save_folder, save_state
+from ..fileio import read_json
 from ..stops import Interrupted
+from ..training import (
+    CHECKPOINT,
+    PROVENANCE,
+    Refusals,
+    claim_folder,
+    load_checkpoint,
+    lr_at,
+    optimizer,
+    optimizer_step,
+    rerun_line,
+    save_folder,
+    save_state,
+    write_model_folder,
+)
 from .family import MIN_GAIN, POSITIONS, TOKENS, Member
 from .mlm import (
     MASK,
@@ -53,8 +65,6 @@ from .mlm import (
     unigram_baseline,
 )
 
-PROVENANCE = "provenance.json"
-CHECKPOINT = "checkpoint"  # the latest: weights, optimiser state, RNG state, step
 CHECKPOINTS = "checkpoints"  # step-NNNNNN: the weights alone at every checkpoint, kept
 
 
@@ -116,51 +126,21 @@ def data_key(train: torch.Tensor, heldout: torch.Tensor) -> str:
     return h.hexdigest()
 
 
-def _read(path: Path) -> dict:
-    try:
-        return read_json(path)
-    except (OSError, ValueError) as e:
-        raise PretrainError(
-            f"{path} is corrupt ({type(e).__name__}): nothing was changed; remove {path.parent} to start that run over"
-        ) from None
+REFUSALS = Refusals(  # the folder check's refusals, in this command's words (no --out: its folders are named)
+    PretrainError,
+    lambda record: record.get("kind", "of unknown kind"),
+    a_file="{out} is a file, not a folder: remove it or train into another folder",
+    other_model="{out} already holds another model ({about}, of another member or settings): remove that folder to "
+    "replace it",
+    other_run="{out} holds an interrupted run of other settings: resume it with its own, or remove that folder",
+    not_empty="{out} is not empty and holds no run of this member (no {provenance}): remove it first",
+)
 
 
 def claim(out: Path, identity: dict) -> tuple[str, dict | None]:
-    """What to do with ``out``: ("done", its provenance) when it holds this very model, ("resume", None) when
-    it holds this run's checkpoint, ("new", None) when it is absent or empty. A folder that holds anything
-    else, or a corrupt checkpoint, is a one-line error, and nothing is touched."""
-    if out.exists() and not out.is_dir():
-        raise PretrainError(f"{out} is a file, not a folder: remove it or train into another folder")
-    prov_file, state_file = out / PROVENANCE, out / CHECKPOINT / "state.json"
-    if prov_file.is_file():
-        prov = _read(prov_file)
-        if prov.get("identity") == identity:
-            return "done", prov
-        raise PretrainError(
-            f"{out} already holds another model ({prov.get('kind', 'of unknown kind')}, of another member or "
-            "settings): remove that folder to replace it"
-        )
-    if state_file.is_file():
-        meta = _read(state_file)
-        if meta.get("identity") != identity:
-            raise PretrainError(
-                f"{out} holds an interrupted run of other settings: resume it with its own, or remove that folder"
-            )
-        tensors = out / CHECKPOINT / str(meta.get("tensors"))
-        try:
-            from safetensors import safe_open
-
-            with safe_open(str(tensors), framework="pt") as f:
-                f.keys()
-        except Exception as e:  # safetensors raises its own types: a missing or truncated file is one line
-            raise PretrainError(
-                f"the checkpoint {tensors} is corrupt or missing ({type(e).__name__}): nothing was changed; remove "
-                f"{out} to start over"
-            ) from None
-        return "resume", None
-    if out.is_dir() and any(out.iterdir()):
-        raise PretrainError(f"{out} is not empty and holds no run of this member (no {PROVENANCE}): remove it first")
-    return "new", None
+    """What to do with the member's folder ``out`` (:func:`identifiability.training.claim_folder`): done,
+    resume or new, or a one-line :class:`PretrainError`, before any work and with nothing touched."""
+    return claim_folder(out, identity, REFUSALS)
 
 
 def interrupted(out: Path, name: str, total: int) -> Interrupted:
@@ -174,34 +154,13 @@ def interrupted(out: Path, name: str, total: int) -> Interrupted:
     return Interrupted(f"interrupted before {name}'s first checkpoint; run the same command again to start it over")
 
 
-@contextmanager
-def _rerun_line(out: Path, name: str, total: int):
-    try:
-        yield
-    except Interrupted:
-        raise
-    except KeyboardInterrupt:
-        raise interrupted(out, name, total) from None
-
-
-def _weights_folder(folder: Path, model, tokenizer) -> None:
-    """Config, weights and tokenizer: a folder ``load_model`` reads (no optimiser state)."""
-
-    def save(staged: Path) -> None:
-        with quiet_transformers():
-            model.save_pretrained(str(staged), safe_serialization=True)
-        tokenizer.save_pretrained(str(staged))
-
-    write_folder(folder, save)
-
-
 def _save_checkpoint(out: Path, model, opt, tokenizer, meta: dict, keep: bool) -> None:
     """The step's weights under ``checkpoints/`` (``keep``), then the latest checkpoint. A full disk is one
     line: the files are written beside their targets and renamed, so the previous checkpoint stays in force."""
     step = meta["step"]
     try:
         if keep:
-            _weights_folder(out / CHECKPOINTS / f"step-{step:06d}", model, tokenizer)
+            write_model_folder(out / CHECKPOINTS / f"step-{step:06d}", model, tokenizer)
         save_state(out / CHECKPOINT, model, opt, f"step-{step:06d}.safetensors", meta)
     except OSError as e:
         if e.errno != errno.ENOSPC:
@@ -212,17 +171,6 @@ def _save_checkpoint(out: Path, model, opt, tokenizer, meta: dict, keep: bool) -
             f"the disk is full: the checkpoint of step {step} in {out} was not written; the previous one ({before}) "
             "is intact: free some space and run the same command again to resume"
         ) from None
-
-
-def _optimizer(model, s: Settings) -> torch.optim.AdamW:
-    params = list(model.named_parameters())
-    return torch.optim.AdamW(
-        [
-            {"params": [p for _, p in params if p.ndim >= 2], "weight_decay": s.weight_decay},
-            {"params": [p for _, p in params if p.ndim < 2], "weight_decay": 0.0},
-        ],
-        lr=s.lr,
-    )
 
 
 def _check_blocks(train: torch.Tensor, heldout: torch.Tensor, s: Settings) -> None:
@@ -286,70 +234,29 @@ def train_member(
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise PretrainError(f"--device {device}: no CUDA device here; pass --device cpu")
     length = train.shape[1]
-    total, every = settings.steps(length), settings.every(length)
+    total = settings.steps(length)
     key = data_key(train, heldout)
-    if state == "resume" and read_json(out / CHECKPOINT / "state.json").get("data") != key:
+    if state == "resume" and prov.get("data") != key:  # type: ignore[union-attr]
         raise PretrainError(f"{out} holds an interrupted run on other text: remove it to start over")
     tokenizer = tokenizer or load_tokenizer()
-    pad, mask_id, vocab, specials = (
-        tokenizer.pad_token_id,
-        tokenizer.mask_token_id,
-        len(tokenizer),
-        special_ids(tokenizer),
-    )
     held = HeldOut.draw(heldout, tokenizer, settings.mask_rate)
 
-    with _rerun_line(out, member.name, total):
+    with rerun_line(lambda: interrupted(out, member.name, total)):
         model = build_model(member, tokenizer, settings.positions)
         if twin_state == "new":
             _save_twin(twin, model, tokenizer, identity, member)
         model.to(device)
-        opt = _optimizer(model, settings)
+        opt = optimizer(model, settings.lr, settings.weight_decay)
         if state == "resume":
-            try:
-                meta = load_checkpoint(out / CHECKPOINT, model, opt)
-            except Exception as e:
-                raise PretrainError(
-                    f"the checkpoint in {out / CHECKPOINT} is corrupt ({type(e).__name__}): nothing was changed; "
-                    f"remove {out} to start over"
-                ) from None
+            meta = _resume(out, model, opt)
             tqdm.write(f"{member.name}: resuming after step {meta['step']} of {total}")
         else:
-            first = {"step": 0, "tokens_seen": 0, **evaluate(model, held, pad, device)}
+            first = {"step": 0, "tokens_seen": 0, **evaluate(model, held, tokenizer.pad_token_id, device)}
             meta = {"identity": identity, "data": key, "step": 0, "tokens_seen": 0, "seconds": 0.0, "curve": []}
             meta |= {"held_out": [first], "unigram": unigram_baseline(train, held, tokenizer)}
             _save_checkpoint(out, model, opt, tokenizer, meta, keep=False)
-        model.train()
-        start, seen, t0 = meta["step"], meta["tokens_seen"], time.time() - meta["seconds"]
-        curve, held_out = list(meta["curve"]), list(meta["held_out"])
-        bar = tqdm(total=total, initial=start, desc=member.name, unit="step", disable=not progress)
-        for step in range(start, total):
-            blocks = train[batch_indices(step, len(train), settings.batch_size, member.seed)]
-            inputs, masked = mask_blocks(
-                blocks, generator(member.seed, MASK, step), specials, mask_id, vocab, settings.mask_rate
-            )
-            attention = (blocks != pad).long()
-            for group in opt.param_groups:
-                group["lr"] = lr_at(step, total, settings)
-            logits = masked_logits(model, inputs.to(device), attention.to(device), masked.to(device))
-            loss = F.cross_entropy(logits.float(), blocks[masked].to(device))
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), settings.clip)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            seen += int(attention.sum())
-            curve.append([step + 1, seen, loss.item()])
-            bar.update()
-            bar.set_postfix(loss=f"{np.mean([c[2] for c in curve[-20:]]):.3f}")
-            if (step + 1) % every == 0 or step + 1 == total:
-                held_out.append({"step": step + 1, "tokens_seen": seen, **evaluate(model, held, pad, device)})
-                model.train()
-                meta = {**meta, "step": step + 1, "tokens_seen": seen, "seconds": time.time() - t0}
-                meta |= {"curve": curve, "held_out": held_out}
-                _save_checkpoint(out, model, opt, tokenizer, meta, keep=True)
-            if on_step is not None:
-                on_step(step + 1, total)
-        bar.close()
+        meta = _train_steps(member, settings, model, opt, tokenizer, train, held, meta, out, device, progress, on_step)
+        pad = tokenizer.pad_token_id
         counts = {"train_blocks": len(train), "train_tokens": int((train != pad).sum())}
         counts |= {"heldout_blocks": len(heldout), "heldout_tokens": int((heldout != pad).sum())}
         prov = provenance(member, settings, meta, {**(text or {}), **counts, "block_length": length}, device, twin)
@@ -357,6 +264,73 @@ def train_member(
         save_folder(out, model, tokenizer, prov)
         shutil.rmtree(out / CHECKPOINT, ignore_errors=True)
         return {**prov, "folder": str(out)}
+
+
+def _resume(out: Path, model, opt: torch.optim.Optimizer) -> dict:
+    """Load ``out``'s checkpoint into ``model``, ``opt`` and the RNG; returns its record. A checkpoint that
+    cannot be read is one line, and nothing is changed."""
+    try:
+        return load_checkpoint(out / CHECKPOINT, model, opt)
+    except Exception as e:
+        raise PretrainError(
+            f"the checkpoint in {out / CHECKPOINT} is corrupt ({type(e).__name__}): nothing was changed; "
+            f"remove {out} to start over"
+        ) from None
+
+
+def _train_steps(
+    member: Member,
+    s: Settings,
+    model,
+    opt: torch.optim.Optimizer,
+    tokenizer,
+    train: torch.Tensor,
+    held: HeldOut,
+    meta: dict,
+    out: Path,
+    device: str,
+    progress: bool,
+    on_step: Callable[[int, int], None] | None,
+) -> dict:
+    """Train the steps after ``meta``'s (all of them from a new run's first checkpoint), scoring the held-out
+    blocks and checkpointing every ``s.every`` steps and at the last; returns the last checkpoint's record.
+
+    Args:
+        train: (n, L) blocks; step k's batch and masks are functions of (``member.seed``, k) alone.
+    """
+    length = train.shape[1]
+    total, every = s.steps(length), s.every(length)
+    pad, mask_id, vocab, specials = (
+        tokenizer.pad_token_id,
+        tokenizer.mask_token_id,
+        len(tokenizer),
+        special_ids(tokenizer),
+    )
+    model.train()
+    start, seen, t0 = meta["step"], meta["tokens_seen"], time.time() - meta["seconds"]
+    curve, held_out = list(meta["curve"]), list(meta["held_out"])
+    bar = tqdm(total=total, initial=start, desc=member.name, unit="step", disable=not progress)
+    for step in range(start, total):
+        blocks = train[batch_indices(step, len(train), s.batch_size, member.seed)]
+        inputs, masked = mask_blocks(blocks, generator(member.seed, MASK, step), specials, mask_id, vocab, s.mask_rate)
+        attention = (blocks != pad).long()
+        logits = masked_logits(model, inputs.to(device), attention.to(device), masked.to(device))
+        loss = F.cross_entropy(logits.float(), blocks[masked].to(device))
+        optimizer_step(model, opt, loss, lr_at(step, total, s.lr, s.warmup), s.clip)
+        seen += int(attention.sum())
+        curve.append([step + 1, seen, loss.item()])
+        bar.update()
+        bar.set_postfix(loss=f"{np.mean([c[2] for c in curve[-20:]]):.3f}")
+        if (step + 1) % every == 0 or step + 1 == total:
+            held_out.append({"step": step + 1, "tokens_seen": seen, **evaluate(model, held, pad, device)})
+            model.train()
+            meta = {**meta, "step": step + 1, "tokens_seen": seen, "seconds": time.time() - t0}
+            meta |= {"curve": curve, "held_out": held_out}
+            _save_checkpoint(out, model, opt, tokenizer, meta, keep=True)
+        if on_step is not None:
+            on_step(step + 1, total)
+    bar.close()
+    return meta
 
 
 def provenance(member: Member, s: Settings, meta: dict, text: dict, device: str, twin: Path) -> dict:
