@@ -17,6 +17,9 @@ from pathlib import Path
 import pytest
 
 from identifiability import chapters, parameters, paths
+from identifiability.fileio import read_json, write_json
+
+from . import background as lane
 
 NPM_ROOT = paths.source_root() / ".cache" / "npm" / "node_modules"
 PAGE_BUDGET = 1_200_000  # bytes of a page's first load, gzip-compressed as a static host serves text
@@ -24,15 +27,13 @@ MIN_TEXT_PX = 9  # the smallest chart text a reader can read, as drawn (font siz
 FIXTURES = Path(__file__).parent / "browser" / "fixtures"  # pages with known faults, for the checks themselves
 DOWNLOAD_BUDGET = 2_500_000  # bytes of a chapter's .ipynb download
 REPOSITORY = "https://github.com/example/identifiability-book"  # launch buttons are links: never fetched
-
-
-BOOK_AHEAD = REPOSITORY  # tests/conftest.py builds this module's book in the background after the chapters
+BOOK = lane.book(REPOSITORY)
 
 
 @pytest.fixture(scope="module")
-def html(chapter_run):
+def html(background):
     """The book (build.build_book) of the chapters' executions, with launch buttons for REPOSITORY."""
-    return chapter_run.book(REPOSITORY)
+    return background.result(BOOK) / "html"
 
 
 def test_book_has_every_page(html):
@@ -249,16 +250,15 @@ def test_a_downloaded_chapter_reruns_with_the_model_its_reader_sets(html, tiny_m
     import nbformat
     from nbclient import NotebookClient
 
-    from identifiability.fileio import read_json
-
-    nb = nbformat.reads((html / "_sources/notebooks/01_model_and_data.ipynb").read_text(), as_version=4)
+    stem = chapters.by_name("model_and_data").stem
+    nb = nbformat.reads((html / "_sources" / "notebooks" / f"{stem}.ipynb").read_text(), as_version=4)
     params = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
     folder = tiny_model_folder(3)
     params.source, n = re.subn(r"^model = .*$", f"model = {str(folder)!r}", params.source, flags=re.M)
     assert n == 1
     monkeypatch.setenv(paths.DATA_ENV, str(tmp_path / "data"))
     NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
-    found = list((tmp_path / "data" / "results").glob("*/*/01_model_and_data.json"))
+    found = list((tmp_path / "data" / "results").glob(f"*/*/{stem}.json"))
     assert len(found) == 1 and found[0].parent.parent.name.startswith("tiny-bert-"), found
     out = read_json(found[0])
     assert out["params"]["model"] == str(folder) and out["provenance"]["name"] != "all-MiniLM-L6-v2"
@@ -307,15 +307,21 @@ def _browser_check(html: Path) -> list[dict]:
         httpd.shutdown()
 
 
-# tests/conftest.py runs it in the background once this module's book is built, beside the other tiers: most of
-# its minute is waiting for pages to draw, which left the two cores half idle when it ran in the book tier
-CHECK_AHEAD = _browser_check
+def check_the_book(folder: str, built: str) -> None:
+    """The browser check of the book built in ``built`` (:func:`_browser_check`), its report in
+    ``folder``/report.json: a background job, beside the other tiers, since most of its minute is waiting for
+    pages to draw, which leaves the cores half idle."""
+    write_json(Path(folder) / "report.json", _browser_check(Path(built) / "html"))
+
+
+CHECK = lane.call(check_the_book, BOOK)
+BACKGROUND = (BOOK, CHECK)
 
 
 @pytest.fixture(scope="module")
-def browser(chapter_run):
-    """The browser check of the book (:func:`_browser_check`), run once."""
-    return chapter_run.checked(REPOSITORY, _browser_check)
+def browser(background):
+    """The browser check of the book (:func:`check_the_book`), run once."""
+    return read_json(background.result(CHECK) / "report.json")
 
 
 @pytest.fixture(scope="module")
@@ -525,12 +531,11 @@ def _verdict_disagreements(report, recorded: dict[str, dict]) -> list[tuple]:
     return out
 
 
-def _recorded(chapter_run) -> dict[str, dict]:
+def _recorded(background) -> dict[str, dict]:
     out = {}
-    for source in chapters.chapter_sources():
-        f = chapter_run.dir / "results" / f"{source.stem}.json"
-        if f.is_file():
-            out[f"notebooks/{source.stem}.html"] = json.loads(f.read_text())["results"].get("claims", {})
+    for spec in chapters.CHAPTERS.values():
+        f = background.result(lane.chapter(spec.name)) / "results" / f"{spec.stem}.json"
+        out[f"notebooks/{spec.stem}.html"] = read_json(f)["results"].get("claims", {})
     return out
 
 
@@ -613,11 +618,11 @@ def test_chart_controls_fit_their_area_at_1280_and_390_px(browser):
     assert not wide, f"chart controls wider than their output area (page, viewport px, control, px): {wide}"
 
 
-def test_verdict_charts_draw_each_verdict_and_its_parts(browser, chapter_run):
+def test_verdict_charts_draw_each_verdict_and_its_parts(browser, background):
     """Each verdict line on a chapter page names the parts of its claim, and a verdict chart of the page (the
     first after the line that draws the claim) has a row per part and one for the headline, with the outcomes
     the chapter recorded."""
-    recorded = _recorded(chapter_run)
+    recorded = _recorded(background)
     lines = [x for r in browser for x in r["widths"]["1280"]["verdicts"] if r["page"] in recorded]
     assert len({x["claim"] for x in lines}) >= 5, "the check found too few verdict lines on the chapter pages"
     bad = _verdict_disagreements(browser, recorded)

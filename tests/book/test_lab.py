@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from identifiability import paths
+from identifiability.chapters import by_name
 
 TOKEN = "lab-test-token"
 
@@ -70,7 +71,8 @@ def lab():
 
 
 def test_lab_opens_a_chapter_source_as_a_notebook(lab):
-    nb = _get(lab, "/api/contents/notebooks/04_token_identity.md?type=notebook&content=1")
+    stem = by_name("token_identity").stem
+    nb = _get(lab, f"/api/contents/notebooks/{stem}.md?type=notebook&content=1")
     assert nb["type"] == "notebook"
     cells = nb["content"]["cells"]
     assert sum(c["cell_type"] == "code" for c in cells) > 5

@@ -1,5 +1,10 @@
-def test_chapter_1_reports_the_corpus_and_a_traced_sentence(chapter_run):
-    out = chapter_run("01_model_and_data")
+from .background import chapter
+
+BACKGROUND = (chapter("model_and_data"),)
+
+
+def test_chapter_1_reports_the_corpus_and_a_traced_sentence(background):
+    out = background.chapter("model_and_data")
     r = out["results"]
     assert out["provenance"]["sha256"].startswith("53aa5117")
     assert r["sampled"] == 40 and r["corpus_sentences"] > 2500

@@ -3,9 +3,13 @@
 import json
 from pathlib import Path
 
+from .background import chapter
 
-def test_nonidentifiability_notebook(chapter_run):
-    r = chapter_run("02_nonidentifiability")["results"]
+BACKGROUND = (chapter("nonidentifiability"),)
+
+
+def test_nonidentifiability_notebook(background):
+    r = background.chapter("nonidentifiability")["results"]
     claims = r["claims"]
     # C1: alternatives from d_s = d_v + 2 on, not at d_v + 1; the review's two objections hold
     assert [claims[c]["verdict"] for c in ("C1", "C2", "C3")] == ["partly holds", "holds", "holds"]
@@ -54,7 +58,7 @@ def test_nonidentifiability_notebook(chapter_run):
     assert claims["C17"]["verdict"] == "holds" and claims["C17"]["estimate"] == 1.0
     assert [name for name, _ in claims["C17"]["robustness"]] == ["share", "margin"]
     # the page's summary (glued, not recorded: prose, from the results above) ends with the verdicts
-    summary = _glued(chapter_run.dir / "notebooks" / "02_nonidentifiability.ipynb", "summary")
+    summary = _glued(background.notebook("nonidentifiability"), "summary")
     assert "**C2 — holds.**" in summary and "**C1 — partly holds.**" in summary and "**C17 — holds.**" in summary
     assert "Verdict (" not in summary and "reads $d_s" not in summary  # the verdicts decide, the prose measures
     assert 'id="verdict-' not in summary  # the anchors lead the verdicts under "Verdicts", once per page

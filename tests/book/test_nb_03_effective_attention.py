@@ -2,15 +2,19 @@
 
 import re
 
+from .background import chapter
 
-def test_effective_attention_notebook(chapter_run):
-    r = chapter_run("03_effective_attention")["results"]
-    out = chapter_run.dir / "notebooks" / "03_effective_attention.ipynb"
+BACKGROUND = (chapter("effective_attention"),)
+
+
+def test_effective_attention_notebook(background):
+    r = background.chapter("effective_attention")["results"]
+    out = background.notebook("effective_attention")
     d_v = r["d_v"]
     # the untrained twin ran beside the model: its verdicts apart from the model's, on its own weights; an
     # untrained model has no attention sink (every special token near its uniform share)
     assert sorted(r["twin_claims"]) == ["C18", "C4", "C5"] and r["twin"]["seed"] == 0
-    assert r["twin"]["content_key"] != chapter_run("03_effective_attention")["provenance"]["content_key"]
+    assert r["twin"]["content_key"] != background.chapter("effective_attention")["provenance"]["content_key"]
     assert all(r["twin_claims"][c]["rule"] == r["claims"][c]["rule"] for c in r["twin_claims"])
     assert r["twin_claims"]["C18"]["verdict"] == "not testable on this model"
     assert d_v == 32 and r["wo_deficient_heads"] == 0 and r["value_bias"] is True

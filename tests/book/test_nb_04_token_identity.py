@@ -5,14 +5,18 @@ import pytest
 from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, PARTLY
 from identifiability.verdicts.token_identity import C6_HOLDS, C6_PARTLY
 
+from .background import chapter
 
-def test_token_identity_notebook(chapter_run):
-    r = chapter_run("04_token_identity")["results"]
-    out = chapter_run.dir / "notebooks" / "04_token_identity.ipynb"
+BACKGROUND = (chapter("token_identity"),)
+
+
+def test_token_identity_notebook(background):
+    r = background.chapter("token_identity")["results"]
+    out = background.notebook("token_identity")
     L = r["n_layers"]
     # the untrained twin ran beside the model: its verdicts apart from the model's, on its own weights
     assert sorted(r["twin_claims"]) == ["C6", "C7"] and r["twin"]["seed"] == 0
-    assert r["twin"]["content_key"] != chapter_run("04_token_identity")["provenance"]["content_key"]
+    assert r["twin"]["content_key"] != background.chapter("token_identity")["provenance"]["content_key"]
     assert all(r["twin_claims"][c]["rule"] == r["claims"][c]["rule"] for c in r["twin_claims"])
     assert L == 6 and r["split_sentence_overlap"] == 0
     sizes = r["split_sizes"]

@@ -5,14 +5,18 @@ import pytest
 from identifiability.verdicts import HOLDS, INCONCLUSIVE
 from identifiability.verdicts.angle_magnitude import C8_ANGLE_SLACK
 
+from .background import chapter
 
-def test_angle_magnitude_notebook(chapter_run):
-    r = chapter_run("05_angle_magnitude")["results"]
-    out = chapter_run.dir / "notebooks" / "05_angle_magnitude.ipynb"
+BACKGROUND = (chapter("angle_magnitude"),)
+
+
+def test_angle_magnitude_notebook(background):
+    r = background.chapter("angle_magnitude")["results"]
+    out = background.notebook("angle_magnitude")
     L = r["n_layers"]
     # the untrained twin ran beside the model: its verdicts apart from the model's, on its own weights
     assert sorted(r["twin_claims"]) == ["C8"] and r["twin"]["seed"] == 0
-    assert r["twin"]["content_key"] != chapter_run("05_angle_magnitude")["provenance"]["content_key"]
+    assert r["twin"]["content_key"] != background.chapter("angle_magnitude")["provenance"]["content_key"]
     assert all(r["twin_claims"][c]["rule"] == r["claims"][c]["rule"] for c in r["twin_claims"])
     assert L == 6
     for k in (

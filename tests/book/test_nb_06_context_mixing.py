@@ -9,11 +9,15 @@ import pytest
 from identifiability.verdicts import NOT_RUN
 from identifiability.verdicts.claims import load_claims, robustness_names
 
+from .background import chapter
 
-def test_context_mixing_notebook(chapter_run):
-    """One shared execution per session (``chapter_run``, small parameters from conftest.QUICK_PARAMS),
-    which the book test renders too."""
-    out = chapter_run("06_context_mixing")
+BACKGROUND = (chapter("context_mixing"),)
+
+
+def test_context_mixing_notebook(background):
+    """One shared execution per session (a background job with the contract's quick parameters), which the
+    book test renders too."""
+    out = background.chapter("context_mixing")
     res, params = out["results"], out["params"]
     # the untrained twin ran beside the model: its verdicts apart from the model's, on its own weights
     assert sorted(res["twin_claims"]) == ["C11", "C12", "C9"] and res["twin"]["seed"] == 0
@@ -62,7 +66,7 @@ def test_context_mixing_notebook(chapter_run):
     assert claims["C12"]["parts"][0]["estimate"] < 0  # [CLS]/[SEP] keep less of themselves than words do
 
 
-def test_c10_is_judged_on_the_recorded_run_or_not_run(chapter_run):
+def test_c10_is_judged_on_the_recorded_run_or_not_run(background):
     """C10's sample is a recorded run (data/recorded/c10/...): judged on its per-sentence numbers when there is
     one, else 'not run in this build', naming the command, whatever the live sentence says. The live sentence
     is the shortest of the sample's first draws (up to lee's 95th percentile, 49 tokens), exact HTA; where the
@@ -72,7 +76,7 @@ def test_c10_is_judged_on_the_recorded_run_or_not_run(chapter_run):
     from identifiability.models import load_model
     from identifiability.proportional import recorded_c10
 
-    res = chapter_run("06_context_mixing")["results"]
+    res = background.chapter("context_mixing")["results"]
     tok = load_model(None).tokenizer
     lengths = token_lengths(drop_unusable(load_corpus("lee"), tok)[0].sentences, tok)
     assert res["eligible_max_tokens"] == int(np.percentile(lengths, 95)) == 49
@@ -101,9 +105,9 @@ def test_c10_is_judged_on_the_recorded_run_or_not_run(chapter_run):
     assert (v["verdict"] == "fails") == (hi < 0.55 or lo > 0.85)
 
 
-def test_every_verdict_carries_its_alternatives_and_the_original(chapter_run):
+def test_every_verdict_carries_its_alternatives_and_the_original(background):
     claims = {c["id"]: c for c in load_claims()}
-    res = chapter_run("06_context_mixing")["results"]["claims"]
+    res = background.chapter("context_mixing")["results"]["claims"]
     for cid in ("C9", "C10", "C11", "C12"):
         v = res[cid]
         assert [name for name, _ in v["robustness"]] == robustness_names(claims[cid])
@@ -116,7 +120,7 @@ def test_every_verdict_carries_its_alternatives_and_the_original(chapter_run):
         if part["verdict"] == "inconclusive":
             assert re.search(r"about \d+ sentences instead of \d+ would settle", part["reason"])
     # a near token outweighs a far one in the last layer: per-token means, averaged over sentences
-    means = chapter_run("06_context_mixing")["results"]["window_means"]["lee"]
+    means = background.chapter("context_mixing")["results"]["window_means"]["lee"]
     assert means["near"][-1] > means["far"][-1] > 0
     if res["C10"]["verdict"] != NOT_RUN:  # judged from a recorded run: words and special tokens apart
         assert "word tokens" in res["C10"]["reason"] and "special tokens" in res["C10"]["reason"]
@@ -124,11 +128,10 @@ def test_every_verdict_carries_its_alternatives_and_the_original(chapter_run):
         assert "`make record-c10`" in res["C10"]["reason"]
 
 
-def test_the_row_computed_by_hand_is_the_engines(chapter_run):
+def test_the_row_computed_by_hand_is_the_engines(background):
     """The visible cell's reverse-mode row of c (one hidden token's Jacobian blocks, their Frobenius norms,
     normalised) agrees with the engine's on the real model."""
-    chapter_run("06_context_mixing")
-    nb = json.loads((chapter_run.dir / "notebooks" / "06_context_mixing.ipynb").read_text())
+    nb = json.loads(background.notebook("context_mixing").read_text())
     printed = "".join(
         "".join(o.get("text", "")) for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])
     )
@@ -136,11 +139,10 @@ def test_the_row_computed_by_hand_is_the_engines(chapter_run):
     assert gap and float(gap.group(1)) < 1e-5
 
 
-def test_the_page_states_no_fixed_estimator_numbers(chapter_run):
+def test_the_page_states_no_fixed_estimator_numbers(background):
     """The effective ranks and the estimator's centre come from this run: the ranks the page prints lie
     between 1 and d, and the chapter says nothing of MiniLM's benchmark numbers."""
-    chapter_run("06_context_mixing")
-    nb = json.loads((chapter_run.dir / "notebooks" / "06_context_mixing.ipynb").read_text())
+    nb = json.loads(background.notebook("context_mixing").read_text())
     shown = json.dumps([o for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])])
     ranks = re.search(r"effective rank .*? from ([\d.]+) to ([\d.]+) \(median ([\d.]+)\)", shown)
     assert ranks and 1 <= float(ranks.group(1)) <= float(ranks.group(3)) <= float(ranks.group(2)) <= 384

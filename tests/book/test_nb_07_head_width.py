@@ -18,12 +18,14 @@ from identifiability.pretrain.mlm import load_tokenizer
 from identifiability.pretrain.train import Settings, train_member
 from identifiability.verdicts.claims import load_claims, robustness_names
 
+from .background import call, chapter
+
 STEM = by_name("head_width").stem
 PREDICTIONS = ("C19", "C20", "C21")
 
 
-def test_without_a_family_every_prediction_is_not_run_naming_make_family(chapter_run):
-    r = chapter_run(STEM)["results"]
+def test_without_a_family_every_prediction_is_not_run_naming_make_family(background):
+    r = background.chapter("head_width")["results"]
     if record_family.find() is not None:  # a recorded family run ships with the checkout: shown from it
         assert all(r["claims"][c]["verdict"] for c in PREDICTIONS)
         return
@@ -37,8 +39,8 @@ def test_without_a_family_every_prediction_is_not_run_naming_make_family(chapter
 
 def pilot_family(folder: str) -> None:
     """Pre-train the pilot family (two members of width 128 and their twins, one step of the real training
-    code) into ``folder``/models and run the chapter on it, its results in ``folder``/r: run ahead in the
-    background lane (tests/conftest.py), in a child process."""
+    code) into ``folder``/models and run the chapter on it, its results in ``folder``/r: a background job
+    (tests/book/background.py)."""
     tok = load_tokenizer()
     g = torch.Generator().manual_seed(0)
     blocks = torch.randint(1000, 20000, (40, 64), generator=g)
@@ -53,15 +55,12 @@ def pilot_family(folder: str) -> None:
     run_notebook(by_name("head_width").source, Path(folder) / "nb", params, progress=False)
 
 
-def _pilot_ahead(folder: Path, tiny_model_folder) -> tuple:
-    return pilot_family, [str(folder)]
+PILOT = call(pilot_family)
+BACKGROUND = (chapter("head_width"), PILOT)
 
 
-JOB_AHEAD = _pilot_ahead
-
-
-def test_the_chapter_measures_a_pilot_family_and_judges_no_undertrained_member(chapter_runs, tiny_model_folder):
-    r = read_json(chapter_runs.job(_pilot_ahead, tiny_model_folder) / "r" / f"{STEM}.json")["results"]
+def test_the_chapter_measures_a_pilot_family_and_judges_no_undertrained_member(background):
+    r = read_json(background.result(PILOT) / "r" / f"{STEM}.json")["results"]
     assert sorted(m["name"] for m in r["hw_models"]) == sorted(
         ["mlm-w128-dv32-seed0", "mlm-w128-dv32-seed0-init", "mlm-w128-dv16-seed0", "mlm-w128-dv16-seed0-init"]
     )

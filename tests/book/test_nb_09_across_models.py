@@ -9,18 +9,18 @@ import os
 from pathlib import Path
 
 from identifiability import build, paths, record_compare
-from identifiability.chapters import CHAPTERS
+from identifiability.chapters import by_name
 from identifiability.execution import run_notebook
 from identifiability.fileio import read_json, write_json
 from identifiability.verdicts.claims import load_claims, robustness_names
 
+from .background import TinyModel, call, chapter
 
-def test_across_models_page_on_one_model(chapter_run):
-    for stem in ("03_effective_attention", "04_token_identity"):
-        chapter_run(stem)
-    out = chapter_run("09_across_models")
-    r = out["results"]
-    page = (chapter_run.dir / "notebooks" / "09_across_models.ipynb").read_text()
+
+def test_across_models_page_on_one_model(background):
+    # after the chapters it reads (the contract's reads): the table of the chapters run in this build
+    r = background.chapter("across_models")["results"]
+    page = background.notebook("across_models").read_text()
     if _judged_on_the_recording(r, page):
         return
     assert r["models"] == 1 and r["table_rows"] > 0
@@ -58,37 +58,35 @@ def _outputs(notebook) -> tuple[list[dict], str]:
 def beside_the_control(folder: str, reference: str) -> None:
     """The random-initialisation control of ``reference`` made twice (the second time reused) and chapter 9
     run beside it, in ``folder`` (data/, results/, notebooks/, report.json: what the two calls returned and
-    left): run ahead in the background lane (tests/conftest.py), in a child process."""
+    left): a background job (tests/book/background.py). The reference: a tiny random model (chapter 4 costs
+    seconds on it, and no recorded run of it exists, so the page is judged on what this build made)."""
     data = Path(folder) / "data"
     os.environ[paths.DATA_ENV] = str(data)
-    small = {**CHAPTERS["04_token_identity"].quick, "second_corpus": ""}
+    small = {**by_name("token_identity").quick, "second_corpus": ""}
     first = build.control_runs(reference, "lee_heldout", 0, small)
     made = sorted(p.name for p in (data / "models").iterdir())
     again = build.control_runs(reference, "lee_heldout", 0, small)
     runs = len(list((data / "sweeps").rglob("run.json")))
     write_json(Path(folder) / "report.json", {"first": first, "made": made, "again": again, "runs": runs})
     params = {"model": reference, "pretrained": "", "results_dir": f"{folder}/results", "data_folder": str(data)}
-    run_notebook(CHAPTERS["09_across_models"].source, Path(folder) / "notebooks", params, progress=False)
+    run_notebook(by_name("across_models").source, Path(folder) / "notebooks", params, progress=False)
 
 
-def _control_ahead(folder: Path, tiny_model_folder) -> tuple:
-    """On a tiny random reference (chapter 4 costs seconds on it, and no recorded run of it exists, so the
-    page is judged on what this build made)."""
-    return beside_the_control, [str(folder), str(tiny_model_folder(5, "tiny-reference"))]
+REFERENCE = TinyModel(5, "tiny-reference")
+CONTROL = call(beside_the_control, REFERENCE)
+BACKGROUND = (chapter("across_models"), CONTROL)
 
 
-JOB_AHEAD = _control_ahead
-
-
-def test_across_models_page_beside_the_random_initialisation_control(chapter_runs, tiny_model_folder):
+def test_across_models_page_beside_the_random_initialisation_control(background, tiny_model_folder):
     """The control is made once and reused, and both are compared."""
-    folder = chapter_runs.job(_control_ahead, tiny_model_folder)
+    folder = background.result(CONTROL)
+    stem = by_name("across_models").stem
     report = read_json(folder / "report.json")
     assert report["first"] == [] and report["made"] == ["tiny-reference-random-seed0"]
     assert report["again"] == [] and report["runs"] == 2  # reused, not rerun
-    reference = tiny_model_folder(5, "tiny-reference")
-    notebook = folder / "notebooks" / "09_across_models.ipynb"
-    r = read_json(folder / "results" / "09_across_models.json")["results"]
+    reference = tiny_model_folder(REFERENCE.seed, REFERENCE.name)
+    notebook = folder / "notebooks" / f"{stem}.ipynb"
+    r = read_json(folder / "results" / f"{stem}.json")["results"]
     specs, text = _outputs(notebook)
     assert record_compare.find(str(reference)) is None
     assert r["models"] == 2 and set(r["fine_tuning_power"]) == {"random init"}

@@ -6,14 +6,15 @@ layer, costs are measured, and with too few sentences every claim is 'not testab
 from __future__ import annotations
 
 from identifiability import record_measures
-from identifiability.chapters import by_name
 from identifiability.studies.measures import CLAIMS, chosen
 
-STEM = by_name("measures").stem
+from .background import chapter
+
+BACKGROUND = (chapter("measures"),)
 
 
-def test_every_measure_is_scored_and_too_few_sentences_judge_nothing(chapter_run):
-    out = chapter_run(STEM)
+def test_every_measure_is_scored_and_too_few_sentences_judge_nothing(background):
+    out = background.chapter("measures")
     r = out["results"]
     scored = {(row["measure"], row["reference"]) for row in r["scores"]}
     for name in chosen(""):
@@ -31,7 +32,7 @@ def test_every_measure_is_scored_and_too_few_sentences_judge_nothing(chapter_run
         }
 
 
-def test_the_rollout_by_hand_is_the_registrys(chapter_run):
-    page = (chapter_run.dir / "notebooks" / f"{STEM}.ipynb").read_text()
+def test_the_rollout_by_hand_is_the_registrys(background):
+    page = background.notebook("measures").read_text()
     gap = float(page.split("largest gap ")[1].split("\\n")[0].split('"')[0])
     assert gap < 1e-6

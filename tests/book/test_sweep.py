@@ -14,8 +14,11 @@ import pytest
 import torch
 
 from identifiability import aggregate, cluster, corpus_hta, keys, paths, sweep
+from identifiability.chapters import by_name
 from identifiability.fileio import read_json
 from identifiability.models import load_model
+
+from .background import TinyModel, call
 
 # Chapters 1 and 3 with small parameters: about 10-20 s per run on a tiny model.
 PARAMS = {
@@ -35,41 +38,45 @@ def threads_env() -> dict[str, str | None]:
     return {k: os.environ.get(k) for k in THREADS}
 
 
-MODELS = (3, 4)  # seeds of the two tiny models
+MODELS = (TinyModel(3, "tiny3"), TinyModel(4, "tiny4"))  # the two tiny models
+FIRST, THIRD = (by_name(name).stem for name in ("model_and_data", "effective_attention"))  # the chapters swept
 
 
-def first_sweep(models: str, folder: str) -> None:
-    """The first sweep of test_sweep_completes_builds_the_table_and_resumes (``models``: JSON list), its report
-    in ``folder``/report.json: run ahead in the background lane (tests/conftest.py), in a child process."""
+def first_sweep(folder: str, *models: str) -> None:
+    """The first sweep of test_sweep_completes_builds_the_table_and_resumes, with a model folder that has no
+    weights besides the two tiny ``models``, its report in ``folder``/report.json: a background job
+    (tests/book/background.py), beside the other tiers."""
     import json
 
+    bad = Path(folder) / "no-weights"
+    bad.mkdir(parents=True, exist_ok=True)
+    (bad / "config.json").write_text((Path(models[0]) / "config.json").read_text())
     os.environ[paths.DATA_ENV] = os.path.join(folder, "data")
-    r = sweep.sweep(json.loads(models), ["lee"], [0, 1], ["01", "03"], PARAMS, workers=2, progress=False)
+    r = sweep.sweep([*models, str(bad)], ["lee"], [0, 1], [FIRST, THIRD], PARAMS, workers=2, progress=False)
     failed = [[w if isinstance(w, str) else w.label(), why] for w, why in r.failed]
     report = {"ran": len(r.ran), "skipped": len(r.skipped), "failed": failed, "table": str(r.table), "spread": r.spread}
     Path(folder, "report.json").write_text(json.dumps(report))
 
 
-def _sweep_ahead(folder: Path, tiny_model_folder) -> tuple:
-    """The first sweep, with a model folder that has no weights besides the two tiny models: run once the
-    chapters are done, beside the other tiers."""
-    import json
-
-    models = [str(tiny_model_folder(seed, f"tiny{seed}")) for seed in MODELS]
-    bad = folder / "no-weights"
-    bad.mkdir(parents=True, exist_ok=True)
-    (bad / "config.json").write_text((Path(models[0]) / "config.json").read_text())
-    return first_sweep, [json.dumps([*models, str(bad)]), str(folder)]
+FIRST_SWEEP = call(first_sweep, *MODELS)
+BACKGROUND = (FIRST_SWEEP,)
 
 
-JOB_AHEAD = _sweep_ahead
+def wait_for(condition, seconds: float) -> bool:
+    """Whether ``condition()`` holds within ``seconds`` (asked every 0.1 s)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
 
 
 @pytest.fixture(scope="module")
-def env(chapter_runs, tiny_model_folder):
-    # the sweep ahead has ended before any test here runs: they sweep into its data folder too
-    base = chapter_runs.job(_sweep_ahead, tiny_model_folder)
-    models = [str(tiny_model_folder(seed, f"tiny{seed}")) for seed in MODELS]
+def env(background, tiny_model_folder):
+    # every test here reads the first sweep's data folder and sweeps into it too
+    base = background.result(FIRST_SWEEP)
+    models = [str(tiny_model_folder(m.seed, m.name)) for m in MODELS]
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(paths.DATA_ENV, str(base / "data"))
         before = threads_env()
@@ -118,14 +125,14 @@ def test_sweep_completes_builds_the_table_and_resumes(env):
     assert len(report["failed"]) == 1 and str(bad) in report["failed"][0][0]  # the others finished
     table = aggregate.read_table(Path(report["table"]))
     assert set(table.model_key) == {keys.model_key(m) for m in env["models"]}
-    assert set(table.seed) == {0, 1} and set(table.chapter) == {"01_model_and_data", "03_effective_attention"}
+    assert set(table.seed) == {0, 1} and set(table.chapter) == {FIRST, THIRD}
     c4 = table[(table.kind == "claim") & (table.quantity == "C4")]
     assert len(c4) == 4 and c4.verdict.notna().all() and (c4.low <= c4.value).all()
     spread = aggregate.seed_spread(table)
     assert (spread[spread.quantity == "C4"].seeds == 2).all()
     assert sum(line.split()[2:4] == ["C4", "2"] for line in report["spread"].splitlines()) == 2  # one per model
 
-    again = sweep.sweep(models, ["lee"], [0, 1], ["01", "03"], PARAMS, client=env["client"], progress=False)
+    again = sweep.sweep(models, ["lee"], [0, 1], [FIRST, THIRD], PARAMS, client=env["client"], progress=False)
     assert not again.ran and len(again.skipped) == 8  # a second invocation runs nothing
 
 
@@ -134,11 +141,12 @@ def test_the_across_models_page_shows_both_models_and_their_verdicts(env, tmp_pa
 
     from identifiability.execution import run_notebook
 
-    if not (env["data"] / "results.parquet").is_file():
-        pytest.skip("needs the sweep of test_sweep_completes_builds_the_table_and_resumes")
+    # the table of the first sweep (a background job, FIRST_SWEEP), whichever tests ran before this one
+    assert (env["data"] / "results.parquet").is_file(), "the first sweep wrote no table"
+    spec = by_name("across_models")
     params = {"data_folder": str(env["data"]), "results_dir": str(tmp_path / "results")}
-    nb = run_notebook(paths.source_root() / "notebooks" / "09_across_models.md", tmp_path, params, progress=False)
-    assert read_json(tmp_path / "results" / "09_across_models.json")["results"]["models"] == 2
+    nb = run_notebook(spec.source, tmp_path, params, progress=False)
+    assert read_json(tmp_path / "results" / f"{spec.stem}.json")["results"]["models"] == 2
     markdown = "\n".join(
         "".join(o["data"]["text/markdown"])
         for c in json.loads(nb.read_text())["cells"]
@@ -164,7 +172,7 @@ def test_runs_are_handed_out_one_per_free_worker_longest_first(env):
     from datetime import datetime
 
     client, root, held, stop = env["client"], env["data"] / "sweeps", [], threading.Event()
-    args = (env["models"][:1], ["lee"], [7, 8], ["01", "03"], PARAMS)  # seeds no other test runs
+    args = (env["models"][:1], ["lee"], [7, 8], [FIRST, THIRD], PARAMS)  # seeds no other test runs
     expected = sweep.longest_first(sweep.plan(*args)[0], root)
     assert expected[0].chapter == expected[1].chapter != expected[2].chapter == expected[3].chapter
 
@@ -190,6 +198,13 @@ def test_runs_are_handed_out_one_per_free_worker_longest_first(env):
     assert max(start[r.key] for r in expected[:2]) <= min(start[r.key] for r in expected[2:]) + 1, start
 
 
+def _kernel_seconds() -> float:
+    """On a worker: the CPU seconds its children (a chapter's kernel) have used, 0 without one."""
+    import psutil
+
+    return max((c.cpu_times().user for c in psutil.Process().children(recursive=True)), default=0.0)
+
+
 def test_a_killed_worker_is_retried_and_leaves_nothing_partial(env):
     client, root = env["client"], env["data"] / "sweeps"
     killed = {}
@@ -198,8 +213,8 @@ def test_a_killed_worker_is_retried_and_leaves_nothing_partial(env):
         deadline = time.time() + 120
         while time.time() < deadline and not killed:
             busy = [w for w, keys in client.processing().items() if keys]
-            if busy and _partials(root):  # a chapter is executing into its private folder
-                time.sleep(3)  # let its kernel start and compute
+            # a chapter executing into its private folder, its kernel started and computing (a second of CPU)
+            if busy and _partials(root) and client.run(_kernel_seconds, workers=[busy[0]])[busy[0]] > 1:
                 pid = client.run(os.getpid, workers=[busy[0]])[busy[0]]
                 os.kill(pid, signal.SIGKILL)
                 killed["pid"] = pid
@@ -207,7 +222,7 @@ def test_a_killed_worker_is_retried_and_leaves_nothing_partial(env):
 
     t = threading.Thread(target=kill_when_running)
     t.start()
-    report = sweep.sweep(env["models"][:1], ["lee"], [5, 6], ["03"], PARAMS, client=client, progress=False)
+    report = sweep.sweep(env["models"][:1], ["lee"], [5, 6], [THIRD], PARAMS, client=client, progress=False)
     t.join()
     assert killed, "no worker was killed: the test did not test anything"
     assert len(report.ran) == 2 and not report.failed  # the lost run was retried on a fresh worker
@@ -216,27 +231,23 @@ def test_a_killed_worker_is_retried_and_leaves_nothing_partial(env):
     assert len(folders) == 2  # one folder per run: no duplicate
     assert sorted(read_json(f / "run.json")["attempts"] for f in folders) == [1, 2]  # the killed run was retried
     for f in folders:
-        assert sorted(p.name for p in f.iterdir()) == [
-            "03_effective_attention.ipynb",
-            "03_effective_attention.json",
-            "run.json",
-        ]
-    time.sleep(2)  # the killed worker's kernel notices its parent is gone
-    assert not _partials(root)
+        assert sorted(p.name for p in f.iterdir()) == [f"{THIRD}.ipynb", f"{THIRD}.json", "run.json"]
+    # the killed worker's kernel notices its parent is gone and removes its partial folder
+    assert wait_for(lambda: not _partials(root), 30), f"partial folders left: {_partials(root)}"
 
 
 def test_a_failing_run_is_retried_once_then_reported(env, monkeypatch):
-    good, _ = sweep.plan(env["models"][:1], ["lee"], [9], ["01"], {"n_sentences": 3})
+    good, _ = sweep.plan(env["models"][:1], ["lee"], [9], [FIRST], {"n_sentences": 3})
     # a window no sentence of the corpus fits: the chapter itself stops (the pre-flight would refuse it)
     failing = sweep.Run(**{**good[0].__dict__, "params": {"n_sentences": 3, "example_min_tokens": 900}})
     monkeypatch.setattr(sweep, "plan", lambda *a, **k: ([failing, *good], []))
     report = sweep.sweep([], [], [], client=env["client"], progress=False)
     assert [r.seed for r in report.ran] == [9] and len(report.failed) == 1  # the other run finished
     run, why = report.failed[0]
-    assert run == failing and why.startswith("01_model_and_data stopped: ") and "\n" not in why
+    assert run == failing and why.startswith(f"{FIRST} stopped: ") and "\n" not in why
     folder = failing.folder(env["data"] / "sweeps")
     assert read_json(folder / "attempts.json")["attempts"] == 2  # the first try and one retry
-    kept = folder / "01_model_and_data.failed.ipynb"
+    kept = folder / f"{FIRST}.failed.ipynb"
     assert str(kept) in why and kept.is_file()  # the message names a notebook that exists
     assert not (folder / "run.json").exists()
 

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import pytest
 
+from identifiability.chapters import by_name
 from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE
 from identifiability.verdicts.claims import load_claims
+
+from .background import chapter
 
 TINY_SEED = 3
 
@@ -88,25 +91,25 @@ def _context_mixing(out: dict) -> None:
 
 
 BY_CONSTRUCTION = {
-    "02_nonidentifiability": _nonidentifiability,
-    "03_effective_attention": _effective_attention,
-    "06_context_mixing": _context_mixing,
+    "nonidentifiability": _nonidentifiability,
+    "effective_attention": _effective_attention,
+    "context_mixing": _context_mixing,
 }
-RUNS_AHEAD = [(chapter, TINY_SEED) for chapter in BY_CONSTRUCTION]  # executed in the background (tests/conftest.py)
+BACKGROUND = tuple(chapter(name, TINY_SEED) for name in BY_CONSTRUCTION)
 
 
-@pytest.mark.parametrize("chapter", list(BY_CONSTRUCTION))
-def test_chapter_judges_its_claims_on_a_tiny_random_model(chapter, tiny_folder, chapter_run):
-    out = chapter_run(chapter, tiny_folder)  # with its quick parameters
+@pytest.mark.parametrize("name", list(BY_CONSTRUCTION))
+def test_chapter_judges_its_claims_on_a_tiny_random_model(name, tiny_folder, background):
+    out = background.chapter(name, TINY_SEED)  # with its quick parameters
     assert out["provenance"]["content_key"] and out["params"]["model"] == str(tiny_folder)
     r = out["results"]
     claims = r["claims"]
-    expected = {c["id"] for c in load_claims() if c["chapter"] == chapter}
+    expected = {c["id"] for c in load_claims() if c["chapter"] == by_name(name).stem}
     assert set(claims) == expected
     for v in claims.values():
         assert v["rule"] and v["reason"]
         assert {"estimate", "ci95", "baseline", "baseline_note", "parts"} <= set(v)
         assert v["baseline"] is not None or v["baseline_note"]  # a missing baseline says why none applies
     judged = _verdicts_agree_with_their_intervals(claims)
-    assert judged > 0 or chapter == "02_nonidentifiability"  # chapter 2 counts exactly: no intervals
-    BY_CONSTRUCTION[chapter](out)
+    assert judged > 0 or name == "nonidentifiability"  # chapter 2 counts exactly: no intervals
+    BY_CONSTRUCTION[name](out)

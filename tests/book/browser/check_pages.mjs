@@ -257,10 +257,15 @@ async function checkPage(page) {
     await p.goto(base + page, { waitUntil: "load" });
     await p.waitForFunction(() => [...document.querySelectorAll(".vega-chart")].every((e) => e.querySelector("svg, canvas")),
       null, { timeout: 30000 }).catch(() => {});
-    // MathJax's first typesetting done (its startup promise), then time for fonts to arrive: with pages
-    // checked side by side a fixed wait alone could end before a busy page has typeset
-    await p.evaluate(() => window.MathJax?.startup?.promise?.then(() => true)).catch(() => {});
-    await p.waitForTimeout(800);
+    // MathJax's first typesetting done (its startup promise), then the fonts its output asked for loaded
+    // (document.fonts, after a layout so that every font in use has been requested), at most 30 s: with pages
+    // checked side by side a busy page typesets late
+    await p.evaluate(() => Promise.race([
+      Promise.resolve(window.MathJax?.startup?.promise)
+        .then(() => new Promise((r) => requestAnimationFrame(() => r(document.body.offsetHeight))))
+        .then(() => document.fonts.ready),
+      new Promise((r) => setTimeout(r, 30000)),
+    ]).then(() => true)).catch(() => {});
     const seen = await p.evaluate(inspect);
     const result = { charts: seen.charts, tables: seen.tables, raw: rawOutput(seen.lines), mathOk: seen.mathOk, cut: seen.cut,
                      read: seen.lines.length, printed: seen.printed, code: seen.code, scroll: seen.scroll,
