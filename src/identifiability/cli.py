@@ -142,7 +142,7 @@ def _record_compare_parser(sub) -> None:
     r.add_argument(
         "--checkout",
         type=Path,
-        help="the checkout make compare ran in: its commit, lock, sources and rules go into the provenance and "
+        help="the checkout make compare ran in: its commit, lock and rules go into the provenance and "
         "relative model names resolve against it (default: the checkout above --data, else this one)",
     )
     r.add_argument("--into", type=Path, help="the checkout whose data/recorded receives the run (default: this one)")

@@ -10,10 +10,10 @@ file had in common. Every JSON value is flattened to a path
 (``<chapter stem>.json: results.pearson_median_longest``); numbers are equal
 when they agree to ``rtol`` (relative; default 1e-6) or ``atol`` (absolute; default 0, so that a tolerance
 of 1e-10 and one of 1e-13 count as different); the keys :data:`SKIPPED` names (timings, page weights, file
-paths, a sweep run's finish time and attempts) are skipped, with everything below them. A
-field named ``layer`` (or ``*_layer``) whose new value is the old one plus 1 is reported apart, as the move
-from 0-based to the book's 1..L layer numbering. A results file of a chapter that has since been
-renumbered since (the comparison across models of a build before the head-width chapter, then chapter 8)
+paths, a sweep run's finish time and attempts, the modules a chapter computed with) are skipped, with
+everything below them. A field named ``layer`` (or ``*_layer``) whose new value is the old one plus 1 is
+reported apart, as the move from 0-based to the book's 1..L layer numbering. A results file of a chapter that
+has since been renumbered since (the comparison across models of a build before the head-width chapter, then chapter 8)
 is matched under the chapter's stem of now (:data:`identifiability.chapters.RENAMED`), and the report says
 which files were.
 """
@@ -29,9 +29,9 @@ from pathlib import Path, PurePosixPath
 from .chapters import current_stem
 
 # Keys whose values differ between two runs of the same computation: when it ran, how long it took, where
-# it wrote and how often a sweep tried. Named one by one, never by a pattern: a pattern on "_s" also hid d_s,
-# the input length. A chapter that records a new timing adds its key here (tests/unit/test_compare.py checks
-# that every study field named *seconds* is listed).
+# it wrote, how often a sweep tried and the code it ran (what a refactoring changes). Named one by one, never
+# by a pattern: a pattern on "_s" also hid d_s, the input length. A chapter that records a new timing adds its
+# key here (tests/unit/test_compare.py checks that every study field named *seconds* is listed).
 SKIPPED = (
     "runtime_s",
     "seconds",
@@ -46,6 +46,7 @@ SKIPPED = (
     "results_dir",
     "finished",
     "attempts",
+    "computed_with",  # the modules a chapter's kernel computed with (identifiability.computed_with)
 )
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from . import keys, schema
+from . import computed_with, keys, schema
 from .chapters import CHAPTERS, results_file
 from .charts.render import enable_offline
 from .corpora import Corpus, drop_unusable, load_corpus, sample_sentences
@@ -167,7 +167,9 @@ class Chapter:
 
     def save(self) -> Path:
         """Write ``<results_dir>/<chapter>.json`` with the results, parameters and model provenance, after
-        checking the results against the chapter's schema (:mod:`identifiability.schema`)."""
+        checking the results against the chapter's schema (:mod:`identifiability.schema`), and the package's
+        modules this kernel computed them with (``computed_with``: :func:`identifiability.computed_with.imported`),
+        which a recorded run that gathers the file reports."""
         results = jsonable(self.results)
         schema.check(self.name, results)
         return write_json(
@@ -183,6 +185,7 @@ class Chapter:
                 },
                 "schema_version": schema.SCHEMA_VERSION,
                 "results": results,
+                computed_with.KEY: computed_with.imported(),
             },
         )
 

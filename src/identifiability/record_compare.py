@@ -115,6 +115,13 @@ def materialise(results: Mapping, folder: Path) -> Path:
     return folder
 
 
+def chapter_runs(results: Mapping) -> list[str]:
+    """The chapter results files of a recorded run (:func:`gather`), as paths below the data folder: its files
+    but the sweeps' manifests and the model folders' provenance."""
+    models = set(results.get("model_provenance", {}).values())
+    return sorted(r for r in results["files"] if r not in models and PurePosixPath(r).name != "run.json")
+
+
 def provenances(results: Mapping) -> dict[str, dict]:
     """{model name: its folder's provenance} of a recorded run (what model_comparison.models_of takes)."""
     return {name: results["files"][rel] for name, rel in results.get("model_provenance", {}).items()}
@@ -160,8 +167,8 @@ def record_compare(
 ) -> recorded.Recorded:
     """Gather and record `make compare`'s results (:func:`gather`) under ``data/recorded/compare/<base key>/`` of
     the checkout ``into`` (default: this one). The provenance names the checkout that ran (``checkout``: its
-    commit, lock, package sources and C13's and C14's rules; default the checkout above ``data``, else this
-    one; relative model names resolve against it) and the
+    commit, lock and C13's and C14's rules; default the checkout above ``data``, else this one; relative model
+    names resolve against it), the modules the chapters' kernels reported computing with, and the
     duration: ``seconds``, else since ``started`` (a Unix time: the Makefile passes make compare's start),
     else the span of the recorded sweep runs (said so in ``seconds_from``)."""
     t0 = time.time()
@@ -176,8 +183,9 @@ def record_compare(
         how = "the recorded sweep runs, from the first one's start to the last one's end (fine-tuning not included)"
     else:
         seconds, how = time.time() - t0, "this job only (gathering the files)"
-    # the chapters ran in kernels of ``checkout``: every module of its package, not this job's imports
-    prov = recorded.provenance(CLAIMS, TARGET, seconds, checkout, every_module=True)
+    # the chapters ran in kernels of ``checkout``: its commit, lock and rules; the modules, what they reported
+    kernels = [data / rel for rel in chapter_runs(results)]
+    prov = recorded.provenance(CLAIMS, TARGET, seconds, checkout, kernels=kernels, data=data)
     prov |= {"seconds_from": how, "data": str(data), "checkout": str(checkout)}
     rec = recorded.record(JOB, keys.model_key(base), results, prov, TOLERANCE, into, echo)
     size = sum(f.stat().st_size for f in recorded.folder(rec.job, rec.key, into).iterdir())

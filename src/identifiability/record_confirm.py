@@ -91,8 +91,10 @@ def record_confirm(
     t0 = time.time()
     if run:
         run_chapters(model, corpus)
-    results = gather(keys.results_dir(model, corpus))
-    prov = recorded.provenance(sorted(results["claims"]), TARGET, time.time() - t0, every_module=True)
+    folder = keys.results_dir(model, corpus)
+    results = gather(folder)
+    kernels = [folder / f"{stem}.json" for stem in results["params"]]  # the results files gather read
+    prov = recorded.provenance(sorted(results["claims"]), TARGET, time.time() - t0, kernels=kernels)
     prov |= {"corpus": corpus, "model": model}
     rec = recorded.record(JOB, f"{keys.model_key(model)}/{keys.corpus_key(corpus)}", results, prov, TOLERANCE)
     echo(f"recorded {len(results['claims'])} verdicts on {corpus} in {recorded.folder(rec.job, rec.key)}")

@@ -47,12 +47,11 @@ def _member_of(model: str) -> str | None:
     return name if name in {m.name for m in MEMBERS} else None
 
 
-def members(data: Path, corpus: str = paths.DEFAULT_CORPUS) -> dict[str, dict]:
-    """{member: {"provenance": ..., "chapters": {stem: {"claims", "twin_claims", "params"}}}} from every chapter
-    results file under the data folder ``data`` whose model is a member's folder, on ``corpus`` (the latest run
-    of each chapter), and each member folder's provenance; {} when there is none."""
+def _latest_runs(data: Path, corpus: str) -> dict[tuple[str, str], tuple[Path, dict]]:
+    """{(member, stem): (results file, its content)}: the latest run of each judging chapter on each member's
+    folder, on ``corpus``, under the data folder ``data``."""
     judging = {by_name(n).stem for n in JUDGING}
-    found: dict[str, dict] = {}
+    runs: dict[tuple[str, str], tuple[Path, dict]] = {}
     for f in sorted(data.rglob("*.json"), key=lambda p: p.stat().st_mtime):
         stem = current_stem(f.stem)
         if stem not in judging or "recorded" in f.relative_to(data).parts:
@@ -62,8 +61,17 @@ def members(data: Path, corpus: str = paths.DEFAULT_CORPUS) -> dict[str, dict]:
         except (OSError, ValueError):
             continue
         member = _member_of(doc.get("params", {}).get("model", ""))
-        if member is None or doc.get("params", {}).get("corpus") != corpus:
-            continue
+        if member is not None and doc.get("params", {}).get("corpus") == corpus:
+            runs[member, stem] = (f, doc)
+    return runs
+
+
+def members(data: Path, corpus: str = paths.DEFAULT_CORPUS) -> dict[str, dict]:
+    """{member: {"provenance": ..., "chapters": {stem: {"claims", "twin_claims", "params"}}}} from every chapter
+    results file under the data folder ``data`` whose model is a member's folder, on ``corpus`` (the latest run
+    of each chapter), and each member folder's provenance; {} when there is none."""
+    found: dict[str, dict] = {}
+    for (member, stem), (_, doc) in _latest_runs(data, corpus).items():
         res = doc.get("results", {})
         params = {k: v for k, v in doc.get("params", {}).items() if k != "results_dir"}
         chapters = found.setdefault(member, {"chapters": {}})["chapters"]
@@ -76,13 +84,23 @@ def members(data: Path, corpus: str = paths.DEFAULT_CORPUS) -> dict[str, dict]:
     return found
 
 
+def _chapter7(data: Path, corpus: str, model: str) -> Path:
+    """Chapter 7's results file of ``model`` and ``corpus`` under the data folder ``data``."""
+    return data / keys.results_dir(model, corpus).relative_to(paths.data_root()) / f"{by_name('head_width').stem}.json"
+
+
+def results_files(data: Path, corpus: str = paths.DEFAULT_CORPUS, model: str = paths.DEFAULT_MODEL) -> list[Path]:
+    """The chapter results files :func:`gather` reads (their kernels report what they computed with)."""
+    seven = _chapter7(data, corpus, model)
+    return [*([seven] if seven.is_file() else []), *(f for f, _ in _latest_runs(data, corpus).values())]
+
+
 def gather(data: Path, corpus: str = paths.DEFAULT_CORPUS, model: str = paths.DEFAULT_MODEL) -> dict:
     """What the record holds (module docstring), from the data folder ``data``: chapter 7's results file of
     ``model`` and ``corpus`` (``head_width``: its results and parameters), and per member ``members``
     (:func:`members`)."""
     found = members(data, corpus)
-    chapter7 = keys.results_dir(model, corpus).relative_to(paths.data_root()) / f"{by_name('head_width').stem}.json"
-    path = data / chapter7
+    path = _chapter7(data, corpus, model)
     head_width = None
     if path.is_file():
         doc = read_json(path)
@@ -105,7 +123,8 @@ def record_family(
     t0 = started if started is not None else time.time()
     data = (data or paths.data_root()).resolve()
     results = gather(data, corpus)
-    prov = recorded.provenance(sorted(results["judged_under"]), TARGET, time.time() - t0, every_module=True)
+    kernels = results_files(data, corpus)
+    prov = recorded.provenance(sorted(results["judged_under"]), TARGET, time.time() - t0, kernels=kernels, data=data)
     rec = recorded.record(JOB, keys.corpus_key(corpus), results, prov, TOLERANCE)
     echo(f"recorded the family's results ({len(results['members'])} members) in {recorded.folder(JOB, rec.key)}")
     return rec

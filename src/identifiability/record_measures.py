@@ -61,10 +61,10 @@ def record_measures(
     t0 = time.time()
     spec = by_name("measures")
     params = {"model": model, "corpus": corpus, "n_sentences": n, "sample": "proportional", "seed": seed}
-    # the checkout's state when the chapter starts, the code its kernel imports: a commit made while it runs
-    # (it runs long) must not be named as the code that computed it
+    # the checkout's state when the chapter starts: a commit made while it runs (it runs long) must not be
+    # named as the one that computed it (the modules are what the kernel reports it computed with)
     claims = sorted(c["id"] for c in load_claims() if c["chapter"] == spec.stem)
-    prov = recorded.provenance(claims, TARGET, 0.0, every_module=True)
+    prov = recorded.provenance(claims, TARGET, 0.0)
     if run:
         todo = corpus_hta.uncached(model, sample_texts(model, corpus, n, seed))
         echo(f"{n} draws of {corpus}; exact HTA of {len(todo)} sentences not in the cache")
@@ -84,6 +84,7 @@ def record_measures(
     results["judged_under"] = {c: hashes[c] for c in results["claims"] or {} if c in hashes}
     results["params"] = {k: v for k, v in doc["params"].items() if k != "results_dir"}
     prov |= {"seconds": time.time() - t0, "corpus": corpus, "model": model}
+    prov["hashes"] |= recorded.computed([path], paths.data_root())  # this process's and the chapter kernel's
     rec = recorded.record(JOB, f"{keys.model_key(model)}/{keys.corpus_key(corpus)}", results, prov, TOLERANCE)
     echo(f"recorded chapter 10's scores on {n} sentences in {recorded.folder(rec.job, rec.key)}")
     return rec

@@ -3,14 +3,17 @@
 A job (e.g. C10's exact sample, ``make record-c10``) writes its results under
 ``data/recorded/<job>/<key>/`` of the checkout (``key``: the model's and corpus's keys), two small JSON files
 and never weights: ``results.json`` and ``provenance.json`` (git commit and whether the tree was dirty, the
-date, the command line, the machine, the duration, and the SHA-256 of the lock ``requirements.txt``, of the
-package's sources ``src/identifiability/**/*.py``, one combined hash and one per file, and of the rows of
-the claims it was judged under in ``data/claims.csv`` and ``data/amendments.csv``). The provenance names the
-results file's hash, so a reader never pairs new results with an old provenance.
+date, the command line, the machine, the duration, the SHA-256 of the lock ``requirements.txt`` and of the
+rows of the claims it was judged under in ``data/claims.csv`` and ``data/amendments.csv``, and the modules its
+numbers were computed with, {module name: fingerprint of its meaning} (:mod:`identifiability.computed_with`:
+the job's own and those its chapters' kernels reported; never charts, text, pages, the build or the command
+line)). The provenance names the results file's hash, so a reader never pairs new results with an old
+provenance.
 
 API: :func:`record` (compare with the previous run, print what moved, write), :func:`write`, :func:`load`
 (one line naming the command when absent or unreadable), :func:`find` (None when absent), :func:`stale`
-(which hashes no longer match: "lock", "code", "rules"), :func:`caption` (the line a page shows),
+(which hashes no longer match: "lock", "code", "rules"), :func:`changed_modules` and :func:`code_unknown` (what
+made the code stale), :func:`caption` (the line a page shows),
 :func:`frozen` and :func:`confirmable` (the rules frozen before the family was trained; data/frozen_rules.csv) and
 :func:`moved` (every result value that moved beyond a tolerance; provenance is never compared).
 """
@@ -25,15 +28,15 @@ import platform
 import shlex
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from . import paths
+from . import computed_with, paths
 from .errors import UserError
-from .fileio import atomic_write, jsonable
+from .fileio import atomic_write, jsonable, read_json
 
 RESULTS, PROVENANCE = "results.json", "provenance.json"
 KINDS = ("lock", "code", "rules")  # what stale() compares
@@ -81,30 +84,18 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def code_hashes(source: Path, files: Sequence[str] | None = None) -> dict[str, str]:
-    """{path below the checkout: SHA-256} of the package's .py files: ``files`` (paths below the checkout; one
-    that no longer exists hashes as "missing") or, by default, every one."""
-    if files is None:
-        pkg = source / "src" / "identifiability"
-        files = [p.relative_to(source).as_posix() for p in sorted(pkg.rglob("*.py"))]
-    return {f: _sha((source / f).read_bytes()) if (source / f).is_file() else "missing" for f in sorted(files)}
-
-
-def loaded_sources() -> list[str]:
-    """The package's modules this process has imported, as paths below a checkout (``src/identifiability/...``):
-    the sources a job's results depend on (a later change to a module the job never ran does not make its
-    record stale)."""
-    pkg = Path(__file__).resolve().parent
-    out = set()
-    for m in list(sys.modules.values()):
-        f = getattr(m, "__file__", None)
-        if f and Path(f).resolve().is_relative_to(pkg):
-            out.add((Path("src") / "identifiability" / Path(f).resolve().relative_to(pkg)).as_posix())
-    return sorted(out)
-
-
-def _combined(files: dict[str, str]) -> str:
-    return _sha("".join(f"{k}\0{v}\n" for k, v in sorted(files.items())).encode())
+def reported(files: Iterable[Path], data: Path) -> tuple[dict[str, str], list[str]]:
+    """What chapters' kernels reported computing with (:data:`identifiability.computed_with.KEY` of each results
+    file of ``files``), merged; and the files, below the data folder ``data``, that report nothing (written
+    before kernels reported)."""
+    reports, silent = [], []
+    for f in files:
+        report = read_json(f).get(computed_with.KEY)
+        if isinstance(report, dict):
+            reports.append(report)
+        else:
+            silent.append(f.relative_to(data).as_posix() if f.is_relative_to(data) else f.name)
+    return computed_with.merged(reports), sorted(silent)
 
 
 def rules_hash(source: Path, claims: Sequence[str]) -> str:
@@ -146,16 +137,10 @@ def confirmable(judged_under: dict[str, str], source: Path | None = None) -> dic
     return {c: c in fz and fz[c]["sha256"] == h for c, h in judged_under.items()}
 
 
-def hashes(source: Path, claims: Sequence[str], files: Sequence[str] | None = None) -> dict:
-    """The hashes a recorded run is judged stale against: lock, code (combined and per file: ``files``, default
-    every module of the package), rules."""
-    files = code_hashes(source, files)
-    return {
-        "lock": _sha((source / "requirements.txt").read_bytes()),
-        "code": _combined(files),
-        "code_files": files,
-        "rules": rules_hash(source, claims),
-    }
+def hashes(source: Path, claims: Sequence[str]) -> dict:
+    """The hashes of the checkout ``source`` a recorded run is judged stale against besides its modules: the
+    lock and the rules of ``claims``."""
+    return {"lock": _sha((source / "requirements.txt").read_bytes()), "rules": rules_hash(source, claims)}
 
 
 def git_state(source: Path) -> tuple[str, bool]:
@@ -186,6 +171,16 @@ def _command_line() -> str:
     return shlex.join(argv)
 
 
+def computed(kernels: Sequence[Path] = (), data: Path | None = None) -> dict:
+    """What a run computed with, for its provenance's ``hashes``: ``modules``, {module name: fingerprint} of this
+    process's computing modules and those the chapters' kernels reported in their results files ``kernels``
+    (below the data folder ``data``, default this one), the fingerprint rule (``modules_rule``), and the
+    files whose kernels reported nothing (``unreported``)."""
+    mods, silent = reported(kernels, data or paths.data_root())
+    merged = computed_with.merged([computed_with.imported(), mods])
+    return {"modules": merged, "modules_rule": computed_with.RULE, "unreported": silent}
+
+
 def provenance(
     claims: Sequence[str],
     target: str,
@@ -193,12 +188,13 @@ def provenance(
     source: Path | None = None,
     command: str | None = None,
     git: tuple[str, bool] | None = None,
-    every_module: bool = False,
+    kernels: Sequence[Path] = (),
+    data: Path | None = None,
 ) -> dict:
     """The provenance of a run that took ``seconds`` and was judged under ``claims``' rules; ``git``
-    (commit, dirty) is read from the checkout unless given. The code hashed is the package modules this
-    process imported, or ``every_module`` of the checkout's package (a job that gathers what other processes
-    computed, such as `make compare`'s chapter kernels)."""
+    (commit, dirty) is read from the checkout unless given. The modules it computed with are this process's
+    and, for a job that gathers what chapters' kernels computed (`make compare`'s, `make family`'s), those
+    the kernels reported in the results files ``kernels`` below the data folder ``data`` (:func:`computed`)."""
     source = source or paths.source_root()
     commit, dirty = git or git_state(source)
     return {
@@ -210,7 +206,7 @@ def provenance(
         "seconds": float(seconds),
         "target": target,
         "claims": list(claims),
-        "hashes": hashes(source, claims, None if every_module else loaded_sources()),
+        "hashes": {**hashes(source, claims), **computed(kernels, data)},
     }
 
 
@@ -249,18 +245,39 @@ def load(job: str, key: str, target: str, source: Path | None = None) -> Recorde
     return rec
 
 
+def code_unknown(rec: Recorded) -> str | None:
+    """Why ``rec`` cannot tell whether the code it computed with has changed, or None when it can: it was
+    recorded before modules were fingerprinted, under another fingerprint rule, or from chapter results whose
+    kernels reported nothing. Such a record counts as stale."""
+    h = rec.provenance.get("hashes", {})
+    if not isinstance(h.get("modules"), dict):
+        return "recorded before modules were fingerprinted"
+    if h.get("modules_rule") != computed_with.RULE:
+        return f"its modules were fingerprinted under another rule ({h.get('modules_rule')}; now {computed_with.RULE})"
+    if h.get("unreported"):
+        return f"{len(h['unreported'])} chapter results it gathered do not say which modules computed them"
+    return None
+
+
+def changed_modules(rec: Recorded, source: Path | None = None) -> list[str]:
+    """The modules ``rec`` computed with whose meaning changed since or which are gone from the checkout
+    ``source`` (:func:`identifiability.computed_with.changed`: a module that only moved is unchanged); [] for
+    a record that cannot tell (:func:`code_unknown`)."""
+    modules = rec.provenance.get("hashes", {}).get("modules")
+    if not isinstance(modules, dict):
+        return []
+    return computed_with.changed(modules, (source or paths.source_root()) / "src" / computed_with.PACKAGE)
+
+
 def stale(rec: Recorded, source: Path | None = None) -> list[str]:
-    """Which of "lock", "code", "rules" no longer hash as they did when ``rec`` was recorded."""
+    """Which of "lock", "code", "rules" no longer hold as they did when ``rec`` was recorded: the code is stale
+    when a module it computed with changed (:func:`changed_modules`) or when the record cannot tell
+    (:func:`code_unknown`)."""
+    source = source or paths.source_root()
     then = rec.provenance.get("hashes", {})
-    now = hashes(source or paths.source_root(), rec.provenance.get("claims", []), list(then.get("code_files", {})))
-    return [k for k in KINDS if then.get(k) != now[k]]
-
-
-def changed_files(rec: Recorded, source: Path | None = None) -> list[str]:
-    """The package's source files added, removed or changed since ``rec`` was recorded."""
-    then = rec.provenance.get("hashes", {}).get("code_files", {})
-    now = code_hashes(source or paths.source_root(), list(then))
-    return sorted(k for k in set(now) | set(then) if now.get(k) != then.get(k))
+    now = hashes(source, rec.provenance.get("claims", []))
+    code = code_unknown(rec) is not None or bool(changed_modules(rec, source))
+    return [k for k in KINDS if (code if k == "code" else then.get(k) != now[k])]
 
 
 def duration(seconds: float) -> str:

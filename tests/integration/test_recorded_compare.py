@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from identifiability import aggregate, record_compare, recorded
+from identifiability import aggregate, computed_with, record_compare, recorded
+from identifiability.fileio import read_json, write_json
 from identifiability.studies.across_models import comparison, recorded_comparison, reference_comparison
 from identifiability.text import across_models as prose
 from identifiability.verdicts import NOT_RUN
@@ -60,6 +61,8 @@ def checkout(tmp_path: Path) -> Path:
     prov = {"kind": "random-init", "seed": 0, "like": {"name": REFERENCE, "content_key": "refkey"}}
     _model_folder(data, "random", prov)
     _file(data, "data/models/random", "rnd", "rndkey", _rates(rng, n, base=base, shift=-0.5), keys)
+    for f in (data / "results").rglob("*.json"):  # each reports what it computed with, as a chapter's kernel does
+        write_json(f, {**read_json(f), computed_with.KEY: computed_with.imported()})
     return ck
 
 
@@ -93,7 +96,9 @@ def test_the_recorded_run_is_judged_as_the_live_folder_was(checkout, tmp_path, m
     ]
     assert all(rel.startswith("models/") for rel in rec.results["model_provenance"].values())
     assert rec.provenance["target"] == "compare" and rec.provenance["claims"] == ["C13", "C14"]
-    assert rec.provenance["seconds"] == 3000 and len(rec.provenance["hashes"]["code_files"]) > 50  # every module
+    assert rec.provenance["seconds"] == 3000
+    assert rec.provenance["hashes"]["unreported"] == [] and recorded.code_unknown(rec) is None
+    assert "identifiability.stats" in rec.provenance["hashes"]["modules"]  # what the chapters reported
     assert (where / "results.json").stat().st_size < 2e6
     # nothing but the recording is left to read: the live folder holds no runs and no models, and the
     # working directory is elsewhere
@@ -147,7 +152,10 @@ def test_a_changed_source_file_marks_the_recording_stale(checkout):
     _record(checkout)
     empty = _live(checkout / "nothing")
     module = checkout / "src" / "identifiability" / "stats.py"
-    module.write_text(module.read_text() + "\n# changed\n")
+    module.write_text(module.read_text() + "\n# a comment\n")  # not code: the recording stays fresh
+    got, _ = recorded_comparison(empty, REFERENCE, 0, CORPUS, source=checkout, **KW)
+    assert got.recorded.endswith("`make compare` recomputes it")
+    module.write_text(module.read_text() + "\nCHANGED = 1\n")
     got, _ = recorded_comparison(empty, REFERENCE, 0, CORPUS, source=checkout, **KW)
     assert got.recorded.endswith("`make compare` recomputes it; the code has changed since")
 

@@ -42,3 +42,23 @@ def test_the_confirmation_runs_every_judging_chapter_of_the_paper_with_parameter
     assert set(record_confirm.PARAMS) == paper
     for name, params in record_confirm.PARAMS.items():
         assert set(params) <= set(declared_parameters(by_name(name).source)), name
+
+
+def test_the_record_computed_with_what_the_judging_chapters_kernels_reported(tmp_path, monkeypatch):
+    from identifiability import computed_with, keys, paths
+
+    monkeypatch.setenv(paths.DATA_ENV, str(tmp_path / "data"))
+    monkeypatch.setattr(recorded, "root", lambda source=None: tmp_path / "recorded")
+    monkeypatch.setattr(recorded, "git_state", lambda source: ("abc", False))
+    folder = keys.results_dir(paths.DEFAULT_MODEL, record_confirm.CORPUS)
+    v = Verdict("C6", HOLDS, 1.0, None, 0.0, "n", "r", "w")
+    stem = by_name("token_identity").stem
+    doc = {
+        "results": {"claims": {"C6": v.to_json()}},
+        "params": {},
+        computed_with.KEY: {"identifiability.identity": "f"},
+    }
+    write_json(folder / f"{stem}.json", doc)
+    _file(folder, "model_and_data", {"C99": v})  # not gathered: says nothing of the record's modules
+    h = record_confirm.record_confirm(run=False, echo=lambda s: None).provenance["hashes"]
+    assert h["modules"]["identifiability.identity"] == "f" and h["unreported"] == []

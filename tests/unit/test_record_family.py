@@ -51,6 +51,21 @@ def test_gather_takes_the_members_verdicts_their_provenance_and_chapter_7(data):
     assert set(out["judged_under"]) >= {"C19", "C20", "C21"}
 
 
+def test_the_record_computed_with_what_the_kernels_of_the_files_it_gathered_reported(data, monkeypatch):
+    from identifiability import computed_with, recorded
+    from identifiability.fileio import read_json
+
+    monkeypatch.setattr(recorded, "root", lambda source=None: data / "out")
+    monkeypatch.setattr(recorded, "git_state", lambda source: ("abc", False))
+    files = record_family.results_files(data)
+    assert [f.name for f in files] == ["07_head_width.json", f"{by_name('token_identity').stem}.json"]
+    assert "mlm-w128" in files[1].as_posix()  # the member's run, not the reference model's
+    write_json(files[1], {**read_json(files[1]), computed_with.KEY: {"identifiability.studies.token_identity": "f"}})
+    h = record_family.record_family(data, echo=lambda s: None).provenance["hashes"]
+    assert h["modules"]["identifiability.studies.token_identity"] == "f"
+    assert h["unreported"] == [files[0].relative_to(data).as_posix()]  # chapter 7's file reported nothing
+
+
 def test_nothing_of_the_family_is_one_line_naming_the_command(tmp_path, monkeypatch):
     monkeypatch.setenv(paths.DATA_ENV, str(tmp_path))
     with pytest.raises(record_family.NothingToRecord, match="make family"):

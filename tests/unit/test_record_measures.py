@@ -18,13 +18,13 @@ def stubbed(tmp_path, monkeypatch):
     monkeypatch.setattr(record_measures, "sample_texts", lambda *a, **k: ["a b c"])
     monkeypatch.setattr(record_measures.corpus_hta, "uncached", lambda model, texts: [])
     monkeypatch.setattr(record_measures.corpus_hta, "on_cluster", lambda *a, **k: None)
-    state = {"commit": "start", "n": 50}
+    state = {"commit": "start", "n": 50, "report": {"computed_with": {"identifiability.studies.measures": "f"}}}
     monkeypatch.setattr(recorded, "git_state", lambda source: (state["commit"], False))
 
     def fake_run(source, out, params, progress=True):
         path = keys.results_dir(params["model"], params["corpus"]) / "10_measures.json"
         results = {"scores": [], "seconds": {"raw": 0.1}, "n_scored": state["n"], "unsupported": {}, "claims": {}}
-        write_json(path, {"params": params, "results": results})
+        write_json(path, {"params": params, "results": results, **state["report"]})
         state["commit"] = "during"
 
     monkeypatch.setattr(execution, "run_notebook", fake_run)
@@ -35,6 +35,15 @@ def test_the_provenance_is_the_checkouts_when_the_chapter_started(stubbed):
     rec = record_measures.record_measures(echo=lambda s: None)
     assert rec.provenance["commit"] == "start" and rec.provenance["claims"] == [f"C{i}" for i in range(22, 28)]
     assert rec.provenance["seconds"] >= 0 and rec.results["n_scored"] == 50
+
+
+def test_the_modules_are_the_jobs_and_those_chapter_10s_kernel_reported(stubbed):
+    h = record_measures.record_measures(echo=lambda s: None).provenance["hashes"]
+    assert h["modules"]["identifiability.studies.measures"] == "f" and "identifiability.corpus_hta" in h["modules"]
+    assert h["unreported"] == []
+    stubbed["report"] = {}  # a kernel from before kernels reported
+    rec = record_measures.record_measures(echo=lambda s: None)
+    assert rec.provenance["hashes"]["unreported"] == [f"results/{rec.key}/10_measures.json"]
 
 
 def test_a_run_of_fewer_sentences_than_the_rules_need_is_not_recorded(stubbed):

@@ -1,5 +1,5 @@
-"""Recorded heavy runs (identifiability.recorded): written and read back, judged stale when the code, the
-rules or the lock change, their moved values listed, their caption."""
+"""Recorded heavy runs (identifiability.recorded): written and read back, judged stale when the code they
+computed with, the rules or the lock change, their moved values listed, their caption."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from identifiability import recorded
+from identifiability import computed_with, recorded
 
 GIT = ("0123abc", False)
 
@@ -47,8 +47,8 @@ def test_a_recorded_run_reads_back_as_written_with_its_provenance(checkout):
     )
     assert p["seconds"] == 4000.0 and back.date == p["date"][:10] and back.target == "record-c10"
     assert set(p["machine"]) == {"platform", "cpus", "torch"}
-    assert set(p["hashes"]) == {"lock", "code", "code_files", "rules"}
-    assert "src/identifiability/recorded.py" in p["hashes"]["code_files"]
+    assert set(p["hashes"]) == {"lock", "rules", "modules", "modules_rule", "unreported"}
+    assert p["hashes"]["modules"] == computed_with.imported() and "identifiability.paths" in p["hashes"]["modules"]
     files = sorted(f.name for f in (checkout / "data" / "recorded" / "c10" / "m" / "lee").iterdir())
     assert files == ["provenance.json", "results.json"]  # no temporary file left behind
     mode = (checkout / "data/recorded/c10/m/lee/results.json").stat().st_mode & 0o777
@@ -73,16 +73,17 @@ def test_a_missing_or_unreadable_run_is_one_line_naming_the_command(checkout):
 
 
 def test_the_run_hashes_the_package_modules_its_process_imported():
-    files = recorded.loaded_sources()
-    assert "src/identifiability/recorded.py" in files and all(f.startswith("src/identifiability/") for f in files)
-    assert not any("site-packages" in f or "/torch/" in f for f in files)
+    modules = computed_with.imported()
+    assert "identifiability.paths" in modules and all(n.startswith("identifiability") for n in modules)
+    assert "identifiability.recorded" not in modules  # it writes the record, it computes nothing
 
 
 def test_stale_names_what_changed_since_the_run(checkout, monkeypatch):
-    ran = ["src/identifiability/recorded.py", "src/identifiability/stats.py"]  # the modules the job imported
-    monkeypatch.setattr(recorded, "loaded_sources", lambda: ran)
+    ran = ["identifiability.linalg", "identifiability.stats"]  # the modules the job computed with
+    now = computed_with.on_disk(checkout / "src" / "identifiability")
+    monkeypatch.setattr(computed_with, "imported", lambda: {n: now[n] for n in ran})
     rec = _write(checkout)
-    assert sorted(rec.provenance["hashes"]["code_files"]) == ran
+    assert sorted(rec.provenance["hashes"]["modules"]) == ran
     assert recorded.stale(rec, checkout) == []
     with open(checkout / "data" / "amendments.csv", "a", encoding="utf-8") as f:  # another claim's row: not C10's
         f.write('C99,2,2026-12-04,"a rule","a reason",post hoc\n')
@@ -90,13 +91,15 @@ def test_stale_names_what_changed_since_the_run(checkout, monkeypatch):
     with open(checkout / "data" / "amendments.csv", "a", encoding="utf-8") as f:
         f.write('C10,4,2026-12-04,"a new rule","a reason",post hoc\n')
     assert recorded.stale(rec, checkout) == ["rules"]
-    unused = checkout / "src" / "identifiability" / "handout.py"  # a module the run never imported
-    unused.write_text(unused.read_text() + "\n# a change\n")
+    unused = checkout / "src" / "identifiability" / "corpora.py"  # a module the run never imported
+    unused.write_text(unused.read_text() + "\nCHANGE = 1\n")
     assert recorded.stale(rec, checkout) == ["rules"]
-    source = checkout / "src" / "identifiability" / "recorded.py"
-    source.write_text(source.read_text() + "\n# a change\n")
+    source = checkout / "src" / "identifiability" / "stats.py"
+    source.write_text(source.read_text() + "\n# a comment\n")
+    assert recorded.stale(rec, checkout) == ["rules"]  # a comment is not code
+    source.write_text(source.read_text() + "\nCHANGE = 1\n")
     assert recorded.stale(rec, checkout) == ["code", "rules"]
-    assert recorded.changed_files(rec, checkout) == ["src/identifiability/recorded.py"]
+    assert recorded.changed_modules(rec, checkout) == ["identifiability.stats"]
     (checkout / "requirements.txt").write_text("torch==0.0\n")
     assert recorded.stale(rec, checkout) == ["lock", "code", "rules"]
 

@@ -42,3 +42,12 @@ def test_a_recorded_run_names_each_models_provenance_by_the_name_its_runs_were_m
     results["model_provenance"]["data/models/ft"] = "models/ft/provenance.json"
     assert record_compare.provenances(results) == {"data/models/ft": {"kind": "fine-tuned"}}
     assert Path(record_compare.model_folder("data/models/ft", Path("/ck"))) == Path("/ck/data/models/ft")
+
+
+def test_the_chapter_runs_of_a_recorded_run_are_its_files_but_manifests_and_model_provenances():
+    files = {f: {} for f in ("sweeps/m/lee/s/04_x.json", "sweeps/m/lee/s/run.json", "results/r/04_x.json")}
+    results = {
+        "files": {**files, "models/ft/provenance.json": {}},
+        "model_provenance": {"ft": "models/ft/provenance.json"},
+    }
+    assert record_compare.chapter_runs(results) == ["results/r/04_x.json", "sweeps/m/lee/s/04_x.json"]
