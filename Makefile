@@ -78,7 +78,7 @@ lab: venv
 
 # Student versions of the chapters (solutions removed, a check cell after each exercise), into _build/handout
 handout: venv
-	$(PY) -m identifiability.handout --out _build/handout
+	$(PY) -m identifiability.book.handout --out _build/handout
 
 # The browser check needs Debian's chromium; as root it is installed here, elsewhere install it yourself.
 browser:

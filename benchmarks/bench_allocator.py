@@ -21,7 +21,7 @@ from pathlib import Path
 
 from records import Record
 
-from identifiability.cluster import ALLOCATOR_ENV
+from identifiability.base.cluster import ALLOCATOR_ENV
 
 HERE = Path(__file__).resolve().parent
 DASK_DEFAULT = {"MALLOC_TRIM_THRESHOLD_": "65536"}

@@ -37,11 +37,11 @@ import torch
 from records import Record
 
 from identifiability import hta as attribution
-from identifiability.corpora import concatenated_inputs, load_corpus
+from identifiability.corpus.corpora import concatenated_inputs, load_corpus
 from identifiability.hta.core import Directions, auto_chunk, prepare
 from identifiability.hta.folded import folded_S
 from identifiability.hta.generic import generic_S
-from identifiability.models import load_model
+from identifiability.models.load import load_model
 
 
 def matmul_gflops(d: int, reps: int = 5) -> float:

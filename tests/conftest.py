@@ -42,7 +42,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def tiny_lm():
-    from identifiability.models import random_model
+    from identifiability.models.load import random_model
 
     return random_model("bert", seed=0)
 
@@ -52,7 +52,7 @@ def tiny_model_folder(tmp_path_factory):
     """``tiny_model_folder(seed=0, name="tiny-bert")``: the folder of a tiny random BERT saved as a reader's
     model is (safetensors weights, config, tokenizer), made once per (seed, name) in the session. Tests only
     read it; a folder's results are filed under its name plus its content key."""
-    from identifiability.models import random_model
+    from identifiability.models.load import random_model
 
     made: dict[tuple[int, str], Path] = {}
 
@@ -80,14 +80,14 @@ def module_data_folder(tmp_path_factory):
 @pytest.fixture(scope="session", params=ARCHITECTURES)
 def tiny_any(request):
     """A tiny random model of every registered architecture."""
-    from identifiability.models import random_model
+    from identifiability.models.load import random_model
 
     return random_model(request.param, seed=0)
 
 
 @pytest.fixture(scope="session")
 def real_lm():
-    from identifiability.models import load_model
+    from identifiability.models.load import load_model
 
     return load_model()
 

@@ -24,12 +24,13 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from . import keys, paths, stops  # stops before .chapters loads torch: a Ctrl-C meanwhile is one line too
-from .chapters import by_name, check_parameters, check_source, preflight
-from .errors import ChapterFailed, UserError, one_line
-from .execution import run_notebook
-from .parameters import ParameterError, declared_parameters
-from .paths import DEFAULT_MODEL
+from .base import paths, stops  # stops before .chapters loads torch: a Ctrl-C meanwhile is one line too
+from .base.errors import ChapterFailed, UserError, one_line
+from .base.paths import DEFAULT_MODEL
+from .chapters.contract import CORPUS_HTA, by_role, check_parameters, check_source, preflight
+from .chapters.execution import run_notebook
+from .chapters.parameters import ParameterError, declared_parameters
+from .models import keys  # stops before .chapters loads torch: a Ctrl-C meanwhile is one line too
 
 
 def parse_params(pairs: list[str]) -> dict:
@@ -128,7 +129,7 @@ def _sweep_parsers(sub) -> None:
 
 
 def _record_compare_parser(sub) -> None:
-    from .record_compare import CORPORA, TOLERANCE
+    from .recorded.compare import CORPORA, TOLERANCE
 
     what = (
         f"make compare's recorded run: the chapter results chapter 9 compares (on {', '.join(CORPORA)}) and the "
@@ -192,8 +193,8 @@ def _record_confirm_parser(sub) -> None:
 
 
 def _finetune_parsers(sub) -> None:
-    from .finetune import Settings
-    from .tasks import TASKS
+    from .corpus.tasks import TASKS
+    from .models.finetune import Settings
 
     f = _command(
         sub, "finetune", help="fine-tune a model (the embedded one by default) on a task (resumable; see README)"
@@ -271,10 +272,10 @@ def check_options(a: argparse.Namespace) -> None:
 def _hta_preflight(a: argparse.Namespace) -> None:
     """The model, the corpus and the sentence window of ``hta``, checked as chapter 6's (seconds, no weights),
     and ``--n`` against the sentences in that window: more would be computed as fewer, after a long wait."""
-    from .corpus_hta import HTA_MIN_TOKENS
-    from .preflight import ChapterRules, ModelInfo, at_least, check, window
+    from .chapters.preflight import ChapterRules, ModelInfo, at_least, check, window
+    from .runs.corpus_hta import HTA_MIN_TOKENS
 
-    default = declared_parameters(by_name("context_mixing").source)["max_tokens"]
+    default = declared_parameters(by_role(CORPUS_HTA).source)["max_tokens"]
     params = {"max_tokens": default if a.max_tokens is None else a.max_tokens}
 
     def enough(p: dict, m: ModelInfo, lengths: list[int]) -> str | None:
@@ -297,7 +298,7 @@ def _hta_preflight(a: argparse.Namespace) -> None:
 def _chapters_main(a) -> int:
     params = parse_params(a.param)
     if a.cmd == "book":
-        from .build import build_book
+        from .book.build import build_book
 
         html = build_book(a.model, a.corpus, params, a.only, repository=a.repository, branch=a.branch)
         print(f"book written to {html}/index.html")
@@ -314,31 +315,31 @@ def _chapters_main(a) -> int:
 
 
 def _sweep_main(a) -> int:
-    from . import corpus_hta, sweep
+    from .runs import corpus_hta, sweep
 
     check_options(a)
     if a.cmd == "record-compare":
-        from .record_compare import record_compare
+        from .recorded.compare import record_compare
 
         record_compare(a.base, a.data, a.seed, a.checkout, a.into, a.started, a.seconds)
         return 0
     if a.cmd == "record-family":
-        from .record_family import record_family
+        from .recorded.family import record_family
 
         record_family(a.data, a.corpus, a.started)
         return 0
     if a.cmd == "record-measures":
-        from .record_measures import record_measures
+        from .recorded.measures import record_measures
 
         record_measures(a.model, a.corpus, a.n, a.seed, a.scheduler, a.workers, a.run)
         return 0
     if a.cmd == "record-confirm":
-        from .record_confirm import record_confirm
+        from .recorded.confirm import record_confirm
 
         record_confirm(a.model, a.corpus, a.run)
         return 0
     if a.cmd == "record-c10":
-        from .record_c10 import record_c10
+        from .recorded.c10 import record_c10
 
         record_c10(a.model, a.corpus, a.n, a.seed, a.group, a.scheduler, a.workers)
         return 0
@@ -362,7 +363,7 @@ def _sweep_main(a) -> int:
 
 
 def _finetune_main(a) -> int:
-    from .finetune import Settings, finetune, init_random
+    from .models.finetune import Settings, finetune, init_random
 
     check_options(a)
     if a.cmd == "finetune":
@@ -382,7 +383,7 @@ def _finetune_main(a) -> int:
 
 
 def _compare_main(a) -> int:
-    from .compare import compare_folders
+    from .runs.compare import compare_folders
 
     check_options(a)
     try:
@@ -431,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     _pretrain_parser(sub)
     a = ap.parse_args(argv)
     try:
-        # Ctrl-C: one line, exit 130 (identifiability.stops); a caller that passes its own argv handles it itself
+        # Ctrl-C: one line, exit 130 (identifiability.base.stops); a caller that passes its own argv handles it itself
         resumes = a.cmd in ("sweep", "hta", "record-c10", "pretrain")
         status = stops.run(lambda: COMMANDS[a.cmd](a), resumes=resumes, handle=argv is None)
         sys.stdout.flush()  # here, not at exit: a pipe's reader that left is then caught below

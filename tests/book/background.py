@@ -22,7 +22,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from identifiability.chapters import CHAPTERS, by_name
+from identifiability.chapters.contract import CHAPTERS, by_name
 
 TESTS = Path(__file__).resolve().parent.parent  # the folder pytest puts first on the path (rootdir conftest)
 CHAPTERS_FOLDER = "chapters"  # the default model's executions, the book's source
@@ -102,8 +102,8 @@ def call(function: Callable, *args: str | TinyModel | Job) -> Job:
 def execute_chapter(folder: str, stem: str, model: str = "") -> None:
     """A chapter's execution (the child's side of :func:`chapter`). Chapter 9 on the default model tabulates
     the chapters it reads, filed as a data folder files them."""
-    from identifiability import paths
-    from identifiability.execution import run_notebook
+    from identifiability.base import paths
+    from identifiability.chapters.execution import run_notebook
 
     out = Path(folder)
     params = {"results_dir": str(out / "results"), **CHAPTERS[stem].quick}
@@ -121,7 +121,7 @@ def execute_chapter(folder: str, stem: str, model: str = "") -> None:
 def build_book(folder: str, repository: str) -> None:
     """The book of the default model's executions (the child's side of :func:`book`): the lane's folders are
     siblings, so the executions are in ``../chapters``."""
-    from identifiability.build import build_book as build
+    from identifiability.book.build import build_book as build
 
     runs = Path(folder).parent / CHAPTERS_FOLDER
     build(
@@ -217,7 +217,7 @@ class Lane:
 
     def chapter(self, name: str, seed: int | None = None) -> dict:
         """The results of the chapter named ``name`` (:func:`chapter`), once executed."""
-        from identifiability.fileio import read_json
+        from identifiability.base.fileio import read_json
 
         return read_json(self.result(chapter(name, seed)) / "results" / f"{by_name(name).stem}.json")
 

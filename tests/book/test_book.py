@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from identifiability import chapters, parameters, paths
-from identifiability.fileio import read_json, write_json
+from identifiability.base import paths
+from identifiability.base.fileio import read_json, write_json
+from identifiability.chapters import contract as chapters
+from identifiability.chapters import parameters
 
 from . import background as lane
 

@@ -5,8 +5,9 @@ import re
 
 import pytest
 
-from identifiability import handout, paths
-from identifiability.chapters import CHAPTERS, by_name
+from identifiability.base import paths
+from identifiability.book import handout
+from identifiability.chapters.contract import CHAPTERS, by_name
 
 from .background import every_chapter
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from identifiability import paths
-from identifiability.chapters import by_name
+from identifiability.base import paths
+from identifiability.chapters.contract import by_name
 
 TOKEN = "lab-test-token"
 

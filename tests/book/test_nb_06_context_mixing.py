@@ -72,9 +72,9 @@ def test_c10_is_judged_on_the_recorded_run_or_not_run(background):
     is the shortest of the sample's first draws (up to lee's 95th percentile, 49 tokens), exact HTA; where the
     recorded run holds it, its share is the recorded one. The original rule's verdict judges the short exact
     sentences, live."""
-    from identifiability.corpora import drop_unusable, load_corpus, token_lengths
-    from identifiability.models import load_model
-    from identifiability.proportional import recorded_c10
+    from identifiability.corpus.corpora import drop_unusable, load_corpus, token_lengths
+    from identifiability.models.load import load_model
+    from identifiability.recorded.proportional import recorded_c10
 
     res = background.chapter("context_mixing")["results"]
     tok = load_model(None).tokenizer

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import torch
 
-from identifiability import record_family
-from identifiability.chapters import by_name
-from identifiability.execution import run_notebook
-from identifiability.fileio import read_json
+from identifiability.base.fileio import read_json
+from identifiability.chapters.contract import by_name
+from identifiability.chapters.execution import run_notebook
 from identifiability.pretrain.family import Member
 from identifiability.pretrain.mlm import load_tokenizer
 from identifiability.pretrain.train import Settings, train_member
+from identifiability.recorded import family as record_family
 from identifiability.verdicts.claims import load_claims, robustness_names
 
 from .background import call, chapter

@@ -8,10 +8,12 @@ import json
 import os
 from pathlib import Path
 
-from identifiability import build, paths, record_compare
-from identifiability.chapters import by_name
-from identifiability.execution import run_notebook
-from identifiability.fileio import read_json, write_json
+from identifiability.base import paths
+from identifiability.base.fileio import read_json, write_json
+from identifiability.book import build
+from identifiability.chapters.contract import by_name
+from identifiability.chapters.execution import run_notebook
+from identifiability.recorded import compare as record_compare
 from identifiability.verdicts.claims import load_claims, robustness_names
 
 from .background import TinyModel, call, chapter

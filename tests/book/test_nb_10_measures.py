@@ -5,7 +5,7 @@ layer, costs are measured, and with too few sentences every claim is 'not testab
 
 from __future__ import annotations
 
-from identifiability import record_measures
+from identifiability.recorded import measures as record_measures
 from identifiability.studies.measures import CLAIMS, chosen
 
 from .background import chapter

@@ -13,10 +13,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from identifiability import aggregate, cluster, corpus_hta, keys, paths, sweep
-from identifiability.chapters import by_name
-from identifiability.fileio import read_json
-from identifiability.models import load_model
+from identifiability.base import cluster, paths
+from identifiability.base.fileio import read_json
+from identifiability.chapters.contract import by_name
+from identifiability.models import keys
+from identifiability.models.load import load_model
+from identifiability.runs import aggregate, corpus_hta, sweep
 
 from .background import TinyModel, call
 
@@ -139,7 +141,7 @@ def test_sweep_completes_builds_the_table_and_resumes(env):
 def test_the_across_models_page_shows_both_models_and_their_verdicts(env, tmp_path):
     import json
 
-    from identifiability.execution import run_notebook
+    from identifiability.chapters.execution import run_notebook
 
     # the table of the first sweep (a background job, FIRST_SWEEP), whichever tests ran before this one
     assert (env["data"] / "results.parquet").is_file(), "the first sweep wrote no table"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from identifiability.chapters import by_name
+from identifiability.chapters.contract import by_name
 from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE
 from identifiability.verdicts.claims import load_claims
 

@@ -1,4 +1,4 @@
-"""The book's chapter runs (:func:`identifiability.build.execute_chapters`): the chapters side by side on a
+"""The book's chapter runs (:func:`identifiability.book.build.execute_chapters`): the chapters side by side on a
 local Dask cluster, each executed notebook in place and its results filed; the command's own environment keeps
 its thread settings for the chapters it runs afterwards."""
 
@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import os
 
-from identifiability import build, paths
-from identifiability.chapters import CHAPTERS, results_file
+from identifiability.base import paths
+from identifiability.book import build
+from identifiability.chapters.contract import CHAPTERS, results_file
 
 THREADS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 

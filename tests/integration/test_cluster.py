@@ -17,8 +17,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from identifiability import paths
-from identifiability.fileio import read_json
+from identifiability.base import paths
+from identifiability.base.fileio import read_json
 
 DASK = Path(sys.executable).with_name("dask")
 # Chapter 1 with few sentences: a few seconds of computing per run on a tiny model.

@@ -4,9 +4,9 @@ import dataclasses
 
 import torch
 
-from identifiability import projection as eff_attn
-from identifiability import trace
-from identifiability.corpora import concatenated_inputs, load_corpus
+from identifiability.corpus.corpora import concatenated_inputs, load_corpus
+from identifiability.effective import projection as eff_attn
+from identifiability.models import trace
 
 
 def test_real_model_invariants(real_lm):
@@ -34,7 +34,7 @@ def test_real_model_value_bias_and_nulls(real_lm):
     """MiniLM's value biases are not zero: T without b_V gives another A_eff, which keeps A_eff T0 = A T0 for
     its own T0 but not the head's real output A T. The value map applied to value_inputs rebuilds V_h; the
     random value weights give T of full rank d_v on the same inputs."""
-    from identifiability import nulls
+    from identifiability.effective import nulls
 
     w_o = trace.out_proj_weights(real_lm)
     b = nulls.value_bias(real_lm)

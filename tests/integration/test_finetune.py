@@ -15,8 +15,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from identifiability import cli, paths, stops
-from identifiability.corpora import (
+from identifiability import cli
+from identifiability.base import paths, stops
+from identifiability.corpus.corpora import (
     PAIR_SEP,
     is_held_out,
     lee_pair_examples,
@@ -24,10 +25,10 @@ from identifiability.corpora import (
     sample_sentences,
     split_pair,
 )
-from identifiability.finetune import Settings, finetune, init_random, save_checkpoint
-from identifiability.models import load_model, random_model
-from identifiability.tasks import FinetuneError, lee_pairs_data
-from identifiability.trace import tokenize, trace_batch
+from identifiability.corpus.tasks import FinetuneError, lee_pairs_data
+from identifiability.models.finetune import Settings, finetune, init_random, save_checkpoint
+from identifiability.models.load import load_model, random_model
+from identifiability.models.trace import tokenize, trace_batch
 
 from .test_stops import finish, start, stop_lines, wait_for
 
@@ -96,7 +97,7 @@ def test_an_interrupted_run_resumes_to_the_same_weights_bit_for_bit(base, pairs,
 _HELD_COMMAND_LINE = """
 import dataclasses, runpy, sys, time
 from pathlib import Path
-import identifiability.finetune as ft
+import identifiability.models.finetune as ft
 
 marker, hold, real = Path(sys.argv[1]), int(sys.argv[2]), ft.finetune
 
@@ -277,7 +278,7 @@ def test_pairs_are_tokenised_as_pairs_with_segment_ids(tiny_lm):
     assert tr.token_type_ids is not None and tr.token_type_ids.max() == 1 and tr.tokens.count("[SEP]") == 2
     # the segment embedding is part of x: the same ids with all-zero segments give another x
     ids = tr.input_ids.reshape(1, -1)
-    from identifiability.trace import forward
+    from identifiability.models.trace import forward
 
     x0 = forward(tiny_lm, {"input_ids": ids, "attention_mask": torch.ones_like(ids)}).x[0]
     assert not torch.allclose(x0, tr.x)

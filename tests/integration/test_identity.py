@@ -1,7 +1,7 @@
 """Token identity on the real embedded model (the folder adds the ``real`` marker)."""
 
 from identifiability import identity as ident
-from identifiability.corpora import load_corpus, sample_sentences
+from identifiability.corpus.corpora import load_corpus, sample_sentences
 
 
 def test_real_model_identity(real_lm):

@@ -1,11 +1,11 @@
 """Integration tier: the same checks on the real embedded model (all-MiniLM-L6-v2)."""
 
 from identifiability import nullspace as ns
-from identifiability import trace
+from identifiability.models import trace
 
 
 def test_real_head_is_realisable_and_nonidentifiable(real_lm):
-    from identifiability.corpora import load_corpus
+    from identifiability.corpus.corpora import load_corpus
 
     text = ns.text_of_length(load_corpus("lee"), 40, real_lm.tokenizer, seed=0)
     with ns.float64(real_lm):

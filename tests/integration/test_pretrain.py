@@ -9,8 +9,9 @@ import json
 import pytest
 import torch
 
-from identifiability import cli, paths
-from identifiability.models import load_model
+from identifiability import cli
+from identifiability.base import paths
+from identifiability.models.load import load_model
 from identifiability.pretrain import jobs
 from identifiability.pretrain.family import Member
 from identifiability.pretrain.train import Settings

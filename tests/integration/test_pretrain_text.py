@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from identifiability.corpora import EMBEDDED, load_corpus, split_pair
+from identifiability.corpus.corpora import EMBEDDED, load_corpus, split_pair
+from identifiability.corpus.tasks import sentiment_data
 from identifiability.pretrain import sources, text
-from identifiability.tasks import sentiment_data
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from identifiability import proportional, recorded
-from identifiability.record_c10 import record_c10
+from identifiability.recorded import proportional
+from identifiability.recorded import store as recorded
+from identifiability.recorded.c10 import record_c10
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""`make compare`'s recorded run (identifiability.record_compare): gathered from a data folder of chapter 4 runs
+"""`make compare`'s recorded run (identifiability.recorded.compare): gathered from a data folder of chapter 4 runs
 on the held-out text (a reference, three fine-tune seeds, the random-initialisation control, built as the C13
 and C14 controls build them), recorded into a temporary checkout, and read back by chapter 9's study
 (studies.across_models.recorded_comparison) with the original data folder gone: C13 and C14 are judged on it
@@ -16,8 +16,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from identifiability import aggregate, computed_with, record_compare, recorded
-from identifiability.fileio import read_json, write_json
+from identifiability.base.fileio import read_json, write_json
+from identifiability.recorded import compare as record_compare
+from identifiability.recorded import computed_with
+from identifiability.recorded import store as recorded
+from identifiability.runs import aggregate
 from identifiability.studies.across_models import comparison, recorded_comparison, reference_comparison
 from identifiability.text import across_models as prose
 from identifiability.verdicts import NOT_RUN
@@ -34,7 +37,7 @@ def checkout(tmp_path: Path) -> Path:
     """A checkout as `make compare` leaves it: what a recorded run hashes (the package, the lock, the claims
     tables), and under data/ the models' folders (provenance only) and chapter 4's results on the held-out
     text, the models named as the Makefile names them (data/models/..., relative to the checkout)."""
-    src = Path(recorded.__file__).resolve().parents[2]
+    src = Path(recorded.__file__).resolve().parents[3]
     ck = tmp_path / "checkout"
     shutil.copytree(src / "src" / "identifiability", ck / "src" / "identifiability")
     (ck / "data").mkdir()
@@ -98,7 +101,7 @@ def test_the_recorded_run_is_judged_as_the_live_folder_was(checkout, tmp_path, m
     assert rec.provenance["target"] == "compare" and rec.provenance["claims"] == ["C13", "C14"]
     assert rec.provenance["seconds"] == 3000
     assert rec.provenance["hashes"]["unreported"] == [] and recorded.code_unknown(rec) is None
-    assert "identifiability.stats" in rec.provenance["hashes"]["modules"]  # what the chapters reported
+    assert "identifiability.base.stats" in rec.provenance["hashes"]["modules"]  # what the chapters reported
     assert (where / "results.json").stat().st_size < 2e6
     # nothing but the recording is left to read: the live folder holds no runs and no models, and the
     # working directory is elsewhere
@@ -151,7 +154,7 @@ def test_a_reference_known_by_its_folder_name_alone_is_found_and_judged_as_live(
 def test_a_changed_source_file_marks_the_recording_stale(checkout):
     _record(checkout)
     empty = _live(checkout / "nothing")
-    module = checkout / "src" / "identifiability" / "stats.py"
+    module = checkout / "src" / "identifiability" / "base" / "stats.py"
     module.write_text(module.read_text() + "\n# a comment\n")  # not code: the recording stays fresh
     got, _ = recorded_comparison(empty, REFERENCE, 0, CORPUS, source=checkout, **KW)
     assert got.recorded.endswith("`make compare` recomputes it")

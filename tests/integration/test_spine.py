@@ -2,8 +2,8 @@
 
 import torch
 
-from identifiability import trace
-from identifiability.models import EMBEDDED_SHA256
+from identifiability.models import trace
+from identifiability.models.load import EMBEDDED_SHA256
 
 
 def test_real_model_loads_and_extracts(real_lm, sentences):

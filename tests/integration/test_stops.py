@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from identifiability import cli, execution, paths, stops
-from identifiability.errors import ChapterFailed
+from identifiability import cli
+from identifiability.base import paths, stops
+from identifiability.base.errors import ChapterFailed
+from identifiability.chapters import execution
 
 CHAPTER = "08_explore"  # the quickest chapter
 BAR = re.compile(r"^[^|]*\d+%\|")  # one draw of a progress bar: 'Executing:  25%|██▌       | 1/4 [...]'
@@ -185,7 +187,7 @@ def test_a_local_clusters_workers_start_with_sigint_blocked_and_the_command_keep
     """The mechanism behind the one line: the worker processes (and any they start) never take a Ctrl-C,
     which once made a worker print a traceback after the command's line (CI, 2 December 2026); the
     command's own thread gets SIGINT back."""
-    from identifiability import cluster
+    from identifiability.base import cluster
 
     before = _live("ppid", os.getpid())
     client = cluster.connect(workers=1)
@@ -200,7 +202,7 @@ def test_a_local_clusters_workers_start_with_sigint_blocked_and_the_command_keep
 
 
 def test_a_ctrl_c_that_only_the_held_thread_could_take_arrives_as_the_body_ends():
-    from identifiability.cluster import sigint_held
+    from identifiability.base.cluster import sigint_held
 
     reached = []
     with pytest.raises(KeyboardInterrupt):

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from identifiability import identity as ident
-from identifiability.corpora import load_corpus, sample_sentences
-from identifiability.stats import hierarchical_ci
+from identifiability.base.stats import hierarchical_ci
+from identifiability.corpus.corpora import load_corpus, sample_sentences
 from identifiability.studies import angle_magnitude as study
 from identifiability.studies import token_identity as token
 from identifiability.text import angle_magnitude as prose

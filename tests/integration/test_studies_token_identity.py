@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from identifiability import identity as ident
-from identifiability import schema
-from identifiability.corpora import load_corpus, sample_sentences
-from identifiability.stats import Interval, hierarchical_ci, hierarchical_interval
+from identifiability.base.stats import Interval, hierarchical_ci, hierarchical_interval
+from identifiability.book import schema
+from identifiability.corpus.corpora import load_corpus, sample_sentences
 from identifiability.studies import token_identity as study
 from identifiability.text import token_identity as prose
 from identifiability.verdicts import INCONCLUSIVE, Rules

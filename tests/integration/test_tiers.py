@@ -6,7 +6,7 @@ import re
 import subprocess
 import sys
 
-from identifiability import paths
+from identifiability.base import paths
 
 
 def test_the_unit_marker_selects_the_unit_tier_and_no_other():

@@ -12,13 +12,14 @@ import numpy as np
 import pytest
 import torch
 
-from identifiability import aggregate, model_comparison, stats
 from identifiability import identity as ident
+from identifiability.base import stats
+from identifiability.base.digits import pct
+from identifiability.base.fileio import write_json
+from identifiability.base.stats import Interval, chance_of_holding, sentences_for_power, unpaired_difference
 from identifiability.charts.across_models import differences_chart
-from identifiability.digits import pct
-from identifiability.fileio import write_json
-from identifiability.models import random_model
-from identifiability.stats import Interval, chance_of_holding, sentences_for_power, unpaired_difference
+from identifiability.models.load import random_model
+from identifiability.runs import aggregate, model_comparison
 from identifiability.studies.across_models import comparison, paired
 from identifiability.text import across_models as prose
 from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_RUN, NOT_TESTABLE, PARTLY

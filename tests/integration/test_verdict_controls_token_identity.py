@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
+from identifiability.base.stats import Interval
 from identifiability.evidence.token_identity import C6Evidence
 from identifiability.identity import HiddenStates, unit_vectors
-from identifiability.stats import Interval
 from identifiability.studies import angle_magnitude as angle
 from identifiability.studies import token_identity as study
 from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, PARTLY, Rules

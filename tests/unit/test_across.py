@@ -11,8 +11,8 @@ import math
 import pandas as pd
 import pytest
 
-from identifiability import aggregate, model_comparison
-from identifiability.stats import Interval, unpaired_difference
+from identifiability.base.stats import Interval, unpaired_difference
+from identifiability.runs import aggregate, model_comparison
 from identifiability.text.across_models import claims_markdown
 from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_RUN, PARTLY
 from identifiability.verdicts.across_models import judge_c13_original, judge_c14_original

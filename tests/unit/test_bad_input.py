@@ -14,12 +14,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from identifiability import cli, keys, paths
-from identifiability.chapters import CHAPTERS, coerce_parameters
-from identifiability.fileio import write_json
-from identifiability.fingerprint import ModelNotAvailable
-from identifiability.models import load_model, random_model
-from identifiability.parameters import ALLOWED, Allowed, declared_parameters
+from identifiability import cli
+from identifiability.base import paths
+from identifiability.base.fileio import write_json
+from identifiability.chapters.contract import CHAPTERS, coerce_parameters
+from identifiability.chapters.parameters import ALLOWED, Allowed, declared_parameters
+from identifiability.models import keys
+from identifiability.models.fingerprint import ModelNotAvailable
+from identifiability.models.load import load_model, random_model
 
 NB = paths.source_root() / "notebooks"
 
@@ -224,7 +226,7 @@ def test_results_files_are_readable_as_the_umask_allows(tmp_path):
     old = os.umask(0o022)
     try:
         path = write_json(tmp_path / "r.json", {"x": 1})
-        from identifiability.results import cached_tensors
+        from identifiability.base.results import cached_tensors
 
         cached_tensors("k", {"p": 1}, lambda: {"t": torch.zeros(2)}, root=tmp_path / "cache")
     finally:
@@ -234,7 +236,7 @@ def test_results_files_are_readable_as_the_umask_allows(tmp_path):
 
 
 def test_lines_of_nothing_but_unknown_tokens_are_counted_and_left_out(tmp_path, tiny_lm):
-    from identifiability.corpora import drop_unusable, load_corpus
+    from identifiability.corpus.corpora import drop_unusable, load_corpus
 
     f = tmp_path / "mixed.txt"
     f.write_text("A plain sentence.\n😀😀\n\u200d\nAnother plain one.\n", encoding="utf-8")
@@ -300,7 +302,7 @@ def test_every_number_a_chapter_declares_has_its_least_value_in_the_contract():
 def test_chapter_6s_pre_flight_checks_the_shortest_length_the_chapter_uses():
     """The pre-flight's window for chapter 6's exact sentences starts where the chapter's own ``short``
     does: a chapter that changed its lower bound alone would pass a window it cannot fill."""
-    from identifiability import chapters
+    from identifiability.chapters import contract as chapters
 
     source = CHAPTERS["06_context_mixing"].source.read_text(encoding="utf-8")
     assert f"short = ({chapters.EXACT_MIN_TOKENS}, exact_max_tokens)" in source
@@ -383,7 +385,7 @@ def test_a_device_this_machine_has_passes():
 
 
 def test_chapter_2_on_one_long_paragraph_says_to_split_it(tmp_path, tiny_models, earlier_results, capsys):
-    from identifiability.corpora import load_corpus
+    from identifiability.corpus.corpora import load_corpus
 
     paragraph = tmp_path / "paragraph.txt"
     paragraph.write_text(" ".join(load_corpus("lee").sentences[:100]) + "\n", encoding="utf-8")
@@ -437,7 +439,7 @@ def test_a_tokenizer_that_knows_no_word_is_named_before_chapter_2_runs(tmp_path,
 
 
 def test_two_text_files_of_one_name_get_their_own_results_and_book(tmp_path, tiny_models, data_folder):
-    from identifiability import notebook
+    from identifiability.book import notebook
 
     a, b, same = tmp_path / "a" / "sents.txt", tmp_path / "b" / "sents.txt", tmp_path / "c" / "sents.txt"
     for f, text in ((a, "The first file.\n"), (b, "Another file, other text.\n"), (same, "The first file.\n")):
@@ -489,7 +491,7 @@ def test_a_pair_line_that_is_not_two_halves_is_refused_with_its_line_number(line
 
 
 def test_well_formed_pair_lines_are_pairs(tmp_path):
-    from identifiability.corpora import PAIR_SEP, load_corpus, split_pair
+    from identifiability.corpus.corpora import PAIR_SEP, load_corpus, split_pair
 
     text = tmp_path / "pairs.txt"
     text.write_text("One. ||| Two.\nThree.|||Four.\nFive.\n", encoding="utf-8")
@@ -501,7 +503,7 @@ def test_well_formed_pair_lines_are_pairs(tmp_path):
 def test_the_seed_spread_tells_a_book_run_from_a_sweep_run():
     import pandas as pd
 
-    from identifiability import aggregate
+    from identifiability.runs import aggregate
 
     def rows(source: str, n_sentences: int, estimate: float) -> list[dict]:
         doc = {
@@ -565,7 +567,7 @@ def test_options_below_their_least_value_are_one_line_before_any_work(
 
 def test_hta_zero_is_a_value_not_a_default(tmp_path, tiny_models, data_folder, monkeypatch, capsys):
     """0 used to mean "not given" (50 sentences were computed for --n 0); now each 0 reaches the check."""
-    from identifiability import corpus_hta
+    from identifiability.runs import corpus_hta
 
     called = []
     monkeypatch.setattr(corpus_hta, "hta_job", lambda *a, **k: called.append(a) or {})
@@ -635,7 +637,7 @@ def test_a_data_folder_that_takes_no_file_is_one_line_before_anything_runs(
 
 
 def test_a_data_folder_below_a_file_is_one_line_before_any_sweep_or_hta_runs(tmp_path, monkeypatch, capsys):
-    from identifiability import corpus_hta, sweep
+    from identifiability.runs import corpus_hta, sweep
 
     (tmp_path / "a file").write_text("not a folder")
     monkeypatch.setenv(paths.DATA_ENV, str(tmp_path / "a file" / "data"))
@@ -712,7 +714,7 @@ def test_a_complete_folder_of_every_family_passes_the_tensor_check_saved_alone_o
     """No false alarm: a base model's folder, and a task model's (prefixed names, a head) as a fine-tune saves."""
     from transformers import AutoModelForSequenceClassification
 
-    from identifiability.fingerprint import check_encoder_tensors
+    from identifiability.models.fingerprint import check_encoder_tensors
 
     config = tiny_any.model.config
     tiny_any.model.save_pretrained(tmp_path / "base")
@@ -745,7 +747,7 @@ def test_a_config_transformers_reads_but_builds_no_model_of_stops_before_any_ker
 
 def test_hta_n_above_the_sentences_in_the_window_is_refused_naming_them(tmp_path, data_folder, monkeypatch, capsys):
     """More than the corpus has would be computed as fewer, after a job of half an hour: refused instead."""
-    from identifiability import corpus_hta
+    from identifiability.runs import corpus_hta
 
     jobs = []
     done = {"sentences": 3, "cached_before": 0, "computed": 3, "seconds": 1.0}

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from identifiability import paths
+from identifiability.base import paths
 
 ROOT = paths.source_root()
 _spec = importlib.util.spec_from_file_location("records", ROOT / "benchmarks" / "records.py")

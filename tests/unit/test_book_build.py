@@ -1,4 +1,4 @@
-"""The book build's own steps (identifiability.executed, .book, .pages, .handout) on small made-up inputs: one
+"""The book build's own steps (identifiability.chapters.executed, .book, .pages, .handout) on small made-up inputs: one
 parameters cell with the values used, no stderr, charts stored once, each page's scripts, the generated
 pages, and the student versions of the chapters."""
 
@@ -8,8 +8,11 @@ import re
 import nbformat
 import pytest
 
-from identifiability import book, executed, handout, pages, paths
-from identifiability.chapters import chapter_sources
+from identifiability.base import paths
+from identifiability.book import handout, pages
+from identifiability.book import render as book
+from identifiability.chapters import executed
+from identifiability.chapters.contract import chapter_sources
 
 PARAMS_CELL = """model = "all-MiniLM-L6-v2"  # Hugging Face id or local folder
 n_sentences = 300  # sentences
@@ -251,7 +254,7 @@ def test_the_intro_and_the_session_plan_list_every_chapter_of_the_toc(page):
 
 def test_the_book_loads_the_page_scripts_extension():
     config = (paths.source_root() / "_config.yml").read_text()
-    assert "extra_extensions: [identifiability.book]" in config and "html_js_files" not in config
+    assert "extra_extensions: [identifiability.book.render]" in config and "html_js_files" not in config
     assert hasattr(book, "setup")
 
 
@@ -313,7 +316,7 @@ def test_make_handout_writes_one_student_notebook_per_chapter_with_exercises(tmp
 def _simulate(jobs: dict, workers: int) -> tuple[dict, float]:
     """The book's schedule (build.next_job on build.start_order) played with each job taking its expected
     seconds: ({job: (start, end)}, the time the last ends)."""
-    from identifiability.build import next_job, start_order
+    from identifiability.book.build import next_job, start_order
 
     order, pending, done, running, times, now = start_order(jobs), set(jobs), set(), {}, {}, 0.0
     while pending or running:
@@ -329,8 +332,8 @@ def _simulate(jobs: dict, workers: int) -> tuple[dict, float]:
 
 
 def test_every_chapter_waits_for_the_chapters_it_reads_and_chapter_9_for_its_control_runs():
-    from identifiability.build import CONTROL, book_jobs
-    from identifiability.chapters import CHAPTERS
+    from identifiability.book.build import CONTROL, book_jobs
+    from identifiability.chapters.contract import CHAPTERS
 
     jobs = book_jobs(chapter_sources())
     assert list(jobs) == [*list(CHAPTERS)[:8], CONTROL, *list(CHAPTERS)[8:]]  # book order, control runs before 9
@@ -347,7 +350,7 @@ def test_every_chapter_waits_for_the_chapters_it_reads_and_chapter_9_for_its_con
 
 
 def test_the_longest_chains_start_first_and_the_short_chapters_fill_in():
-    from identifiability.build import next_job, start_order
+    from identifiability.book.build import next_job, start_order
 
     jobs = {"a": (10.0, frozenset()), "b": (100.0, frozenset()), "c": (60.0, frozenset()), "d": (50.0, {"c"})}
     order = start_order(jobs)
@@ -362,7 +365,7 @@ def test_the_longest_chains_start_first_and_the_short_chapters_fill_in():
 
 
 def test_the_books_schedule_on_two_cores_ends_near_the_bound_its_expected_seconds_allow():
-    from identifiability.build import book_jobs, book_threads
+    from identifiability.book.build import book_jobs, book_threads
 
     jobs = book_jobs(chapter_sources())
     times, end = _simulate(jobs, 2)
@@ -399,8 +402,8 @@ def test_the_teachers_page_says_which_chapters_ran_beside_another_and_on_how_man
 def test_a_chapter_that_stops_on_a_worker_returns_its_line_instead_of_raising(monkeypatch, tmp_path):
     """A task that raises makes its Dask worker log a traceback of its own; the book raises the line itself
     once every side-by-side chapter has ended (build.execute_chapters)."""
-    from identifiability import build
-    from identifiability.errors import ChapterFailed
+    from identifiability.base.errors import ChapterFailed
+    from identifiability.book import build
 
     def stops(*args, **kwargs):
         raise ChapterFailed("01_a stopped: ValueError: no (full traceback in x.ipynb)")
@@ -428,7 +431,8 @@ class _DoneAtOnce:
 
 
 def _book_on_a_stand_in(monkeypatch, tmp_path, stops: set[str]):
-    from identifiability import build, cluster
+    from identifiability.base import cluster
+    from identifiability.book import build
 
     client = _DoneAtOnce()
     monkeypatch.setattr(cluster, "connect", lambda **kw: client)
@@ -445,7 +449,7 @@ def _book_on_a_stand_in(monkeypatch, tmp_path, stops: set[str]):
 
 
 def test_the_book_starts_each_chapter_after_what_it_reads_and_says_which_ran_beside_another(monkeypatch, tmp_path):
-    from identifiability import build
+    from identifiability.book import build
 
     client = _book_on_a_stand_in(monkeypatch, tmp_path, set())
     beside = build.execute_chapters(chapter_sources(), tmp_path, {"model": "m"})
@@ -462,7 +466,7 @@ def test_the_books_progress_bar_counts_jobs_and_promises_no_time_left(monkeypatc
     build's bar said 41 minutes were left; the rest took 3)."""
     import re
 
-    from identifiability import build
+    from identifiability.book import build
 
     _book_on_a_stand_in(monkeypatch, tmp_path, set())
     build.execute_chapters(chapter_sources(), tmp_path, {"model": "m"})
@@ -473,8 +477,8 @@ def test_the_books_progress_bar_counts_jobs_and_promises_no_time_left(monkeypatc
 
 
 def test_after_a_chapter_stops_the_book_starts_no_other_and_raises_its_line(monkeypatch, tmp_path):
-    from identifiability import build
-    from identifiability.errors import ChapterFailed
+    from identifiability.base.errors import ChapterFailed
+    from identifiability.book import build
 
     client = _book_on_a_stand_in(monkeypatch, tmp_path, {"04_token_identity"})
     with pytest.raises(ChapterFailed, match=r"^04_token_identity stopped: ValueError: no \(full traceback"):

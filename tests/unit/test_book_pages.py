@@ -9,7 +9,8 @@ import pytest
 import torch
 import vl_convert as vlc
 
-from identifiability import book, live_panel
+from identifiability.book import live_panel
+from identifiability.book import render as book
 from identifiability.charts.explore import ATTENTION_AXES, attention_explorer
 
 SENTENCE = "The cat sat on the <mat> because it was warm."

@@ -9,7 +9,7 @@ from pathlib import Path
 import jupytext
 import pytest
 
-from identifiability.chapters import chapter_sources
+from identifiability.chapters.contract import chapter_sources
 
 SOURCES = chapter_sources()
 HIDDEN = {"hide-input", "remove-input", "remove-cell", "hide-cell"}

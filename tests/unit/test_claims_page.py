@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from identifiability import pages
-from identifiability.fileio import write_json
-from identifiability.notebook import Chapter
+from identifiability.base.fileio import write_json
+from identifiability.book import pages
+from identifiability.book.notebook import Chapter
 from identifiability.verdicts import FAILS, HOLDS, NOT_RUN, PARTLY, Quantity, Verdict, amended, with_robustness
 from identifiability.verdicts.claims import load_claims, robustness_names
 from identifiability.verdicts.text import math_text
@@ -54,7 +54,9 @@ def test_each_claim_is_a_card_that_reads_top_to_bottom(tmp_path):
 def test_the_confirmation_field_reads_the_recorded_run_and_the_freeze(tmp_path, monkeypatch):
     """make confirm's verdicts beside this build's: the same or not, the two rules' agreement there, and "not
     confirmed" where the rule the run was judged under is not the frozen one."""
-    from identifiability import record_confirm, record_family, recorded
+    from identifiability.recorded import confirm as record_confirm
+    from identifiability.recorded import family as record_family
+    from identifiability.recorded import store as recorded
 
     now = recorded.claim_hashes()
     c4 = CLAIMS["C4"]
@@ -242,7 +244,7 @@ def test_a_claim_of_a_renumbered_chapter_is_read_from_an_older_builds_file(tmp_p
 
 
 def test_the_confirmation_counts_the_verdicts_on_the_family_and_marks_a_changed_rule():
-    from identifiability import recorded
+    from identifiability.recorded import store as recorded
 
     now = recorded.claim_hashes()
     members = {

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from identifiability import stats
-from identifiability.chapters import CHAPTERS
+from identifiability.base import stats
+from identifiability.chapters.contract import CHAPTERS
 from identifiability.verdicts.claims import constants, load_amendments, load_claims, robustness_names
 
 CLAIMS = load_claims()

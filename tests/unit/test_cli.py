@@ -4,7 +4,12 @@ contract agrees with the book's table of contents."""
 import pytest
 import yaml
 
-from identifiability import build, chapters, cli, keys, parameters, paths
+from identifiability import cli
+from identifiability.base import paths
+from identifiability.book import build
+from identifiability.chapters import contract as chapters
+from identifiability.chapters import parameters
+from identifiability.models import keys
 
 NB = paths.source_root() / "notebooks" / "01_model_and_data.md"
 
@@ -91,7 +96,7 @@ def test_each_model_gets_its_own_build_folder():
 
 
 def test_two_models_results_do_not_collide(tmp_path, tiny_model_folder, monkeypatch):
-    from identifiability import notebook
+    from identifiability.book import notebook
 
     monkeypatch.setenv("IDENTIFIABILITY_DATA", str(tmp_path / "data"))
     dirs = []
@@ -108,7 +113,7 @@ def test_two_models_results_do_not_collide(tmp_path, tiny_model_folder, monkeypa
 def test_the_chapter_header_fits_a_pages_output_box(tmp_path, tiny_model_folder, monkeypatch):
     """What every chapter prints first (Chapter.describe) stays within 72 columns, the width of a page's output
     box at 1280 px, and a wrapped row keeps the column of its values."""
-    from identifiability import notebook
+    from identifiability.book import notebook
 
     monkeypatch.setenv("IDENTIFIABILITY_DATA", str(tmp_path / "data"))
     path = tiny_model_folder()
@@ -184,19 +189,19 @@ def test_a_chapter_is_parsed_once_per_version_of_its_file(tmp_path, monkeypatch)
 @pytest.mark.parametrize(
     "error",
     [
-        "parameters.ParameterError",
-        "preflight.PreflightError",
-        "fingerprint.ModelNotAvailable",
-        "adapters.UnsupportedArchitecture",
-        "corpora.CorpusError",
-        "errors.SweepError",
-        "tasks.FinetuneError",
+        "chapters.parameters.ParameterError",
+        "chapters.preflight.PreflightError",
+        "models.fingerprint.ModelNotAvailable",
+        "models.adapters.UnsupportedArchitecture",
+        "corpus.corpora.CorpusError",
+        "base.errors.SweepError",
+        "corpus.tasks.FinetuneError",
     ],
 )
 def test_every_user_error_is_one_line_and_exit_code_2(error, monkeypatch, capsys):
     import importlib
 
-    module, name = error.split(".")
+    module, name = error.rsplit(".", 1)
     kind = getattr(importlib.import_module(f"identifiability.{module}"), name)
 
     def fail(a):

@@ -1,6 +1,6 @@
 """The allocator settings every computing process gets (cluster workers and chapter kernels)."""
 
-from identifiability import cluster
+from identifiability.base import cluster
 
 
 def test_allocator_env_serves_from_the_heap_and_keeps_freed_memory(monkeypatch):

@@ -6,7 +6,7 @@ import importlib.util
 
 import pytest
 
-from identifiability import paths
+from identifiability.base import paths
 
 ROOT = paths.source_root()
 _spec = importlib.util.spec_from_file_location("notebook_code", ROOT / ".ci" / "notebook_code.py")

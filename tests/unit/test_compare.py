@@ -5,7 +5,7 @@ import json
 import pytest
 
 from identifiability import cli
-from identifiability.compare import compare_folders
+from identifiability.runs.compare import compare_folders
 
 
 def _write(folder, name, data):
@@ -113,7 +113,7 @@ def test_every_timing_a_study_records_is_skipped_by_name():
     import pkgutil
 
     import identifiability.studies as studies
-    from identifiability.compare import SKIPPED
+    from identifiability.runs.compare import SKIPPED
 
     fields = set()
     for module in pkgutil.iter_modules(studies.__path__):
@@ -130,7 +130,7 @@ def test_a_report_piped_into_a_reader_that_left_ends_quietly(buffering, tmp_path
     """``identifiability compare ... | head`` once head has exited: stdout is a pipe without a reader."""
     import os
 
-    from identifiability import stops
+    from identifiability.base import stops
 
     _write(tmp_path / "a", "02.json", {"results": {"x": 1.0}})
     _write(tmp_path / "b", "02.json", {"results": {"x": 1.1}})
@@ -149,7 +149,7 @@ def _a_socket_broke(*args, **kwargs):
 
 
 def test_a_broken_pipe_elsewhere_with_stdout_open_is_not_taken_for_a_reader_that_left(tmp_path, monkeypatch):
-    from identifiability import compare
+    from identifiability.runs import compare
 
     _write(tmp_path / "a", "02.json", {"results": {"x": 1.0}})
     monkeypatch.setattr(compare, "compare_folders", _a_socket_broke)

@@ -1,5 +1,5 @@
-"""What a result was computed with (identifiability.computed_with) and how a recorded run judges it
-(identifiability.recorded): modules keyed by name and fingerprinted by meaning, so that a module that moves
+"""What a result was computed with (identifiability.recorded.computed_with) and how a recorded run judges it
+(identifiability.recorded.store): modules keyed by name and fingerprinted by meaning, so that a module that moves
 leaves a record fresh, an edit of its code makes it stale and names it, an edit of a docstring or a comment
 does not; charts, text, pages, the build and the command line are never part of it; a record from before
 modules were fingerprinted is stale with its reason."""
@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from identifiability import computed_with, recorded
-from identifiability.fileio import write_json
+from identifiability.base.fileio import write_json
+from identifiability.chapters.contract import by_name
+from identifiability.recorded import computed_with
+from identifiability.recorded import store as recorded
 
 STATS = '''"""Numbers."""
 
@@ -58,7 +60,7 @@ def checkout(tmp_path: Path) -> Path:
     for rel, text in files.items():
         (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
         (pkg / rel).write_text(text)
-    real = Path(recorded.__file__).resolve().parents[2]
+    real = Path(recorded.__file__).resolve().parents[3]  # the checkout of src/identifiability/recorded/
     (tmp_path / "data").mkdir()
     for name in ("data/claims.csv", "data/amendments.csv", "requirements.txt"):
         shutil.copy(real / name, tmp_path / name)
@@ -123,17 +125,20 @@ def test_charts_text_pages_the_build_and_the_command_line_are_never_part_of_it(c
         "identifiability.charts.measures",
         "identifiability.text.measures",
         "identifiability.verdicts.text",
-        "identifiability.pages",
         "identifiability.book.pages",
-        "identifiability.build",
         "identifiability.book.build",
-        "identifiability.notebook",
+        "identifiability.book.notebook",
         "identifiability.cli",
-        "identifiability.recorded",
-        "identifiability.record_c10",
+        "identifiability.recorded.store",
+        "identifiability.recorded.c10",
         "identifiability.recorded.family",
     ]
-    counted = ["identifiability.studies.measures", "identifiability.verdicts.measures", "identifiability.pretrain.text"]
+    counted = [
+        "identifiability.studies.measures",
+        "identifiability.verdicts.measures",
+        "identifiability.pretrain.text",
+        "identifiability.recorded.proportional",  # C10's sample: computes, though it lives beside the jobs
+    ]
     for name in never + counted:
         module = types.ModuleType(name)
         module.__file__ = str(pkg / "stats.py")
@@ -173,41 +178,43 @@ def test_the_committed_records_read_and_are_judged_without_error():
 
 def test_a_job_merges_what_its_kernels_reported_and_names_a_file_that_reported_nothing(tmp_path):
     write_json(tmp_path / "a.json", {"results": {}, computed_with.KEY: {"identifiability.stats": "1"}})
-    write_json(tmp_path / "b.json", {"results": {}, computed_with.KEY: {"identifiability.hta": "2"}})
+    write_json(tmp_path / "b.json", {"results": {}, computed_with.KEY: {"identifiability.hta.kernel_only": "2"}})
     write_json(tmp_path / "old" / "c.json", {"results": {}})
     files = [tmp_path / "a.json", tmp_path / "b.json", tmp_path / "old" / "c.json"]
     got = recorded.computed(files, tmp_path)
-    assert {"identifiability.stats": "1", "identifiability.hta": "2"}.items() <= got["modules"].items()
+    assert {"identifiability.stats": "1", "identifiability.hta.kernel_only": "2"}.items() <= got["modules"].items()
     assert got["unreported"] == ["old/c.json"] and got["modules_rule"] == computed_with.RULE
-    assert "recorded" not in " ".join(got["modules"]) and "identifiability.computed_with" not in got["modules"]
+    jobs = ("identifiability.recorded.store", "identifiability.recorded.computed_with")
+    assert not set(jobs) & set(got["modules"])  # the recording plumbing is never what a number was computed with
     rec = recorded.Recorded("c10", "m/lee", {}, {"hashes": got})
     assert recorded.code_unknown(rec) == "1 chapter results it gathered do not say which modules computed them"
-    both = computed_with.merged([{"identifiability.stats": "1"}, {"identifiability.stats": "9"}])
-    assert both == {"identifiability.stats": computed_with.DIFFERED}  # edited between two kernels: matches nothing
+    both = computed_with.merged([{"identifiability.base.stats": "1"}, {"identifiability.base.stats": "9"}])
+    assert both == {"identifiability.base.stats": computed_with.DIFFERED}  # edited between two kernels: matches nothing
 
 
 def test_a_chapter_saves_the_modules_its_kernel_computed_with(tmp_path, tiny_model_folder, monkeypatch):
-    from identifiability import notebook
+    from identifiability.book import notebook
 
     monkeypatch.setenv("IDENTIFIABILITY_DATA", str(tmp_path / "data"))
-    ch = notebook.setup("01_model_and_data", model=str(tiny_model_folder(0, "model0")), corpus="polarity")
+    ch = notebook.setup(by_name("model_and_data").stem, model=str(tiny_model_folder(0, "model0")), corpus="polarity")
     ch.record(corpus_sentences=1)
     report = json.loads(ch.save().read_text())[computed_with.KEY]
-    assert {"identifiability.corpora", "identifiability.models"} <= set(report)  # what setup computed with
-    assert not any(n.startswith(("identifiability.notebook", "identifiability.charts")) for n in report)
+    assert {"identifiability.corpus.corpora", "identifiability.models.load"} <= set(report)  # what setup computed with
+    assert not any(n.startswith(("identifiability.book.notebook", "identifiability.charts")) for n in report)
     assert all(computed_with.computing(n) for n in report)
     fresh = recorded.Recorded("x", "y", {}, {"hashes": {"modules": report, "modules_rule": computed_with.RULE}})
     assert recorded.changed_modules(fresh) == []
 
 
 def test_identifiability_compare_skips_the_modules_a_chapter_computed_with(tmp_path):
-    from identifiability.compare import compare_folders
+    from identifiability.runs.compare import compare_folders
 
     doc = {"results": {"share": 0.5}}
-    write_json(tmp_path / "old" / "04_token_identity.json", doc)  # from before kernels reported
-    write_json(tmp_path / "new" / "04_token_identity.json", {**doc, computed_with.KEY: computed_with.imported()})
+    stem = by_name("token_identity").stem
+    write_json(tmp_path / "old" / f"{stem}.json", doc)  # from before kernels reported
+    write_json(tmp_path / "new" / f"{stem}.json", {**doc, computed_with.KEY: computed_with.imported()})
     cmp = compare_folders(tmp_path / "old", tmp_path / "new")
-    assert (cmp.changed, cmp.only_old, cmp.only_new, cmp.by_file) == ([], [], [], {"04_token_identity.json": 1})
+    assert (cmp.changed, cmp.only_old, cmp.only_new, cmp.by_file) == ([], [], [], {f"{stem}.json": 1})
 
 
 def test_a_record_fingerprinted_under_another_rule_or_python_is_stale_with_its_reason(checkout):

@@ -16,8 +16,8 @@ import torch
 
 from identifiability.contributions import MEASURES, compute
 from identifiability.contributions.attention import FLOW_SCALE
-from identifiability.models import random_model
-from identifiability.trace import SentenceTrace, forward, tokenize, trace_sentences
+from identifiability.models.load import random_model
+from identifiability.models.trace import SentenceTrace, forward, tokenize, trace_sentences
 
 ATTENTION = ("raw", "rollout", "flow", "effective")
 SHORT = "The cat sat on the mat."  # 8 tokens with [CLS] and [SEP]: d_s <= d_v = 16 on the tiny models

@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 import torch
 
+from identifiability.base.errors import UserError
 from identifiability.contributions import MEASURES, compute
 from identifiability.contributions.intervention import (
     NoMaskToken,
@@ -16,9 +17,8 @@ from identifiability.contributions.intervention import (
     replacement_moves,
     token_replacement,
 )
-from identifiability.errors import UserError
-from identifiability.models import random_model
-from identifiability.trace import trace_sentences
+from identifiability.models.load import random_model
+from identifiability.models.trace import trace_sentences
 
 from .contributions_by_hand import check_rows, forced_attention, layer_by_hand
 

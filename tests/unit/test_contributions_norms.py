@@ -12,11 +12,11 @@ import dataclasses
 import pytest
 import torch
 
+from identifiability.base.errors import UserError
 from identifiability.contributions import compute
 from identifiability.contributions.norms import POST_LN_MEASURES, PostLNRequired
-from identifiability.errors import UserError
-from identifiability.models import random_model
-from identifiability.trace import tokenize, trace_sentences
+from identifiability.models.load import random_model
+from identifiability.models.trace import tokenize, trace_sentences
 
 from .test_contributions_attention import LONG, SHORT, assert_registry_shape, identity_trace, unread_trace
 

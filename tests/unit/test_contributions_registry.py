@@ -4,7 +4,7 @@ import pytest
 import torch
 from pybtex.database import parse_file
 
-from identifiability import paths
+from identifiability.base import paths
 from identifiability.contributions import MEASURES, register, rollout
 from identifiability.contributions.registry import KINDS
 

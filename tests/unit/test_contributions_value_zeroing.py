@@ -8,8 +8,8 @@ import torch
 
 from identifiability.contributions import MEASURES, compute
 from identifiability.contributions.value_zeroing import value_zeroing, value_zeroing_scores
-from identifiability.models import random_model
-from identifiability.trace import trace_sentences
+from identifiability.models.load import random_model
+from identifiability.models.trace import trace_sentences
 
 from .contributions_by_hand import check_rows, forced_attention, layer_by_hand
 

@@ -8,9 +8,7 @@ import json
 import pytest
 import torch
 
-from identifiability import attention_mass as mass
-from identifiability import corpora, linalg, nulls, token_roles, trace
-from identifiability import projection as eff_attn
+from identifiability.base import linalg
 from identifiability.charts.effective_attention import (
     VIEWER_DIGITS,
     figure1_chart,
@@ -19,8 +17,13 @@ from identifiability.charts.effective_attention import (
     null_share_chart,
 )
 from identifiability.charts.render import spec_bytes
-from identifiability.corpora import load_corpus
-from identifiability.models import random_model
+from identifiability.corpus import corpora, token_roles
+from identifiability.corpus.corpora import load_corpus
+from identifiability.effective import attention_mass as mass
+from identifiability.effective import nulls
+from identifiability.effective import projection as eff_attn
+from identifiability.models import trace
+from identifiability.models.load import random_model
 from identifiability.studies.effective_attention import mass_by_category
 
 
@@ -407,7 +410,7 @@ def test_separators_by_place_split_the_separator_category(tiny_lm):
 
 
 def test_head_accessor_numbers_layers_from_one(tiny_lm):
-    from identifiability.trace import head, head_transforms, out_proj_weights, trace_batch
+    from identifiability.models.trace import head, head_transforms, out_proj_weights, trace_batch
 
     tr = trace_batch(tiny_lm, ["a short sentence for one head"])[0]
     w_o = out_proj_weights(tiny_lm)

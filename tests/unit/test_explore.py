@@ -2,7 +2,7 @@
 
 import torch
 
-from identifiability import live_panel
+from identifiability.book import live_panel
 from identifiability.studies.explore import sentence_views
 
 

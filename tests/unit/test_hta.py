@@ -12,11 +12,11 @@ import torch
 
 from identifiability import hta as attribution
 from identifiability.charts import context_mixing as hta_charts
+from identifiability.corpus.pos import word_piece_tags
 from identifiability.hta.core import Directions, prepare
 from identifiability.hta.folded import folded_S
-from identifiability.models import random_model
-from identifiability.pos import word_piece_tags
-from identifiability.trace import trace_batch
+from identifiability.models.load import random_model
+from identifiability.models.trace import trace_batch
 
 SHORT = "Cats sat."  # 4 tokens with [CLS]/[SEP]: the naive loop stays at a few hundred passes
 SENT = "The cat sat on the mat, and the dog barked twice."

@@ -10,7 +10,7 @@ import torch
 from identifiability import identity as ident
 from identifiability.charts import angle_magnitude as am_charts
 from identifiability.charts import token_identity as charts
-from identifiability.corpora import load_corpus, sample_sentences
+from identifiability.corpus.corpora import load_corpus, sample_sentences
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,11 @@ import identifiability
 SRC = Path(identifiability.__file__).parent
 TESTS = Path(__file__).resolve().parents[1]
 # Modules that import nothing of the package, so that every other module may import them.
-LEAVES = ("identifiability.errors", "identifiability.fileio", "identifiability.paths")
+LEAVES = ("identifiability.base.errors", "identifiability.base.fileio", "identifiability.base.paths")
+# The role packages: folders named for what their modules do (CONTRIBUTING, "The packages"); each __init__ is
+# a docstring that imports nothing, so importing one module never runs its siblings.
+ROLES = ("base", "corpus", "models", "effective", "chapters", "runs", "recorded", "book")
+TOP_LEVEL_AT_MOST = 20  # entries a newcomer reads as the architecture
 FAMILIES = re.compile(r"\b(bert|roberta|electra|distilbert|albert|gpt-?2|xlm-roberta|camembert)\b", re.IGNORECASE)
 
 
@@ -86,7 +90,9 @@ def _family_keys(path: Path) -> list[str]:
 
 
 def test_family_names_live_in_the_registry_only():
-    offenders = {n: k for n, p in _modules().items() if n != "identifiability.adapters" and (k := _family_keys(p))}
+    offenders = {
+        n: k for n, p in _modules().items() if n != "identifiability.models.adapters" and (k := _family_keys(p))
+    }
     assert offenders == {}
 
 
@@ -131,6 +137,47 @@ def test_the_cycle_check_sees_an_import_inside_a_function(tmp_path):
     graph = _graph({"identifiability.a": tmp_path / "a.py", "identifiability.b": tmp_path / "b.py"})
     assert graph == {"identifiability.a": {"identifiability.b"}, "identifiability.b": {"identifiability.a"}}
     assert _cycle(graph) == "identifiability.a -> identifiability.b -> identifiability.a"
+
+
+def _packages(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """``graph`` seen from the top: which top-level packages (or modules) each imports."""
+    top = lambda m: ".".join(m.split(".")[:2])  # noqa: E731
+    out: dict[str, set[str]] = defaultdict(set)
+    for a, targets in graph.items():
+        out[top(a)] |= {top(b) for b in targets if top(b) != top(a) and b != "identifiability"}
+    return out
+
+
+def test_no_two_packages_import_each_other():
+    assert _cycle(_packages(_graph(_modules()))) is None
+
+
+def test_the_package_check_sees_a_circle_through_two_modules(tmp_path):
+    """The check above can fail: a.x imports b.y and b.z imports a.w (no module circle, a package circle)."""
+    for f, text in {"ax.py": "from ..b import y\n", "bz.py": "from ..a import w\n", "e.py": ""}.items():
+        (tmp_path / f).write_text(text)
+    mods = {
+        "identifiability.a.x": tmp_path / "ax.py",
+        "identifiability.a.w": tmp_path / "e.py",
+        "identifiability.b.y": tmp_path / "e.py",
+        "identifiability.b.z": tmp_path / "bz.py",
+    }
+    assert _cycle(_graph(mods)) is None
+    assert _cycle(_packages(_graph(mods))) == "identifiability.a -> identifiability.b -> identifiability.a"
+
+
+def test_the_top_level_is_a_short_list_of_packages():
+    entries = sorted(p.name for p in SRC.iterdir() if p.name != "__pycache__")
+    assert len(entries) <= TOP_LEVEL_AT_MOST, entries
+    assert [e for e in entries if e.endswith(".py")] == ["__init__.py", "cli.py"], entries
+    assert set(ROLES) <= set(entries)
+
+
+def test_a_role_package_init_is_a_docstring_that_imports_nothing():
+    for role in ROLES:
+        tree = ast.parse((SRC / role / "__init__.py").read_text())
+        assert ast.get_docstring(tree), f"{role}/__init__.py: say what the package is for"
+        assert len(tree.body) == 1, f"{role}/__init__.py holds more than its docstring"
 
 
 def test_the_leaf_modules_import_nothing_of_the_package():
@@ -179,16 +226,65 @@ def test_no_private_name_is_used_across_modules():
 
 
 def test_no_module_but_the_contract_spells_a_chapters_file_stem():
-    from identifiability.chapters import CHAPTERS
+    from identifiability.chapters.contract import CHAPTERS
 
     stems = re.compile("|".join(re.escape(s) for s in CHAPTERS))
     found = [
         f"{p.relative_to(SRC)}: {m.group(0)}"
         for p in sorted(SRC.rglob("*.py"))
-        if p.name != "chapters.py"
+        if p.relative_to(SRC).as_posix() != "chapters/contract.py"
         for m in stems.finditer(p.read_text())
     ]
-    assert not found, f"chapter stems outside identifiability.chapters (use chapters.by_name): {found}"
+    assert not found, f"chapter stems outside identifiability.chapters.contract (use chapters.by_name): {found}"
+
+
+def _names_a_chapter(source: str, names: set[str]) -> list[str]:
+    """Where ``source`` finds a chapter by spelling its name: ``by_name("x")``, ``x.name == "x"``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "by_name":
+            found += [a.value for a in node.args if isinstance(a, ast.Constant) and a.value in names]
+        elif isinstance(node, ast.Compare) and getattr(node.left, "attr", None) == "name":
+            found += [c.value for c in node.comparators if isinstance(c, ast.Constant) and c.value in names]
+        elif isinstance(node, ast.Compare) and any(getattr(c, "attr", None) == "name" for c in node.comparators):
+            found += [node.left.value] if isinstance(node.left, ast.Constant) and node.left.value in names else []
+    return found
+
+
+def test_no_module_but_the_contract_finds_a_chapter_by_its_name():
+    """A chapter other modules need is found by its role in the contract (``by_role``), so that renaming or
+    replacing a chapter touches the contract alone."""
+    from identifiability.chapters.contract import CHAPTERS
+
+    names = {c.name for c in CHAPTERS.values()}
+    found = {
+        p.relative_to(SRC).as_posix(): hits
+        for p in sorted(SRC.rglob("*.py"))
+        if p.relative_to(SRC).as_posix() != "chapters/contract.py" and (hits := _names_a_chapter(p.read_text(), names))
+    }
+    assert not found, f"give these chapters a role in the contract and find them with by_role: {found}"
+
+
+def test_the_chapter_name_check_can_fail():
+    names = {"context_mixing", "across_models"}
+    code = 'a = by_name("context_mixing")\nb = spec.name == "across_models"\nc = by_name(n)\nd = {"x": 1}\n'
+    assert _names_a_chapter(code, names) == ["context_mixing", "across_models"]
+
+
+def test_every_role_is_one_chapters_or_more_and_by_role_finds_the_one():
+    from identifiability.chapters.contract import CHAPTERS, ROLES, by_role, with_role
+
+    assert all(with_role(r) for r in ROLES) and {r for c in CHAPTERS.values() for r in c.roles} <= set(ROLES)
+    singles = [r for r in ROLES if len(with_role(r)) == 1]
+    assert all(by_role(r) is with_role(r)[0] for r in singles)
+    several = [r for r in ROLES if len(with_role(r)) > 1]
+    for r in several:
+        try:
+            by_role(r)
+        except KeyError as e:
+            assert "exactly one" in str(e)
+        else:
+            raise AssertionError(f"by_role({r!r}) picked one of several chapters")
 
 
 def _setup_call(source: Path) -> ast.Call:
@@ -204,8 +300,8 @@ def _setup_call(source: Path) -> ast.Call:
 
 
 def test_each_chapter_calls_setup_with_its_stem_and_passes_every_parameter_it_declares():
-    from identifiability.chapters import CHAPTERS
-    from identifiability.parameters import declared_parameters
+    from identifiability.chapters.contract import CHAPTERS
+    from identifiability.chapters.parameters import declared_parameters
 
     for spec in CHAPTERS.values():
         call = _setup_call(spec.source)
@@ -219,7 +315,7 @@ def test_each_chapter_calls_setup_with_its_stem_and_passes_every_parameter_it_de
 def test_one_place_maps_layer_numbers_to_indices_and_forms_t():
     """The paper numbers layers 1..L (0: the embeddings); only trace.layer_index turns a number into an index of
     the per-layer tensors, and only trace.transform forms T = V_h W_O^h, in the package and in the chapters."""
-    from identifiability.chapters import CHAPTERS
+    from identifiability.chapters.contract import CHAPTERS
 
     texts = {p.relative_to(SRC).as_posix(): p.read_text() for p in SRC.rglob("*.py") if p.name != "trace.py"}
     texts |= {spec.source.name: spec.source.read_text() for spec in CHAPTERS.values()}
@@ -264,13 +360,13 @@ def _layer_problems(src: Path, chapters) -> list[str]:
 
 
 def test_every_chapter_has_a_module_of_its_name_in_each_of_its_layers_and_no_other():
-    from identifiability.chapters import CHAPTERS
+    from identifiability.chapters.contract import CHAPTERS
 
     assert _layer_problems(SRC, list(CHAPTERS.values())) == []
 
 
 def test_the_layer_check_names_a_missing_and_a_misnamed_file(tmp_path):
-    from identifiability.chapters import ChapterSpec
+    from identifiability.chapters.contract import ChapterSpec
 
     for layer, stems in {
         "studies": ("one", "two"),
@@ -410,7 +506,7 @@ def test_every_claim_has_one_entry_point_of_the_shared_shape():
     import inspect
     import typing
 
-    from identifiability.chapters import CHAPTERS
+    from identifiability.chapters.contract import CHAPTERS
     from identifiability.verdicts import Rules, Verdict
     from identifiability.verdicts.claims import load_claims
 
@@ -427,3 +523,14 @@ def test_every_claim_has_one_entry_point_of_the_shared_shape():
         assert hints["rules"] is Rules and hints["return"] is Verdict, name
         evidence = judging[claim["chapter"]].module("evidence")
         assert hints["evidence"].__module__ == evidence, f"{name} reads {hints['evidence']}, not a type of {evidence}"
+
+
+def test_the_chapter_contract_imports_without_torch():
+    """The pre-flight and every command's argument checks read the contract in a fraction of a second: torch
+    loads with a model, not with the contract (the registry's rows need no tensors)."""
+    import subprocess
+    import sys
+
+    code = "import sys, identifiability.chapters.contract; print(sorted({'torch', 'transformers'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

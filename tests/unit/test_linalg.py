@@ -2,7 +2,7 @@
 
 import torch
 
-from identifiability import linalg
+from identifiability.base import linalg
 
 
 def test_rank_rule_counts_structure_not_rounding():

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from identifiability import nullspace as ns
-from identifiability import trace
+from identifiability.models import trace
 
 
 def _softmax_head(S: int, d_v: int, d_q: int, seed: int = 0, scale: float = 1.0):
@@ -245,7 +245,7 @@ def test_entry_points_on_every_architecture(tiny_any, sentences):
 
 
 def test_layer_numbers_map_to_indices_in_one_place_and_t_is_formed_there(tiny_lm):
-    from identifiability.trace import head, layer_index, out_proj_weights, trace_batch, transform
+    from identifiability.models.trace import head, layer_index, out_proj_weights, trace_batch, transform
 
     tr = trace_batch(tiny_lm, ["a short sentence here"])[0]
     w_o = out_proj_weights(tiny_lm)

@@ -13,8 +13,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from identifiability import cli, stops, training
-from identifiability.models import load_model
+from identifiability import cli
+from identifiability.base import stops
+from identifiability.models import training
+from identifiability.models.load import load_model
 from identifiability.pretrain import jobs
 from identifiability.pretrain.family import MEMBERS, Member
 from identifiability.pretrain.mlm import (

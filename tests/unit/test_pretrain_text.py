@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from identifiability.corpora import load_corpus
+from identifiability.corpus.corpora import load_corpus
 from identifiability.pretrain import sources, text
 from identifiability.pretrain.sources import Document
 

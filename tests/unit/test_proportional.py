@@ -1,4 +1,4 @@
-"""C10's sampler (identifiability.proportional): who is eligible, the drawing weights against an independent
+"""C10's sampler (identifiability.recorded.proportional): who is eligible, the drawing weights against an independent
 computation, and the estimator unbiased on a synthetic corpus whose answer is known, where a length-uniform
 draw is not."""
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from identifiability import proportional
 from identifiability.hta import HTAResult
+from identifiability.recorded import proportional
 
 
 def _percentile(xs: list[int], q: float) -> float:

@@ -1,13 +1,14 @@
-"""make confirm's gathering (identifiability.record_confirm): the judging chapters' verdicts on the unseen text,
+"""make confirm's gathering (identifiability.recorded.confirm): the judging chapters' verdicts on the unseen text,
 with the hash of the rule each was judged under; nothing to gather is one line naming the command."""
 
 from __future__ import annotations
 
 import pytest
 
-from identifiability import record_confirm, recorded
-from identifiability.chapters import by_name
-from identifiability.fileio import write_json
+from identifiability.base.fileio import write_json
+from identifiability.chapters.contract import by_name
+from identifiability.recorded import confirm as record_confirm
+from identifiability.recorded import store as recorded
 from identifiability.verdicts import HOLDS, Verdict
 
 
@@ -31,12 +32,12 @@ def test_gather_reads_every_judging_chapter_and_the_rules_it_was_judged_under(tm
 
 
 def test_nothing_to_gather_is_one_line_naming_the_command(tmp_path):
-    with pytest.raises(record_confirm.NothingToConfirm, match="run make confirm"):
+    with pytest.raises(record_confirm.NothingToRecord, match="run make confirm"):
         record_confirm.gather(tmp_path)
 
 
 def test_the_confirmation_runs_every_judging_chapter_of_the_paper_with_parameters_it_declares():
-    from identifiability.parameters import declared_parameters
+    from identifiability.chapters.parameters import declared_parameters
 
     paper = {"nonidentifiability", "effective_attention", "token_identity", "angle_magnitude", "context_mixing"}
     assert set(record_confirm.PARAMS) == paper
@@ -45,7 +46,9 @@ def test_the_confirmation_runs_every_judging_chapter_of_the_paper_with_parameter
 
 
 def test_the_record_computed_with_what_the_judging_chapters_kernels_reported(tmp_path, monkeypatch):
-    from identifiability import computed_with, keys, paths
+    from identifiability.base import paths
+    from identifiability.models import keys
+    from identifiability.recorded import computed_with
 
     monkeypatch.setenv(paths.DATA_ENV, str(tmp_path / "data"))
     monkeypatch.setattr(recorded, "root", lambda source=None: tmp_path / "recorded")
@@ -56,9 +59,9 @@ def test_the_record_computed_with_what_the_judging_chapters_kernels_reported(tmp
     doc = {
         "results": {"claims": {"C6": v.to_json()}},
         "params": {},
-        computed_with.KEY: {"identifiability.identity": "f"},
+        computed_with.KEY: {"identifiability.identity.kernel_only": "f"},
     }
     write_json(folder / f"{stem}.json", doc)
     _file(folder, "model_and_data", {"C99": v})  # not gathered: says nothing of the record's modules
     h = record_confirm.record_confirm(run=False, echo=lambda s: None).provenance["hashes"]
-    assert h["modules"]["identifiability.identity"] == "f" and h["unreported"] == []
+    assert h["modules"]["identifiability.identity.kernel_only"] == "f" and h["unreported"] == []

@@ -1,4 +1,4 @@
-"""make family's recording (identifiability.record_family): chapter 7's results, each member's verdicts in
+"""make family's recording (identifiability.recorded.family): chapter 7's results, each member's verdicts in
 chapters 2 to 6 and its provenance gathered from a data folder; chapter 7 adopts a recorded verdict only
 where it was judged under the rule in force."""
 
@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from identifiability import keys, paths, record_family
-from identifiability.chapters import by_name
-from identifiability.fileio import write_json
-from identifiability.notebook import Chapter
+from identifiability.base import paths
+from identifiability.base.fileio import write_json
+from identifiability.book.notebook import Chapter
+from identifiability.chapters.contract import by_name
+from identifiability.models import keys
+from identifiability.recorded import family as record_family
 from identifiability.verdicts import HOLDS, NOT_RUN, Verdict, with_robustness
 from identifiability.verdicts.claims import load_claims, robustness_names
 
@@ -52,17 +54,18 @@ def test_gather_takes_the_members_verdicts_their_provenance_and_chapter_7(data):
 
 
 def test_the_record_computed_with_what_the_kernels_of_the_files_it_gathered_reported(data, monkeypatch):
-    from identifiability import computed_with, recorded
-    from identifiability.fileio import read_json
+    from identifiability.base.fileio import read_json
+    from identifiability.recorded import computed_with
+    from identifiability.recorded import store as recorded
 
     monkeypatch.setattr(recorded, "root", lambda source=None: data / "out")
     monkeypatch.setattr(recorded, "git_state", lambda source: ("abc", False))
     files = record_family.results_files(data)
     assert [f.name for f in files] == ["07_head_width.json", f"{by_name('token_identity').stem}.json"]
     assert "mlm-w128" in files[1].as_posix()  # the member's run, not the reference model's
-    write_json(files[1], {**read_json(files[1]), computed_with.KEY: {"identifiability.studies.token_identity": "f"}})
+    write_json(files[1], {**read_json(files[1]), computed_with.KEY: {"identifiability.studies.kernel_only": "f"}})
     h = record_family.record_family(data, echo=lambda s: None).provenance["hashes"]
-    assert h["modules"]["identifiability.studies.token_identity"] == "f"
+    assert h["modules"]["identifiability.studies.kernel_only"] == "f"
     assert h["unreported"] == [files[0].relative_to(data).as_posix()]  # chapter 7's file reported nothing
 
 
@@ -96,10 +99,10 @@ def test_make_familys_parameters_pass_every_chapters_checks_on_every_member():
     once did)."""
     import re
 
-    from identifiability.chapters import CHAPTERS, coerce_parameters, find, parameters
-    from identifiability.preflight import ModelInfo
+    from identifiability.chapters.contract import CHAPTERS, coerce_parameters, find, parameters
+    from identifiability.chapters.preflight import ModelInfo
     from identifiability.pretrain.family import MEMBERS, POSITIONS
-    from identifiability.sweep import split_scoped
+    from identifiability.runs.sweep import split_scoped
 
     makefile = (paths.source_root() / "Makefile").read_text()
     text = re.search(r"^FAMILY_PARAMS \?= (.*?)\n(?!\t)", makefile, flags=re.M | re.S).group(1)
@@ -160,7 +163,7 @@ def test_make_family_fine_tunes_the_reference_chapter_9_reads():
     `pretrained` names the same member: else the book would look for a recorded run nobody makes."""
     import re
 
-    from identifiability.chapters import by_name, parameters
+    from identifiability.chapters.contract import by_name, parameters
     from identifiability.pretrain.family import MEMBERS
 
     makefile = (paths.source_root() / "Makefile").read_text()

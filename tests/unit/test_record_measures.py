@@ -1,12 +1,16 @@
-"""`make measures`' recording (identifiability.record_measures): the provenance names the checkout as it was
+"""`make measures`' recording (identifiability.recorded.measures): the provenance names the checkout as it was
 when the chapter started, not as it is when the 40-minute run ends; a run too small to judge is refused."""
 
 from __future__ import annotations
 
 import pytest
 
-from identifiability import execution, keys, paths, record_measures, recorded
-from identifiability.fileio import write_json
+from identifiability.base import paths
+from identifiability.base.fileio import write_json
+from identifiability.chapters import execution
+from identifiability.models import keys
+from identifiability.recorded import measures as record_measures
+from identifiability.recorded import store as recorded
 
 
 @pytest.fixture
@@ -18,7 +22,7 @@ def stubbed(tmp_path, monkeypatch):
     monkeypatch.setattr(record_measures, "sample_texts", lambda *a, **k: ["a b c"])
     monkeypatch.setattr(record_measures.corpus_hta, "uncached", lambda model, texts: [])
     monkeypatch.setattr(record_measures.corpus_hta, "on_cluster", lambda *a, **k: None)
-    state = {"commit": "start", "n": 50, "report": {"computed_with": {"identifiability.studies.measures": "f"}}}
+    state = {"commit": "start", "n": 50, "report": {"computed_with": {"identifiability.studies.kernel_only": "f"}}}
     monkeypatch.setattr(recorded, "git_state", lambda source: (state["commit"], False))
 
     def fake_run(source, out, params, progress=True):
@@ -39,7 +43,9 @@ def test_the_provenance_is_the_checkouts_when_the_chapter_started(stubbed):
 
 def test_the_modules_are_the_jobs_and_those_chapter_10s_kernel_reported(stubbed):
     h = record_measures.record_measures(echo=lambda s: None).provenance["hashes"]
-    assert h["modules"]["identifiability.studies.measures"] == "f" and "identifiability.corpus_hta" in h["modules"]
+    assert (
+        h["modules"]["identifiability.studies.kernel_only"] == "f" and "identifiability.runs.corpus_hta" in h["modules"]
+    )
     assert h["unreported"] == []
     stubbed["report"] = {}  # a kernel from before kernels reported
     rec = record_measures.record_measures(echo=lambda s: None)

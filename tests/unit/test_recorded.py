@@ -1,4 +1,4 @@
-"""Recorded heavy runs (identifiability.recorded): written and read back, judged stale when the code they
+"""Recorded heavy runs (identifiability.recorded.store): written and read back, judged stale when the code they
 computed with, the rules or the lock change, their moved values listed, their caption."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from identifiability import computed_with, recorded
+from identifiability.recorded import computed_with
+from identifiability.recorded import store as recorded
 
 GIT = ("0123abc", False)
 
@@ -18,7 +19,7 @@ GIT = ("0123abc", False)
 @pytest.fixture
 def checkout(tmp_path: Path) -> Path:
     """A copy of what a recorded run hashes: the package's sources, the lock and the claims tables."""
-    src = Path(recorded.__file__).resolve().parents[2]
+    src = Path(recorded.__file__).resolve().parents[3]
     shutil.copytree(src / "src" / "identifiability", tmp_path / "src" / "identifiability")
     (tmp_path / "data").mkdir()
     for name in ("data/claims.csv", "data/amendments.csv", "requirements.txt"):
@@ -48,7 +49,7 @@ def test_a_recorded_run_reads_back_as_written_with_its_provenance(checkout):
     assert p["seconds"] == 4000.0 and back.date == p["date"][:10] and back.target == "record-c10"
     assert set(p["machine"]) == {"platform", "cpus", "torch"}
     assert set(p["hashes"]) == {"lock", "rules", "modules", "modules_rule", "unreported"}
-    assert p["hashes"]["modules"] == computed_with.imported() and "identifiability.paths" in p["hashes"]["modules"]
+    assert p["hashes"]["modules"] == computed_with.imported() and "identifiability.base.paths" in p["hashes"]["modules"]
     files = sorted(f.name for f in (checkout / "data" / "recorded" / "c10" / "m" / "lee").iterdir())
     assert files == ["provenance.json", "results.json"]  # no temporary file left behind
     mode = (checkout / "data/recorded/c10/m/lee/results.json").stat().st_mode & 0o777
@@ -74,12 +75,12 @@ def test_a_missing_or_unreadable_run_is_one_line_naming_the_command(checkout):
 
 def test_the_run_hashes_the_package_modules_its_process_imported():
     modules = computed_with.imported()
-    assert "identifiability.paths" in modules and all(n.startswith("identifiability") for n in modules)
-    assert "identifiability.recorded" not in modules  # it writes the record, it computes nothing
+    assert "identifiability.base.paths" in modules and all(n.startswith("identifiability") for n in modules)
+    assert "identifiability.recorded.store" not in modules  # it writes the record, it computes nothing
 
 
 def test_stale_names_what_changed_since_the_run(checkout, monkeypatch):
-    ran = ["identifiability.linalg", "identifiability.stats"]  # the modules the job computed with
+    ran = ["identifiability.base.linalg", "identifiability.base.stats"]  # the modules the job computed with
     now = computed_with.on_disk(checkout / "src" / "identifiability")
     monkeypatch.setattr(computed_with, "imported", lambda: {n: now[n] for n in ran})
     rec = _write(checkout)
@@ -91,15 +92,15 @@ def test_stale_names_what_changed_since_the_run(checkout, monkeypatch):
     with open(checkout / "data" / "amendments.csv", "a", encoding="utf-8") as f:
         f.write('C10,4,2026-12-04,"a new rule","a reason",post hoc\n')
     assert recorded.stale(rec, checkout) == ["rules"]
-    unused = checkout / "src" / "identifiability" / "corpora.py"  # a module the run never imported
+    unused = checkout / "src" / "identifiability" / "corpus" / "corpora.py"  # a module the run never imported
     unused.write_text(unused.read_text() + "\nCHANGE = 1\n")
     assert recorded.stale(rec, checkout) == ["rules"]
-    source = checkout / "src" / "identifiability" / "stats.py"
+    source = checkout / "src" / "identifiability" / "base" / "stats.py"
     source.write_text(source.read_text() + "\n# a comment\n")
     assert recorded.stale(rec, checkout) == ["rules"]  # a comment is not code
     source.write_text(source.read_text() + "\nCHANGE = 1\n")
     assert recorded.stale(rec, checkout) == ["code", "rules"]
-    assert recorded.changed_modules(rec, checkout) == ["identifiability.stats"]
+    assert recorded.changed_modules(rec, checkout) == ["identifiability.base.stats"]
     (checkout / "requirements.txt").write_text("torch==0.0\n")
     assert recorded.stale(rec, checkout) == ["lock", "code", "rules"]
 
@@ -159,7 +160,7 @@ def test_the_frozen_rules_cover_every_claim_once_on_the_day_of_the_freeze():
 
 
 def test_a_rule_changed_after_the_freeze_is_not_confirmed(checkout):
-    shutil.copy(Path(recorded.__file__).resolve().parents[2] / "data" / recorded.FROZEN, checkout / "data")
+    shutil.copy(Path(recorded.__file__).resolve().parents[3] / "data" / recorded.FROZEN, checkout / "data")
     before = recorded.claim_hashes(checkout)
     frozen = set(recorded.frozen(checkout))
     assert all(v for c, v in recorded.confirmable(before, checkout).items() if c in frozen)

@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from identifiability import aggregate, record_compare
+from identifiability.recorded import compare as record_compare
+from identifiability.runs import aggregate
 from identifiability.studies.across_models import comparison, recorded_comparison
 from identifiability.text import across_models as prose
 from identifiability.verdicts import NOT_RUN

@@ -8,8 +8,8 @@ import importlib
 import jupytext
 import pytest
 
-from identifiability import schema
-from identifiability.chapters import CHAPTERS, chapter_sources
+from identifiability.book import schema
+from identifiability.chapters.contract import CHAPTERS, chapter_sources
 from identifiability.studies import recorded_fields
 
 

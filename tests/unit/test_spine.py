@@ -3,8 +3,9 @@
 import pytest
 import torch
 
-from identifiability import adapters, corpora, trace
-from identifiability.models import ModelNotAvailable, load_model, random_model
+from identifiability.corpus import corpora
+from identifiability.models import adapters, trace
+from identifiability.models.load import ModelNotAvailable, load_model, random_model
 
 
 def test_every_architecture_passes_rebuild_check(tiny_any):

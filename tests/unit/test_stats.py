@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from identifiability.stats import hierarchical_ci, hierarchical_resamples, paired_ci
+from identifiability.base.stats import hierarchical_ci, hierarchical_resamples, paired_ci
 
 
 def test_seed_spread_widens_the_interval_that_sentence_resampling_alone_misses():
@@ -43,7 +43,7 @@ def test_the_power_to_detect_a_change_matches_a_simulation_of_token_correctness(
     probability 0.95 against a reference that identifies all (a true difference of -0.05). Over simulated
     test sets, the variance of the mean of per-sentence rates is ``rate_variance``'s, and an interval
     estimate ± 1.96 sqrt(V) excludes 0 about as often as ``power_to_detect`` says."""
-    from identifiability.stats import power_to_detect, rate_variance
+    from identifiability.base.stats import power_to_detect, rate_variance
 
     rng = np.random.default_rng(0)
     tokens = rng.integers(2, 5, 40)

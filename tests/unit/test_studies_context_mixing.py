@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from identifiability import proportional, recorded
-from identifiability.corpora import Corpus
+from identifiability.base.stats import Interval
+from identifiability.corpus.corpora import Corpus
 from identifiability.hta import (
     HTAResult,
     estimate_error,
@@ -22,8 +22,9 @@ from identifiability.hta import (
     token_table,
     window_means,
 )
-from identifiability.proportional import sentence_row
-from identifiability.stats import Interval
+from identifiability.recorded import proportional
+from identifiability.recorded import store as recorded
+from identifiability.recorded.proportional import sentence_row
 from identifiability.studies import context_mixing as study
 from identifiability.studies import schema_of
 from identifiability.verdicts.context_mixing import C11_WINDOWS

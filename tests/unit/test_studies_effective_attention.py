@@ -13,16 +13,16 @@ import numpy as np
 import pytest
 import torch
 
-from identifiability import corpora, token_roles
-from identifiability import projection as eff_attn
-from identifiability.attention_mass import END_SEPARATOR, MIDDLE_SEPARATOR
-from identifiability.corpora import concatenated_inputs, join_pair, load_corpus
-from identifiability.linalg import numerical_rank, rank_rtol
-from identifiability.loaded_model import LoadedModel
-from identifiability.models import random_model
-from identifiability.stats import grouped_ci, unit_interval
+from identifiability.base.linalg import numerical_rank, rank_rtol
+from identifiability.base.stats import grouped_ci, unit_interval
+from identifiability.corpus import corpora, token_roles
+from identifiability.corpus.corpora import concatenated_inputs, join_pair, load_corpus
+from identifiability.effective import projection as eff_attn
+from identifiability.effective.attention_mass import END_SEPARATOR, MIDDLE_SEPARATOR
+from identifiability.models.load import random_model
+from identifiability.models.loaded_model import LoadedModel
+from identifiability.models.trace import head, out_proj_weights, trace_batch
 from identifiability.studies import effective_attention as S
-from identifiability.trace import head, out_proj_weights, trace_batch
 from identifiability.verdicts import NOT_TESTABLE
 from identifiability.verdicts.effective_attention import judge_c4_original, judge_c5, judge_c5_original, judge_c18
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from identifiability.corpora import concatenated_inputs, load_corpus
-from identifiability.models import random_model, twin_of
+from identifiability.corpus.corpora import concatenated_inputs, load_corpus
+from identifiability.models.load import random_model, twin_of
 from identifiability.pretrain import members as M
 from identifiability.studies import effective_attention as S3
 from identifiability.studies import head_width as S
@@ -224,7 +224,7 @@ def test_sink_peaks_in_units_of_the_uniform_share():
 
 
 def test_checkpoints_in_training_order_with_the_twin_first(tmp_path):
-    from identifiability.fileio import write_json
+    from identifiability.base.fileio import write_json
     from identifiability.pretrain.members import checkpoints
 
     member = tmp_path / "mlm-w128-dv32-seed0"

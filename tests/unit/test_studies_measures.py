@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from identifiability.errors import UserError
+from identifiability.base.errors import UserError
 from identifiability.studies import measures as study
 from identifiability.text import measures as prose
 from identifiability.verdicts import measures as vm
@@ -80,8 +80,8 @@ def test_the_charts_carry_every_sentence_measure_and_score(run):
 def test_a_measured_sentence_is_cached_as_it_is_made_and_read_back_without_computing(tiny_lm, tmp_path, monkeypatch):
     """A run stopped after some sentences loses none of them: each measure's array (and its seconds, as
     measured when made) comes back from the cache, nothing recomputed; another corpus mean is another entry."""
-    from identifiability import paths
-    from identifiability.trace import trace_sentences
+    from identifiability.base import paths
+    from identifiability.models.trace import trace_sentences
 
     monkeypatch.setenv(paths.DATA_ENV, str(tmp_path))
     tr = trace_sentences(tiny_lm, TEXTS[:1], progress=False)[0]

@@ -12,14 +12,14 @@ import pytest
 import torch
 
 from identifiability import nullspace as ns
-from identifiability import schema
+from identifiability.book import schema
 from identifiability.charts import nonidentifiability as charts
-from identifiability.corpora import Corpus
-from identifiability.models import random_model
+from identifiability.corpus.corpora import Corpus
+from identifiability.models.load import random_model
+from identifiability.models.trace import head, out_proj_weights, trace_batch
 from identifiability.studies import nonidentifiability as study
 from identifiability.studies import recorded_fields
 from identifiability.text import nonidentifiability as prose
-from identifiability.trace import head, out_proj_weights, trace_batch
 from identifiability.verdicts.nonidentifiability import C2_MARGIN, C3_REALISABLE_TV
 
 MAX = 128  # the tiny models' positions
@@ -270,8 +270,8 @@ def test_the_sections_texts_state_numbers_and_leave_the_decisions_to_the_verdict
 def test_the_chapters_verdicts_cell_judges_every_claim_of_the_chapter(tiny_lm, survey, alt, text, tmp_path):
     """What the chapter's "Verdicts" cell does, on the tiny model: one ``ch.judge`` per claim of the chapter
     (the claims table's rules, recorded), the sentences the summary ends with, and the verdict chart."""
+    from identifiability.book.notebook import Chapter
     from identifiability.charts.verdicts import verdict_chart
-    from identifiability.notebook import Chapter
     from identifiability.verdicts.claims import load_claims
 
     d_v = tiny_lm.d_v

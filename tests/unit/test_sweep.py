@@ -8,11 +8,12 @@ import json
 import pandas as pd
 import pytest
 
-from identifiability import aggregate, cluster, corpus_hta, paths, sweep
+from identifiability.base import cluster, paths
+from identifiability.base.errors import SweepError
+from identifiability.base.fileio import write_json
+from identifiability.chapters.parameters import ParameterError
 from identifiability.cli import main
-from identifiability.errors import SweepError
-from identifiability.fileio import write_json
-from identifiability.parameters import ParameterError
+from identifiability.runs import aggregate, corpus_hta, sweep
 
 
 @pytest.fixture
@@ -371,7 +372,7 @@ def test_a_refused_scheduler_address_is_found_without_the_clients_retries():
     only for a tcp address where nothing listens."""
     import socket
 
-    from identifiability import cluster
+    from identifiability.base import cluster
 
     with socket.socket() as listening:
         listening.bind(("127.0.0.1", 0))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent.parent
 # A chapter stem spelt out (two digits, an underscore, a name): a test names a chapter by its name and asks the
-# contract for its stem (identifiability.chapters.by_name(name).stem).
+# contract for its stem (identifiability.chapters.contract.by_name(name).stem).
 STEM = re.compile(r"(?<![\w.])\d\d_[a-z][a-z_]*[a-z]\b")
 # Test modules whose stems are what they test, each with the reason, and those not yet converted. A test
 # module's own file name may carry its chapter's stem (test_nb_06_context_mixing.py): file names are not scanned.

@@ -8,7 +8,7 @@ from types import SimpleNamespace as NS
 
 import pandas as pd
 
-from identifiability.stats import Interval
+from identifiability.base.stats import Interval
 from identifiability.studies.across_models import Comparison
 from identifiability.text.across_models import (
     ceiling_text,
@@ -34,7 +34,7 @@ def test_no_separator_text_names_the_models():
 
 
 def _power(seed_var: float, sentence_var: float, n: int) -> dict:
-    from identifiability.stats import chance_of_holding
+    from identifiability.base.stats import chance_of_holding
     from identifiability.verdicts.across_models import C13_BAND, C13_POWER, sentences_for_power
 
     return {

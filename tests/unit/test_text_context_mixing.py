@@ -9,7 +9,7 @@ from types import SimpleNamespace as NS
 import pandas as pd
 import pytest
 
-from identifiability.stats import Interval
+from identifiability.base.stats import Interval
 from identifiability.studies import context_mixing as study
 from identifiability.text import context_mixing as prose
 from identifiability.verdicts import Verdict

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 import torch
 
-from identifiability.stats import Interval
+from identifiability.base.stats import Interval
+from identifiability.corpus.token_roles import OTHER, PUNCTUATION, SEPARATOR, START
 from identifiability.studies import effective_attention as study
 from identifiability.text import effective_attention as prose
-from identifiability.token_roles import OTHER, PUNCTUATION, SEPARATOR, START
 from identifiability.verdicts.effective_attention import C5_PEAK, C4Evidence, C5Category
 
 from .test_text import stand_ins_match

@@ -7,8 +7,8 @@ from types import SimpleNamespace as NS
 
 import pandas as pd
 
+from identifiability.base.stats import Interval
 from identifiability.evidence.head_width import C20Comparison, C20Evidence, C20Pair, FamilyModel
-from identifiability.stats import Interval
 from identifiability.studies.head_width import HeadOffset, HeadThreshold
 from identifiability.text import head_width as prose
 from identifiability.verdicts.core import Verdict
@@ -114,7 +114,7 @@ def test_training_text_names_each_member_from_twin_to_last_checkpoint():
 
 
 def test_the_claims_table_has_a_column_per_member_and_brackets_an_undertrained_members_verdicts():
-    from identifiability.record_family import claims_across
+    from identifiability.recorded.family import claims_across
 
     from .test_record_family import _members
 
@@ -128,7 +128,7 @@ def test_the_claims_table_has_a_column_per_member_and_brackets_an_undertrained_m
 
 
 def test_the_across_text_says_what_moves_with_d_v_what_training_makes_and_leaves_the_undertrained_out():
-    from identifiability.record_family import claims_across
+    from identifiability.recorded.family import claims_across
 
     from .test_record_family import _members
 

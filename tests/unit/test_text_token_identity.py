@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from identifiability.stats import Interval
+from identifiability.base.stats import Interval
 from identifiability.studies import token_identity as study
 from identifiability.text import token_identity as prose
 from identifiability.verdicts.token_identity import C6Evidence

@@ -1,4 +1,4 @@
-"""What fine-tuning and pre-training share (:mod:`identifiability.training`): the one check of a model folder
+"""What fine-tuning and pre-training share (:mod:`identifiability.models.training`): the one check of a model folder
 (new, resume, done, or a one-line refusal in each command's words that touches nothing), checkpoints that
 restore weights, AdamW's state and the RNG exactly, the learning-rate schedule, one optimiser step, the Ctrl-C
 line and the saved model folder."""
@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from identifiability import finetune, stops
-from identifiability.pretrain import train as pretrain
-from identifiability.pretrain.mlm import PretrainError
-from identifiability.tasks import FinetuneError
-from identifiability.training import (
+from identifiability.base import stops
+from identifiability.corpus.tasks import FinetuneError
+from identifiability.models import finetune
+from identifiability.models.training import (
     CHECKPOINT,
     PROVENANCE,
     Refusals,
@@ -28,6 +27,8 @@ from identifiability.training import (
     save_folder,
     save_state,
 )
+from identifiability.pretrain import train as pretrain
+from identifiability.pretrain.mlm import PretrainError
 
 IDENTITY = {"kind": "test", "seed": 0, "sizes": (2, 3)}  # a tuple: compared as JSON reads it back (a list)
 ANOTHER = {"kind": "test", "seed": 1, "sizes": [2, 3]}
@@ -250,7 +251,7 @@ def test_ctrl_c_becomes_the_rerun_line_and_other_stops_pass_through():
 
 
 def test_a_saved_folder_loads_and_its_provenance_is_written(tmp_path):
-    from identifiability.models import load_model, random_model
+    from identifiability.models.load import load_model, random_model
 
     lm = random_model("bert", seed=0)
     save_folder(tmp_path / "m", lm.model, lm.tokenizer, {"identity": IDENTITY, "kind": "test"})

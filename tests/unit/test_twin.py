@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 import torch
 
+from identifiability.book.notebook import Chapter
 from identifiability.evidence.nonidentifiability import C15Evidence
-from identifiability.models import twin_of
-from identifiability.notebook import Chapter
+from identifiability.models.load import twin_of
 from identifiability.verdicts import FAILS, HOLDS, Quantity, Verdict, render_twin, twin_difference
 
 pytestmark = pytest.mark.unit

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 import torch
 
-from identifiability import recorded
+from identifiability.base.stats import Interval
 from identifiability.evidence.context_mixing import C10Evidence
 from identifiability.hta import HTAResult, layer_summary, token_table
-from identifiability.proportional import sentence_row
-from identifiability.stats import Interval
+from identifiability.recorded import store as recorded
+from identifiability.recorded.proportional import sentence_row
 from identifiability.studies import context_mixing as study
 from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_RUN, PARTLY
 from identifiability.verdicts.claims import load_claims, robustness_names, rules

@@ -22,13 +22,14 @@ import pandas as pd
 import pytest
 import torch
 
-from identifiability import attention_mass as mass
-from identifiability import nulls, token_roles
-from identifiability import projection as eff_attn
-from identifiability.corpora import join_pair
-from identifiability.digits import fmt
+from identifiability.base.digits import fmt
+from identifiability.base.stats import Interval
+from identifiability.corpus import token_roles
+from identifiability.corpus.corpora import join_pair
+from identifiability.effective import attention_mass as mass
+from identifiability.effective import nulls
+from identifiability.effective import projection as eff_attn
 from identifiability.evidence.effective_attention import C5Category, C5Evidence, C5Original, C18Evidence
-from identifiability.stats import Interval
 from identifiability.studies import effective_attention as S
 from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, PARTLY, Rules
 from identifiability.verdicts.effective_attention import c4, c5, c18, judge_c4, judge_c5, judge_c18

@@ -12,6 +12,7 @@ import math
 import pandas as pd
 import pytest
 
+from identifiability.base.stats import Interval
 from identifiability.evidence.head_width import (
     C19Evidence,
     C19Model,
@@ -23,7 +24,6 @@ from identifiability.evidence.head_width import (
     FamilyModel,
 )
 from identifiability.pretrain.family import MIN_GAIN
-from identifiability.stats import Interval
 from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, PARTLY, Rules
 from identifiability.verdicts import head_width as V
 from identifiability.verdicts import nonidentifiability as V2

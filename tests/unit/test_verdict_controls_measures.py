@@ -5,9 +5,9 @@ verdict) on measures that are the reference, a noisy copy of it, or unrelated to
 import numpy as np
 import pytest
 
+from identifiability.base.stats import Interval
 from identifiability.contributions.agreement import agreement
 from identifiability.evidence.measures import MAIN, LayerScore, MeasuresEvidence
-from identifiability.stats import Interval
 from identifiability.studies.measures import summarise
 from identifiability.verdicts import measures as vm
 from identifiability.verdicts.core import FAILS, HOLDS, INCONCLUSIVE, NOT_RUN, NOT_TESTABLE, PARTLY, Rules

@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 
 from identifiability import verdicts as vd
+from identifiability.base.stats import Interval
 from identifiability.charts.verdicts import TWIN_COLOUR, rows, verdict_chart
 from identifiability.evidence.across_models import Paired
 from identifiability.evidence.effective_attention import C5Category
-from identifiability.stats import Interval
 from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_RUN, NOT_TESTABLE
 from identifiability.verdicts.across_models import judge_c13, judge_c14
 from identifiability.verdicts.angle_magnitude import judge_c8

@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from identifiability import stats
 from identifiability import verdicts as vd
-from identifiability.stats import Interval
+from identifiability.base import stats
+from identifiability.base.stats import Interval
 from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_RUN, PARTLY
 from identifiability.verdicts.core import combine_parts, interval_verdict, part_verdict
 from identifiability.verdicts.nonidentifiability import judge_c2_original
@@ -183,7 +183,7 @@ def _c1_evidence():
 def test_a_chapter_judges_a_claim_one_way_and_records_it(tmp_path):
     """``ch.judge`` finds the claim's entry point through the chapter contract, passes its rules from the
     claims table, records the verdict and returns it; ``ch.sentence`` leads its sentence with the anchor."""
-    from identifiability.notebook import Chapter
+    from identifiability.book.notebook import Chapter
     from identifiability.verdicts.claims import rules
 
     ch = Chapter("02_nonidentifiability", None, None, {}, tmp_path)
@@ -195,7 +195,7 @@ def test_a_chapter_judges_a_claim_one_way_and_records_it(tmp_path):
 
 
 def test_judge_refuses_a_verdict_without_its_alternatives_or_its_original(tmp_path, monkeypatch):
-    from identifiability.notebook import Chapter
+    from identifiability.book.notebook import Chapter
     from identifiability.verdicts import nonidentifiability
 
     ch = Chapter("02_nonidentifiability", None, None, {}, tmp_path)

@@ -3,7 +3,7 @@
 A terminal's Ctrl-C goes to every process of its foreground process group, a LocalCluster's workers and
 their chapters' kernels included. A worker that takes it dies mid-task with a traceback of its own (seen
 in CI), so the LocalCluster starts its threads and worker processes with SIGINT blocked, which they
-inherit; the command alone takes the Ctrl-C, reports it in one line (:mod:`identifiability.stops`) and
+inherit; the command alone takes the Ctrl-C, reports it in one line (:mod:`identifiability.base.stops`) and
 closes the cluster it made, which stops the workers (tests/integration/test_stops.py checks that nothing else is
 printed and that no worker or kernel outlives the command).
 """

@@ -1,5 +1,5 @@
 """How the book prints a number: three significant digits with their trailing zeros, powers of ten written
-out, shares as percentages. A leaf: statistics (:class:`identifiability.stats.Interval`), verdicts and pages
+out, shares as percentages. A leaf: statistics (:class:`identifiability.base.stats.Interval`), verdicts and pages
 all print numbers this one way."""
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ One rule for every entry point (``run``, ``book``, later ``sweep``):
 - results and caches go under the data folder: ``$IDENTIFIABILITY_DATA`` if set, else ``data/`` of the
   checkout the command runs in, else ``./data`` of the working directory (an installed package never
   writes into its own source tree);
-- a model's results are filed under its key and a corpus's under its own (:mod:`identifiability.keys`,
+- a model's results are filed under its key and a corpus's under its own (:mod:`identifiability.models.keys`,
   which also names each model's results and book folders).
 
 Imports nothing of the package.

@@ -26,7 +26,7 @@ def params_key(params: dict) -> str:
 
 def cache_file(key: str, params: dict, root: Path | None = None) -> Path:
     """The cache entry of ``params`` under ``key`` (e.g. "hidden/all-MiniLM-L6-v2/lee"); ``root`` defaults
-    to the data folder's ``cache/`` (:mod:`identifiability.paths`)."""
+    to the data folder's ``cache/`` (:mod:`identifiability.base.paths`)."""
     return (root or paths.cache_root()) / key / f"{params_key(params)}.safetensors"
 
 

@@ -15,7 +15,7 @@
 While a chapter executes, papermill writes its notebook to a hidden file beside the target
 (:func:`executing`): the target is replaced only when the chapter ends, finished or failed with its
 traceback. An interrupted chapter leaves no notebook, and the previous one stays as it was. Its results file
-is written by its last cell and atomically (:func:`identifiability.fileio.atomic_write`): an interrupted
+is written by its last cell and atomically (:func:`identifiability.base.fileio.atomic_write`): an interrupted
 chapter never leaves one, half or whole, that a rerun could take as finished.
 
 Imports nothing heavy: the command line installs the handler before torch loads.

@@ -2,7 +2,7 @@
 pages, and run Jupyter Book.
 
 The book for the embedded default model goes to ``_build/html``; any other model or corpus goes to
-``_build/<model>/<corpus>/html`` (:func:`identifiability.keys.build_dir`) so runs never overwrite each other.
+``_build/<model>/<corpus>/html`` (:func:`identifiability.models.keys.build_dir`) so runs never overwrite each other.
 With a public GitHub or GitLab repository, each chapter page gets a Binder launch button (plain links).
 """
 
@@ -17,17 +17,21 @@ import threading
 import time
 from pathlib import Path
 
-from . import book, chapters, keys, pages, paths
-from .chapters import CHAPTERS, chapter_sources, check_parameters, find, preflight
-from .errors import ChapterFailed
-from .executed import parameters_used
-from .execution import run_notebook
-from .parameters import ParameterError, declared_parameters
+from ..base import paths
+from ..base.errors import ChapterFailed
+from ..chapters import contract as chapters
+from ..chapters.contract import CHAPTERS, chapter_sources, check_parameters, find, preflight
+from ..chapters.executed import parameters_used
+from ..chapters.execution import run_notebook
+from ..chapters.parameters import ParameterError, declared_parameters
+from ..models import keys
+from . import pages
+from . import render as book
 
 
 def vendor(static: Path) -> None:
     """Put every script the pages load into ``static`` (no CDN at read time)."""
-    from .charts.render import write_vega_bundle
+    from ..charts.render import write_vega_bundle
 
     static.mkdir(parents=True, exist_ok=True)
     write_vega_bundle(static / "vega-bundle.js")
@@ -136,9 +140,9 @@ def control_runs(
     builds reuse; returns a line per run that could not be made (the page then says what is missing).
     ``client``: a Dask client to run them on (the caller's to close; ``slots`` of its workers at most), else a
     local cluster of two workers."""
-    from .errors import one_line
-    from .finetune import init_random
-    from .sweep import sweep
+    from ..base.errors import one_line
+    from ..models.finetune import init_random
+    from ..runs.sweep import sweep
 
     try:
         control = init_random(model, seed=0)["folder"]
@@ -150,7 +154,7 @@ def control_runs(
 
 
 def timed_run(source: Path, out: Path, params: dict) -> tuple[float, str | None]:
-    """:func:`identifiability.execution.run_notebook` as a cluster worker's task, without progress bar;
+    """:func:`identifiability.chapters.execution.run_notebook` as a cluster worker's task, without progress bar;
     returns its seconds and the line that says why the chapter stopped, or None. The line is returned, not
     raised: a task that raises makes its worker log the traceback as well."""
     t0 = time.time()
@@ -170,7 +174,7 @@ def book_jobs(sources: list[Path]) -> dict[str, tuple[float, frozenset[str]]]:
     for s in sources:
         spec = chapters.spec_of(s)
         after = {r for r in spec.reads if r in stems}
-        if spec.name == "across_models":
+        if chapters.CONTROL_RUNS in spec.roles:
             jobs[CONTROL] = (CONTROL_SECONDS, frozenset())
             after.add(CONTROL)
         jobs[s.stem] = (spec.book_seconds, frozenset(after))
@@ -230,7 +234,7 @@ def execute_chapters(sources: list[Path], out: Path, params: dict) -> dict[str, 
                 run_notebook(by_stem[name], out, params, strict=False)
                 tqdm.write(f"  {name}: {time.time() - t0:.0f} s")
         return {}
-    from . import cluster
+    from ..base import cluster
 
     os.environ.setdefault(paths.DATA_ENV, str(paths.data_root()))  # the workers' kernels file results here
     order = start_order(jobs)
@@ -305,7 +309,7 @@ def _control(by_stem: dict[str, Path], params: dict, client=None, slots: int | N
     None (they never stop the book: chapter 9 says what is missing)."""
     from tqdm import tqdm
 
-    source = next(s for stem, s in by_stem.items() if chapters.spec_of(s).name == "across_models")
+    source = next(s for s in by_stem.values() if chapters.CONTROL_RUNS in chapters.spec_of(s).roles)
     judge = params.get("judge_corpus") or declared_parameters(source)["judge_corpus"]
     for line in control_runs(params["model"], judge, int(params.get("seed", 0)), client=client, slots=slots):
         tqdm.write(f"  the comparison across models lacks a run: {line}")
@@ -389,7 +393,7 @@ def build_book(
         "--keep-going",
     ]
     # Its own session: a Ctrl-C reaches this process alone, which stops the build in one line
-    # (identifiability.stops) and kills it, rather than Sphinx printing its own report.
+    # (identifiability.base.stops) and kills it, rather than Sphinx printing its own report.
     subprocess.run(cmd, check=True, start_new_session=True)
     shutil.move(str(root / "jb" / "_build" / "html"), html)
     shutil.rmtree(root / "jb", ignore_errors=True)

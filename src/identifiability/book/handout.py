@@ -6,7 +6,7 @@ the page does not show it, but it runs in every build, right after the solution,
 the reference solution fails the build). A check cell tests properties of the answer (shapes, invariants,
 agreement with a quantity the chapter computed) and reads the variables it names in ``needs(...)``.
 
-``python -m identifiability.handout --out _build/handout`` (``make handout``) writes, per chapter, the
+``python -m identifiability.book.handout --out _build/handout`` (``make handout``) writes, per chapter, the
 notebook with each solution replaced by an empty answer cell that names those variables, and the check
 cells shown.
 """
@@ -110,9 +110,9 @@ def write_handouts(out: Path, sources: list[Path]) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .chapters import chapter_sources
+    from ..chapters.contract import chapter_sources
 
-    ap = argparse.ArgumentParser(prog="python -m identifiability.handout", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m identifiability.book.handout", description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("_build") / "handout")
     a = ap.parse_args(argv)
     for f in write_handouts(a.out, chapter_sources()):

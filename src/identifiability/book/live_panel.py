@@ -3,7 +3,7 @@
 ``studies.explore.sentence_views`` computes the three maps and ``maps_chart`` draws them (the chapter's
 chart and the panel's use the same function); ``sentence_panel`` wraps them in an ipywidgets panel for live
 notebooks (type a sentence, press Enter). A static page cannot run Python callbacks: the book's page shows
-the panel as it was when the book was built (``identifiability.book.page_version`` renders the widgets'
+the panel as it was when the book was built (``identifiability.book.render.page_version`` renders the widgets'
 saved state), with the chart's layer slider and head dropdown working offline.
 """
 
@@ -13,10 +13,10 @@ import html
 
 import torch
 
-from .charts.explore import attention_explorer
-from .charts.render import VEGALITE_MIME
-from .loaded_model import LoadedModel
-from .studies.explore import HTA_TITLE, sentence_views
+from ..charts.explore import attention_explorer
+from ..charts.render import VEGALITE_MIME
+from ..models.loaded_model import LoadedModel
+from ..studies.explore import HTA_TITLE, sentence_views
 
 HTA_AXES = ("input token j", "hidden token i")  # (x, y): row i is hidden token i, column j input token j
 # The maps' values in hundredths, finer than the colour steps a heat map shows apart: the panel's saved chart

@@ -17,16 +17,18 @@ from pathlib import Path
 
 import torch
 
-from . import computed_with, keys, schema
-from .chapters import CHAPTERS, results_file
-from .charts.render import enable_offline
-from .corpora import Corpus, drop_unusable, load_corpus, sample_sentences
-from .fileio import jsonable, read_json, write_json
-from .loaded_model import LoadedModel
-from .models import load_model, twin_of
-from .paths import DEFAULT_MODEL
-from .verdicts import Verdict, anchor, render, render_twin
-from .verdicts.claims import load_claims, robustness_names, rules_of
+from ..base.fileio import jsonable, read_json, write_json
+from ..base.paths import DEFAULT_MODEL
+from ..chapters.contract import CHAPTERS, results_file
+from ..charts.render import enable_offline
+from ..corpus.corpora import Corpus, drop_unusable, load_corpus, sample_sentences
+from ..models import keys
+from ..models.load import load_model, twin_of
+from ..models.loaded_model import LoadedModel
+from ..recorded import computed_with
+from ..verdicts import Verdict, anchor, render, render_twin
+from ..verdicts.claims import load_claims, robustness_names, rules_of
+from . import schema
 
 
 @dataclass
@@ -96,7 +98,7 @@ class Chapter:
         """A verdict a recorded heavy run judged (``verdict``: as its results file holds it), recorded as this
         chapter's, when it was judged under the rule in force; else "not run", naming ``make <target>``, which
         judges it again (a recording is never re-labelled with a rule it was not judged under)."""
-        from .verdicts import NOT_RUN, from_json, with_robustness
+        from ..verdicts import NOT_RUN, from_json, with_robustness
 
         claim = self._claim(claim_id)
         v = from_json(verdict)
@@ -129,7 +131,7 @@ class Chapter:
 
     @property
     def twin(self) -> LoadedModel:
-        """The model's untrained twin (:func:`identifiability.models.twin_of`, seed ``twin_seed`` or the chapter's
+        """The model's untrained twin (:func:`identifiability.models.load.twin_of`, seed ``twin_seed`` or the chapter's
         seed), built once per chapter; its provenance is recorded (results key ``twin``)."""
         if self._twin is None:
             seed = int(self.params.get("twin_seed", self.params.get("seed", 0)))
@@ -167,8 +169,9 @@ class Chapter:
 
     def save(self) -> Path:
         """Write ``<results_dir>/<chapter>.json`` with the results, parameters and model provenance, after
-        checking the results against the chapter's schema (:mod:`identifiability.schema`), and the package's
-        modules this kernel computed them with (``computed_with``: :func:`identifiability.computed_with.imported`),
+        checking the results against the chapter's schema (:mod:`identifiability.book.schema`), and the package's
+        modules this kernel computed them with (``computed_with``:
+        :func:`identifiability.recorded.computed_with.imported`),
         which a recorded run that gathers the file reports."""
         results = jsonable(self.results)
         schema.check(self.name, results)

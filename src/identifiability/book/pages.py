@@ -7,15 +7,16 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from . import paths, recorded
-from .chapters import results_file
-from .digits import fmt, times_ten
-from .executed import BUILD_LOCATION, PARAMETERS, assignments, cell_comments, read_notebook, run_seconds
-from .fileio import read_json
-from .parameters import ALLOWED
-from .verdicts.claims import claims_table
-from .verdicts.core import NOT_RUN, Verdict, from_json, render, robustness_summary, verdict_label
-from .verdicts.text import anchor, math_text
+from ..base import paths
+from ..base.digits import fmt, times_ten
+from ..base.fileio import read_json
+from ..chapters.contract import results_file
+from ..chapters.executed import BUILD_LOCATION, PARAMETERS, assignments, cell_comments, read_notebook, run_seconds
+from ..chapters.parameters import ALLOWED
+from ..recorded import store as recorded
+from ..verdicts.claims import claims_table
+from ..verdicts.core import NOT_RUN, Verdict, from_json, render, robustness_summary, verdict_label
+from ..verdicts.text import anchor, math_text
 
 
 def format_value(value) -> str:
@@ -85,7 +86,7 @@ def write_run_page(stage: Path, params: dict, results_dir: Path, chapters: dict[
     """``book/this_build.md``: the model (with its weight hash), the text, and every chapter's parameters.
 
     ``chapters``: {stem: the parameters its parameters cell ran with
-    (:func:`identifiability.executed.parameters_used`), or None for a chapter this build did not run
+    (:func:`identifiability.chapters.executed.parameters_used`), or None for a chapter this build did not run
     (``--only``)}.
     """
     # in the book's order; a chapter this build did not run may have a file of an older build, under its old stem
@@ -144,8 +145,8 @@ def _markdown_text(text: str) -> str:
 
 def parameter_help(stem: str) -> dict[str, str]:
     """{name: what it sets} for a chapter's parameters: the comments of its source's parameters cell
-    (:func:`identifiability.executed.cell_comments`, the one place the help is written), with the least value
-    the chapter contract allows (:data:`identifiability.parameters.ALLOWED`)."""
+    (:func:`identifiability.chapters.executed.cell_comments`, the one place the help is written), with the least value
+    the chapter contract allows (:data:`identifiability.chapters.parameters.ALLOWED`)."""
     import jupytext
 
     source = paths.source_root() / "notebooks" / f"{stem}.md"
@@ -180,7 +181,7 @@ LAUNCH_MARKER = "<!-- launch buttons: written by the build -->"
 
 def launch_text(repository: str | None) -> str:
     """What the teachers' page says about launch buttons: they exist only in a copy built with the book's
-    public repository (:func:`identifiability.build.repository_url`)."""
+    public repository (:func:`identifiability.book.build.repository_url`)."""
     if repository:
         return (
             f"In this copy, each chapter page also has a launch button (Binder) that opens the chapter in "
@@ -209,7 +210,7 @@ def write_teachers_page(
     """Fill the run-time table of ``book/teachers.md`` from the executed chapters (papermill's measured
     duration of each), for the machine that built this copy, and say whether its pages have launch buttons
     (``repository``: the address they open, None without buttons). ``beside``: {stem: threads} of the chapters
-    this build ran beside others (:func:`identifiability.build.execute_chapters`), which their rows say."""
+    this build ran beside others (:func:`identifiability.book.build.execute_chapters`), which their rows say."""
     beside = beside or {}
     rows, total = ["| chapter | run time in this build |", "|---|---|"], 0.0
     for stem in stems:
@@ -270,7 +271,7 @@ def _base(v: Verdict) -> str:
 
 
 def confirmation_text(c: dict | None) -> str:
-    """A claim's confirmation (:func:`identifiability.record_confirm.confirmation`) in words; "—" without one."""
+    """A claim's confirmation (:func:`identifiability.recorded.confirm.confirmation`) in words; "—" without one."""
     if c is None:
         return "—"
     if not c["frozen"]:
@@ -284,12 +285,12 @@ def confirmation_text(c: dict | None) -> str:
 
 
 def family_confirmation(claim: str, rec) -> str:
-    """A claim's verdicts on the members of a recorded `make family` run (:mod:`identifiability.record_family`),
+    """A claim's verdicts on the members of a recorded `make family` run (:mod:`identifiability.recorded.family`),
     counted by verdict; "" without any; "not confirmed" where they were judged under a rule changed after the
     freeze."""
     from collections import Counter
 
-    from .record_family import member_verdicts
+    from ..recorded.family import member_verdicts
 
     found = member_verdicts(rec, claim)
     if not found:
@@ -342,8 +343,8 @@ def write_claims_page(stage: Path, results_dir: Path, model: str | None = None) 
     verdict each chapter recorded in ``results_dir``: the current verdict, its robustness to the alternatives
     the claim's row names, and for an amended claim the original rule's verdict beside it; and ``model``'s
     recorded confirmation run (``make confirm``), where there is one."""
-    from .record_confirm import confirmation, find
-    from .record_family import find as find_family
+    from ..recorded.confirm import confirmation, find
+    from ..recorded.family import find as find_family
 
     confirm = find(model or paths.DEFAULT_MODEL)
     family = find_family() if paths.is_default_model(model) else None  # the family was judged beside the default

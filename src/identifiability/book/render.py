@@ -3,7 +3,7 @@
 - A chart is a Vega-Lite spec in the notebook (what Jupyter draws); only the page versions of the
   chapters get the HTML that draws it on a static page (:func:`prepare_pages`), and the download each page
   offers (``_sources/notebooks/<chapter>.ipynb``) is the executed chapter itself (:func:`write_downloads`;
-  executed chapters are cleaned first, :mod:`identifiability.executed`). Likewise a widget panel (chapter 8)
+  executed chapters are cleaned first, :mod:`identifiability.chapters.executed`). Likewise a widget panel (chapter 8)
   is live in the download; its page shows it as it was when the book was built, in plain HTML
   (:func:`page_version`), and the page version carries no widget state, so no page loads the 3.5 MB widget
   manager. HTML tables printed by cells scroll sideways in a labelled box.
@@ -21,7 +21,7 @@ import re
 import shutil
 from pathlib import Path
 
-from .executed import read_notebook, write_notebook
+from ..chapters.executed import read_notebook, write_notebook
 
 VEGA_BUNDLE = "vega-bundle.js"
 
@@ -48,7 +48,7 @@ def _text(value) -> str:
 def _output_html(out: dict) -> str:
     """One output (of a cell, or captured by an Output widget) as HTML: a chart draws, HTML stays, plain
     text is preformatted; stderr is left out (as :func:`clean_notebook` leaves it out of cells)."""
-    from .charts.render import chart_html
+    from ..charts.render import chart_html
 
     if out.get("output_type") == "stream":
         return "" if out.get("name") == "stderr" else f"<pre>{html.escape(_text(out.get('text', '')))}</pre>"
@@ -125,7 +125,7 @@ def page_version(nb: dict) -> dict:
       widget manager (a live panel needs a kernel; the download keeps the widgets);
     - each HTML output that holds a table (a DataFrame) is put in a labelled box that scrolls sideways.
     """
-    from .charts.render import chart_html
+    from ..charts.render import chart_html
 
     widgets = nb.get("metadata", {}).get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
     for cell in nb["cells"]:

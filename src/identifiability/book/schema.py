@@ -1,6 +1,6 @@
 """What each chapter's results file holds: every key a chapter records, with the kind of its value.
 
-The keys are derived, never declared by hand: a chapter's contract entry (:mod:`identifiability.chapters`)
+The keys are derived, never declared by hand: a chapter's contract entry (:mod:`identifiability.chapters.contract`)
 names its module of :mod:`identifiability.studies`, whose ``RESULTS`` tuple lists the chapter's result types;
 every recorded field of those types is a key, with the kind of its annotation, plus ``COMMON``.
 ``Chapter.save`` checks the results against this before writing, so a misspelt or undeclared key stops the
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import importlib
 
-from .chapters import CHAPTERS
-from .studies import schema_of
+from ..chapters.contract import CHAPTERS
+from ..studies import schema_of
 
 SCHEMA_VERSION = 1
 KINDS = {"number": (int, float), "bool": (bool,), "str": (str,), "list": (list,), "dict": (dict,), "any": (object,)}
@@ -40,7 +40,8 @@ def declared(chapter: str) -> dict[str, str]:
     spec = CHAPTERS.get(chapter)
     if spec is None:
         raise SchemaError(
-            f"no results schema for chapter {chapter!r}: it is not a chapter of identifiability.chapters.CHAPTERS"
+            f"no results schema for chapter {chapter!r}: it is not a chapter of "
+            "identifiability.chapters.contract.CHAPTERS"
         )
     module = importlib.import_module(spec.module("studies"))
     return {**COMMON, **schema_of(*module.RESULTS)}

@@ -6,10 +6,10 @@ Every chapter is one entry of :data:`CHAPTERS`, in the book's order (``_toc.yml`
   number, which every module of the chapter carries (``studies/<name>.py``, ``charts/<name>.py``, ...;
   :attr:`ChapterSpec.layers`); other modules name a chapter by :func:`by_name`, never by its stem;
 - its parameters, declared with their defaults in the source's cell tagged ``parameters``, typed and checked
-  by :mod:`identifiability.parameters` (:func:`coerce_parameters`);
+  by :mod:`identifiability.chapters.parameters` (:func:`coerce_parameters`);
 - the checks its parameters must pass against the model's config and the text before anything runs
-  (``checks``, applied by :func:`identifiability.preflight.check`);
-- how it runs is :mod:`identifiability.execution` (papermill, a hidden notebook until the chapter ends);
+  (``checks``, applied by :func:`identifiability.chapters.preflight.check`);
+- how it runs is :mod:`identifiability.chapters.execution` (papermill, a hidden notebook until the chapter ends);
 - for the sweep, its expected run time (which runs start first) and whether a sweep runs it by default;
 - for the tests, the small parameters of its one real execution (``quick``).
 
@@ -24,10 +24,32 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import paths
+from ..base import paths
 from .executed import PARAMETERS
 from .parameters import ALLOWED, Allowed, Parameter, ParameterError, declared_parameters, unknown
 from .preflight import ChapterRules, ModelInfo, at_least, check, layer_head, window
+
+# What other modules need a chapter for, named by that need, never by the chapter's name (a chapter's roles,
+# :attr:`ChapterSpec.roles`; :func:`by_role` finds the one chapter of a role):
+CONTROL_RUNS = "control runs"  # the book makes the random-initialisation control's runs before it
+CORPUS_HTA = "corpus HTA"  # its parameters are the defaults of exact HTA at corpus scale (identifiability hta)
+MEASURES = "measures"  # make measures records it
+ON_FAMILY = "on the family"  # make family judges its claims on every member of the family
+HEAD_WIDTH = "head width"  # make family runs it on the pre-trained members and records it (C19-C21)
+# the chapters whose results the comparison across models reads (identifiability.runs.model_comparison)
+COMPARED_ATTENTION = "compared: effective attention"
+COMPARED_IDENTITY = "compared: token identity"
+COMPARED_HTA = "compared: HTA"
+ROLES = (
+    CONTROL_RUNS,
+    CORPUS_HTA,
+    MEASURES,
+    ON_FAMILY,
+    HEAD_WIDTH,
+    COMPARED_ATTENTION,
+    COMPARED_IDENTITY,
+    COMPARED_HTA,
+)
 
 
 @dataclass(frozen=True)
@@ -41,7 +63,7 @@ class ChapterSpec:
     expected_seconds: float = 60.0
     swept: bool = True  # False: a sweep runs it only when asked by name
     # Seconds it takes in `make book` on one thread at the book's parameters, an estimate used only to choose the
-    # order in which the book starts its chapters (identifiability.build); a build's teachers' page shows the
+    # order in which the book starts its chapters (identifiability.book.build); a build's teachers' page shows the
     # times it measured.
     book_seconds: float = 30.0
     # The chapters whose results or cache it reads (their stems): the book starts it after they end.
@@ -57,6 +79,10 @@ class ChapterSpec:
     layers: tuple[str, ...] = ("studies", "charts", "text", "evidence", "verdicts")
     # the types of parameters whose default is None ("not set"), e.g. chapter 2's layer
     optional: dict[str, type] = field(default_factory=dict)
+    # what other modules need it for (:data:`ROLES`)
+    roles: frozenset[str] = frozenset()
+    # its parameters on the confirmation text (make confirm), None: not confirmed there
+    confirm: dict | None = None
 
     @property
     def name(self) -> str:
@@ -88,7 +114,7 @@ EXACT_MIN_TOKENS = 6  # chapter 6's short exact sentences: 6..exact_max_tokens t
 def _joined_lengths(p: dict, m: ModelInfo, lengths: list[int]) -> str | None:
     """Chapter 2 cuts texts of exact lengths (its example, its searched lengths, d_v + 4) from consecutive
     sentences of the corpus: the whole text must hold the longest of them."""
-    from .nullspace.common import parse_lengths
+    from ..nullspace.common import parse_lengths
 
     cap = min(int(p["max_tokens"]), m.max_positions)
     need = max(parse_lengths(f"{p['search_lengths']},{p['example_length']},dv+4", m.d_v, cap))
@@ -126,6 +152,8 @@ CHAPTERS: dict[str, ChapterSpec] = {
             ),
             optional={"layer": int},
             book_seconds=53.0,
+            roles=frozenset({ON_FAMILY}),
+            confirm={},
             quick={
                 "n_sentences": 3,
                 "lengths": "8,dv,dv+1,dv+2,48",
@@ -159,6 +187,9 @@ CHAPTERS: dict[str, ChapterSpec] = {
                 "viewer_max_tokens": 40,
             },
             book_seconds=48.0,
+            roles=frozenset({ON_FAMILY, COMPARED_ATTENTION}),
+            # lee_test's sentences longer than d_v + 2 tokens (its attention mass)
+            confirm={"n_sentences": 70},
         ),
         ChapterSpec(
             "04_token_identity",
@@ -169,6 +200,8 @@ CHAPTERS: dict[str, ChapterSpec] = {
             ),
             quick={"n_sentences": 60, "second_n_sentences": 40, "epochs": 3, "twin_sentences": 30, "twin_epochs": 2},
             book_seconds=320.0,
+            roles=frozenset({ON_FAMILY, COMPARED_IDENTITY}),
+            confirm={"n_sentences": 148, "second_corpus": ""},
         ),
         ChapterSpec(
             "05_angle_magnitude",
@@ -176,6 +209,8 @@ CHAPTERS: dict[str, ChapterSpec] = {
             quick={"n_sentences": 60, "epochs": 3, "twin_sentences": 30, "twin_epochs": 2},
             book_seconds=110.0,
             reads=("04_token_identity",),  # its probes and hidden states, from chapter 4's cache
+            roles=frozenset({ON_FAMILY}),
+            confirm={"n_sentences": 148},
         ),
         ChapterSpec(
             "06_context_mixing",
@@ -204,6 +239,8 @@ CHAPTERS: dict[str, ChapterSpec] = {
                 "n_explorer": 2,
                 "use_cache": False,
             },
+            roles=frozenset({ON_FAMILY, CORPUS_HTA, COMPARED_HTA}),
+            confirm={"second_corpus": ""},
         ),
         # The explorer has no claims and no quantities to compare, and the comparison across models reads the
         # other runs rather than a model: a sweep runs them only when asked.
@@ -212,6 +249,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
             expected_seconds=600.0,
             swept=False,
             quick={"n_sources": 3, "ratios": "1,1.25,2"},
+            roles=frozenset({HEAD_WIDTH}),
             book_seconds=8.0,
         ),
         ChapterSpec(
@@ -226,8 +264,9 @@ CHAPTERS: dict[str, ChapterSpec] = {
             ChapterRules(corpora=("judge_corpus",)),
             swept=False,
             book_seconds=8.0,
+            roles=frozenset({CONTROL_RUNS}),
             # the results table of every finished run, the book's own chapters 1 to 8 among them (and chapter
-            # 4's control runs, which the book makes before it: identifiability.build)
+            # 4's control runs, which the book makes before it: identifiability.book.build)
             reads=(
                 "01_model_and_data",
                 "02_nonidentifiability",
@@ -248,6 +287,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
             # sample is C10's draw)
             reads=("06_context_mixing",),
             quick={"n_sentences": 2, "max_tokens": 12},
+            roles=frozenset({MEASURES}),
         ),
     )
 }
@@ -283,6 +323,19 @@ def results_file(folder: str | Path, stem: str) -> Path:
             if new == stem and (Path(folder) / f"{old}.json").is_file():
                 return Path(folder) / f"{old}.json"
     return path
+
+
+def by_role(role: str) -> ChapterSpec:
+    """The one chapter of ``role`` (one of :data:`ROLES`)."""
+    found = [c for c in CHAPTERS.values() if role in c.roles]
+    if len(found) != 1:
+        raise KeyError(f"{len(found)} chapters have the role {role!r}; the contract gives it to exactly one")
+    return found[0]
+
+
+def with_role(role: str) -> list[ChapterSpec]:
+    """The chapters of ``role`` (one of :data:`ROLES`), in the book's order."""
+    return [c for c in CHAPTERS.values() if role in c.roles]
 
 
 def by_name(name: str) -> ChapterSpec:
@@ -383,7 +436,7 @@ def check_parameters(sources: Sequence[Path], given: dict) -> None:
 
 def preflight(sources: Sequence[Path], params: dict, scoped: dict[str, dict] | None = None) -> None:
     """Check every chapter's parameters (with its defaults) against the model's config and the corpus before
-    anything runs (:func:`identifiability.preflight.check`, with each chapter's ``checks``); ``scoped``:
+    anything runs (:func:`identifiability.chapters.preflight.check`, with each chapter's ``checks``); ``scoped``:
     {stem: parameters of that chapter alone}, which win over ``params`` (a sweep's ``03:name=value``)."""
     scoped = scoped or {}
     chapters = {

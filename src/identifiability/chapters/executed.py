@@ -2,7 +2,7 @@
 
 - :func:`cell_parameters` is the one reader of a parameters cell (``name = value`` lines): the chapter
   contract reads a source's declared defaults with it, the book build the values a chapter ran with.
-- :func:`clean_executed` runs on every executed chapter (:func:`identifiability.execution.run_notebook`):
+- :func:`clean_executed` runs on every executed chapter (:func:`identifiability.chapters.execution.run_notebook`):
   papermill's injected ``# Parameters`` cell is merged into the cell tagged ``parameters`` (so the page
   shows one parameters cell with the values used, and a reader who changes ``model`` there really changes
   it), stderr output (progress bars, warnings) is removed, and papermill's bookkeeping (a full copy of the

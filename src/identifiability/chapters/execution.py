@@ -5,21 +5,21 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from . import paths, stops
-from .chapters import coerce_parameters
-from .cluster import allocator_env
-from .errors import ChapterFailed
+from ..base import paths, stops
+from ..base.cluster import allocator_env
+from ..base.errors import ChapterFailed
+from .contract import coerce_parameters
 from .executed import clean_executed
 from .parameters import declared_parameters
 
 
 def run_notebook(source: Path, out_dir: Path, parameters: dict, progress: bool = True, strict: bool = True) -> Path:
     """Execute one jupytext notebook with papermill; returns the executed .ipynb path, cleaned
-    (:func:`identifiability.executed.clean_executed`: one parameters cell with the values used, no stderr).
+    (:func:`identifiability.chapters.executed.clean_executed`: one parameters cell with the values used, no stderr).
 
     The kernel runs in the checkout and inherits this process's data folder (``IDENTIFIABILITY_DATA``), so a
     chapter files its results where this command looks for them, and the allocator settings of
-    :data:`identifiability.cluster.ALLOCATOR_ENV`.
+    :data:`identifiability.base.cluster.ALLOCATOR_ENV`.
     """
     import jupytext
     import papermill
@@ -30,7 +30,8 @@ def run_notebook(source: Path, out_dir: Path, parameters: dict, progress: bool =
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"{source.stem}.ipynb"
     nb = jupytext.read(source)
-    # a hidden file until the chapter ends; Ctrl-C or a dead kernel leave the previous notebook (identifiability.stops)
+    # a hidden file until the chapter ends; Ctrl-C or a dead kernel leave the previous notebook
+    # (identifiability.base.stops)
     with stops.executing(source, target, {**declared_parameters(source), **params}) as partial:
         try:
             papermill.execute_notebook(

@@ -2,11 +2,11 @@
 of a chapter's declarations.
 
 A chapter declares its parameters with their defaults in its source's cell tagged ``parameters``
-(:func:`declared_parameters`, read by :func:`identifiability.executed.cell_parameters`, the one reader of that
+(:func:`declared_parameters`, read by :func:`identifiability.chapters.executed.cell_parameters`, the one reader of that
 cell). A given value is converted to its default's type, then checked against what the parameter allows
 (:data:`ALLOWED`: counts at least 1, seeds at least 0, a device this machine has, the choices of a choice
 parameter, length expressions that parse), or refused with one line (:class:`Parameter`). The chapter
-contract (:mod:`identifiability.chapters`) applies these to a chapter's parameters.
+contract (:mod:`identifiability.chapters.contract`) applies these to a chapter's parameters.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import UserError
+from ..base.errors import UserError
 from .executed import PARAMETERS, cell_parameters
 
 
@@ -66,7 +66,7 @@ def _device(value: str) -> str | None:
 
 def _lengths(value: str) -> str | None:
     """Why ``value`` is not a list of lengths for chapter 2 (integers or [k]dv[+-n]), or None."""
-    from .nullspace.common import parse_lengths
+    from ..nullspace.common import parse_lengths
 
     try:
         return None if parse_lengths(value, d_v=64) else "gives no length"

@@ -4,7 +4,7 @@ last that the data folder takes a file (:func:`check_data_folder`).
 A bad input stops here with one line that names the fix; nothing that earlier runs computed is touched.
 
 This module holds the machinery (rules, sentence-length windows, :func:`check`); which rules each chapter
-has is part of its contract (:data:`identifiability.chapters.CHAPTERS`).
+has is part of its contract (:data:`identifiability.chapters.contract.CHAPTERS`).
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import paths
-from .adapters import adapter_for
-from .corpora import CorpusError, drop_unusable, load_corpus, token_lengths
-from .errors import UserError, one_line
-from .fileio import atomic_write
-from .fingerprint import ModelNotAvailable, check_encoder_tensors
-from .keys import read_config, resolve
+from ..base import paths
+from ..base.errors import UserError, one_line
+from ..base.fileio import atomic_write
+from ..corpus.corpora import CorpusError, drop_unusable, load_corpus, token_lengths
+from ..models.adapters import adapter_for
+from ..models.fingerprint import ModelNotAvailable, check_encoder_tensors
+from ..models.keys import read_config, resolve
 
 
 class PreflightError(UserError, ValueError):

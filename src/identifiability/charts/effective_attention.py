@@ -26,7 +26,8 @@ TWIN_CURVE = "untrained twin: Pearson(A, A_eff)"
 def figure1_chart(fig1: pd.DataFrame, d_v: int, twin: pd.DataFrame | None = None) -> alt.LayerChart:
     """Figure 1 (a): Pearson(A, A_eff) against d_s beside the two null models: the median over heads and inputs
     of each (lines), the 10-90% band over heads and inputs of the model and of the random subspace, d_s = d_v
-    dashed. ``fig1``: rows of :func:`identifiability.projection.correlation_by_length`; ``twin``: the same rows
+    dashed. ``fig1``: rows of :func:`identifiability.effective.projection.correlation_by_length`; ``twin``: the same
+    rows
     of the model's untrained twin, whose median is drawn beside them (dashed, the twin's colour)."""
     cols = [c for c in FIG1_CURVES if c in fig1 and fig1[c].notna().any()]
     long = fig1.melt(id_vars=["d_s"], value_vars=cols, var_name="curve", value_name="r")
@@ -93,7 +94,7 @@ def null_share_chart(fig1: pd.DataFrame, d_v: int) -> alt.LayerChart:
 
 def mass_chart(mass: pd.DataFrame, labels: dict[str, str]) -> alt.FacetChart:
     """Attention mass by key category, raw next to effective: points are heads, ticks their mean per layer.
-    ``mass``: rows of :func:`identifiability.projection.attention_mass`; ``labels``: category -> its label
+    ``mass``: rows of :func:`identifiability.effective.projection.attention_mass`; ``labels``: category -> its label
     (a special token's role with the tokenizer's spelling), the categories shown in display order."""
     m = (
         mass[mass.category.isin(labels)]
@@ -137,7 +138,7 @@ def mass_chart(mass: pd.DataFrame, labels: dict[str, str]) -> alt.FacetChart:
 
 def separator_chart(seps: pd.DataFrame) -> alt.LayerChart:
     """Attention mass on the separator between two segments and on the final one, per layer, raw (solid) and
-    effective (dashed); from :func:`identifiability.projection.separator_mass`."""
+    effective (dashed); from :func:`identifiability.effective.projection.separator_mass`."""
     long = seps.melt(id_vars=["layer", "separator"], value_vars=["raw", "effective"], var_name="attention")
     base = alt.Chart(long, title="Attention mass on the two separators of a sentence pair").encode(
         x=alt.X("layer:O", title="layer"),

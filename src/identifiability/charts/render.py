@@ -4,7 +4,7 @@ Altair's own renderers load vega from a CDN. The ``offline`` renderer registered
 Vega-Lite spec alone, under the MIME type JupyterLab draws with its built-in vega-lite renderer (no
 network, no trust needed). JupyterLab 4 has no renderer for Altair 6's ``vegalite.v6`` type, but draws
 these specs with its vega-lite 5 (the book test compiles every chapter's charts with vega-lite 5.8).
-For the book's pages the build adds :func:`chart_html` beside each spec (``identifiability.book``): a bare
+For the book's pages the build adds :func:`chart_html` beside each spec (``identifiability.book.render``): a bare
 ``<div>`` plus a ``vegaDraw(...)`` call, with vega/vega-lite/vega-embed and the narrow-page layout
 (:mod:`identifiability.charts.narrow`) vendored once per page that has a chart (``book/_vendor/vega-bundle.js``,
 written by :func:`write_vega_bundle`). Chart text shows the paper's notation as Unicode scripts

@@ -14,7 +14,7 @@ All four average the heads of a layer: ``Ā_l = mean_h A_h^l`` (d_s, d_s), rows 
   :data:`FLOW_SCALE` and rounded, so a capacity below ``0.5 / FLOW_SCALE`` counts as no edge and each flow is
   exact to about ``d_s / FLOW_SCALE`` before normalising.
 - ``effective``: the head mean of the effective attention ``A_eff = A - Proj_LN(T)(A)``
-  (:mod:`identifiability.projection`, the book's one implementation), per layer. A_eff may have negative
+  (:mod:`identifiability.effective.projection`, the book's one implementation), per layer. A_eff may have negative
   entries and rows that do not sum to 1; a contribution share cannot be negative, so negative entries are
   set to zero and rows renormalised (the book's choice, stated here: the paper defines no share). Unlike raw
   attention, A_eff can give weight to a token that no head reads once d_s > d_v (the projection moves weight
@@ -28,9 +28,9 @@ import torch
 from scipy.sparse import csr_array
 from scipy.sparse.csgraph import maximum_flow
 
-from ..loaded_model import LoadedModel
-from ..projection import effective_attention
-from ..trace import SentenceTrace, out_proj_weights
+from ..effective.projection import effective_attention
+from ..models.loaded_model import LoadedModel
+from ..models.trace import SentenceTrace, out_proj_weights
 from .registry import normalise_rows, register, rollout
 
 FLOW_SCALE = 10**6  # integer capacities for scipy's maximum flow: round(M * FLOW_SCALE)

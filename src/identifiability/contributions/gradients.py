@@ -42,8 +42,8 @@ import numpy as np
 import torch
 
 from ..hta.core import auto_chunk, prepare
-from ..loaded_model import LoadedModel
-from ..trace import SentenceTrace, from_x
+from ..models.loaded_model import LoadedModel
+from ..models.trace import SentenceTrace, from_x
 from .registry import normalise_rows, register
 
 DEFAULT_STEPS = 32  # Captum's default n_steps, with its default Gauss-Legendre rule

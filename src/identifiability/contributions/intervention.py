@@ -39,9 +39,9 @@ from collections.abc import Sequence
 
 import torch
 
-from ..errors import UserError
-from ..loaded_model import LoadedModel
-from ..trace import SentenceTrace
+from ..base.errors import UserError
+from ..models.loaded_model import LoadedModel
+from ..models.trace import SentenceTrace
 from .registry import normalise_rows, register
 from .value_zeroing import sentence_inputs
 

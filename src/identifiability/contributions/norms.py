@@ -3,7 +3,7 @@ a sum of one vector per input token j, and token j's share is read from the vect
 
 - ``norm`` (Kobayashi et al. 2020, "Attention is Not Only a Weight: Analyzing Transformers with Vector
   Norms", EMNLP): ``||sum_h A_h[i, j] f_h(x_j)||`` with ``f_h(x) = (x W_V^h + b_V^h) W_O^h``, the head's
-  transformed vector (:func:`identifiability.trace.transform`), per layer, rows normalised. Works on every
+  transformed vector (:func:`identifiability.models.trace.transform`), per layer, rows normalised. Works on every
   family.
 - ``norm_resln`` (Kobayashi et al. 2021, "Incorporating Residual and Normalization Layers into Analysis of
   Masked Language Models", EMNLP): the attention vectors plus the residual (x_i added to token i's own
@@ -38,9 +38,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..errors import UserError
-from ..loaded_model import LoadedModel
-from ..trace import SentenceTrace, out_proj_weights, transform
+from ..base.errors import UserError
+from ..models.loaded_model import LoadedModel
+from ..models.trace import SentenceTrace, out_proj_weights, transform
 from .attention import layers_with_identity
 from .registry import MEASURES, normalise_rows, register, rollout
 

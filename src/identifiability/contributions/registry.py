@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..loaded_model import LoadedModel
-from ..trace import SentenceTrace
+from ..models.loaded_model import LoadedModel
+from ..models.trace import SentenceTrace
 
 MeasureFn = Callable[[LoadedModel, SentenceTrace], torch.Tensor]
 

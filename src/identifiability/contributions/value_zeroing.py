@@ -44,8 +44,8 @@ import re
 import torch
 from torch import nn
 
-from ..loaded_model import LoadedModel
-from ..trace import SentenceTrace
+from ..models.loaded_model import LoadedModel
+from ..models.trace import SentenceTrace
 from .registry import normalise_rows, register
 
 

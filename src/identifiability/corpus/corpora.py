@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import UserError
+from ..base.errors import UserError
 
 EMBEDDED = {
     "lee": ("lee_background.cor", "articles"),

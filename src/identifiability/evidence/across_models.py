@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..stats import Interval, power_to_detect, rate_variance
+from ..base.stats import Interval, power_to_detect, rate_variance
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class Paired:
     read on those layers only (C14, version 4).
     ``seed_var`` and ``sentence_var`` split the variance of the last-layer estimate into the part more test
     sentences cannot shrink (fine-tune and probe seeds) and the per-sentence part (its share is
-    ``sentence_var / sentences``); :func:`identifiability.stats.sentences_for_power` reads them.
+    ``sentence_var / sentences``); :func:`identifiability.base.stats.sentences_for_power` reads them.
     """
 
     layers: tuple[Interval, ...]  # d_l, l = 1..L: mean over seeds and sentences, 95% interval

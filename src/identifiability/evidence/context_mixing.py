@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..stats import Interval
+from ..base.stats import Interval
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class C10Evidence:
 
     Attributes:
         share: the mean over the recorded run's drawn sentences (drawn in proportion to their hidden tokens,
-            :mod:`identifiability.proportional`) of each sentence's share of hidden tokens whose largest
+            :mod:`identifiability.recorded.proportional`) of each sentence's share of hidden tokens whose largest
             contributor at the last layer is their own input token; interval over the draws. None: no
             recorded run for this model and corpus (``not_run`` names the command that computes it).
         words, special: the same over each sentence's word tokens and special tokens only, over the draws

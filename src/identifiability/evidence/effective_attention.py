@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..stats import Interval
+from ..base.stats import Interval
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..stats import Interval
+from ..base.stats import Interval
 
 
 @dataclass(frozen=True)

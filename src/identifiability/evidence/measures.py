@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..stats import Interval
+from ..base.stats import Interval
 
 MAIN, NO_OWN = "main", "own token left out"  # the two variants of the statistic every score carries
 ROLLED = "@rolled"  # a per-layer measure rolled out across layers: '<name>@rolled'

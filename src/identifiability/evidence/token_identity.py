@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..stats import Interval
+from ..base.stats import Interval
 
 
 @dataclass(frozen=True)

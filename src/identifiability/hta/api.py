@@ -9,8 +9,8 @@ from collections.abc import Sequence
 import torch
 from tqdm import tqdm
 
-from ..loaded_model import LoadedModel
-from ..trace import SentenceTrace
+from ..models.loaded_model import LoadedModel
+from ..models.trace import SentenceTrace
 from .core import Directions, prepare
 from .folded import fold_spec, folded_S
 from .generic import generic_S
@@ -117,7 +117,7 @@ def hta_corpus(
     ``data/cache/hta/<model>/``, keyed by :func:`cache_params` (weights, text, parameters): a sentence
     computed once, by a chapter or by the distributed job, is never computed again.
     """
-    from ..results import cached_tensors  # noqa: I001 (results imports torch only)
+    from ..base.results import cached_tensors  # noqa: I001 (results imports torch only)
 
     items = list(texts)
     bar = tqdm(items, desc=desc or f"HTA ({mode})", unit="sentence", disable=not progress or len(items) < 2)

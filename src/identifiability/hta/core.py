@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..loaded_model import LoadedModel
-from ..trace import SentenceTrace, forward, tokenize
+from ..models.loaded_model import LoadedModel
+from ..models.trace import SentenceTrace, forward, tokenize
 from .estimator import random_probes
 
 DEFAULT_ROWS = 8192  # tangent rows (directions x positions) per chunk; see the module docstring

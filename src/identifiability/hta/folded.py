@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..loaded_model import LoadedModel
+from ..models.loaded_model import LoadedModel
 from .core import Directions, Inputs, auto_chunk
 
 PRIMAL_TOL = 1e-4  # the folded pass's own forward must match the model's hidden states this closely

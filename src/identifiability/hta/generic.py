@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import torch
 
-from ..loaded_model import LoadedModel
-from ..trace import from_x
+from ..models.loaded_model import LoadedModel
+from ..models.trace import from_x
 from .core import Directions, Inputs, auto_chunk
 
 

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 import torch
 
-from ..loaded_model import LoadedModel
-from ..trace import SentenceTrace, from_x
+from ..models.loaded_model import LoadedModel
+from ..models.trace import SentenceTrace, from_x
 from .core import Inputs, prepare
 from .result import HTAResult
 

@@ -16,7 +16,7 @@ Shapes: L = number of layers, so there are L+1 hidden states per token (``hidden
 the first layer; ``hidden[l]`` is layer l's output); N tokens in a corpus sample, d model width, P probes
 trained side by side.
 
-Everything that costs time is cached with :func:`identifiability.results.cached_tensors`: the hidden states
+Everything that costs time is cached with :func:`identifiability.base.results.cached_tensors`: the hidden states
 (one forward pass per model + corpus + sample) and the trained probe weights, so the two chapters that use
 them (token identity; angle vs magnitude) share the work.
 

@@ -3,9 +3,9 @@
 Shapes: L = number of layers, so there are L+1 hidden states per token (``hidden[0]`` is x, the input to the
 first layer; ``hidden[l]`` is layer l's output); N tokens in a corpus sample, d model width.
 
-Extraction costs one forward pass over the sample (:func:`identifiability.trace.forward`, the package's single
+Extraction costs one forward pass over the sample (:func:`identifiability.models.trace.forward`, the package's single
 forward pass with hooks), so :func:`hidden_states` caches its result with
-:func:`identifiability.results.cached_tensors`: the two chapters that use it (token identity; angle vs
+:func:`identifiability.base.results.cached_tensors`: the two chapters that use it (token identity; angle vs
 magnitude) share the work.
 """
 
@@ -18,10 +18,10 @@ from dataclasses import dataclass
 import torch
 from tqdm import tqdm
 
-from ..loaded_model import LoadedModel
-from ..paths import safe_key
-from ..results import cached_tensors
-from ..trace import forward, tokenize
+from ..base.paths import safe_key
+from ..base.results import cached_tensors
+from ..models.loaded_model import LoadedModel
+from ..models.trace import forward, tokenize
 
 # Part of every cache key (hidden states and probe weights): bump it when what is cached changes meaning.
 CACHE_VERSION = 1
@@ -80,7 +80,7 @@ def extract_hidden(
 ) -> HiddenStates:
     """One forward pass per batch (sorted by length so padding stays small), keeping only hidden states.
 
-    Cheaper than :func:`identifiability.trace.trace_sentences` for this purpose: attention maps and value
+    Cheaper than :func:`identifiability.models.trace.trace_sentences` for this purpose: attention maps and value
     vectors are not copied out.
     """
     texts = list(texts)

@@ -9,7 +9,7 @@ g^l maps the hidden embedding e_i^l towards the input embedding x_i and is one o
 trained to minimise the L2 distance (``l2``) or the cosine distance (``cos``) between g^l(e_i^l) and x_i.
 Shapes: L+1 hidden states, n tokens in a split, d_in probe input width, d_out its output width, P probes.
 
-Trained weights are cached with :func:`identifiability.results.cached_tensors` (see :func:`fit_probes`), so
+Trained weights are cached with :func:`identifiability.base.results.cached_tensors` (see :func:`fit_probes`), so
 the angle-vs-magnitude chapter reuses the token-identity chapter's probes when the parameters match.
 """
 
@@ -23,8 +23,8 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from ..loaded_model import LoadedModel
-from ..results import cached_tensors
+from ..base.results import cached_tensors
+from ..models.loaded_model import LoadedModel
 from .data import SplitData
 from .hidden import CACHE_VERSION, HiddenStates, cache_params
 from .lookup import SentenceLayout, nearest_in_sentence

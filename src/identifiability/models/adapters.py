@@ -10,7 +10,7 @@ index. (Glob patterns were used before; a glob's ``*`` also crosses dots, so
 ``encoder.layer.*.output.dense`` matched the attention output projection too.) A pattern matches one
 module per layer, or a single module that the model calls once per layer (ALBERT shares its layer).
 
-Every adapter is admitted only after :func:`identifiability.trace.rebuild_check` has rebuilt each
+Every adapter is admitted only after :func:`identifiability.models.trace.rebuild_check` has rebuilt each
 attention block's output from the extracted pieces (sum over heads of ``A_h V_h W_O^h`` plus the output
 bias) and matched the model's own output.
 """
@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
-from torch import nn
+if TYPE_CHECKING:  # torch loads with a model, not with the registry: the pre-flight reads rows without it
+    import torch
+    from torch import nn
 
-from .errors import UserError
+from ..base.errors import UserError
 
 
 class UnsupportedArchitecture(UserError, ValueError):
@@ -145,10 +147,14 @@ class Adapter:
         for m in self.layer_modules(model, self.attn_out, n_layers):
             w_in_out = self.weight(m).T  # (H*d_v, d)
             blocks.append(w_in_out.reshape(n_heads, -1, w_in_out.shape[1]))
+        import torch
+
         return torch.stack(blocks)
 
     def out_proj_bias(self, model: nn.Module, n_layers: int) -> torch.Tensor:
         """Output projection bias per layer, shape (L, d)."""
+        import torch
+
         return torch.stack([m.bias.detach() for m in self.layer_modules(model, self.attn_out, n_layers)])
 
     def split_values(self, out: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -259,6 +265,6 @@ def adapter_for(model_type: str) -> Adapter:
             return a
     raise UnsupportedArchitecture(
         f"no adapter for model_type {model_type!r}; supported: {', '.join(supported_model_types())}. "
-        "Add a row to identifiability.adapters.REGISTRY (module names of x, Q/K/V, W_O, FFN and LayerNorms) "
+        "Add a row to identifiability.models.adapters.REGISTRY (module names of x, Q/K/V, W_O, FFN and LayerNorms) "
         "to support it."
     )

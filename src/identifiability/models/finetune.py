@@ -5,7 +5,7 @@
 
 ``finetune`` starts from the embedded all-MiniLM-L6-v2 (or ``--base``: a local model folder, or a hub id
 whose snapshot is cached or can be downloaded), puts a classification head on its pooled output and trains
-everything with AdamW on the task's training split (:mod:`identifiability.tasks`); it reports held-out
+everything with AdamW on the task's training split (:mod:`identifiability.corpus.tasks`); it reports held-out
 accuracy with a bootstrap interval beside the majority-class rate. ``init-random`` builds the same
 architecture with the model class's own initialiser: the null model that tells which findings come from
 training and which from the architecture.
@@ -36,14 +36,14 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from .corpora import encode
-from .fileio import read_json
+from ..base.fileio import read_json
+from ..base.paths import data_root, safe_key
+from ..base.stats import bootstrap_ci
+from ..base.stops import Interrupted
+from ..corpus.corpora import encode
+from ..corpus.tasks import TASKS, Example, FinetuneError, TaskData, load_task
 from .fingerprint import folder_key
 from .keys import read_config, resolve
-from .paths import data_root, safe_key
-from .stats import bootstrap_ci
-from .stops import Interrupted
-from .tasks import TASKS, Example, FinetuneError, TaskData, load_task
 from .training import (
     CHECKPOINT,
     PROVENANCE,
@@ -169,7 +169,7 @@ def save_checkpoint(
     folder: Path, model: torch.nn.Module, opt: torch.optim.Optimizer, epochs_done: int, meta: dict
 ) -> None:
     """Weights, the optimiser's state tensors and the torch RNG state after ``epochs_done`` epochs, in
-    ``epoch<k>.safetensors`` (:func:`~identifiability.training.save_state`)."""
+    ``epoch<k>.safetensors`` (:func:`~identifiability.models.training.save_state`)."""
     save_state(folder, model, opt, f"epoch{epochs_done}.safetensors", {**meta, "epochs_done": epochs_done})
 
 
@@ -344,7 +344,7 @@ def finetune(
             holds anything else is refused with a one-line error and left untouched.
         on_step: called as ``on_step(epoch, step)`` after every optimiser step (0-based epoch, 1-based
             global step); an exception from it stops the run like an interruption would.
-        data: the task's examples (default: :func:`identifiability.tasks.load_task`); tests pass small ones.
+        data: the task's examples (default: :func:`identifiability.corpus.tasks.load_task`); tests pass small ones.
     """
     plan = _plan(task, out, base, settings, data)
     s, out = plan.settings, plan.out

@@ -19,9 +19,9 @@ import struct
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import UserError, one_line
-from .fileio import read_json, write_json
-from .paths import cache_root
+from ..base.errors import UserError, one_line
+from ..base.fileio import read_json, write_json
+from ..base.paths import cache_root
 
 if TYPE_CHECKING:  # transformers loads when a model is checked, not with this module
     from transformers import PretrainedConfig

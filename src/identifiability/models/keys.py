@@ -2,7 +2,7 @@
 and the folders filed under them.
 
 - A model name (the embedded default, a Hugging Face id or a local folder) resolves to the files that define
-  it (:func:`resolve`); its *content key* is the SHA-256 over those files (:mod:`identifiability.fingerprint`)
+  it (:func:`resolve`); its *content key* is the SHA-256 over those files (:mod:`identifiability.models.fingerprint`)
   and its *model key* the folder name its results are filed under (:func:`model_key`): a local folder's name
   plus the first 10 hex digits of its content key, so two folders of one name never share results.
 - A corpus is filed under its name; a text file under its stem plus a digest of its content
@@ -16,8 +16,8 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import paths
-from .errors import one_line
+from ..base import paths
+from ..base.errors import one_line
 from .fingerprint import ModelNotAvailable, check_folder, content_key, folder_key
 
 if TYPE_CHECKING:  # transformers loads when a config is read, not with this module
@@ -42,7 +42,7 @@ def _looks_like_path(name: str) -> bool:
 
 def resolve(name: str | None) -> tuple[str, str, bool]:
     """(display name, what to pass to from_pretrained, is the embedded default); a local folder is checked
-    file by file (:func:`identifiability.fingerprint.check_folder`) before anything is loaded."""
+    file by file (:func:`identifiability.models.fingerprint.check_folder`) before anything is loaded."""
     if paths.is_default_model(name):
         return paths.DEFAULT_MODEL, str(embedded_model_path()), True
     path = Path(name).expanduser()
@@ -95,7 +95,7 @@ def model_key(name: str | None) -> str:
 
     The embedded default is ``all-MiniLM-L6-v2``; a hub id its id; a local folder its folder name plus the
     first 10 hex digits of its content key, so two folders of the same name never share results, and a
-    folder re-saved with new weights gets a new one (:mod:`identifiability.fingerprint`).
+    folder re-saved with new weights gets a new one (:mod:`identifiability.models.fingerprint`).
     """
     if paths.is_default_model(name):
         return paths.DEFAULT_MODEL
@@ -106,7 +106,7 @@ def model_key(name: str | None) -> str:
 
 
 def content_key_of(name: str | None) -> str:
-    """The content key of a model (:mod:`identifiability.fingerprint`) from its files, without loading it:
+    """The content key of a model (:mod:`identifiability.models.fingerprint`) from its files, without loading it:
     the key a loaded model's results and caches are filed under. Raises ModelNotAvailable with one line
     when the folder is unusable or a hub id is neither cached nor reachable."""
     _, source, _ = resolve(name)

@@ -59,11 +59,12 @@ class LoadedModel:
 
     @property
     def key(self) -> str:
-        """The folder name this model's results and caches are filed under (:func:`identifiability.keys.model_key`)."""
+        """The folder name this model's results and caches are filed under
+        (:func:`identifiability.models.keys.model_key`)."""
         return self.provenance.get("key") or model_key(self.name)
 
     @property
     def content_key(self) -> str:
         """SHA-256 over the files (or, for a model built in memory, the tensors) that define the model: the
-        identity every cache and results file is keyed by (:mod:`identifiability.fingerprint`)."""
+        identity every cache and results file is keyed by (:mod:`identifiability.models.fingerprint`)."""
         return self.provenance["content_key"]

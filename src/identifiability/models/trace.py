@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from tqdm import tqdm
 
-from .corpora import encode
+from ..corpus.corpora import encode
 from .loaded_model import LoadedModel
 
 
@@ -168,7 +168,7 @@ def from_x(lm: LoadedModel):
 
 def tokenize(lm: LoadedModel, texts: Sequence[str], max_tokens: int | None = None) -> dict:
     """Tokenise with padding; sentences longer than ``max_tokens`` (or the model's maximum) are truncated
-    with a warning, never silently. A pair string (:data:`identifiability.corpora.PAIR_SEP`) is tokenised
+    with a warning, never silently. A pair string (:data:`identifiability.corpus.corpora.PAIR_SEP`) is tokenised
     as a pair, so ``token_type_ids`` (B, n_pad) carry its segments into :func:`forward`."""
     limit = min(max_tokens or lm.max_positions, lm.max_positions)
     enc = encode(lm.tokenizer, texts, padding=True, truncation=False, return_tensors="pt")

@@ -25,8 +25,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from .fileio import atomic_write, read_json, write_folder, write_json
-from .stops import Interrupted
+from ..base.fileio import atomic_write, read_json, write_folder, write_json
+from ..base.stops import Interrupted
 
 PROVENANCE = "provenance.json"  # written last: its presence says the model folder is complete
 CHECKPOINT = "checkpoint"  # the latest checkpoint of an unfinished run: tensors and state.json
@@ -42,7 +42,7 @@ class Refusals:
     name). The checks are the same for every command; the way out (``--out``, another folder) is its own.
 
     Attributes:
-        error: the command's :class:`~identifiability.errors.UserError` subclass.
+        error: the command's :class:`~identifiability.base.errors.UserError` subclass.
         describe: what the model or run whose record (provenance or checkpoint state) is in the folder is.
         a_file: the folder is a file.
         other_model: the folder holds a finished model of another identity.
@@ -132,7 +132,8 @@ def save_state(folder: Path, model: torch.nn.Module, opt: torch.optim.Optimizer,
 
     The tensors go to ``name`` (a safetensors file), then ``state.json`` (``meta`` and the file's name) is
     written, last, so a crash or a full disk while saving leaves the previous checkpoint in force; then the
-    older tensor files are removed. Both files are written atomically (:func:`~identifiability.fileio.atomic_write`).
+    older tensor files are removed. Both files are written atomically
+    (:func:`~identifiability.base.fileio.atomic_write`).
     """
     folder.mkdir(parents=True, exist_ok=True)
     tensors = {f"model.{k}": v.detach().clone().contiguous() for k, v in model.state_dict().items()}
@@ -229,7 +230,7 @@ def quiet_transformers() -> Iterator[None]:
 
 def write_model_folder(folder: Path, model, tokenizer) -> None:
     """Config, safetensors weights and tokenizer: a folder ``load_model`` reads (no optimiser state), each file
-    written atomically (:func:`~identifiability.fileio.write_folder`)."""
+    written atomically (:func:`~identifiability.base.fileio.write_folder`)."""
 
     def save(staged: Path) -> None:
         with quiet_transformers():

@@ -47,10 +47,10 @@ def parse_lengths(spec: str | Sequence[int], d_v: int, max_len: int | None = Non
 def text_of_length(corpus, n_tokens: int, tokenizer, seed: int = 0, tries: int = 200) -> str:
     """Consecutive corpus sentences cut to *exactly* ``n_tokens`` tokens (special tokens included).
 
-    :func:`identifiability.corpora.concatenated_inputs` may land a token or two short of its target (a word can
+    :func:`identifiability.corpus.corpora.concatenated_inputs` may land a token or two short of its target (a word can
     be several tokens); the threshold example needs the exact length, so start positions are retried.
     """
-    from ..corpora import concatenated_inputs
+    from ..corpus.corpora import concatenated_inputs
 
     rng = random.Random(seed)
     for _ in range(tries):

@@ -4,7 +4,7 @@ with the same head output (the paper's proof, made numerical), and the exact d_s
 A head's output is ``A @ T`` with A (d_s, d_s) row-stochastic and T = V_h W_O^h (d_s, d) (the paper's
 T = E W_V H). Any A' with the same row sums and A'T = AT is an alternative attention with identical output;
 the rows of A' - A then lie in the left null space of the augmented matrix [T, 1]. Everything runs in float64;
-ranks follow the book's one rule (:mod:`identifiability.linalg`).
+ranks follow the book's one rule (:mod:`identifiability.base.linalg`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from ..linalg import matrix_rtol, numerical_rank, one_thread
+from ..base.linalg import matrix_rtol, numerical_rank, one_thread
 from .common import SHRINK, rel_output_error, tv_rows
 
 # ------------------------------------------------------------------------------------------- bases

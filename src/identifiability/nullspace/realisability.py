@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import torch
 from tqdm import tqdm
 
-from ..linalg import NONLINEAR_RTOL, numerical_rank, one_thread
+from ..base.linalg import NONLINEAR_RTOL, numerical_rank, one_thread
 from .common import SEARCH_TOL, rel_output_error, tv_rows, visible_mask
 from .constructions import output_basis
 

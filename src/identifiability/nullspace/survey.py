@@ -11,8 +11,8 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from ..linalg import numerical_rank, one_thread, rank_rtol
-from ..trace import layer_index, transform
+from ..base.linalg import numerical_rank, one_thread, rank_rtol
+from ..models.trace import layer_index, transform
 from .common import rel_output_error, tv_rows, visible_mask
 from .constructions import construct_alternative, left_null_basis, max_tv_alternative
 from .realisability import (

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import torch
 
-from .. import cluster
-from ..paths import data_root
+from ..base import cluster
+from ..base.paths import data_root
 from .family import MEMBERS, TOKENS, Member, by_name
 from .train import PretrainError, Settings, check_member, claim, identity_of, load_tokenizer, train_member, twin_folder
 
@@ -154,7 +154,7 @@ def pretrain_family(
         tokens: train on this many tokens instead of the family's (a pilot); its folders are named apart.
         blocks: (train, held-out) token blocks (default: :mod:`.text`'s, tokenised here once).
         root: where the model folders go (default ``<data>/models``).
-        client: an existing Dask client (the caller closes it); else :func:`identifiability.cluster.connect`.
+        client: an existing Dask client (the caller closes it); else :func:`identifiability.base.cluster.connect`.
     """
     from distributed import as_completed
     from tqdm import tqdm

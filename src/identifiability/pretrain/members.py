@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..base.fileio import read_json
 from ..evidence.head_width import FamilyModel
-from ..fileio import read_json
-from ..loaded_model import LoadedModel
+from ..models.loaded_model import LoadedModel
 from .family import MEMBERS
 
 
@@ -58,7 +58,7 @@ def family_folders(members: str = "") -> list[str]:
     its twin (``<name>-init``) where that is there too. Empty when neither: the chapter is not run."""
     if members.strip():
         return [m.strip() for m in members.split(",") if m.strip()]
-    from ..paths import data_root
+    from ..base.paths import data_root
 
     root = data_root() / "models"
     found = []
@@ -72,7 +72,7 @@ def family_folders(members: str = "") -> list[str]:
 def family_models(members: str = "", device: str = "cpu") -> list[tuple[LoadedModel, FamilyModel]]:
     """Each model of :func:`family_folders`, loaded, with its role in the family (:func:`family_model`, from
     its folder's provenance.json where it has one)."""
-    from ..models import load_model
+    from ..models.load import load_model
 
     out = []
     for name in family_folders(members):

@@ -17,9 +17,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..errors import UserError
-from ..keys import embedded_model_path
-from ..training import quiet_transformers
+from ..base.errors import UserError
+from ..models.keys import embedded_model_path
+from ..models.training import quiet_transformers
 from .family import POSITIONS, Member
 
 HELDOUT_SEED = 0  # the held-out masks: the same at every checkpoint and for every member

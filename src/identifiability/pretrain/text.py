@@ -2,7 +2,7 @@
 evaluates on, and their tokens in blocks.
 
 Leakage: :func:`documents` removes every paragraph that holds a sentence of a corpus the chapters evaluate on
-(:func:`evaluation_sentences`: every name :data:`identifiability.corpora.EMBEDDED` offers, and the
+(:func:`evaluation_sentences`: every name :data:`identifiability.corpus.corpora.EMBEDDED` offers, and the
 ``sentiment`` task's snippets), compared after :func:`normalise` (lower case, punctuation removed, whitespace
 collapsed) as a run of whole words (:func:`leaks`), and repeats until none is left, so the text is clean by
 construction. A reader's own text file or a GLUE task cannot be checked in advance.
@@ -34,8 +34,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .. import paths
-from ..fileio import atomic_write
+from ..base import paths
+from ..base.fileio import atomic_write
 from .sources import WIKI_FILE, Document, TextError, raw_documents
 
 HELD_OUT_EVERY = 50  # document i is held out when i % 50 == 49
@@ -75,10 +75,10 @@ def normalise(text: str) -> str:
 
 def evaluation_sentences() -> dict[str, list[str]]:
     """The sentences of every corpus the chapters evaluate on, by name: each name of
-    :data:`identifiability.corpora.EMBEDDED` (a pair string gives its two sentences) and the ``sentiment``
+    :data:`identifiability.corpus.corpora.EMBEDDED` (a pair string gives its two sentences) and the ``sentiment``
     fine-tuning task's snippets (the fine-tuned models are evaluated on its held-out films)."""
-    from ..corpora import EMBEDDED, load_corpus, split_pair
-    from ..tasks import sentiment_data
+    from ..corpus.corpora import EMBEDDED, load_corpus, split_pair
+    from ..corpus.tasks import sentiment_data
 
     out = {name: [p for s in load_corpus(name).sentences for p in split_pair(s) if p] for name in EMBEDDED}
     task = sentiment_data()
@@ -218,7 +218,7 @@ def default_tokenizer():
     """The embedded default model's uncased WordPiece tokenizer, read from its folder without the weights."""
     from transformers import AutoTokenizer
 
-    from ..keys import embedded_model_path
+    from ..models.keys import embedded_model_path
 
     return AutoTokenizer.from_pretrained(str(embedded_model_path()), trust_remote_code=False)
 

@@ -7,7 +7,7 @@ linear warm-up and decay, the learning rate a function of the step alone.
 Every draw is a function of the seed and a counter, never of what ran before: an epoch's block order comes
 from (seed, epoch), a step's masks from (seed, step), the held-out masks from one fixed seed. A checkpoint
 (``<out>/checkpoint``: weights, AdamW's state tensors, the torch RNG state for dropout, the step; safetensors
-and JSON, :func:`identifiability.training.save_state`) therefore resumes to the same weights, bit for bit at
+and JSON, :func:`identifiability.models.training.save_state`) therefore resumes to the same weights, bit for bit at
 a fixed thread count, as a run never stopped. Each checkpoint also keeps the weights alone under
 ``<out>/checkpoints/step-NNNNNN`` (a folder ``load_model`` reads) and the held-out loss and accuracy.
 
@@ -32,9 +32,9 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from ..fileio import read_json
-from ..stops import Interrupted
-from ..training import (
+from ..base.fileio import read_json
+from ..base.stops import Interrupted
+from ..models.training import (
     CHECKPOINT,
     PROVENANCE,
     Refusals,
@@ -138,7 +138,7 @@ REFUSALS = Refusals(  # the folder check's refusals, in this command's words (no
 
 
 def claim(out: Path, identity: dict) -> tuple[str, dict | None]:
-    """What to do with the member's folder ``out`` (:func:`identifiability.training.claim_folder`): done,
+    """What to do with the member's folder ``out`` (:func:`identifiability.models.training.claim_folder`): done,
     resume or new, or a one-line :class:`PretrainError`, before any work and with nothing touched."""
     return claim_folder(out, identity, REFUSALS)
 

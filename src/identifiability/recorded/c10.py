@@ -3,12 +3,12 @@
     identifiability record-c10 [--model M] [--corpus C] [--n N] [--seed S] [--scheduler ADDRESS | --workers N]
     make record-c10 [MODEL=...] [CORPUS=...]
 
-Draws the sample (:mod:`identifiability.proportional`; n by its rule unless ``--n``), runs exact HTA of each
-distinct drawn sentence once on a Dask cluster (:mod:`identifiability.corpus_hta`: a LocalCluster by default;
+Draws the sample (:mod:`identifiability.recorded.proportional`; n by its rule unless ``--n``), runs exact HTA of each
+distinct drawn sentence once on a Dask cluster (:mod:`identifiability.runs.corpus_hta`: a LocalCluster by default;
 each finished sentence lands in the HTA cache, so an interrupted run resumes where it stopped), reads the
 results back, and records per sentence its length, its shares of hidden tokens whose largest contributor at
 the last layer is their own input token (all, words, special) and 1/d_s, with the draws, under
-``data/recorded/c10/<model>/<corpus>/`` (:mod:`identifiability.recorded`). Chapter 6 rebuilds C10's
+``data/recorded/c10/<model>/<corpus>/`` (:mod:`identifiability.recorded.store`). Chapter 6 rebuilds C10's
 evidence from those per-sentence numbers. Before replacing a recorded run it prints every value that moved.
 """
 
@@ -20,7 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import corpus_hta, keys, proportional, recorded
+from ..models import keys
+from ..runs import corpus_hta
+from . import proportional
+from . import store as recorded
 
 TOLERANCE = 1e-6  # exact HTA is deterministic up to float summation order
 
@@ -40,9 +43,9 @@ def record_c10(
 ) -> recorded.Recorded:
     """Draw C10's sample of ``corpus`` (``n`` draws, default :func:`proportional.sentences_needed`), compute
     and record it under the checkout ``source`` (default: this one); returns the recorded run."""
-    from .corpora import drop_unusable, load_corpus, token_lengths
-    from .hta import hta_corpus
-    from .models import load_model
+    from ..corpus.corpora import drop_unusable, load_corpus, token_lengths
+    from ..hta import hta_corpus
+    from ..models.load import load_model
 
     t0 = time.time()
     lm = load_model(model)

@@ -7,9 +7,9 @@
 ``make compare`` fine-tunes the reference model and runs chapters 3, 4 and 6 on it, on every fine-tune and
 on the random-initialisation control, too heavy for a book build. This job gathers, from the
 data folder, the chapter results files the comparison reads (:func:`gather`: the runs
-:func:`identifiability.model_comparison.comparable` picks on the held-out Lee sentences and the Lee pairs, of
+:func:`identifiability.runs.model_comparison.comparable` picks on the held-out Lee sentences and the Lee pairs, of
 the reference, its fine-tunes and its control) and each model folder's ``provenance.json`` (never weights),
-and records them as one run under ``data/recorded/compare/<reference key>/`` (:mod:`identifiability.recorded`):
+and records them as one run under ``data/recorded/compare/<reference key>/`` (:mod:`identifiability.recorded.store`):
 ``results.json`` holds ``files``, {path below the data folder: its JSON content}, and ``model_provenance``,
 {model name as the runs were made under: the path of its folder's provenance.json among ``files``}. Chapter 9
 writes them back into a temporary data folder (:func:`materialise`) and runs the same comparison on it when
@@ -28,9 +28,11 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path, PurePosixPath
 
-from . import keys, paths, recorded
-from .errors import UserError
-from .fileio import read_json, write_json
+from ..base import paths
+from ..base.fileio import read_json, write_json
+from ..models import keys
+from . import store as recorded
+from .store import NothingToRecord
 
 JOB = TARGET = "compare"  # the recorded run's folder under data/recorded, and the make target that computes it
 CLAIMS = ("C13", "C14")
@@ -39,10 +41,6 @@ CORPORA = ("lee_heldout", "lee_pairs")  # what `make compare` and `make compare-
 # the chapters are seeded, so a rerun of `make compare` on one machine gives identical values too
 TOLERANCE = 1e-9
 _KEEP = ("chapter", "params", "provenance", "results")  # what aggregate.rows_of reads of a chapter results file
-
-
-class NothingToRecord(UserError):
-    """The data folder holds no fine-tuned model's results for the reference (one line naming the command)."""
 
 
 def model_folder(name: str, checkout: Path) -> Path:
@@ -64,7 +62,7 @@ def gather(data: Path, base: str = paths.DEFAULT_MODEL, seed: int = 0, checkout:
     the reference ``base``, its fine-tunes and its control, read from the data folder ``data``; model names
     resolve against ``checkout`` (default: the folder above ``data``). NothingToRecord when no fine-tune of
     ``base`` has results there."""
-    from . import aggregate, model_comparison
+    from ..runs import aggregate, model_comparison
 
     data = data.resolve()
     checkout = checkout or data.parent

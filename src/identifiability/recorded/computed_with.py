@@ -7,7 +7,7 @@ by its meaning, so that a recorded run stays fresh when a module moves and goes 
 - :func:`fingerprint` hashes a module's meaning (the rule is in its docstring): an edited docstring, comment or
   layout, or a move that rewrites the module's imports of the package, leaves it unchanged.
 - :func:`imported` is what this process computed with (a chapter's kernel reports it when it saves its
-  results, :meth:`identifiability.notebook.Chapter.save`, under :data:`KEY`); :func:`merged` unites reports.
+  results, :meth:`identifiability.book.notebook.Chapter.save`, under :data:`KEY`); :func:`merged` unites reports.
 - :func:`changed` is which recorded modules are no longer in a package on disk, under their name or (a module
   that moved) under another name with the same fingerprint.
 """
@@ -27,9 +27,7 @@ KEY = "computed_with"  # a chapter results file's {module name: fingerprint} of 
 # differ between Python versions): a record fingerprinted under another rule cannot be compared.
 RULE = f"1, Python {sys.version_info.major}.{sys.version_info.minor}"
 DIFFERED = "differed between the processes that computed it"  # a module two reports fingerprint differently
-# Modules that cannot change a number, as names below the package (a name and everything below it). The book's
-# modules are named both as they are and as they will be under ``book``, so the rule holds before and after
-# they move there.
+# Modules that cannot change a number, as names below the package (a name and everything below it).
 NOT_COMPUTING = (
     # what a page shows: charts, generated prose, the words of a verdict
     "charts",
@@ -37,27 +35,22 @@ NOT_COMPUTING = (
     "verdicts.text",
     # the book: its build, pages and handout, the chapters' notebook helper and the results schema it checks
     "book",
-    "build",
-    "pages",
-    "handout",
-    "notebook",
-    "live_panel",
-    "schema",
     # the command line, running a chapter's kernel and cleaning its notebook, one-line errors
     "cli",
-    "execution",
-    "executed",
-    "stops",
-    "errors",
-    # writing results and recorded runs, and this module, which fingerprints what they computed with
-    "fileio",
-    "computed_with",
-    "recorded",
-    "record_c10",
-    "record_compare",
-    "record_confirm",
-    "record_family",
-    "record_measures",
+    "chapters.execution",
+    "chapters.executed",
+    "base.stops",
+    "base.errors",
+    # writing results and recorded runs, and this module, which fingerprints what they computed with (the
+    # recorded package's other module, C10's proportional sample, computes and counts)
+    "base.fileio",
+    "recorded.computed_with",
+    "recorded.store",
+    "recorded.c10",
+    "recorded.compare",
+    "recorded.confirm",
+    "recorded.family",
+    "recorded.measures",
 )
 
 

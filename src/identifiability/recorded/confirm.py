@@ -8,7 +8,7 @@ of the Lee corpus's test file, which no chapter's default run reads) is text the
 ``make confirm`` runs the judging chapters on it with :data:`PARAMS` (what 148 sentences support) and this job
 records, under ``data/recorded/confirm/<model key>/<corpus>/``, each claim's verdict there (and on the untrained
 twin), the chapters' parameters, and the hash of the rule each claim was judged under
-(:func:`identifiability.recorded.claim_hashes` when the job runs, right after the chapters). The claims page
+(:func:`identifiability.recorded.store.claim_hashes` when the job runs, right after the chapters). The claims page
 compares that verdict with the default build's and marks a claim whose rule changed after the freeze
 (``data/frozen_rules.csv``) as not confirmed (:func:`confirmation`).
 """
@@ -19,30 +19,23 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from . import keys, paths, recorded
-from .chapters import CHAPTERS
-from .errors import UserError
-from .fileio import read_json
-from .verdicts.core import verdict_label
+from ..base import paths
+from ..base.fileio import read_json
+from ..chapters.contract import CHAPTERS
+from ..models import keys
+from ..verdicts.core import verdict_label
+from . import store as recorded
+from .store import NothingToRecord
 
 JOB = TARGET = "confirm"
 CORPUS = "lee_test"
 TOLERANCE = 1e-9  # the results are the chapters' recorded verdicts: a rerun on one machine is identical
-# What lee_test's 148 sentences support, by chapter name: 71 of them are longer than d_v + 2 = 34 tokens (chapter
-# 3's attention mass), 144 have at most 64 tokens (chapters 4 and 5: 70/15/15, 21 test sentences); no second
-# corpus (polarity is not new text here). Chapter 3's sentence pairs (C5's middle separator) come from lee_pairs,
-# which the default build reads: C5 and C18 are confirmed on new single sentences only.
-PARAMS: dict[str, dict[str, object]] = {
-    "nonidentifiability": {},
-    "effective_attention": {"n_sentences": 70},
-    "token_identity": {"n_sentences": 148, "second_corpus": ""},
-    "angle_magnitude": {"n_sentences": 148},
-    "context_mixing": {"second_corpus": ""},
-}
-
-
-class NothingToConfirm(UserError):
-    """No chapter has results on the confirmation text (one line naming the command)."""
+# What lee_test's 148 sentences support, by chapter name (each chapter's ``confirm`` in the contract): 71 of
+# them are longer than d_v + 2 = 34 tokens (chapter 3's attention mass), 144 have at most 64 tokens (chapters 4
+# and 5: 70/15/15, 21 test sentences); no second corpus (polarity is not new text here). Chapter 3's sentence
+# pairs (C5's middle separator) come from lee_pairs, which the default build reads: C5 and C18 are confirmed
+# on new single sentences only.
+PARAMS: dict[str, dict[str, object]] = {c.name: c.confirm for c in CHAPTERS.values() if c.confirm is not None}
 
 
 def gather(results_dir: Path) -> dict:
@@ -60,7 +53,7 @@ def gather(results_dir: Path) -> dict:
         out["twin_claims"] |= res.get("twin_claims", {})
         out["params"][stem] = {k: v for k, v in doc.get("params", {}).items() if k != "results_dir"}
     if not out["claims"]:
-        raise NothingToConfirm(f"no chapter results with verdicts in {results_dir}: run make confirm")
+        raise NothingToRecord(f"no chapter results with verdicts in {results_dir}: run make confirm")
     hashes = recorded.claim_hashes()
     out["judged_under"] = {c: hashes[c] for c in out["claims"] if c in hashes}
     return out
@@ -69,8 +62,8 @@ def gather(results_dir: Path) -> dict:
 def run_chapters(model: str, corpus: str, progress: bool = True) -> list[Path]:
     """Execute the judging chapters on ``corpus`` with :data:`PARAMS` (every parameter checked first, before
     anything runs); their results go to ``keys.results_dir(model, corpus)``; returns the executed notebooks."""
-    from .chapters import by_name, check_parameters, preflight
-    from .execution import run_notebook
+    from ..chapters.contract import by_name, check_parameters, preflight
+    from ..chapters.execution import run_notebook
 
     runs = [(by_name(name).source, {"model": model, "corpus": corpus, **p}) for name, p in PARAMS.items()]
     for source, params in runs:

@@ -9,7 +9,7 @@ for a book build. This job gathers from the data folder (:func:`gather`) chapter
 member's verdicts in chapters 2 to 6 (and its untrained twin's, where a chapter judges it) with the
 parameters they ran with, each member folder's ``provenance.json`` (text, tokens seen, minutes, learning
 curve, held-out accuracy against the unigram baseline and the twin; never weights) and the hash of the rule
-each claim was judged under (:func:`identifiability.recorded.claim_hashes`), and records them under
+each claim was judged under (:func:`identifiability.recorded.store.claim_hashes`), and records them under
 ``data/recorded/family/<corpus>/``. Chapter 7 shows them when no model of the family is in the data folder
 (:func:`find`), and the claims page reads the members' verdicts.
 """
@@ -22,23 +22,21 @@ from pathlib import Path
 
 import pandas
 
-from . import keys, paths, recorded
-from .chapters import by_name, current_stem
-from .errors import UserError
-from .fileio import read_json
-from .pretrain.family import MEMBERS
+from ..base import paths
+from ..base.fileio import read_json
+from ..chapters.contract import HEAD_WIDTH, ON_FAMILY, by_name, by_role, current_stem, with_role
+from ..models import keys
+from ..pretrain.family import MEMBERS
+from . import store as recorded
+from .store import NothingToRecord
 
 JOB = TARGET = "family"
 TOLERANCE = 1e-9  # the chapters are seeded: a rerun on one machine gives identical values
-JUDGING = ("nonidentifiability", "effective_attention", "token_identity", "angle_magnitude", "context_mixing")
+JUDGING = tuple(c.name for c in with_role(ON_FAMILY))
 _PROVENANCE_KEYS = (
     "kind", "member", "seed", "settings", "text", "tokens_seen", "steps", "minutes", "device", "learning_curve",
     "held_out", "unigram", "twin", "min_gain", "trained_enough",
 )  # fmt: skip
-
-
-class NothingToRecord(UserError):
-    """The data folder holds no result of the family (one line naming the command)."""
 
 
 def _member_of(model: str) -> str | None:
@@ -86,7 +84,7 @@ def members(data: Path, corpus: str = paths.DEFAULT_CORPUS) -> dict[str, dict]:
 
 def _chapter7(data: Path, corpus: str, model: str) -> Path:
     """Chapter 7's results file of ``model`` and ``corpus`` under the data folder ``data``."""
-    return data / keys.results_dir(model, corpus).relative_to(paths.data_root()) / f"{by_name('head_width').stem}.json"
+    return data / keys.results_dir(model, corpus).relative_to(paths.data_root()) / f"{by_role(HEAD_WIDTH).stem}.json"
 
 
 def results_files(data: Path, corpus: str = paths.DEFAULT_CORPUS, model: str = paths.DEFAULT_MODEL) -> list[Path]:
@@ -158,13 +156,13 @@ def member_verdicts(rec: recorded.Recorded | None, claim: str) -> dict[str, dict
 
 def claims_across(members: dict[str, dict]) -> pandas.DataFrame:
     """Every claim the chapters judged on the family's members, from a `make family` run's ``members``
-    (:func:`identifiability.record_family.gather`: {member: {"provenance", "chapters": {stem: {"claims",
+    (:func:`identifiability.recorded.family.gather`: {member: {"provenance", "chapters": {stem: {"claims",
     "twin_claims"}}}}): one row per claim and member, ordered by claim number then head width d_v, with the
     member's d_v, width and seed, whether it trained enough to be judged (an undertrained member's verdicts are
     shown, never counted), its verdict label and estimate, and its untrained twin's verdict label where a
     chapter judged the twin ("" else). Columns: claim, member, d_v, width, seed, judged, verdict, estimate,
     twin."""
-    from .verdicts.core import verdict_label
+    from ..verdicts.core import verdict_label
 
     spec = {m.name: m for m in MEMBERS}
     rows = []

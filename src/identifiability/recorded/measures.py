@@ -5,8 +5,8 @@
 
 The book's chapter 10 scores a handful of short sentences live; its verdicts need at least
 ``MEASURES_MIN_SENTENCES`` sentences drawn like C10's sample (in proportion to their tokens,
-:mod:`identifiability.proportional`), whose exact HTA takes about a minute each on the default model. This job
-draws them, computes their exact HTA on a Dask cluster into the HTA cache (:mod:`identifiability.corpus_hta`;
+:mod:`identifiability.recorded.proportional`), whose exact HTA takes about a minute each on the default model. This job
+draws them, computes their exact HTA on a Dask cluster into the HTA cache (:mod:`identifiability.runs.corpus_hta`;
 an interrupted run resumes there, and a machine that ran ``make record-c10`` already holds the first draws),
 runs chapter 10 on them (``sample=proportional``), and records the chapter's scores, seconds per measure and
 verdicts, with the rule each claim was judged under, under ``data/recorded/measures/<model>/<corpus>/``.
@@ -18,25 +18,24 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from . import corpus_hta, keys, paths, recorded
-from .chapters import by_name
-from .errors import UserError
-from .fileio import read_json
+from ..base import paths
+from ..base.fileio import read_json
+from ..chapters.contract import MEASURES, by_role
+from ..models import keys
+from ..runs import corpus_hta
+from . import store as recorded
+from .store import NothingToRecord
 
 JOB = TARGET = "measures"
 N_SENTENCES = 50  # the rules' least number of scored sentences (MEASURES_MIN_SENTENCES)
 TOLERANCE = 1e-6  # exact HTA is deterministic up to float summation order; the other measures too
 
 
-class NothingToRecord(UserError):
-    """Chapter 10 left no results to record (one line naming the command)."""
-
-
 def sample_texts(model: str, corpus: str, n: int, seed: int = 0) -> list[str]:
     """The distinct sentences of the first ``n`` draws of C10's sample design on ``corpus``."""
+    from ..corpus.corpora import drop_unusable, load_corpus, token_lengths
+    from ..models.load import load_model
     from . import proportional
-    from .corpora import drop_unusable, load_corpus, token_lengths
-    from .models import load_model
 
     tok = load_model(model).tokenizer
     corp, _ = drop_unusable(load_corpus(corpus), tok)
@@ -55,11 +54,11 @@ def record_measures(
     echo: Callable[[str], None] = print,
 ) -> recorded.Recorded:
     """Exact HTA of the sample on a cluster, chapter 10 on it (unless not ``run``), then the record."""
-    from .execution import run_notebook
-    from .verdicts.claims import load_claims
+    from ..chapters.execution import run_notebook
+    from ..verdicts.claims import load_claims
 
     t0 = time.time()
-    spec = by_name("measures")
+    spec = by_role(MEASURES)
     params = {"model": model, "corpus": corpus, "n_sentences": n, "sample": "proportional", "seed": seed}
     # the checkout's state when the chapter starts: a commit made while it runs (it runs long) must not be
     # named as the one that computed it (the modules are what the kernel reports it computed with)

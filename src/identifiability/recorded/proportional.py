@@ -34,9 +34,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import keys, paths, recorded
-from .recorded import Recorded
-from .stats import Interval, mean_interval
+from ..base import paths
+from ..base.stats import Interval, mean_interval
+from ..models import keys
+from . import store as recorded
+from .store import Recorded
 
 PERCENTILE = 95  # eligible: sentences up to this percentile of the corpus's lengths in tokens
 HALF_WIDTH = 0.03  # the rule's largest half-width of the 95% interval

@@ -5,7 +5,7 @@ A job (e.g. C10's exact sample, ``make record-c10``) writes its results under
 and never weights: ``results.json`` and ``provenance.json`` (git commit and whether the tree was dirty, the
 date, the command line, the machine, the duration, the SHA-256 of the lock ``requirements.txt`` and of the
 rows of the claims it was judged under in ``data/claims.csv`` and ``data/amendments.csv``, and the modules its
-numbers were computed with, {module name: fingerprint of its meaning} (:mod:`identifiability.computed_with`:
+numbers were computed with, {module name: fingerprint of its meaning} (:mod:`identifiability.recorded.computed_with`:
 the job's own and those its chapters' kernels reported; never charts, text, pages, the build or the command
 line)). The provenance names the results file's hash, so a reader never pairs new results with an old
 provenance.
@@ -34,9 +34,10 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from . import computed_with, paths
-from .errors import UserError
-from .fileio import atomic_write, jsonable, read_json
+from ..base import paths
+from ..base.errors import UserError
+from ..base.fileio import atomic_write, jsonable, read_json
+from . import computed_with
 
 RESULTS, PROVENANCE = "results.json", "provenance.json"
 KINDS = ("lock", "code", "rules")  # what stale() compares
@@ -45,6 +46,10 @@ _CHANGED = {
     "code": "the code has changed since",
     "rules": "the rules have changed since",
 }
+
+
+class NothingToRecord(UserError):
+    """A recording job found none of the results it records (one line naming the command that makes them)."""
 
 
 class RecordMissing(UserError, FileNotFoundError):
@@ -85,8 +90,8 @@ def _sha(data: bytes) -> str:
 
 
 def reported(files: Iterable[Path], data: Path) -> tuple[dict[str, str], list[str]]:
-    """What chapters' kernels reported computing with (:data:`identifiability.computed_with.KEY` of each results
-    file of ``files``), merged; and the files, below the data folder ``data``, that report nothing (written
+    """What chapters' kernels reported computing with (:data:`identifiability.recorded.computed_with.KEY` of
+    each results file of ``files``), merged; and the files, below the data folder ``data``, that report nothing (written
     before kernels reported)."""
     reports, silent = [], []
     for f in files:
@@ -261,7 +266,7 @@ def code_unknown(rec: Recorded) -> str | None:
 
 def changed_modules(rec: Recorded, source: Path | None = None) -> list[str]:
     """The modules ``rec`` computed with whose meaning changed since or which are gone from the checkout
-    ``source`` (:func:`identifiability.computed_with.changed`: a module that only moved is unchanged); [] for
+    ``source`` (:func:`identifiability.recorded.computed_with.changed`: a module that only moved is unchanged); [] for
     a record that cannot tell (:func:`code_unknown`)."""
     modules = rec.provenance.get("hashes", {}).get("modules")
     if not isinstance(modules, dict):

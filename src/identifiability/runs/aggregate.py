@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import keys, paths
-from .chapters import current_stem, superseded
-from .fileio import atomic_write, read_json
-from .results import params_key
+from ..base import paths
+from ..base.fileio import atomic_write, read_json
+from ..base.results import params_key
+from ..chapters.contract import current_stem, superseded
+from ..models import keys
 
 CHAPTER_FILE = re.compile(r"^\d\d_[a-z_]+\.json$")
 COLUMNS = [

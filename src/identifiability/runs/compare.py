@@ -14,7 +14,7 @@ paths, a sweep run's finish time and attempts, the modules a chapter computed wi
 everything below them. A field named ``layer`` (or ``*_layer``) whose new value is the old one plus 1 is
 reported apart, as the move from 0-based to the book's 1..L layer numbering. A results file of a chapter that
 has since been renumbered since (the comparison across models of a build before the head-width chapter, then chapter 8)
-is matched under the chapter's stem of now (:data:`identifiability.chapters.RENAMED`), and the report says
+is matched under the chapter's stem of now (:data:`identifiability.chapters.contract.RENAMED`), and the report says
 which files were.
 """
 
@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from .chapters import current_stem
+from ..chapters.contract import current_stem
 
 # Keys whose values differ between two runs of the same computation: when it ran, how long it took, where
 # it wrote, how often a sweep tried and the code it ran (what a refactoring changes). Named one by one, never
@@ -46,7 +46,7 @@ SKIPPED = (
     "results_dir",
     "finished",
     "attempts",
-    "computed_with",  # the modules a chapter's kernel computed with (identifiability.computed_with)
+    "computed_with",  # the modules a chapter's kernel computed with (identifiability.recorded.computed_with)
 )
 
 

@@ -5,7 +5,7 @@
 One task per group of sentences (:func:`hta_job`); each sends back the very per-sentence cache entries
 chapter 6 reads (:func:`identifiability.hta.cache_params`), which the client writes into its own cache
 (:func:`file_entries`), so that workers need no shared data folder. The cluster is the sweep's
-(:mod:`identifiability.cluster`).
+(:mod:`identifiability.base.cluster`).
 """
 
 from __future__ import annotations
@@ -14,17 +14,18 @@ import os
 import time
 from pathlib import Path
 
-from . import cluster, keys, paths
-from .chapters import by_name
-from .errors import SweepError
-from .fileio import atomic_write
-from .parameters import declared_parameters
+from ..base import cluster, paths
+from ..base.errors import SweepError
+from ..base.fileio import atomic_write
+from ..chapters.contract import CORPUS_HTA, by_role
+from ..chapters.parameters import declared_parameters
+from ..models import keys
 
 _MODELS: dict[str, object] = {}  # per worker process: one load per model, not one per task
 
 
 def _worker_model(model: str):
-    from .models import load_model
+    from ..models.load import load_model
 
     if model not in _MODELS:
         _MODELS[model] = load_model(model)
@@ -37,8 +38,8 @@ def hta_group(model: str, texts: list[str], data_root: str | None = None) -> dic
     client to write into its own cache."""
     import torch
 
-    from .hta import cache_folder, cache_params, hta_corpus
-    from .results import cache_file
+    from ..base.results import cache_file
+    from ..hta import cache_folder, cache_params, hta_corpus
 
     if data_root:
         os.environ[paths.DATA_ENV] = data_root
@@ -71,8 +72,8 @@ def job_sentences(
     model: str, corpus: str, n: int, seed: int, max_tokens: int, min_tokens: int = HTA_MIN_TOKENS
 ) -> list[str]:
     """The sentences chapter 6's corpus statistics use for these parameters (the same seeded sample)."""
-    from .corpora import drop_unusable, load_corpus, sample_sentences
-    from .preflight import model_info
+    from ..chapters.preflight import model_info
+    from ..corpus.corpora import drop_unusable, load_corpus, sample_sentences
 
     tok = model_info(model).tokenizer
     corp, _ = drop_unusable(load_corpus(corpus), tok)
@@ -94,7 +95,7 @@ def hta_job(
     """Exact HTA for the sentences chapter 6 would study (defaults: its ``n_sentences``, ``max_tokens`` and
     ``seed``), ``group`` sentences per task, into the cache chapter 6 reads (``-p exact_all=True`` then
     costs nothing). Sentences already cached are not sent. Returns counts and seconds."""
-    defaults = declared_parameters(by_name("context_mixing").source)
+    defaults = declared_parameters(by_role(CORPUS_HTA).source)
     n = defaults["n_sentences"] if n is None else n
     seed = defaults["seed"] if seed is None else seed
     max_tokens = defaults["max_tokens"] if max_tokens is None else max_tokens
@@ -115,8 +116,8 @@ def hta_job(
 
 def uncached(model: str, texts: list[str]) -> list[str]:
     """The ``texts`` whose exact HTA is not in the cache yet, by the keys hta_corpus uses."""
-    from .hta import cache_folder, cache_params
-    from .results import cache_file
+    from ..base.results import cache_file
+    from ..hta import cache_folder, cache_params
 
     ckey, folder = keys.content_key_of(model), cache_folder(keys.model_key(model))
     return [t for t in texts if not cache_file(folder, cache_params(ckey, t)).is_file()]

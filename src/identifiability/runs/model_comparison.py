@@ -1,4 +1,4 @@
-"""The comparison across models (chapter 9), read from the results table (:mod:`identifiability.aggregate`).
+"""The comparison across models (chapter 9), read from the results table (:mod:`identifiability.runs.aggregate`).
 
 Models are compared only on runs with the same chapter parameters and seed, on the same corpus: for each
 chapter the parameter set that the most models share is used (:func:`comparable`). A model's role comes
@@ -17,14 +17,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import paths
-from .chapters import by_name
-from .fileio import read_json
-from .stats import Interval, unpaired_difference
-from .token_roles import SEPARATOR, START
+from ..base import paths
+from ..base.fileio import read_json
+from ..base.stats import Interval, unpaired_difference
+from ..chapters.contract import COMPARED_ATTENTION, COMPARED_HTA, COMPARED_IDENTITY, by_role
+from ..corpus.token_roles import SEPARATOR, START
 
 # the chapters whose results the comparison reads, by their file stems (which only the contract spells)
-CHAPTER_3, CHAPTER_4, CHAPTER_6 = (by_name(n).stem for n in ("effective_attention", "token_identity", "context_mixing"))
+CHAPTER_3, CHAPTER_4, CHAPTER_6 = (by_role(r).stem for r in (COMPARED_ATTENTION, COMPARED_IDENTITY, COMPARED_HTA))
 SENTENCE_RATES = "linear_rate_by_sentence"  # chapter 4's per-sentence rates: what C13 and C14 pair
 REFERENCE_ROLE = "pre-trained"
 CONTROL_ROLE = "random init"

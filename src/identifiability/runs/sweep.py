@@ -21,7 +21,7 @@ one-line reason while the others go on. Each attempt is logged on the scheduler 
 ``attempts`` count the attempts of workers that were killed.
 
 Chapters stay in-process on their worker: a papermill kernel inside a worker must not wait on the workers.
-Exact HTA at corpus scale is its own job (:mod:`identifiability.corpus_hta`).
+Exact HTA at corpus scale is its own job (:mod:`identifiability.runs.corpus_hta`).
 """
 
 from __future__ import annotations
@@ -38,12 +38,13 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import cluster, keys, paths
-from .chapters import CHAPTERS, check_parameters, coerce_parameters, current_stem, find, preflight
-from .errors import ChapterFailed, SweepError, UserError, one_line
-from .execution import run_notebook
-from .fileio import atomic_write, read_json, write_json
-from .preflight import check_data_folder
+from ..base import cluster, paths
+from ..base.errors import ChapterFailed, SweepError, UserError, one_line
+from ..base.fileio import atomic_write, read_json, write_json
+from ..chapters.contract import CHAPTERS, check_parameters, coerce_parameters, current_stem, find, preflight
+from ..chapters.execution import run_notebook
+from ..chapters.preflight import check_data_folder
+from ..models import keys
 
 RUN_FILE = "run.json"
 
@@ -66,7 +67,7 @@ class Run:
     """One task of a sweep: a chapter executed on one model, corpus and seed with fixed parameters."""
 
     model: str  # as the user wrote it
-    model_key: str  # the folder name results are filed under (:func:`identifiability.keys.model_key`)
+    model_key: str  # the folder name results are filed under (:func:`identifiability.models.keys.model_key`)
     content_key: str  # SHA-256 of the weights, config and tokenizer files
     corpus: str
     corpus_key: str  # name, plus a text file's SHA-256
@@ -115,7 +116,7 @@ def source_hash(chapter_source: Path) -> str:
     """SHA-256 over the chapter's source, every module of the package and the claims table: a change to any
     of them makes a new run."""
     h = hashlib.sha256()
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]  # the package: this module lives in runs/
     files = [chapter_source, paths.claims_file(), *sorted(package.rglob("*.py"))]
     for f in files:
         h.update(f.name.encode() + b"\0" + f.read_bytes())
@@ -124,7 +125,7 @@ def source_hash(chapter_source: Path) -> str:
 
 def resolve_chapters(names: Sequence[str] | None) -> list[Path]:
     """Chapter sources for ``names`` (stems, or their two-digit prefixes); default: every chapter the contract
-    marks as swept (:data:`identifiability.chapters.CHAPTERS`). An unknown name raises ParameterError naming
+    marks as swept (:data:`identifiability.chapters.contract.CHAPTERS`). An unknown name raises ParameterError naming
     the closest chapter."""
     chosen = find(names) if names else [c for c in CHAPTERS.values() if c.swept]
     return [c.source for c in chosen]
@@ -320,7 +321,8 @@ def sweep(
 ) -> Report:
     """Run every (model, corpus, seed, chapter) not finished yet, then rebuild the results table.
 
-    ``client``: an existing Dask client (the caller closes it); else one from :func:`identifiability.cluster.connect`.
+    ``client``: an existing Dask client (the caller closes it); else one from
+    :func:`identifiability.base.cluster.connect`.
     ``slots``: at most this many runs at once (default: one per worker thread).
     """
     from distributed import as_completed

@@ -3,7 +3,7 @@
 A study returns a frozen dataclass derived from :class:`Study`. Its fields are of two kinds:
 
 - *recorded* quantities (plain numbers, strings, lists and dicts of them): what the chapter's results file
-  holds, under the field's name; the results schema (:mod:`identifiability.schema`) is derived from these
+  holds, under the field's name; the results schema (:mod:`identifiability.book.schema`) is derived from these
   fields, so a new quantity is declared once, by adding a field;
 - *per-unit data* (tables, tensors, intervals) made with :func:`data`: what the charts draw and the
   verdict functions take, kept out of the results file.

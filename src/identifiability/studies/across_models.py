@@ -11,10 +11,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import aggregate, model_comparison, paths, record_compare, recorded
+from ..base import paths
+from ..base.stats import LEVEL, RESAMPLES, Interval, chance_of_holding, hierarchical_resamples, sentences_for_power
 from ..evidence.across_models import FineTuning, Paired
-from ..recorded import Recorded
-from ..stats import LEVEL, RESAMPLES, Interval, chance_of_holding, hierarchical_resamples, sentences_for_power
+from ..recorded import compare as record_compare
+from ..recorded import store as recorded
+from ..recorded.store import Recorded
+from ..runs import aggregate, model_comparison
 from . import Study, data
 
 SCALES = (2, 4, 8, 16, 32, 64)  # unit multiples at which an inconclusive "peak late" is re-read
@@ -53,10 +56,11 @@ def paired(
 
     Args:
         d: (F, P, Q, n, L) differences d_l per test sentence, layers 1..L
-            (:func:`identifiability.model_comparison.paired_differences`): three seed levels (fine-tune seeds, their
+            (:func:`identifiability.runs.model_comparison.paired_differences`): three seed levels (fine-tune seeds,
+            their
             probe seeds, the reference's probe seeds), resampled before the sentences.
         reference: (Q, n, L) the reference's rates on the same sentences
-            (:func:`identifiability.model_comparison.reference_rates`). They are resampled with the differences
+            (:func:`identifiability.runs.model_comparison.reference_rates`). They are resampled with the differences
             (stacked beside them, repeated over the fine-tune axes, whose resampling leaves their mean as it is),
             so each draw's reference rate is that of the reference probe seeds and sentences of its d_l.
         tokens: (n,) test tokens per sentence, kept for C13's power at the ceiling.
@@ -115,7 +119,8 @@ def fine_tuning(
     rows: pd.DataFrame, models: pd.DataFrame, corpus: str, root: Path, band: float, power: float, seed: int = 0
 ) -> tuple[FineTuning, dict]:
     """C13's and C14's evidence on ``corpus`` (the held-out text): per fine-tuned task the paired differences
-    over its fine-tune seeds (:func:`identifiability.model_comparison.paired_differences`) and their bootstrap, with the
+    over its fine-tune seeds (:func:`identifiability.runs.model_comparison.paired_differences`) and their bootstrap,
+    with the
     seeds resampled (the rule) and fixed (the "unit" alternative); the random-initialisation control's; and the
     original rules' unpaired inputs. Also what the page says of each task's power: fine-tune, probe and
     reference probe seeds, test sentences, the variance split, the chance that the interval lies inside
@@ -263,7 +268,7 @@ def reference_comparison(
     source: Path | None = None,
 ) -> Comparison | None:
     """The same :func:`comparison` on the recorded `make compare` run whose reference is the model folder called
-    ``name`` (:func:`identifiability.record_compare.find_named`; the family's d_v = 32 member, a masked-language
+    ``name`` (:func:`identifiability.recorded.compare.find_named`; the family's d_v = 32 member, a masked-language
     model pre-trained here), with its caption; None when the checkout ``source`` has none."""
     rec = record_compare.find_named(name, source)
     if rec is None:

@@ -22,10 +22,10 @@ import numpy as np
 import pandas as pd
 
 from .. import identity as ident
+from ..base.stats import hierarchical_interval
 from ..evidence.angle_magnitude import C8Evidence
 from ..identity import HiddenStates, SplitData, TrainedProbes
-from ..loaded_model import LoadedModel
-from ..stats import hierarchical_interval
+from ..models.loaded_model import LoadedModel
 from . import Study, data
 
 # (training loss, lookup) pairs, in the order a tie between them is broken (the first wins)

@@ -2,7 +2,7 @@
 
 :func:`exact_hta` computes exact HTA of short sentences and the estimator on the same ones;
 :func:`token_sample` picks C10's live sentences (the shortest of its recorded sample's first draws,
-:mod:`identifiability.proportional`); :func:`estimator_error` measures the
+:mod:`identifiability.recorded.proportional`); :func:`estimator_error` measures the
 estimator against exact HTA; :func:`corpus_hta` runs HTA over the sampled corpora, and the section studies
 read their results and build each claim's evidence: :func:`own_share` (C9), :func:`top_contributor` (C10),
 :func:`context_locality` (C11), :func:`segment_crossing`, :func:`special_tokens`, :func:`parts_of_speech`
@@ -20,14 +20,16 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .. import hta, proportional, recorded
-from ..corpora import Corpus, token_lengths
+from .. import hta
+from ..base.stats import Interval, difference_interval, grouped_ci, mean_interval, paired_interval
+from ..corpus.corpora import Corpus, token_lengths
+from ..corpus.pos import CONTENT_TAGS, FUNCTION_TAGS, word_piece_tags
 from ..evidence.context_mixing import C9Evidence, C10Evidence, C11Evidence, C12Evidence
 from ..hta import HTAResult, hta_corpus, layer_summary, token_table
-from ..loaded_model import LoadedModel
-from ..pos import CONTENT_TAGS, FUNCTION_TAGS, word_piece_tags
-from ..recorded import Recorded
-from ..stats import Interval, difference_interval, grouped_ci, mean_interval, paired_interval
+from ..models.loaded_model import LoadedModel
+from ..recorded import proportional
+from ..recorded import store as recorded
+from ..recorded.store import Recorded
 from . import Study, data
 
 TARGET_ERROR = 0.01  # the median relative error the chapter asks the probes for
@@ -73,7 +75,7 @@ def exact_hta(lm: LoadedModel, texts: list[str], probes: int, seed: int, cache: 
 @dataclass(frozen=True)
 class LiveSample(Study):
     """C10's sentences computed live beside the recorded run: the ``live_sentences`` shortest distinct ones
-    among the first ``live_from`` draws of its sample (:mod:`identifiability.proportional`, the recorded run's
+    among the first ``live_from`` draws of its sample (:mod:`identifiability.recorded.proportional`, the recorded run's
     seed; the chapter's without one). They check that this build reproduces the recorded per-sentence numbers;
     chosen for their cost, they are no sample and decide nothing."""
 

@@ -17,22 +17,26 @@ import pandas as pd
 import torch
 from scipy.stats import rankdata
 
-from ..attention_mass import END_SEPARATOR, MIDDLE_SEPARATOR, mass_tables
+from ..base.stats import Interval, grouped_ci, paired_ci, unit_interval
+from ..corpus.token_roles import CATEGORIES, SEPARATOR, START, STRUCTURAL, category_labels, special_roles
+from ..effective.attention_mass import END_SEPARATOR, MIDDLE_SEPARATOR, mass_tables
+from ..effective.nulls import value_bias as model_value_bias
+from ..effective.nulls import without_value_bias
+from ..effective.projection import correlation_by_length, effective_attention, out_proj_row_space
 from ..evidence.effective_attention import C4Evidence, C5Category, C5Evidence, C5Original, C18Evidence
-from ..loaded_model import LoadedModel
-from ..nulls import value_bias as model_value_bias
-from ..nulls import without_value_bias
-from ..projection import correlation_by_length, effective_attention, out_proj_row_space
-from ..stats import Interval, grouped_ci, paired_ci, unit_interval
-from ..token_roles import CATEGORIES, SEPARATOR, START, STRUCTURAL, category_labels, special_roles
-from ..trace import out_proj_weights, trace_batch
+from ..models.loaded_model import LoadedModel
+from ..models.trace import out_proj_weights, trace_batch
 from . import Study, data
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 IDENTICAL = 1 - 1e-9  # Pearson(A, A_eff) above this counts as A_eff = A (C4's rule)
 PEARSONS = ("pearson", "pearson_random", "pearson_random_weights")  # the model's and the two nulls'
 CURVES = ("model", "random subspace", "random weights")  # the names of PEARSONS' curves on the page
-MASSES = ("raw", "effective", "random")  # summed attention masses of :func:`identifiability.attention_mass.mass_rows`
+MASSES = (
+    "raw",
+    "effective",
+    "random",
+)  # summed attention masses of :func:`identifiability.effective.attention_mass.mass_rows`
 
 
 def dtype_of(precision: str) -> torch.dtype:
@@ -88,7 +92,7 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
 
 def c4_evidence(table: pd.DataFrame, d_v: int, seed: int = 0) -> C4Evidence:
     """C4's evidence (the rule in force, its alternatives and the original rule) from the rows of
-    :func:`identifiability.projection.correlation_by_length`: one row per input (``text``) and head."""
+    :func:`identifiability.effective.projection.correlation_by_length`: one row per input (``text``) and head."""
     wide = {c: table.pivot(index="text", columns=["layer", "head"], values=c) for c in PEARSONS}
     ds = table.groupby("text").d_s.first().loc[wide["pearson"].index].to_numpy()
     p, rnd, rw = (wide[c].to_numpy() for c in PEARSONS)  # (inputs, heads)
@@ -157,7 +161,7 @@ class RawVsEffective(Study):
     c4_spearman: float  # C4's decrease: rank correlation of d_s and the input's median Pearson (d_s > d_v)
     c4_beyond_random: float  # C4's paired difference from the random subspace, mean over inputs d_s >= d_v + 2
     c4_beyond_random_weights: float  # the same against random value weights
-    table: pd.DataFrame = data()  # rows of :func:`identifiability.projection.correlation_by_length`
+    table: pd.DataFrame = data()  # rows of :func:`identifiability.effective.projection.correlation_by_length`
     d_v: int = data()
     ds_just_above_dv: int | None = data()
     c4: C4Evidence = data()  # what C4's verdict reads (``verdicts.effective_attention.c4``)
@@ -266,7 +270,8 @@ def precision_check(
 
 def c5_category(per_head: pd.DataFrame, category: str, token: str, seed: int = 0, inputs: str = "sentences"):
     """C5's evidence for one category (``evidence.effective_attention.C5Category``, None where no input holds
-    it) from the rows of :func:`identifiability.attention_mass.mass_rows`: per input, the masses on the category
+    it) from the rows of :func:`identifiability.effective.attention_mass.mass_rows`: per input, the masses on the
+    category
     summed over heads, layers and query rows; the ratio effective / raw and the random subspace's beside it,
     with intervals over inputs and over heads; the peak, the mean raw mass per query row in units of the
     uniform share (the category's tokens / d_s), median over inputs."""
@@ -340,7 +345,7 @@ class MassByCategory(Study):
     c5_categories: dict[str, dict[str, float]]  # category -> peak (x uniform share), ratio, random (summed masses)
     c5_ratio_by_sentence: dict[str, dict[str, list[float]]]  # category -> model / random ratio, per sentence
     table: pd.DataFrame = data()  # per (layer, head, category): mean mass per query row, averaged over texts
-    per_head: pd.DataFrame = data()  # rows of :func:`identifiability.attention_mass.mass_rows`
+    per_head: pd.DataFrame = data()  # rows of :func:`identifiability.effective.attention_mass.mass_rows`
     by_layer: pd.DataFrame = data()  # mean over heads, indexed by (layer, category)
     labels: dict[str, str] = data()  # category -> chart label, e.g. "separator ([SEP])"
     peak_token: str = data()  # the tokenizer's spelling of the sink ("" where there is none)

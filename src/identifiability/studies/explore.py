@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 import torch
 
+from ..effective.projection import effective_attention
 from ..hta import hta
-from ..loaded_model import LoadedModel
-from ..projection import effective_attention
-from ..trace import out_proj_weights, trace_batch
+from ..models.loaded_model import LoadedModel
+from ..models.trace import out_proj_weights, trace_batch
 from . import Study, data
 
 HTA_TITLE = "HTA contribution c"  # the start of the HTA map's title in ``SentenceViews.maps``

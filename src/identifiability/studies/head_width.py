@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ..base.stats import Interval, unit_interval
 from ..evidence.head_width import (
     C19Evidence,
     C19Model,
@@ -30,9 +31,8 @@ from ..evidence.head_width import (
     C21Model,
     FamilyModel,
 )
-from ..loaded_model import LoadedModel
-from ..stats import Interval, unit_interval
-from ..trace import trace_sentences
+from ..models.loaded_model import LoadedModel
+from ..models.trace import trace_sentences
 from . import Study, data
 from .effective_attention import raw_vs_effective
 from .nonidentifiability import null_space_survey, threshold
@@ -189,7 +189,7 @@ def attention_entropy(attentions: torch.Tensor) -> float:
 
 
 def paired_by_input(table: pd.DataFrame) -> pd.DataFrame:
-    """Per input of a :func:`identifiability.projection.correlation_by_length` table, the median over heads
+    """Per input of a :func:`identifiability.effective.projection.correlation_by_length` table, the median over heads
     of Pearson(A, A_eff) minus Pearson(A, A projected onto a random subspace of the same rank) (``sub``) and the
     same against random value weights (``val``): C4's per-input paired differences (as ``c4_evidence``
     computes them: the median of the per-head differences). Columns: text, d_s, sub, val."""
@@ -437,7 +437,7 @@ def training_curve(folder: str, model: FamilyModel, inputs: CutInputs, seed: int
     """C4's D_sub (with its interval over inputs) and the sink peaks (:func:`sink_peaks`) of one member at each
     checkpoint (:func:`identifiability.pretrain.members.checkpoints`, its twin at 0 tokens), on the inputs of
     :func:`beyond_inputs`. Columns: member, d_v, tokens_seen, d_sub, low, high, cls, sep, inputs."""
-    from ..models import load_model
+    from ..models.load import load_model
     from ..pretrain.members import checkpoints
 
     inputs = beyond_inputs(inputs, model.d_v)

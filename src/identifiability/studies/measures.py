@@ -18,16 +18,16 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
+from ..base.errors import UserError
+from ..base.results import cached_tensors
+from ..base.stats import Interval, mean_interval, paired_interval
 from ..contributions import MEASURES, compute, rollout
 from ..contributions.agreement import SentenceAgreement, agreement
 from ..contributions.intervention import mean_embedding, token_replacement
-from ..errors import UserError
 from ..evidence.measures import MAIN, NO_OWN, ROLLED, LayerScore, MeasuresEvidence
 from ..hta import hta_corpus
-from ..loaded_model import LoadedModel
-from ..results import cached_tensors
-from ..stats import Interval, mean_interval, paired_interval
-from ..trace import SentenceTrace, trace_sentences
+from ..models.loaded_model import LoadedModel
+from ..models.trace import SentenceTrace, trace_sentences
 from . import Study, data
 
 RAW = "raw"  # the measure C23 compares rollout and flow with, as it is
@@ -114,8 +114,8 @@ def sentences(ch, sample: str) -> list[str]:
     if sample == "short":
         return ch.sentences(n, min_tokens=6)
     if sample == "proportional":
-        from ..corpora import token_lengths
-        from ..proportional import draw, eligible
+        from ..corpus.corpora import token_lengths
+        from ..recorded.proportional import draw, eligible
 
         corpus = ch.corpus.sentences
         pool = eligible(token_lengths(corpus, ch.lm.tokenizer))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..corpora import token_lengths
-from ..loaded_model import LoadedModel
-from ..trace import SentenceTrace, trace_batch
+from ..corpus.corpora import token_lengths
+from ..models.loaded_model import LoadedModel
+from ..models.trace import SentenceTrace, trace_batch
 from . import Study, data
 
 

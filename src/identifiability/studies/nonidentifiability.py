@@ -17,12 +17,12 @@ import pandas as pd
 import torch
 
 from .. import nullspace as ns
+from ..base.linalg import rank_rtol
+from ..chapters.preflight import middle_layer
 from ..evidence.nonidentifiability import C1Evidence, C2Evidence, C3Evidence, C15Evidence, C16Evidence, C17Evidence
-from ..linalg import rank_rtol
-from ..loaded_model import LoadedModel
+from ..models.loaded_model import LoadedModel
+from ..models.trace import SentenceTrace, head, out_proj_weights, trace_batch, trace_sentences
 from ..nullspace import Realisability
-from ..preflight import middle_layer
-from ..trace import SentenceTrace, head, out_proj_weights, trace_batch, trace_sentences
 from . import Study, data
 
 

@@ -24,9 +24,9 @@ import pandas as pd
 import torch
 
 from .. import identity as ident
+from ..base.stats import Interval, grouped_ci, hierarchical_interval, mean_interval
 from ..evidence.token_identity import C6Evidence, C7Evidence
-from ..loaded_model import LoadedModel
-from ..stats import Interval, grouped_ci, hierarchical_interval, mean_interval
+from ..models.loaded_model import LoadedModel
 from . import Study, data
 
 # The paper's last-layer rate: linear map, cosine loss and lookup, layer 12 of BERT-base (MRPC sentences)

@@ -1,13 +1,13 @@
 """Chapter 9's text (the comparison across models): which models the page compares, what the reference is,
 C13's power calculation and the claims table, from :mod:`identifiability.studies.across_models` and
-:mod:`identifiability.model_comparison`."""
+:mod:`identifiability.runs.model_comparison`."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from ..digits import fmt
-from ..model_comparison import labels
+from ..base.digits import fmt
+from ..runs.model_comparison import labels
 
 
 def no_separator_text(models: list[str]) -> str:
@@ -178,8 +178,10 @@ def _layers(numbers: list[int]) -> str:
 
 
 def claims_markdown(df: pd.DataFrame, models: pd.DataFrame) -> str:
-    """:func:`identifiability.model_comparison.claims` as a Markdown table: one row per claim and corpus, one column per
-    model (named by :func:`identifiability.model_comparison.labels`, in the order of ``models``), each cell the verdict,
+    """:func:`identifiability.runs.model_comparison.claims` as a Markdown table: one row per claim and corpus, one
+    column per
+    model (named by :func:`identifiability.runs.model_comparison.labels`, in the order of ``models``), each cell the
+    verdict,
     the estimate with its interval and the baseline; "—" where a model has no run. A sentence instead of a
     table without rows."""
     if df.empty:

@@ -7,8 +7,8 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ..corpus.token_roles import OTHER, PUNCTUATION, SEPARATOR, STRUCTURAL
 from ..evidence.effective_attention import C5Category, sink_of
-from ..token_roles import OTHER, PUNCTUATION, SEPARATOR, STRUCTURAL
 from ..verdicts.effective_attention import C5_PEAK
 
 if TYPE_CHECKING:

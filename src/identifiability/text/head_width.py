@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..digits import fmt, pct
+from ..base.digits import fmt, pct
 
 if TYPE_CHECKING:
     from ..evidence.head_width import C20Evidence, FamilyModel
@@ -128,7 +128,7 @@ def training_text(table) -> str:
 
 
 def claims_across_markdown(df) -> str:
-    """The claims of chapters 2 to 6 on every member (``df``: :func:`identifiability.record_family.claims_across`)
+    """The claims of chapters 2 to 6 on every member (``df``: :func:`identifiability.recorded.family.claims_across`)
     as a table, a row per claim and a column per member ordered by head width: the verdict and its estimate, and
     the untrained twin's verdict where it was judged; an undertrained member's column says it is not judged.
     Without rows, the command that makes them."""
@@ -159,7 +159,7 @@ def claims_across_markdown(df) -> str:
 
 def across_text(df) -> str:
     """What moves with d_v, what appears only after training and what neither changes, read from the claims
-    on the members (``df``: :func:`identifiability.record_family.claims_across`; judged members only, and only
+    on the members (``df``: :func:`identifiability.recorded.family.claims_across`; judged members only, and only
     verdicts on data: "not run" and "not testable" are named apart): the claims whose verdict is the same on
     every member, those whose verdict differs (with each d_v's verdict), and, where a chapter judged the
     untrained twin, the claims whose verdict the twin does not share (what training makes) and those where it

@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 from functools import cache
 
-from .. import paths
+from ..base import paths
 from ..contributions import MEASURES
 from ..verdicts.core import FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PARTLY, Verdict
 

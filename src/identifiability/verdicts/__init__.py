@@ -3,7 +3,7 @@
 Claim CN of a chapter is judged by ``verdicts.<chapter name>.cN(evidence, rules) -> Verdict``: ``evidence`` is
 the one typed value the chapter's study builds (``identifiability.evidence.<chapter name>``), ``rules`` the
 claim's :class:`Rules` from the claims table (the rule in force and, for an amended claim, the pre-registered
-one). A chapter calls it one way, ``ch.judge("CN", evidence)`` (:meth:`identifiability.notebook.Chapter.judge`),
+one). A chapter calls it one way, ``ch.judge("CN", evidence)`` (:meth:`identifiability.book.notebook.Chapter.judge`),
 which finds the function through the chapter contract, passes the rules, checks and records the verdict.
 
 Each entry point applies its claim's pre-registered rule (the ``rule`` column, fixed before any number was
@@ -22,7 +22,7 @@ decision into the sentence the page shows. Six outcomes:
 - *not run in this build*: the comparison the claim needs was not run (the reason gives the command that runs it).
 """
 
-from ..digits import fmt
+from ..base.digits import fmt
 from .core import (
     FAILS,
     HOLDS,

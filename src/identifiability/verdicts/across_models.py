@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import math
 
-from ..digits import fmt, pct
+from ..base.digits import fmt, pct
+from ..base.stats import Interval, power_to_detect, sentences_for_power
 from ..evidence.across_models import FineTuning, Paired
-from ..stats import Interval, power_to_detect, sentences_for_power
 from .core import (
     FAILS,
     HOLDS,

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..digits import pct
+from ..base.digits import pct
+from ..base.stats import Interval
 from ..evidence.angle_magnitude import C8Evidence
-from ..stats import Interval
 from .core import (
     FAILS,
     HOLDS,

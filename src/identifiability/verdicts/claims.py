@@ -11,9 +11,9 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from .. import paths
-from ..chapters import results_file
-from ..fileio import read_json
+from ..base import paths
+from ..base.fileio import read_json
+from ..chapters.contract import results_file
 from .core import Rules
 
 

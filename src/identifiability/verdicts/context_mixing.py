@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from ..base.stats import Interval, units_to_settle
 from ..evidence.context_mixing import C9Evidence, C10Evidence, C11Evidence, C12Evidence
-from ..stats import Interval, units_to_settle
 from .core import (
     FAILS,
     HOLDS,
@@ -37,7 +37,7 @@ OWN_UNIFORM = Quantity("own-token share under uniform mixing (a share, not a dif
 
 def _settle(xs: Sequence[Interval], threshold: float, unit: str) -> str:
     """Why intervals that contain ``threshold`` leave a part open, and how many units would settle all of
-    them (the half-width shrinks like 1/sqrt(n): :func:`identifiability.stats.units_to_settle`)."""
+    them (the half-width shrinks like 1/sqrt(n): :func:`identifiability.base.stats.units_to_settle`)."""
     if any(not x.has_interval for x in xs):
         return f"no interval: too few {unit} to resample"
     needs = [units_to_settle(x.n, (x.low, x.high), x.estimate, threshold) for x in xs]

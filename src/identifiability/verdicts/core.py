@@ -1,13 +1,13 @@
 """The mechanics of a verdict: the rules a claim is judged under, the six outcomes, part-by-part combination
-and the sentence a page shows. Intervals are :class:`identifiability.stats.Interval`, built by the studies."""
+and the sentence a page shows. Intervals are :class:`identifiability.base.stats.Interval`, built by the studies."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, replace
 
-from ..digits import fmt
-from ..stats import Interval, units_to_settle, unpaired_difference
+from ..base.digits import fmt
+from ..base.stats import Interval, units_to_settle, unpaired_difference
 from .text import Quantity, math_text, quantity_of
 
 HOLDS, PARTLY, FAILS, INCONCLUSIVE, NOT_TESTABLE, NOT_RUN = (

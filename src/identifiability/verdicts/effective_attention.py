@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ..digits import fmt
+from ..base.digits import fmt
+from ..base.stats import Interval
 from ..evidence.effective_attention import C4Evidence, C5Category, C5Evidence, C18Evidence, sink_of
-from ..stats import Interval
 from .core import (
     FAILS,
     HOLDS,

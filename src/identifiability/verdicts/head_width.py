@@ -14,11 +14,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ..digits import fmt, pct
+from ..base.digits import fmt, pct
+from ..base.stats import Interval
 from ..evidence.head_width import C19Evidence, C19Model, C20Comparison, C20Evidence, C21Evidence, C21Model, FamilyModel
 from ..nullspace import unique_share
 from ..pretrain import family
-from ..stats import Interval
 from .core import FAILS, HOLDS, INCONCLUSIVE, NOT_RUN, NOT_TESTABLE, PARTLY, Quantity, Rules, Verdict, with_robustness
 from .nonidentifiability import (
     AT_DV1,

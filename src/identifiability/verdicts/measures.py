@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..digits import fmt
+from ..base.digits import fmt
 from ..evidence.measures import MAIN, NO_OWN, ROLLED, LayerScore, MeasuresEvidence
 from .core import FAILS, HOLDS, INCONCLUSIVE, NOT_RUN, NOT_TESTABLE, PARTLY, Quantity, Rules, Verdict, with_robustness
 

@@ -10,10 +10,10 @@ from dataclasses import replace
 
 import pandas as pd
 
-from ..digits import fmt, pct
+from ..base.digits import fmt, pct
+from ..base.stats import Interval
 from ..evidence.nonidentifiability import C1Evidence, C2Evidence, C3Evidence, C15Evidence, C16Evidence, C17Evidence
 from ..nullspace import unique_share
-from ..stats import Interval
 from .core import (
     FAILS,
     HOLDS,

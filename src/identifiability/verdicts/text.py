@@ -1,6 +1,6 @@
 """How verdicts read on a page: the quantity an estimate measures, the notation of the claims table typeset
 as MyST math, and the anchor each verdict gets in its chapter (numbers print through
-:func:`identifiability.digits.fmt`)."""
+:func:`identifiability.base.digits.fmt`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..digits import fmt
+from ..base.digits import fmt
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def anchor(claim: str) -> str:
 
 
 def unanchored(sentence: str) -> str:
-    """A verdict's sentence (as :meth:`identifiability.notebook.Chapter.sentence` returns it) without its
+    """A verdict's sentence (as :meth:`identifiability.book.notebook.Chapter.sentence` returns it) without its
     anchor, for a second showing on the same page: an HTML id names one element."""
     return re.sub(rf'^<span id="{re.escape(anchor(""))}[^"]*"></span>', "", sentence)
 

@@ -7,9 +7,9 @@ rule of the amended claim; the entry points :func:`c6` and :func:`c7` assemble t
 
 from __future__ import annotations
 
-from ..digits import fmt
+from ..base.digits import fmt
+from ..base.stats import Interval
 from ..evidence.token_identity import C6Evidence, C7Evidence
-from ..stats import Interval
 from .core import (
     FAILS,
     HOLDS,

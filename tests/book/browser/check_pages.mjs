@@ -82,7 +82,7 @@ function inspect() {
                    text: e.textContent.split("\n").sort((a, b) => b.length - a.length)[0].slice(0, 120) }));
   const root = document.scrollingElement || document.documentElement;
   const scroll = { width: root.scrollWidth, viewport: window.innerWidth, wide: root.scrollWidth > window.innerWidth ? widest() : [] };
-  // The claims page's cards (identifiability.pages._claim_card): whether everything in a card fits inside it,
+  // The claims page's cards (identifiability.book.pages._claim_card): whether everything in a card fits inside it,
   // whether the claim in words comes first, and whether the fields stand one under another (a phone) or side
   // by side (a wide page).
   const cards = [...document.querySelectorAll("div.claim-card")].map((c) => {
