@@ -534,3 +534,14 @@ def test_the_chapter_contract_imports_without_torch():
     code = "import sys, identifiability.chapters.contract; print(sorted({'torch', 'transformers'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_base_imports_nothing_of_the_package_but_base():
+    """Every band may import ``base``, so ``base`` imports no other package of ours (a circle otherwise)."""
+    graph = _graph(_modules())
+    found = {
+        m: sorted(t for t in targets if not t.startswith("identifiability.base") and t != "identifiability")
+        for m, targets in graph.items()
+        if m.startswith("identifiability.base")
+    }
+    assert not {m: t for m, t in found.items() if t}, found

@@ -1,0 +1,106 @@
+"""The README's two commands timed from fresh clones, as a new user and CI run them (on demand, not a test):
+
+    python benchmarks/bench_commands.py [--commands test book] [--ref HEAD]
+
+For each command, a fresh ``git clone`` of this checkout at ``--ref`` into a temporary folder, then the command
+there, its install included (a new venv, the locked packages, the page scripts from npm; chromium is checked,
+not installed, when it is already on the machine). Recorded (``benchmarks/results/bench_commands.json``):
+
+- each command's wall time, and for ``make test`` the share of it that pytest took (the rest is the install and
+  the lint), with the suite's summary line;
+- the peak resident memory of the largest process each command started (``ru_maxrss`` of its children);
+- the disk each clone holds afterwards (the venv, the build, the data folder's caches);
+- the machine's float32 matrix-product rate on one and on all threads, measured in the same run, so that a
+  slower machine can be told apart from a slower command.
+
+Run it alone, on a quiet machine: it takes the time of both commands (several minutes each) and every other
+process on the machine shows in its figures. The clones are removed afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import resource
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from records import ROOT, Record
+
+COMMANDS = {"test": ["make", "test"], "book": ["make", "book"]}
+
+
+def _matmul_gflops(threads: int, n: int = 1024, repeats: int = 20) -> float:
+    """float32 n x n matrix products per second on ``threads`` threads, in GFLOP/s (the best of ``repeats``)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        a, b = torch.randn(n, n), torch.randn(n, n)
+        a @ b  # warm-up: the first product pays for the library's set-up
+        best = float("inf")
+        for _ in range(repeats):
+            t = time.perf_counter()
+            a @ b
+            best = min(best, time.perf_counter() - t)
+    finally:
+        torch.set_num_threads(before)
+    return 2 * n**3 / best / 1e9
+
+
+def _disk(folder: Path) -> int:
+    """Bytes below ``folder`` (files only, links not followed)."""
+    return sum(p.lstat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def _run(command: list[str], clone: Path) -> tuple[float, int, str]:
+    """(wall seconds, exit status, the output's last 4,000 characters) of ``command`` run in ``clone``."""
+    t = time.perf_counter()
+    done = subprocess.run(command, cwd=clone, capture_output=True, text=True)
+    out = (done.stdout + done.stderr)[-4000:]
+    return time.perf_counter() - t, done.returncode, out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--commands", nargs="+", choices=sorted(COMMANDS), default=["test", "book"])
+    ap.add_argument("--ref", default="HEAD", help="the commit to clone (default: this checkout's HEAD)")
+    args = ap.parse_args()
+    rec = Record(__file__, settings=vars(args))
+    rec.details["matmul_gflops"] = {
+        "1 thread": round(_matmul_gflops(1), 1),
+        "all threads": round(_matmul_gflops(os.cpu_count() or 1), 1),
+    }
+    for name in args.commands:
+        with tempfile.TemporaryDirectory(prefix=f"bench-{name}-") as tmp:
+            clone = Path(tmp) / "checkout"
+            subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+            subprocess.run(["git", "checkout", "-q", args.ref], cwd=clone, check=True)
+            peak_before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+            seconds, status, out = _run(COMMANDS[name], clone)
+            peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB on Linux
+            print(f"make {name}: {seconds:.0f} s, exit status {status}")
+            if status != 0:
+                rec.details[f"make {name} failed"] = out
+                continue
+            rec.figure(f"make {name}", seconds, "s")
+            summary = re.findall(r"=+ (.*(?:passed|failed).*) in ([\d.]+)s", out)
+            if name == "test" and summary:
+                rec.figure("pytest", float(summary[-1][1]), "s", baseline="make test")
+                rec.details["pytest summary"] = summary[-1][0]
+            if peak > peak_before:  # the largest child so far; a smaller one leaves the maximum unchanged
+                rec.figure(f"make {name}: peak memory of one process", peak / 2**20, "GiB")
+            rec.details[f"make {name}: disk after (GiB)"] = {
+                part: round(_disk(clone / part) / 2**30, 2) for part in (".venv", "_build", "data", ".cache")
+            }
+            shutil.rmtree(clone, ignore_errors=True)
+    rec.write()
+
+
+if __name__ == "__main__":
+    main()
