@@ -149,6 +149,21 @@ def test_pruning_keeps_only_the_scripts_some_page_loads(tmp_path):
     assert (tmp_path / "_static" / "vega-bundle.js").exists() and (tmp_path / "_static" / "other.js").exists()
 
 
+def test_pruning_drops_every_source_map_and_the_comments_that_point_at_them(tmp_path):
+    static = tmp_path / "_static" / "scripts"
+    static.mkdir(parents=True)
+    (static / "theme.js").write_text("var a = 1;\n//# sourceMappingURL=theme.js.map\n")
+    (static / "theme.js.map").write_text("{}")
+    (static / "theme.css").write_text("a{}\n/*# sourceMappingURL=theme.css.map */\n")
+    (static / "theme.css.map").write_text("{}")
+    (static / "plain.js").write_text("var sourceMappingURL = 2;\n")  # a name in code, not a link: kept
+    deleted = book.prune_static(tmp_path)
+    assert sorted(deleted) == ["scripts/theme.css.map", "scripts/theme.js.map"]
+    assert not list(tmp_path.rglob("*.map"))
+    assert (static / "theme.js").read_text() == "var a = 1;\n" and (static / "theme.css").read_text() == "a{}\n"
+    assert (static / "plain.js").read_text() == "var sourceMappingURL = 2;\n"
+
+
 @pytest.mark.parametrize(
     "value,shown",
     [(None, "—"), ("", "—"), (True, "yes"), (2.954154097014546e-07, "2.95 × 10⁻⁷"), (0.123456789, "0.123"),

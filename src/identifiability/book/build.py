@@ -38,10 +38,10 @@ def vendor(static: Path) -> None:
     npm = paths.source_root() / ".cache" / "npm" / "node_modules"
     mathjax = npm / "mathjax" / "es5"
     copies = {
-        # MathJax: the combined TeX->HTML component plus what it loads on demand (fonts, extensions,
-        # menu); the speech engine (sre, 4 MB) is left out.
+        # MathJax: the combined TeX->HTML component plus what it loads on demand (the CHTML fonts,
+        # extensions, menu); the speech engine (sre, 4 MB) and the SVG output, which no page uses, are left out.
         "mathjax/tex-chtml.js": mathjax / "tex-chtml.js",
-        "mathjax/output": mathjax / "output",
+        "mathjax/output/chtml": mathjax / "output" / "chtml",
         "mathjax/input/tex/extensions": mathjax / "input" / "tex" / "extensions",
         "mathjax/ui": mathjax / "ui",
         "mathjax/a11y": mathjax / "a11y",

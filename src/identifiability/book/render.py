@@ -220,9 +220,29 @@ _LABELLED_SCROLLER = (
 )
 
 
+# A source map serves a developer's debugger, not a reader: the themes and the widget extension ship them.
+_SOURCE_MAP_LINK = re.compile(r"\n?/[/*]# sourceMappingURL=\S+?\.map(?: \*/)?[ \t]*(?=\n|$)")
+
+
+def drop_source_maps(static: Path) -> list[str]:
+    """Delete every ``*.map`` below ``static`` and the comments that point at them (a browser that opened its
+    developer tools would otherwise ask for a missing file). Returns the names deleted, relative to
+    ``static``."""
+    deleted = []
+    for m in sorted(static.rglob("*.map")):
+        deleted.append(m.relative_to(static).as_posix())
+        m.unlink()
+    for f in [*static.rglob("*.js"), *static.rglob("*.css")]:
+        text = f.read_text(encoding="utf-8", errors="surrogateescape")
+        if "sourceMappingURL" in text:
+            f.write_text(_SOURCE_MAP_LINK.sub("", text), encoding="utf-8", errors="surrogateescape")
+    return deleted
+
+
 def prune_static(html: Path) -> list[str]:
     """After the build: drop the fontawesome script from every page and label the theme's table scroll
-    boxes, then delete the optional static files that no page loads. Returns the names deleted."""
+    boxes, then delete the optional static files that no page loads and every source map. Returns the names
+    deleted."""
     html = Path(html)
     used = set()
     for page in html.rglob("*.html"):
@@ -237,4 +257,4 @@ def prune_static(html: Path) -> list[str]:
         if name not in used and f.exists():
             f.unlink()
             deleted.append(name)
-    return deleted
+    return deleted + drop_source_maps(html / "_static")
