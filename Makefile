@@ -108,7 +108,7 @@ lint: venv
 # The models of the comparison across models, into data/models/: BASE (a hub id or a folder; default the
 # embedded model) fine-tuned on each task of FT_TASKS with each seed of FT_SEEDS (C13 and C14 resample the
 # fine-tune seeds: at least 3 per task), and the random-initialisation control of BASE's architecture. An
-# interrupted fine-tune resumes, a finished one is skipped. See "Fine-tuned models" in README.md. The
+# interrupted fine-tune resumes, a finished one is skipped. See book/fine_tunes.md. The
 # default task is the sentence-pair one, the paper's MRPC; compare-full adds the single-sentence one.
 BASE ?= $(MODEL)
 FT_TASKS ?= lee-pairs
@@ -128,8 +128,7 @@ models: venv
 # sentences with C13_PARAMS, the runs C13 and C14 pair sentence by sentence; record-compare files the results
 # chapter 9 compares, with their provenance, under data/recorded/compare/<BASE>/ (commit it: a build without
 # the fine-tunes reads it); then the book (on BASE), whose page "Across models" shows them side by side. compare-full does the same on both tasks, with chapters 3 and
-# 6 on the pairs too. Cold from a fresh clone on 2 quiet cores: compare 51 min (timed), compare-full
-# about 100 min (estimated from timed parts; README, "Across models").
+# 6 on the pairs too. See book/fine_tunes.md.
 COMPARE_MODELS ?= $(BASE),$(subst $(eval) ,$(comma),$(foreach t,$(FT_TASKS),data/models/$(BASE_TAG)-$(t)-seed$(firstword $(FT_SEEDS)))),$(RANDOM_FOLDER)
 ALL_MODELS = $(BASE),$(subst $(eval) ,$(comma),$(FT_FOLDERS)),$(RANDOM_FOLDER)
 comma := ,
@@ -160,7 +159,7 @@ compare-full: COMPARE_CORPORA = lee_heldout,lee_pairs
 compare-full: compare
 
 # Chapters over models x corpora x seeds on Dask (resumable: finished runs are skipped), then the
-# results table data/results.parquet. See "Sweeps" in README.md.
+# results table data/results.parquet. See book/sweeps.md.
 sweep: venv
 	$(PY) -m identifiability.cli sweep --models "$(MODELS)" --corpora "$(CORPORA)" --seeds "$(SEEDS)" \
 		$(if $(CHAPTERS),--chapters "$(CHAPTERS)") $(foreach p,$(PARAMS),-p $(p)) \

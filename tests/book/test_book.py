@@ -49,6 +49,10 @@ def test_book_has_every_page(html):
         "book/rerun.html",
         "book/this_build.html",
         "book/teachers.html",
+        "book/fine_tunes.html",
+        "book/recorded_runs.html",
+        "book/sweeps.html",
+        "book/repository.html",
         "book/references.html",
         "book/readme.html",
     ):

@@ -267,6 +267,33 @@ def test_the_intro_and_the_session_plan_list_every_chapter_of_the_toc(page):
     assert _toc_chapters() and rows == _toc_chapters()
 
 
+# A date written out or a matrix-product rate in prose is a measurement of one day's machine: those live in the
+# benchmark records (benchmarks/results/), which the README and the pages name instead.
+DATED = re.compile(
+    r"\b\d{1,2} (January|February|March|April|May|June|July|August|September|October|November|December) \d{4}"
+    r"|GFLOP/s|TFLOP/s|machine of the day before"
+)
+README_LINES = 160  # a newcomer reads it to the end; reference material goes to the book's pages
+
+
+def test_the_readme_is_short_undated_and_names_pages_the_toc_builds():
+    """The README stays an introduction: short, with no dated measurements, and every book page it sends the
+    reader to (`book/<page>.md`) exists and is in the table of contents, as is every prose page of book/."""
+    import yaml
+
+    root = paths.source_root()
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= README_LINES
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    files = {c["file"] for part in toc["parts"] for c in part["chapters"]} | {toc["root"]}
+    named = re.findall(r"`(book/\w+)\.md`", readme)
+    assert named and set(named) <= files, set(named) - files
+    assert {f"book/{p.stem}" for p in (root / "book").glob("*.md")} <= files
+    for path in [root / "README.md", *sorted((root / "book").glob("*.md"))]:
+        dated = DATED.search(path.read_text(encoding="utf-8"))
+        assert dated is None, f"{path.name}: {dated[0]!r} (a measurement: name its benchmark record instead)"
+
+
 def test_the_book_loads_the_page_scripts_extension():
     config = (paths.source_root() / "_config.yml").read_text()
     assert "extra_extensions: [identifiability.book.render]" in config and "html_js_files" not in config
