@@ -13,6 +13,9 @@ not installed, when it is already on the machine). Recorded (``benchmarks/result
 - the machine's float32 matrix-product rate on one and on all threads, measured in the same run, so that a
   slower machine can be told apart from a slower command.
 
+It then writes the README's block of these figures (between its ``bench_commands`` markers) from the record;
+``--readme`` alone rewrites that block from the committed record without running anything.
+
 Run it alone, on a quiet machine: it takes the time of both commands (several minutes each) and every other
 process on the machine shows in its figures. The clones are removed afterwards.
 """
@@ -20,6 +23,7 @@ process on the machine shows in its figures. The clones are removed afterwards.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import resource
@@ -32,6 +36,58 @@ from pathlib import Path
 from records import ROOT, Record
 
 COMMANDS = {"test": ["make", "test"], "book": ["make", "book"]}
+README = ROOT / "README.md"
+RECORD = ROOT / "benchmarks" / "results" / "bench_commands.json"
+BEGIN = (
+    "<!-- bench_commands: generated from benchmarks/results/bench_commands.json by benchmarks/bench_commands.py; "
+    "do not edit -->"
+)
+END = "<!-- /bench_commands -->"
+
+
+def readme_block(doc: dict | None) -> str:
+    """The README's lines between its markers, from the record ``doc`` (None: there is no record yet)."""
+    if doc is None:
+        return "*No record yet: run `python benchmarks/bench_commands.py` on a quiet machine.*"
+    figures = {f["name"]: f["value"] for f in doc["figures"]}
+    details = doc.get("details", {})
+
+    def minutes(name: str) -> str:
+        return f"{figures[name] / 60:.1f} min" if name in figures else "–"
+
+    def memory(name: str) -> str:
+        key = f"make {name}: peak memory of one process"
+        return f"{figures[key]:.1f} GiB" if key in figures else "–"
+
+    def disk(name: str) -> str:
+        parts = details.get(f"make {name}: disk after (GiB)")
+        return f"{sum(parts.values()):.1f} GiB" if parts else "–"
+
+    rows = [
+        ("| | `make test` | `make book` |", "|---|---|---|"),
+        (f"| wall time from a fresh clone, install included | {minutes('make test')} | {minutes('make book')} |",),
+        (f"| of which pytest | {minutes('pytest')} | |",),
+        (f"| peak memory of one process | {memory('test')} | {memory('book')} |",),
+        (f"| disk of the clone afterwards (venv, build, data, npm) | {disk('test')} | {disk('book')} |",),
+    ]
+    m, rate = doc["machine"], details.get("matmul_gflops", {})
+    failed = [k for k in details if k.endswith("failed")]
+    note = (
+        f"*{m['cpu']}, {m['logical_cores']} cores (float32 matrix products at {rate.get('1 thread')} GFLOP/s on "
+        f"one thread, {rate.get('all threads')} on all); commit {(doc['commit']['sha'] or '?')[:7]}, "
+        f"{doc['date'][:10]}.*" + (f" *Failed: {', '.join(failed)}.*" if failed else "")
+    )
+    return "\n".join(line for row in rows for line in row) + "\n\n" + note
+
+
+def write_readme(doc: dict | None, readme: Path = README) -> None:
+    """Put :func:`readme_block` of ``doc`` between the README's markers (refused if they are missing)."""
+    text = readme.read_text(encoding="utf-8")
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"{readme} lacks the bench_commands markers: put them back where the figures belong")
+    head, rest = text.split(BEGIN, 1)
+    tail = rest.split(END, 1)[1]
+    readme.write_text(f"{head}{BEGIN}\n{readme_block(doc)}\n{END}{tail}", encoding="utf-8")
 
 
 def _matmul_gflops(threads: int, n: int = 1024, repeats: int = 20) -> float:
@@ -70,7 +126,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--commands", nargs="+", choices=sorted(COMMANDS), default=["test", "book"])
     ap.add_argument("--ref", default="HEAD", help="the commit to clone (default: this checkout's HEAD)")
+    ap.add_argument("--readme", action="store_true", help="only rewrite the README's block from the record")
     args = ap.parse_args()
+    if args.readme:
+        write_readme(json.loads(RECORD.read_text(encoding="utf-8")) if RECORD.exists() else None)
+        return
     rec = Record(__file__, settings=vars(args))
     rec.details["matmul_gflops"] = {
         "1 thread": round(_matmul_gflops(1), 1),
@@ -99,7 +159,7 @@ def main() -> None:
                 part: round(_disk(clone / part) / 2**30, 2) for part in (".venv", "_build", "data", ".cache")
             }
             shutil.rmtree(clone, ignore_errors=True)
-    rec.write()
+    write_readme(json.loads(rec.write().read_text(encoding="utf-8")))
 
 
 if __name__ == "__main__":

@@ -102,3 +102,49 @@ def test_every_benchmark_script_writes_its_record():
     assert len(scripts) >= 8
     silent = [p.name for p in scripts if "Record(__file__" not in p.read_text(encoding="utf-8")]
     assert not silent, f"{silent} write no record (benchmarks/records.py)"
+
+
+def _bench_commands():
+    spec = importlib.util.spec_from_file_location("bench_commands", ROOT / "benchmarks" / "bench_commands.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("records", records)  # the script imports its helper by name, as when run
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_readmes_figures_are_the_commands_record():
+    """The README's times, memory and disk are generated from the committed record, never typed: its block is
+    what the record renders (or says there is no record)."""
+    bench = _bench_commands()
+    doc = _read(bench.RECORD) if bench.RECORD.exists() else None
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = text.split(bench.BEGIN, 1)[1].split(bench.END, 1)[0]
+    assert block.strip() == bench.readme_block(doc), "rerun: python benchmarks/bench_commands.py --readme"
+
+
+def test_the_readme_block_renders_a_record_and_refuses_a_readme_without_markers(tmp_path):
+    bench = _bench_commands()
+    doc = {
+        "figures": [
+            {"name": "make test", "value": 420.0},
+            {"name": "pytest", "value": 360.0},
+            {"name": "make test: peak memory of one process", "value": 2.5},
+        ],
+        "details": {
+            "matmul_gflops": {"1 thread": 110.0, "all threads": 200.0},
+            "make test: disk after (GiB)": {".venv": 2.0, "_build": 0.3},
+        },
+        "machine": {"cpu": "a CPU", "logical_cores": 2},
+        "commit": {"sha": "abcdef1234"},
+        "date": "2026-12-07T10:00:00+00:00",
+    }
+    block = bench.readme_block(doc)
+    assert "| 7.0 min | – |" in block and "| 6.0 min |" in block and "2.5 GiB" in block and "2.3 GiB" in block
+    assert "a CPU, 2 cores" in block and "abcdef1" in block and "110.0 GFLOP/s" in block
+    readme = tmp_path / "README.md"
+    readme.write_text(f"a\n{bench.BEGIN}\nold\n{bench.END}\nb\n")
+    bench.write_readme(doc, readme)
+    assert readme.read_text() == f"a\n{bench.BEGIN}\n{block}\n{bench.END}\nb\n"
+    readme.write_text("no markers\n")
+    with pytest.raises(SystemExit, match="markers"):
+        bench.write_readme(doc, readme)
