@@ -269,9 +269,10 @@ def check_options(a: argparse.Namespace) -> None:
             raise ParameterError(f"{flag} must be at least {least}, got {value}; e.g. {flag} {least}")
 
 
-def _hta_preflight(a: argparse.Namespace) -> None:
-    """The model, the corpus and the sentence window of ``hta``, checked as chapter 6's (seconds, no weights),
-    and ``--n`` against the sentences in that window: more would be computed as fewer, after a long wait."""
+def _hta_preflight(a: argparse.Namespace, model: keys.ModelRef) -> None:
+    """The model (``--model`` resolved), the corpus and the sentence window of ``hta``, checked as chapter 6's
+    (seconds, no weights), and ``--n`` against the sentences in that window: more would be computed as fewer,
+    after a long wait."""
     from .chapters.preflight import ChapterRules, ModelInfo, at_least, check, window
     from .runs.corpus_hta import HTA_MIN_TOKENS
 
@@ -292,7 +293,7 @@ def _hta_preflight(a: argparse.Namespace) -> None:
         (window(lambda p, m: HTA_MIN_TOKENS, "max_tokens", hint="--max-tokens …"),),
         (enough,),
     )
-    check({"hta": (rules, params)}, a.model, a.corpus)
+    check({"hta": (rules, params)}, model, a.corpus)
 
 
 def _chapters_main(a) -> int:
@@ -307,8 +308,9 @@ def _chapters_main(a) -> int:
     for nb in a.notebooks:
         check_source(nb)
     check_parameters(a.notebooks, base)
-    preflight(a.notebooks, base)
-    out = a.out or keys.build_dir(a.model, a.corpus) / "run"  # per model and corpus: another run never overwrites it
+    target = keys.target(a.model, a.corpus)  # once, here: the checks and the folder below use it
+    preflight(a.notebooks, base, model=target.model)
+    out = a.out or target.build_dir / "run"  # per model and corpus: another run never overwrites it
     for nb in a.notebooks:
         print(run_notebook(nb, out, base, strict=False))
     return 0
@@ -344,8 +346,9 @@ def _sweep_main(a) -> int:
         record_c10(a.model, a.corpus, a.n, a.seed, a.group, a.scheduler, a.workers)
         return 0
     if a.cmd == "hta":
-        _hta_preflight(a)
-        out = corpus_hta.hta_job(a.model, a.corpus, a.n, a.seed, a.max_tokens, a.group, a.scheduler, a.workers)
+        model = keys.model_ref(a.model)  # once, here: the checks and the job below use it
+        _hta_preflight(a, model)
+        out = corpus_hta.hta_job(model, a.corpus, a.n, a.seed, a.max_tokens, a.group, a.scheduler, a.workers)
         print(
             f"exact HTA: {out['sentences']} sentences, {out['cached_before']} cached before, "
             f"{out['computed']} computed in {out['seconds']:.0f} s"

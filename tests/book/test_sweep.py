@@ -126,7 +126,7 @@ def test_sweep_completes_builds_the_table_and_resumes(env):
     assert report["ran"] == 8 and not report["skipped"]
     assert len(report["failed"]) == 1 and str(bad) in report["failed"][0][0]  # the others finished
     table = aggregate.read_table(Path(report["table"]))
-    assert set(table.model_key) == {keys.model_key(m) for m in env["models"]}
+    assert set(table.model_key) == {keys.model_ref(m).key for m in env["models"]}
     assert set(table.seed) == {0, 1} and set(table.chapter) == {FIRST, THIRD}
     c4 = table[(table.kind == "claim") & (table.quantity == "C4")]
     assert len(c4) == 4 and c4.verdict.notna().all() and (c4.low <= c4.value).all()
@@ -155,7 +155,7 @@ def test_the_across_models_page_shows_both_models_and_their_verdicts(env, tmp_pa
         for o in c.get("outputs", [])
         if "text/markdown" in o.get("data", {})
     ).splitlines()
-    named = [keys.model_key(m) for m in env["models"]]  # two "other" models: named by their keys
+    named = [keys.model_ref(m).key for m in env["models"]]  # two "other" models: named by their keys
     head = next(line for line in markdown if line.startswith("| claim | corpus |"))
     assert sorted(head.strip("| ").split(" | ")[2:]) == sorted(named), head  # a column per model
     for claim in ("C4", "C5"):

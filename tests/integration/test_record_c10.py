@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from identifiability.models import keys
 from identifiability.recorded import proportional
 from identifiability.recorded import store as recorded
 from identifiability.recorded.c10 import record_c10
@@ -38,7 +39,7 @@ def test_record_c10_draws_computes_and_records_a_loadable_run(tiny_model_folder,
     got = proportional.shares({int(k): v for k, v in r["sentences"].items()}, r["draws"], r["seed"])
     assert r["summary"]["all"] == [got["all"].estimate, got["all"].low, got["all"].high]
     assert back.target == f"record-c10 MODEL={model} CORPUS=lee" and recorded.stale(back, checkout) == []
-    assert proportional.c10_key(model, "lee") == rec.key and "0 cached" in said[0]
+    assert keys.target(model, "lee").key == rec.key and "0 cached" in said[0]
     said.clear()
     record_c10(model, "lee", n=3, workers=1, progress=False, echo=said.append, source=checkout)
     assert "3 cached" in said[0] and said[1] == f"identical to the recorded run of {rec.date} (tolerance 1e-06)"

@@ -62,8 +62,8 @@ def test_two_sharded_models_of_one_name_never_share_caches_or_results(tiny_model
     a, b, whole = tiny_models
     la, lb, lw = load_model(str(a)), load_model(str(b)), load_model(str(whole))
     assert la.content_key != lb.content_key and la.key != lb.key
-    assert la.key.startswith("tiny-") and keys.model_key(str(a)) == la.key
-    assert keys.results_dir(str(a), "lee") != keys.results_dir(str(b), "lee")
+    assert la.key.startswith("tiny-") and keys.model_ref(str(a)).key == la.key
+    assert keys.target(str(a), "lee").results_dir != keys.target(str(b), "lee").results_dir
     # same weights saved whole or sharded: the same tensors, but not the same files, hence another key
     assert lw.content_key not in (la.content_key, lb.content_key)
     texts = ["The cat sat on the mat.", "A new blaze near Goulburn has forced the closure of the highway."]
@@ -75,9 +75,9 @@ def test_two_sharded_models_of_one_name_never_share_caches_or_results(tiny_model
 
 def test_a_folder_saved_again_with_new_weights_gets_a_new_key(tmp_path):
     folder = _save(random_model("bert", seed=0), tmp_path / "m")
-    first = keys.model_key(str(folder))
+    first = keys.model_ref(str(folder)).key
     _save(random_model("bert", seed=2), folder)
-    assert keys.model_key(str(folder)) != first
+    assert keys.model_ref(str(folder)).key != first
 
 
 # --------------------------------------------------------------------------------------------------
@@ -264,7 +264,7 @@ def _files(*roots: Path) -> dict[Path, bytes]:
 @pytest.fixture
 def earlier_results(data_folder, tiny_models) -> Path:
     """A results folder as an earlier run of chapters 1 and 2 on the tiny model and ``lee`` leaves it."""
-    folder = keys.results_dir(str(tiny_models[2]), "lee")
+    folder = keys.target(str(tiny_models[2]), "lee").results_dir
     for stem in ("01_model_and_data", "02_nonidentifiability"):
         write_json(folder / f"{stem}.json", {"chapter": stem, "results": {"from": "the earlier run"}})
     return folder
@@ -337,7 +337,7 @@ def test_n_sentences_below_1_leaves_the_earlier_results_as_they_were(
             capsys,
             earlier_results.parent.parent.parent,  # the whole data folder: results, caches, sweeps
             tmp_path / "executed",
-            keys.build_dir(str(tiny_models[2]), "lee"),
+            keys.target(str(tiny_models[2]), "lee").build_dir,
         )
 
 
@@ -446,10 +446,10 @@ def test_two_text_files_of_one_name_get_their_own_results_and_book(tmp_path, tin
         f.parent.mkdir()
         f.write_text(text, encoding="utf-8")
     model = str(tiny_models[2])
-    assert keys.results_dir(model, str(a)) != keys.results_dir(model, str(b))
-    assert keys.build_dir(model, str(a)) != keys.build_dir(model, str(b))
-    assert keys.results_dir(model, str(a)) == keys.results_dir(model, str(same))  # the content decides
-    assert keys.corpus_key(str(a)).startswith("sents-") and keys.corpus_key("lee") == "lee"
+    assert keys.target(model, str(a)).results_dir != keys.target(model, str(b)).results_dir
+    assert keys.target(model, str(a)).build_dir != keys.target(model, str(b)).build_dir
+    assert keys.target(model, str(a)).results_dir == keys.target(model, str(same)).results_dir  # the content decides
+    assert keys.corpus_ref(str(a)).key.startswith("sents-") and keys.corpus_ref("lee").key == "lee"
     saved = []
     for f in (a, b):
         ch = notebook.setup("01_model_and_data", model=model, corpus=str(f))
@@ -458,7 +458,7 @@ def test_two_text_files_of_one_name_get_their_own_results_and_book(tmp_path, tin
     assert saved[0] != saved[1] and all(p.is_file() for p in saved)
     assert notebook.load_results(saved[0].parent, "01_model_and_data")["params"]["corpus"] == str(a)
     a.write_text("The first file, edited.\n", encoding="utf-8")
-    assert keys.results_dir(model, str(a)) != saved[0].parent  # an edited file is new text
+    assert keys.target(model, str(a)).results_dir != saved[0].parent  # an edited file is new text
 
 
 def test_run_without_out_writes_per_model_and_corpus(tmp_path, tiny_models, monkeypatch):
@@ -470,7 +470,7 @@ def test_run_without_out_writes_per_model_and_corpus(tmp_path, tiny_models, monk
         assert cli.main(["run", nb, "--model", str(model), "--corpus", corpus]) == 0
     assert cli.main(["run", nb]) == 0
     assert len(set(folders)) == 4 and folders[-1] == tmp_path / "_build" / "run"
-    assert folders[0] == keys.build_dir(str(tiny_models[2]), "lee") / "run"
+    assert folders[0] == keys.target(str(tiny_models[2]), "lee").build_dir / "run"
 
 
 @pytest.mark.parametrize(

@@ -90,9 +90,9 @@ def test_each_chapters_quick_parameters_are_declared_by_it_with_their_types():
 
 
 def test_each_model_gets_its_own_build_folder():
-    assert keys.build_dir(None, "lee") == paths.source_root() / "_build"
-    assert keys.build_dir("bert-base-uncased", "lee") != keys.build_dir("roberta-base", "lee")
-    assert keys.build_dir("bert-base-uncased", "lee") != keys.build_dir("bert-base-uncased", "polarity")
+    assert keys.target(None, "lee").build_dir == paths.source_root() / "_build"
+    assert keys.target("bert-base-uncased", "lee").build_dir != keys.target("roberta-base", "lee").build_dir
+    assert keys.target("bert-base-uncased", "lee").build_dir != keys.target("bert-base-uncased", "polarity").build_dir
 
 
 def test_two_models_results_do_not_collide(tmp_path, tiny_model_folder, monkeypatch):

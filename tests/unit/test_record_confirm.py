@@ -53,7 +53,7 @@ def test_the_record_computed_with_what_the_judging_chapters_kernels_reported(tmp
     monkeypatch.setenv(paths.DATA_ENV, str(tmp_path / "data"))
     monkeypatch.setattr(recorded, "root", lambda source=None: tmp_path / "recorded")
     monkeypatch.setattr(recorded, "git_state", lambda source: ("abc", False))
-    folder = keys.results_dir(paths.DEFAULT_MODEL, record_confirm.CORPUS)
+    folder = keys.target(paths.DEFAULT_MODEL, record_confirm.CORPUS).results_dir
     v = Verdict("C6", HOLDS, 1.0, None, 0.0, "n", "r", "w")
     stem = by_name("token_identity").stem
     doc = {

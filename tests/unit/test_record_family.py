@@ -34,10 +34,10 @@ def data(tmp_path, monkeypatch):
     )
     stem = by_name("token_identity").stem
     for model, claim in ((f"data/models/{member}", "C6"), (paths.DEFAULT_MODEL, "C7")):  # only the member's
-        run = tmp_path / "sweeps" / keys.model_key(model) / "lee" / stem / "seed0-abc" / f"{stem}.json"
+        run = tmp_path / "sweeps" / paths.safe_key(model) / "lee" / stem / "seed0-abc" / f"{stem}.json"
         doc = {"results": {"claims": {claim: _verdict(claim).to_json()}}, "params": {"model": model, "corpus": "lee"}}
         write_json(run, {**doc, "chapter": stem})
-    seven = keys.results_dir(paths.DEFAULT_MODEL, "lee") / "07_head_width.json"
+    seven = keys.target(paths.DEFAULT_MODEL, "lee").results_dir / "07_head_width.json"
     write_json(seven, {"results": {"claims": {"C19": _verdict("C19").to_json()}}, "params": {"results_dir": "/x"}})
     return tmp_path
 

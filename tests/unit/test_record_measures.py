@@ -26,7 +26,7 @@ def stubbed(tmp_path, monkeypatch):
     monkeypatch.setattr(recorded, "git_state", lambda source: (state["commit"], False))
 
     def fake_run(source, out, params, progress=True):
-        path = keys.results_dir(params["model"], params["corpus"]) / "10_measures.json"
+        path = keys.target(params["model"], params["corpus"]).results_dir / "10_measures.json"
         results = {"scores": [], "seconds": {"raw": 0.1}, "n_scored": state["n"], "unsupported": {}, "claims": {}}
         write_json(path, {"params": params, "results": results, **state["report"]})
         state["commit"] = "during"

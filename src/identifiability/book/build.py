@@ -2,7 +2,8 @@
 pages, and run Jupyter Book.
 
 The book for the embedded default model goes to ``_build/html``; any other model or corpus goes to
-``_build/<model>/<corpus>/html`` (:func:`identifiability.models.keys.build_dir`) so runs never overwrite each other.
+``_build/<model>/<corpus>/html`` (:attr:`identifiability.models.keys.Target.build_dir`) so runs never overwrite
+each other.
 With a public GitHub or GitLab repository, each chapter page gets a Binder launch button (plain links).
 """
 
@@ -133,18 +134,24 @@ CONTROL_SECONDS = 55.0  # its seconds in `make book`, one run after the other on
 
 
 def control_runs(
-    model: str, judge_corpus: str, seed: int = 0, params: dict | None = None, client=None, slots: int | None = None
+    model: str | keys.ModelRef,
+    judge_corpus: str,
+    seed: int = 0,
+    params: dict | None = None,
+    client=None,
+    slots: int | None = None,
 ) -> list[str]:
     """Make the random-initialisation control of ``model`` (kept in the data folder's ``models/``) and run
     chapter 4 on ``model`` and on it (``params``, default :data:`CONTROL_PARAMS`) as sweep runs, which later
     builds reuse; returns a line per run that could not be made (the page then says what is missing).
     ``client``: a Dask client to run them on (the caller's to close; ``slots`` of its workers at most), else a
-    local cluster of two workers."""
+    local cluster of two workers. ``model``: a name, or a ref the caller resolved already."""
     from ..base.errors import one_line
     from ..models.finetune import init_random
     from ..runs.sweep import sweep
 
     try:
+        model = keys.model_ref(model)
         control = init_random(model, seed=0)["folder"]
         report = sweep([model, control], [judge_corpus], [seed], ["04"], params or CONTROL_PARAMS, workers=2,
                        client=client, progress=False, slots=slots)  # fmt: skip
@@ -210,7 +217,9 @@ def book_threads(cores: int) -> tuple[int, int]:
     return max(1, cores // threads), threads
 
 
-def execute_chapters(sources: list[Path], out: Path, params: dict) -> dict[str, int]:
+def execute_chapters(
+    sources: list[Path], out: Path, params: dict, model: keys.ModelRef | None = None
+) -> dict[str, int]:
     """Execute ``sources`` into ``out`` as the book does: on a local Dask cluster of workers that run one
     chapter at a time each (:func:`book_threads`), the longest chains first (:func:`start_order`), each chapter
     once the chapters it reads have ended, chapter 9 after its control runs (:func:`control_runs`, on the same
@@ -228,7 +237,7 @@ def execute_chapters(sources: list[Path], out: Path, params: dict) -> dict[str, 
     if workers < 2 or len(jobs) < 2:
         for name in jobs:  # book order, the control runs just before chapter 9
             if name == CONTROL:
-                _control(by_stem, params)
+                _control(by_stem, params, model)
             else:
                 t0 = time.time()
                 run_notebook(by_stem[name], out, params, strict=False)
@@ -252,7 +261,8 @@ def execute_chapters(sources: list[Path], out: Path, params: dict) -> dict[str, 
                     break
                 pending.discard(name)
                 if name == CONTROL:
-                    fut = _Thread(_control, by_stem, params, client, 1)  # its sweep hands its runs to the workers
+                    # its sweep hands its runs to the workers
+                    fut = _Thread(_control, by_stem, params, model, client, 1)
                 else:
                     fut = client.submit(timed_run, by_stem[name], out, params, key=f"book-{name}", pure=False)
                 running[name] = (fut, time.time())
@@ -304,20 +314,23 @@ class _Thread:
         return self._result
 
 
-def _control(by_stem: dict[str, Path], params: dict, client=None, slots: int | None = None) -> None:
+def _control(
+    by_stem: dict[str, Path], params: dict, model: keys.ModelRef | None = None, client=None, slots: int | None = None
+) -> None:
     """Chapter 9's control runs (:func:`control_runs`), with a line for each run that is missing; returns
     None (they never stop the book: chapter 9 says what is missing)."""
     from tqdm import tqdm
 
     source = next(s for s in by_stem.values() if chapters.CONTROL_RUNS in chapters.spec_of(s).roles)
     judge = params.get("judge_corpus") or declared_parameters(source)["judge_corpus"]
-    for line in control_runs(params["model"], judge, int(params.get("seed", 0)), client=client, slots=slots):
+    model = params["model"] if model is None else model
+    for line in control_runs(model, judge, int(params.get("seed", 0)), client=client, slots=slots):
         tqdm.write(f"  the comparison across models lacks a run: {line}")
 
 
 def build_book(
-    model: str | None,
-    corpus: str,
+    model: str | None | keys.ModelRef,
+    corpus: str | keys.CorpusRef,
     parameters: dict,
     only: list[str] | None = None,
     out: Path | None = None,
@@ -332,20 +345,23 @@ def build_book(
     chapters again (the tests execute each chapter once and reuse it here), with their ``results_dir``.
     ``repository``/``branch``: the public repository for the Binder launch buttons (see
     :func:`repository_url`; default: this checkout's GitHub/GitLab ``origin``, else no buttons).
+    ``model`` and ``corpus``: names, or refs the caller resolved already (:func:`identifiability.models.keys.target`).
     """
     repository = repository_url(repository)  # a bad address fails here, before anything is removed or run
     src_root = paths.source_root()
     chosen = {c.stem for c in find(only)} if only else set(CHAPTERS)
     sources = [s for s in chapter_sources() if s.stem in chosen]
-    results_dir = Path(results_dir or keys.results_dir(model, corpus)).resolve()
+    target = keys.target(model, corpus)
+    model, corpus = target.model.name, target.corpus.name
+    results_dir = Path(results_dir or target.results_dir).resolve()
     # Relative to the checkout where it lies inside it (the notebooks run there), so no machine's absolute
     # path is printed on the pages.
     shown = results_dir.relative_to(src_root) if results_dir.is_relative_to(src_root) else results_dir
-    params = {"model": model or paths.DEFAULT_MODEL, "corpus": corpus, "results_dir": str(shown), **parameters}
+    params = {"model": model, "corpus": corpus, "results_dir": str(shown), **parameters}
     check_parameters(sources, params)  # fail early on a bad parameter, before an hour of compute
     if executed is None:
-        preflight(sources, params)
-    root = out or keys.build_dir(model, corpus)
+        preflight(sources, params, model=target.model)
+    root = out or target.build_dir
     stage = root / "stage"
     if stage.exists():
         shutil.rmtree(stage)  # from clean: Sphinx keeps stale static files otherwise
@@ -354,7 +370,7 @@ def build_book(
     vendor(stage / "book" / "_vendor")
     beside = {}
     if executed is None:
-        beside = execute_chapters(sources, stage / "notebooks", params)
+        beside = execute_chapters(sources, stage / "notebooks", params, target.model)
     else:
         (stage / "notebooks").mkdir(parents=True, exist_ok=True)
         for source in sources:
@@ -376,7 +392,7 @@ def build_book(
         repository=repository,
         beside=beside,
     )
-    pages.write_claims_page(stage, results_dir, model)
+    pages.write_claims_page(stage, results_dir, target.model)
     book.prepare_pages(stage / "notebooks", root / "downloads")  # charts get the HTML the pages draw them with
     html = root / "html"
     if html.exists():

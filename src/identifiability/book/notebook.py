@@ -40,6 +40,7 @@ class Chapter:
     results_dir: Path
     results: dict = field(default_factory=dict)
     dropped_lines: int = 0  # corpus lines left out: they tokenise to special or unknown tokens only
+    target: keys.Target | None = None  # the model and corpus as setup resolved them (None: a chapter built by hand)
     _twin: LoadedModel | None = field(default=None, repr=False)
 
     def sentences(
@@ -247,11 +248,13 @@ def setup(
     results_dir: str = "",
     **extra,
 ) -> Chapter:
-    """Load the model and corpus, seed everything, switch charts to offline rendering."""
+    """Load the model and corpus, seed everything, switch charts to offline rendering. The kernel is a process of
+    its own: the model and corpus are resolved here, once (``Chapter.target``), for everything the chapter does."""
     random.seed(seed)
     torch.manual_seed(seed)
     enable_offline()
-    lm = load_model(model or None, device=device)
+    target = keys.target(model or None, corpus)
+    lm = load_model(target.model, device=device)
     corp, dropped = drop_unusable(load_corpus(corpus), lm.tokenizer)
     params = {
         "model": model,
@@ -262,8 +265,8 @@ def setup(
         "device": device,
         **extra,
     }
-    out = Path(results_dir) if results_dir else keys.results_dir(model, corpus)
-    return Chapter(chapter, lm, corp, params, out, dropped_lines=dropped)
+    out = Path(results_dir) if results_dir else target.results_dir
+    return Chapter(chapter, lm, corp, params, out, dropped_lines=dropped, target=target)
 
 
 def load_results(results_dir: str | Path, chapter: str) -> dict:

@@ -13,6 +13,7 @@ from ..base.fileio import read_json
 from ..chapters.contract import results_file
 from ..chapters.executed import BUILD_LOCATION, PARAMETERS, assignments, cell_comments, read_notebook, run_seconds
 from ..chapters.parameters import ALLOWED
+from ..models.keys import ModelRef, model_ref
 from ..recorded import store as recorded
 from ..verdicts.claims import claims_table
 from ..verdicts.core import NOT_RUN, Verdict, from_json, render, robustness_summary, verdict_label
@@ -338,16 +339,18 @@ def _claim_card(r: dict, v: Verdict | None, confirmation: str = "—") -> list[s
     ]
 
 
-def write_claims_page(stage: Path, results_dir: Path, model: str | None = None) -> None:
+def write_claims_page(stage: Path, results_dir: Path, model: str | None | ModelRef = None) -> None:
     """``book/claims.md``: the paper-vs-replication table, from data/claims.csv (with its amendments) and the
     verdict each chapter recorded in ``results_dir``: the current verdict, its robustness to the alternatives
     the claim's row names, and for an amended claim the original rule's verdict beside it; and ``model``'s
-    recorded confirmation run (``make confirm``), where there is one."""
+    recorded confirmation run (``make confirm``), where there is one (``model``: a name, or a ref resolved
+    already)."""
     from ..recorded.confirm import confirmation, find
     from ..recorded.family import find as find_family
 
-    confirm = find(model or paths.DEFAULT_MODEL)
-    family = find_family() if paths.is_default_model(model) else None  # the family was judged beside the default
+    model = model_ref(model)
+    confirm = find(model)
+    family = find_family() if model.embedded else None  # the family was judged beside the default
     esc = lambda t: str(t).replace("|", "\\|").replace("\n", " ")  # noqa: E731
     lines = [
         "# Paper vs replication",

@@ -23,11 +23,15 @@ import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..base import paths
 from .executed import PARAMETERS
 from .parameters import ALLOWED, Allowed, Parameter, ParameterError, declared_parameters, unknown
 from .preflight import ChapterRules, ModelInfo, at_least, check, layer_head, window
+
+if TYPE_CHECKING:
+    from ..models.keys import ModelRef
 
 # What other modules need a chapter for, named by that need, never by the chapter's name (a chapter's roles,
 # :attr:`ChapterSpec.roles`; :func:`by_role` finds the one chapter of a role):
@@ -434,10 +438,13 @@ def check_parameters(sources: Sequence[Path], given: dict) -> None:
         coerce_parameters(source, given, strict=False)
 
 
-def preflight(sources: Sequence[Path], params: dict, scoped: dict[str, dict] | None = None) -> None:
+def preflight(
+    sources: Sequence[Path], params: dict, scoped: dict[str, dict] | None = None, model: ModelRef | None = None
+) -> None:
     """Check every chapter's parameters (with its defaults) against the model's config and the corpus before
     anything runs (:func:`identifiability.chapters.preflight.check`, with each chapter's ``checks``); ``scoped``:
-    {stem: parameters of that chapter alone}, which win over ``params`` (a sweep's ``03:name=value``)."""
+    {stem: parameters of that chapter alone}, which win over ``params`` (a sweep's ``03:name=value``); ``model``:
+    ``params["model"]`` as the command resolved it (else the name is resolved here)."""
     scoped = scoped or {}
     chapters = {
         s.stem: (
@@ -450,4 +457,4 @@ def preflight(sources: Sequence[Path], params: dict, scoped: dict[str, dict] | N
         )
         for s in sources
     }
-    check(chapters, params.get("model"), params.get("corpus", paths.DEFAULT_CORPUS))
+    check(chapters, params.get("model") if model is None else model, params.get("corpus", paths.DEFAULT_CORPUS))

@@ -22,7 +22,7 @@ from ..base.fileio import atomic_write
 from ..corpus.corpora import CorpusError, drop_unusable, load_corpus, token_lengths
 from ..models.adapters import adapter_for
 from ..models.fingerprint import ModelNotAvailable, check_encoder_tensors
-from ..models.keys import read_config, resolve
+from ..models.keys import ModelRef, model_ref, read_config
 
 
 class PreflightError(UserError, ValueError):
@@ -40,17 +40,18 @@ class ModelInfo:
     tokenizer: object
 
 
-def model_info(model: str | None) -> ModelInfo:
-    """Config and tokenizer of ``model`` (a local folder is checked file by file first, and its weights'
-    tensor names against its config); no weights are read."""
+def model_info(model: str | None | ModelRef) -> ModelInfo:
+    """Config and tokenizer of ``model`` (a name, or one resolved already; a local folder is checked file by
+    file first, and its weights' tensor names against its config); no weights are read."""
     from transformers import AutoTokenizer
 
-    _, source, _ = resolve(model)
-    config = read_config(model, source)
+    ref = model_ref(model)
+    source = ref.source
+    config = read_config(ref.name, source)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
     except (OSError, ValueError) as e:
-        raise ModelNotAvailable(f"cannot read the tokenizer of {model!r}: {one_line(e)}") from e
+        raise ModelNotAvailable(f"cannot read the tokenizer of {ref.name!r}: {one_line(e)}") from e
     adapter = adapter_for(config.model_type)
     if Path(source).is_dir():  # a hub id's weights are checked by loading them, in the chapter
         check_encoder_tensors(Path(source), config)
@@ -190,7 +191,7 @@ def check_data_folder() -> None:
         ) from None
 
 
-def check(chapters: dict[str, tuple[ChapterRules, dict]], model: str | None, corpus: str) -> None:
+def check(chapters: dict[str, tuple[ChapterRules, dict]], model: str | None | ModelRef, corpus: str) -> None:
     """Check each chapter's parameters against the model's config and the corpus: ``{chapter stem: (its rules,
     its parameters with defaults filled in)}``, then the data folder (:func:`check_data_folder`, last: a check
     that fails before it makes no folder). The corpus is read (and tokenised) once, whichever chapters run.

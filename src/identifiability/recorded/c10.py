@@ -29,8 +29,8 @@ TOLERANCE = 1e-6  # exact HTA is deterministic up to float summation order
 
 
 def record_c10(
-    model: str,
-    corpus: str,
+    model: str | keys.ModelRef,
+    corpus: str | keys.CorpusRef,
     n: int | None = None,
     seed: int = 0,
     group: int = 1,
@@ -42,25 +42,28 @@ def record_c10(
     source: Path | None = None,
 ) -> recorded.Recorded:
     """Draw C10's sample of ``corpus`` (``n`` draws, default :func:`proportional.sentences_needed`), compute
-    and record it under the checkout ``source`` (default: this one); returns the recorded run."""
+    and record it under the checkout ``source`` (default: this one); returns the recorded run. ``model`` and
+    ``corpus``: names, or refs the caller resolved already (:func:`identifiability.models.keys.target`)."""
     from ..corpus.corpora import drop_unusable, load_corpus, token_lengths
     from ..hta import hta_corpus
     from ..models.load import load_model
 
     t0 = time.time()
-    lm = load_model(model)
+    target = keys.target(model, corpus)
+    model, corpus = target.model.name, target.corpus.name
+    lm = load_model(target.model)
     corp, _ = drop_unusable(load_corpus(corpus), lm.tokenizer)
     pool = proportional.eligible(token_lengths(corp.sentences, lm.tokenizer))
     n = n or proportional.sentences_needed()
     draws = proportional.draw(pool, n, seed)
     distinct = sorted(set(draws))
     texts = [corp.sentences[i] for i in distinct]
-    todo = corpus_hta.uncached(model, texts)
+    todo = corpus_hta.uncached(target.model, texts)
     echo(
         f"C10's sample of {corpus}: {n} draws, {len(distinct)} distinct sentences of up to {pool.max_tokens} "
         f"tokens ({pool.covered:.1%} of the corpus's hidden tokens eligible); {len(texts) - len(todo)} cached"
     )
-    corpus_hta.on_cluster(model, todo, group, scheduler, workers, client, progress)
+    corpus_hta.on_cluster(target.model, todo, group, scheduler, workers, client, progress)
     results = hta_corpus(lm, texts, mode="exact", cache=True, progress=False)
     rows = {i: {"text": t, **proportional.sentence_row(r)} for i, t, r in zip(distinct, texts, results)}
     got = proportional.shares(rows, draws, seed)
@@ -68,8 +71,8 @@ def record_c10(
     half = (share.high - share.low) / 2
     sd = float(np.std([rows[i]["share"] for i in draws], ddof=1)) if n > 1 else float("nan")
     out = {
-        "model": keys.model_key(model),
-        "corpus": keys.corpus_key(corpus),
+        "model": target.model.key,
+        "corpus": target.corpus.key,
         "seed": seed,
         "n": n,
         "percentile": proportional.PERCENTILE,
@@ -89,10 +92,9 @@ def record_c10(
             "sd": sd,
         },
     }
-    target = proportional.record_command(model, corpus).removeprefix("make ")  # with MODEL=, CORPUS= if not default
-    prov = recorded.provenance(["C10"], target, time.time() - t0, source)
-    key = proportional.c10_key(model, corpus)
-    rec = recorded.record(proportional.C10_JOB, key, out, prov, TOLERANCE, source, echo)
+    make = proportional.record_command(model, corpus).removeprefix("make ")  # with MODEL=, CORPUS= if not default
+    prov = recorded.provenance(["C10"], make, time.time() - t0, source)
+    rec = recorded.record(proportional.C10_JOB, target.key, out, prov, TOLERANCE, source, echo)
     where = recorded.folder(rec.job, rec.key, source)
     echo(f"C10: share {share} over {n} draws; half-width {half:.4f}; recorded in {where}")
     if half > proportional.HALF_WIDTH:

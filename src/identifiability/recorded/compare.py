@@ -125,9 +125,10 @@ def provenances(results: Mapping) -> dict[str, dict]:
     return {name: results["files"][rel] for name, rel in results.get("model_provenance", {}).items()}
 
 
-def find(reference: str, source: Path | None = None) -> recorded.Recorded | None:
-    """The recorded `make compare` run of ``reference`` in the checkout ``source`` (default: this one), or None."""
-    return recorded.find(JOB, keys.model_key(reference), TARGET, source)
+def find(reference: str | keys.ModelRef, source: Path | None = None) -> recorded.Recorded | None:
+    """The recorded `make compare` run of ``reference`` (a name, or a ref resolved already) in the checkout
+    ``source`` (default: this one), or None."""
+    return recorded.find(JOB, keys.model_ref(reference).key, TARGET, source)
 
 
 def find_named(name: str, source: Path | None = None) -> recorded.Recorded | None:
@@ -185,7 +186,7 @@ def record_compare(
     kernels = [data / rel for rel in chapter_runs(results)]
     prov = recorded.provenance(CLAIMS, TARGET, seconds, checkout, kernels=kernels, data=data)
     prov |= {"seconds_from": how, "data": str(data), "checkout": str(checkout)}
-    rec = recorded.record(JOB, keys.model_key(base), results, prov, TOLERANCE, into, echo)
+    rec = recorded.record(JOB, keys.model_ref(base).key, results, prov, TOLERANCE, into, echo)
     size = sum(f.stat().st_size for f in recorded.folder(rec.job, rec.key, into).iterdir())
     echo(
         f"recorded {len(results['files'])} files ({len(results['model_provenance'])} model provenances) of "

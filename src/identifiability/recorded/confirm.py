@@ -59,43 +59,50 @@ def gather(results_dir: Path) -> dict:
     return out
 
 
-def run_chapters(model: str, corpus: str, progress: bool = True) -> list[Path]:
-    """Execute the judging chapters on ``corpus`` with :data:`PARAMS` (every parameter checked first, before
-    anything runs); their results go to ``keys.results_dir(model, corpus)``; returns the executed notebooks."""
+def run_chapters(target: keys.Target, progress: bool = True) -> list[Path]:
+    """Execute the judging chapters on ``target``'s corpus with :data:`PARAMS` (every parameter checked first,
+    before anything runs); their results go to ``target.results_dir``; returns the executed notebooks."""
     from ..chapters.contract import by_name, check_parameters, preflight
     from ..chapters.execution import run_notebook
 
+    model, corpus = target.model.name, target.corpus.name
     runs = [(by_name(name).source, {"model": model, "corpus": corpus, **p}) for name, p in PARAMS.items()]
     for source, params in runs:
         check_parameters([source], params)
-        preflight([source], params)
-    out = keys.build_dir(model, corpus) / "confirm"
+        preflight([source], params, model=target.model)
+    out = target.build_dir / "confirm"
     return [run_notebook(source, out, params, progress=progress) for source, params in runs]
 
 
 def record_confirm(
-    model: str = paths.DEFAULT_MODEL,
-    corpus: str = CORPUS,
+    model: str | keys.ModelRef = paths.DEFAULT_MODEL,
+    corpus: str | keys.CorpusRef = CORPUS,
     run: bool = True,
     echo: Callable[[str], None] = print,
 ) -> recorded.Recorded:
     """Run the judging chapters on ``corpus`` (unless not ``run``: their results are already there), gather
-    their verdicts (:func:`gather`, from ``keys.results_dir(model, corpus)``) and record them."""
+    their verdicts (:func:`gather`, from the target's ``results_dir``) and record them. ``model`` and ``corpus``:
+    names, or refs the caller resolved already (:func:`identifiability.models.keys.target`)."""
     t0 = time.time()
+    target = keys.target(model, corpus)
+    model, corpus = target.model.name, target.corpus.name
     if run:
-        run_chapters(model, corpus)
-    folder = keys.results_dir(model, corpus)
+        run_chapters(target)
+    folder = target.results_dir
     results = gather(folder)
     kernels = [folder / f"{stem}.json" for stem in results["params"]]  # the results files gather read
     prov = recorded.provenance(sorted(results["claims"]), TARGET, time.time() - t0, kernels=kernels)
     prov |= {"corpus": corpus, "model": model}
-    rec = recorded.record(JOB, f"{keys.model_key(model)}/{keys.corpus_key(corpus)}", results, prov, TOLERANCE)
+    rec = recorded.record(JOB, target.key, results, prov, TOLERANCE)
     echo(f"recorded {len(results['claims'])} verdicts on {corpus} in {recorded.folder(rec.job, rec.key)}")
     return rec
 
 
-def find(model: str = paths.DEFAULT_MODEL, corpus: str = CORPUS) -> recorded.Recorded | None:
-    return recorded.find(JOB, f"{keys.model_key(model)}/{keys.corpus_key(corpus)}", TARGET)
+def find(
+    model: str | keys.ModelRef = paths.DEFAULT_MODEL, corpus: str | keys.CorpusRef = CORPUS
+) -> recorded.Recorded | None:
+    """The recorded run of ``model`` on ``corpus`` (names, or refs resolved already), if any."""
+    return recorded.find(JOB, keys.target(model, corpus).key, TARGET)
 
 
 def confirmation(claim: str, build_verdict: str | None, rec: recorded.Recorded | None) -> dict | None:

@@ -82,23 +82,31 @@ def members(data: Path, corpus: str = paths.DEFAULT_CORPUS) -> dict[str, dict]:
     return found
 
 
-def _chapter7(data: Path, corpus: str, model: str) -> Path:
-    """Chapter 7's results file of ``model`` and ``corpus`` under the data folder ``data``."""
-    return data / keys.results_dir(model, corpus).relative_to(paths.data_root()) / f"{by_role(HEAD_WIDTH).stem}.json"
+def _chapter7(data: Path, target: keys.Target) -> Path:
+    """Chapter 7's results file of ``target``'s model and corpus under the data folder ``data``."""
+    return data / target.results_dir.relative_to(paths.data_root()) / f"{by_role(HEAD_WIDTH).stem}.json"
 
 
-def results_files(data: Path, corpus: str = paths.DEFAULT_CORPUS, model: str = paths.DEFAULT_MODEL) -> list[Path]:
-    """The chapter results files :func:`gather` reads (their kernels report what they computed with)."""
-    seven = _chapter7(data, corpus, model)
-    return [*([seven] if seven.is_file() else []), *(f for f, _ in _latest_runs(data, corpus).values())]
+def results_files(
+    data: Path, corpus: str | keys.CorpusRef = paths.DEFAULT_CORPUS, model: str | keys.ModelRef = paths.DEFAULT_MODEL
+) -> list[Path]:
+    """The chapter results files :func:`gather` reads (their kernels report what they computed with); ``corpus``
+    and ``model``: names, or refs resolved already."""
+    target = keys.target(model, corpus)
+    seven = _chapter7(data, target)
+    return [*([seven] if seven.is_file() else []), *(f for f, _ in _latest_runs(data, target.corpus.name).values())]
 
 
-def gather(data: Path, corpus: str = paths.DEFAULT_CORPUS, model: str = paths.DEFAULT_MODEL) -> dict:
+def gather(
+    data: Path, corpus: str | keys.CorpusRef = paths.DEFAULT_CORPUS, model: str | keys.ModelRef = paths.DEFAULT_MODEL
+) -> dict:
     """What the record holds (module docstring), from the data folder ``data``: chapter 7's results file of
-    ``model`` and ``corpus`` (``head_width``: its results and parameters), and per member ``members``
-    (:func:`members`)."""
+    ``model`` and ``corpus`` (names, or refs resolved already; ``head_width``: its results and parameters), and
+    per member ``members`` (:func:`members`)."""
+    target = keys.target(model, corpus)
+    corpus = target.corpus.name
     found = members(data, corpus)
-    path = _chapter7(data, corpus, model)
+    path = _chapter7(data, target)
     head_width = None
     if path.is_file():
         doc = read_json(path)
@@ -120,17 +128,18 @@ def record_family(
     duration is since ``started`` (make family's start, a Unix time), else this job's."""
     t0 = started if started is not None else time.time()
     data = (data or paths.data_root()).resolve()
-    results = gather(data, corpus)
-    kernels = results_files(data, corpus)
+    target = keys.target(paths.DEFAULT_MODEL, corpus)  # chapter 7's run beside the family is the default model's
+    results = gather(data, target.corpus, target.model)
+    kernels = results_files(data, target.corpus, target.model)
     prov = recorded.provenance(sorted(results["judged_under"]), TARGET, time.time() - t0, kernels=kernels, data=data)
-    rec = recorded.record(JOB, keys.corpus_key(corpus), results, prov, TOLERANCE)
+    rec = recorded.record(JOB, target.corpus.key, results, prov, TOLERANCE)
     echo(f"recorded the family's results ({len(results['members'])} members) in {recorded.folder(JOB, rec.key)}")
     return rec
 
 
-def find(corpus: str = paths.DEFAULT_CORPUS, source: Path | None = None) -> recorded.Recorded | None:
-    """The recorded `make family` run on ``corpus``, or None."""
-    return recorded.find(JOB, keys.corpus_key(corpus), TARGET, source)
+def find(corpus: str | keys.CorpusRef = paths.DEFAULT_CORPUS, source: Path | None = None) -> recorded.Recorded | None:
+    """The recorded `make family` run on ``corpus`` (a name, or a ref resolved already), or None."""
+    return recorded.find(JOB, keys.corpus_ref(corpus).key, TARGET, source)
 
 
 def judged(member: dict) -> bool:

@@ -31,7 +31,7 @@ N_SENTENCES = 50  # the rules' least number of scored sentences (MEASURES_MIN_SE
 TOLERANCE = 1e-6  # exact HTA is deterministic up to float summation order; the other measures too
 
 
-def sample_texts(model: str, corpus: str, n: int, seed: int = 0) -> list[str]:
+def sample_texts(model: keys.ModelRef, corpus: str, n: int, seed: int = 0) -> list[str]:
     """The distinct sentences of the first ``n`` draws of C10's sample design on ``corpus``."""
     from ..corpus.corpora import drop_unusable, load_corpus, token_lengths
     from ..models.load import load_model
@@ -44,8 +44,8 @@ def sample_texts(model: str, corpus: str, n: int, seed: int = 0) -> list[str]:
 
 
 def record_measures(
-    model: str = paths.DEFAULT_MODEL,
-    corpus: str = paths.DEFAULT_CORPUS,
+    model: str | keys.ModelRef = paths.DEFAULT_MODEL,
+    corpus: str | keys.CorpusRef = paths.DEFAULT_CORPUS,
     n: int = N_SENTENCES,
     seed: int = 0,
     scheduler: str | None = None,
@@ -53,11 +53,14 @@ def record_measures(
     run: bool = True,
     echo: Callable[[str], None] = print,
 ) -> recorded.Recorded:
-    """Exact HTA of the sample on a cluster, chapter 10 on it (unless not ``run``), then the record."""
+    """Exact HTA of the sample on a cluster, chapter 10 on it (unless not ``run``), then the record. ``model``
+    and ``corpus``: names, or refs the caller resolved already (:func:`identifiability.models.keys.target`)."""
     from ..chapters.execution import run_notebook
     from ..verdicts.claims import load_claims
 
     t0 = time.time()
+    target = keys.target(model, corpus)
+    model, corpus = target.model.name, target.corpus.name
     spec = by_role(MEASURES)
     params = {"model": model, "corpus": corpus, "n_sentences": n, "sample": "proportional", "seed": seed}
     # the checkout's state when the chapter starts: a commit made while it runs (it runs long) must not be
@@ -65,11 +68,11 @@ def record_measures(
     claims = sorted(c["id"] for c in load_claims() if c["chapter"] == spec.stem)
     prov = recorded.provenance(claims, TARGET, 0.0)
     if run:
-        todo = corpus_hta.uncached(model, sample_texts(model, corpus, n, seed))
+        todo = corpus_hta.uncached(target.model, sample_texts(target.model, corpus, n, seed))
         echo(f"{n} draws of {corpus}; exact HTA of {len(todo)} sentences not in the cache")
-        corpus_hta.on_cluster(model, todo, 1, scheduler, workers, None, True)
-        run_notebook(spec.source, keys.build_dir(model, corpus) / JOB, params, progress=True)
-    path = keys.results_dir(model, corpus) / f"{spec.stem}.json"
+        corpus_hta.on_cluster(target.model, todo, 1, scheduler, workers, None, True)
+        run_notebook(spec.source, target.build_dir / JOB, params, progress=True)
+    path = target.results_dir / f"{spec.stem}.json"
     if not path.is_file():
         raise NothingToRecord(f"no results of {spec.stem} in {path.parent}: run make measures")
     doc = read_json(path)
@@ -84,11 +87,13 @@ def record_measures(
     results["params"] = {k: v for k, v in doc["params"].items() if k != "results_dir"}
     prov |= {"seconds": time.time() - t0, "corpus": corpus, "model": model}
     prov["hashes"] |= recorded.computed([path], paths.data_root())  # this process's and the chapter kernel's
-    rec = recorded.record(JOB, f"{keys.model_key(model)}/{keys.corpus_key(corpus)}", results, prov, TOLERANCE)
+    rec = recorded.record(JOB, target.key, results, prov, TOLERANCE)
     echo(f"recorded chapter 10's scores on {n} sentences in {recorded.folder(rec.job, rec.key)}")
     return rec
 
 
-def find(model: str = paths.DEFAULT_MODEL, corpus: str = paths.DEFAULT_CORPUS) -> recorded.Recorded | None:
-    """The recorded run of ``model`` on ``corpus``, if any."""
-    return recorded.find(JOB, f"{keys.model_key(model)}/{keys.corpus_key(corpus)}", TARGET)
+def find(
+    model: str | keys.ModelRef = paths.DEFAULT_MODEL, corpus: str | keys.CorpusRef = paths.DEFAULT_CORPUS
+) -> recorded.Recorded | None:
+    """The recorded run of ``model`` on ``corpus`` (names, or refs resolved already), if any."""
+    return recorded.find(JOB, keys.target(model, corpus).key, TARGET)

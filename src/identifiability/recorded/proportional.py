@@ -165,13 +165,10 @@ def record_command(model: str, corpus: str) -> str:
     return f"make {C10_TARGET} MODEL={model} CORPUS={corpus}"
 
 
-def recorded_c10(model: str, corpus: str) -> Recorded | None:
-    """C10's recorded run for ``model`` and ``corpus`` (``data/recorded/c10/<model>/<corpus>``), or None."""
-    return recorded.find(C10_JOB, c10_key(model, corpus), C10_TARGET)
-
-
-def c10_key(model: str, corpus: str) -> str:
-    return f"{keys.model_key(model)}/{keys.corpus_key(corpus)}"
+def recorded_c10(model: str | None | keys.ModelRef, corpus: str | keys.CorpusRef) -> Recorded | None:
+    """C10's recorded run for ``model`` and ``corpus`` (names, or refs resolved already;
+    ``data/recorded/c10/<model>/<corpus>``), or None."""
+    return recorded.find(C10_JOB, keys.target(model, corpus).key, C10_TARGET)
 
 
 def describe(sample: dict) -> str:

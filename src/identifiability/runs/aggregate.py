@@ -105,6 +105,15 @@ def _claim_rows(cid: str, v: dict) -> Iterator[dict]:
         yield from _claim_rows(part.get("claim") or f"{cid}.part", part)
 
 
+def _model_key(name: str | None) -> str:
+    """The model key of a results file from before files recorded it: its model resolved here, or, a folder
+    not on this machine, its name made safe."""
+    try:
+        return keys.model_ref(name).key
+    except keys.ModelNotAvailable:
+        return paths.safe_key(name)
+
+
 def rows_of(doc: dict, source: str, run: str) -> list[dict]:
     """The table rows of one chapter results file (as :meth:`Chapter.save` writes it)."""
     p = doc.get("params", {})
@@ -113,7 +122,7 @@ def rows_of(doc: dict, source: str, run: str) -> list[dict]:
         "source": source,
         "run": run,
         "model": str(p.get("model") or paths.DEFAULT_MODEL),
-        "model_key": prov.get("key") or keys.model_key(p.get("model")),
+        "model_key": prov.get("key") or _model_key(p.get("model")),
         "content_key": prov.get("content_key", ""),
         "corpus": str(p.get("corpus", "")),
         "seed": int(p.get("seed", 0)),

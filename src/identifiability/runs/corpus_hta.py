@@ -69,7 +69,7 @@ HTA_MIN_TOKENS = 3  # chapter 6's corpus sample: a token besides the two special
 
 
 def job_sentences(
-    model: str, corpus: str, n: int, seed: int, max_tokens: int, min_tokens: int = HTA_MIN_TOKENS
+    model: keys.ModelRef, corpus: str, n: int, seed: int, max_tokens: int, min_tokens: int = HTA_MIN_TOKENS
 ) -> list[str]:
     """The sentences chapter 6's corpus statistics use for these parameters (the same seeded sample)."""
     from ..chapters.preflight import model_info
@@ -81,7 +81,7 @@ def job_sentences(
 
 
 def hta_job(
-    model: str,
+    model: str | keys.ModelRef,
     corpus: str,
     n: int | None = None,
     seed: int | None = None,
@@ -94,7 +94,8 @@ def hta_job(
 ) -> dict:
     """Exact HTA for the sentences chapter 6 would study (defaults: its ``n_sentences``, ``max_tokens`` and
     ``seed``), ``group`` sentences per task, into the cache chapter 6 reads (``-p exact_all=True`` then
-    costs nothing). Sentences already cached are not sent. Returns counts and seconds."""
+    costs nothing). Sentences already cached are not sent. Returns counts and seconds. ``model``: a name, or
+    one the caller resolved already (:func:`identifiability.models.keys.model_ref`)."""
     defaults = declared_parameters(by_role(CORPUS_HTA).source)
     n = defaults["n_sentences"] if n is None else n
     seed = defaults["seed"] if seed is None else seed
@@ -102,6 +103,7 @@ def hta_job(
     for name, value in (("--n", n), ("--max-tokens", max_tokens), ("--group", group)):
         if value < 1:
             raise SweepError(f"{name} must be at least 1, got {value}")
+    model = keys.model_ref(model)
     texts = job_sentences(model, corpus, n, seed, max_tokens)
     t0 = time.time()
     todo = uncached(model, texts)
@@ -114,20 +116,27 @@ def hta_job(
     }
 
 
-def uncached(model: str, texts: list[str]) -> list[str]:
+def uncached(model: keys.ModelRef, texts: list[str]) -> list[str]:
     """The ``texts`` whose exact HTA is not in the cache yet, by the keys hta_corpus uses."""
     from ..base.results import cache_file
     from ..hta import cache_folder, cache_params
 
-    ckey, folder = keys.content_key_of(model), cache_folder(keys.model_key(model))
+    ckey, folder = model.content_key, cache_folder(model.key)
     return [t for t in texts if not cache_file(folder, cache_params(ckey, t)).is_file()]
 
 
 def on_cluster(
-    model: str, todo: list[str], group: int, scheduler: str | None, workers: int | None, client, progress: bool
+    model: keys.ModelRef,
+    todo: list[str],
+    group: int,
+    scheduler: str | None,
+    workers: int | None,
+    client,
+    progress: bool,
 ) -> int:
     """Exact HTA of ``todo`` on a Dask cluster, ``group`` sentences per task, into this machine's cache
-    (each finished task's entries written at once, so an interrupted job resumes where it stopped)."""
+    (each finished task's entries written at once, so an interrupted job resumes where it stopped). The
+    workers load ``model`` by its name: each is a process of its own, which resolves it once for itself."""
     from distributed import as_completed
     from tqdm import tqdm
 
@@ -138,7 +147,7 @@ def on_cluster(
         client = client or cluster.connect(scheduler, workers)
         try:
             data_root = cluster.local_data(client)
-            futures = [client.submit(hta_group, model, g, data_root, retries=1, pure=False) for g in groups]
+            futures = [client.submit(hta_group, model.name, g, data_root, retries=1, pure=False) for g in groups]
             bar = tqdm(total=len(todo), desc="exact HTA", unit="sentence", disable=not progress)
             for fut in as_completed(futures):
                 out = fut.result()

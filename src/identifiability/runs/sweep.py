@@ -67,7 +67,7 @@ class Run:
     """One task of a sweep: a chapter executed on one model, corpus and seed with fixed parameters."""
 
     model: str  # as the user wrote it
-    model_key: str  # the folder name results are filed under (:func:`identifiability.models.keys.model_key`)
+    model_key: str  # the folder name results are filed under (:attr:`identifiability.models.keys.ModelRef.key`)
     content_key: str  # SHA-256 of the weights, config and tokenizer files
     corpus: str
     corpus_key: str  # name, plus a text file's SHA-256
@@ -85,10 +85,12 @@ class Run:
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()
 
     def folder(self, root: Path) -> Path:
-        return root / self.model_key / keys.corpus_key(self.corpus) / self.chapter / f"seed{self.seed}-{self.key[:12]}"
+        return (
+            root / self.model_key / keys.corpus_ref(self.corpus).key / self.chapter / f"seed{self.seed}-{self.key[:12]}"
+        )
 
     def label(self) -> str:
-        return f"{self.chapter} on {self.model_key}/{keys.corpus_key(self.corpus)} seed {self.seed}"
+        return f"{self.chapter} on {self.model_key}/{keys.corpus_ref(self.corpus).key} seed {self.seed}"
 
 
 @dataclass
@@ -152,9 +154,14 @@ def split_scoped(params: dict, sources: Sequence[Path]) -> tuple[dict, dict[str,
 
 
 def plan(
-    models: Sequence[str], corpora: Sequence[str], seeds: Sequence[int], chapters: Sequence[str] | None, params: dict
+    models: Sequence[str | keys.ModelRef],
+    corpora: Sequence[str],
+    seeds: Sequence[int],
+    chapters: Sequence[str] | None,
+    params: dict,
 ) -> tuple[list[Run], list[tuple[str, str]]]:
-    """The sweep's runs, and (what, one-line reason) for every model or corpus that cannot run.
+    """The sweep's runs, and (what, one-line reason) for every model or corpus that cannot run. Each model
+    (a name, or one resolved already) and each corpus is resolved once, here.
 
     Parameters are checked for every chapter first (a bad ``-p`` stops the whole sweep); a model that cannot
     be fingerprinted, or fails the pre-flight checks on a corpus, is reported and left out, the rest goes on.
@@ -165,30 +172,34 @@ def plan(
     params, scoped = split_scoped(params, sources)
     if "seed" in params or any("seed" in v for v in scoped.values()):
         raise SweepError("the seed is a sweep dimension: pass --seeds 0,1,2 instead of -p seed=...")
-    check_parameters(sources, {"model": models[0], "corpus": corpora[0], **params})
+    names = [m.name if isinstance(m, keys.ModelRef) else m for m in models]
+    check_parameters(sources, {"model": names[0], "corpus": corpora[0], **params})
     for s in sources:
         coerce_parameters(s, scoped[s.stem], strict=True)  # a chapter's own parameter must be its own
     check_data_folder()  # not one model's or corpus's problem: the whole sweep stops
     hashes = {s.stem: source_hash(s) for s in sources}
     runs, problems = [], []
-    for model in models:
+    corpus_refs = [keys.corpus_ref(c) for c in corpora]
+    for model, name in zip(models, names):
         try:
-            ckey, mkey = keys.content_key_of(model), keys.model_key(model)
+            ref = keys.model_ref(model)
+            ckey, mkey = ref.content_key, ref.key
         except UserError as e:
-            problems.append((f"model {model}", one_line(e)))
+            problems.append((f"model {name}", one_line(e)))
             continue
-        for corpus in corpora:
+        for cref in corpus_refs:
+            corpus = cref.name
             try:
-                preflight(sources, {"model": model, "corpus": corpus, **params}, scoped)
+                preflight(sources, {"model": name, "corpus": corpus, **params}, scoped, model=ref)
             except UserError as e:
-                problems.append((f"{model} on {corpus}", one_line(e)))
+                problems.append((f"{name} on {corpus}", one_line(e)))
                 continue
-            corpus_id = keys.corpus_identity(corpus)
+            corpus_id = cref.identity
             for seed in seeds:
                 for s in sources:
                     own = {**coerce_parameters(s, params, strict=False), **coerce_parameters(s, scoped[s.stem])}
                     own.pop("results_dir", None)
-                    runs.append(Run(model, mkey, ckey, corpus, corpus_id, s.stem, int(seed), own, hashes[s.stem]))
+                    runs.append(Run(name, mkey, ckey, corpus, corpus_id, s.stem, int(seed), own, hashes[s.stem]))
     return runs, problems
 
 
@@ -208,10 +219,10 @@ def longest_first(runs: Sequence[Run], root: Path) -> list[Run]:
     seen: dict[tuple[str, str], list[float]] = {}
     for f in root.rglob(RUN_FILE) if root.is_dir() else []:
         m = read_json(f)
-        seen.setdefault((current_stem(m["chapter"]), keys.corpus_key(m["corpus"])), []).append(float(m["seconds"]))
+        seen.setdefault((current_stem(m["chapter"]), keys.corpus_ref(m["corpus"]).key), []).append(float(m["seconds"]))
 
     def expected(r: Run) -> float:
-        past = seen.get((r.chapter, keys.corpus_key(r.corpus)))
+        past = seen.get((r.chapter, keys.corpus_ref(r.corpus).key))
         return statistics.median(past) if past else CHAPTERS[r.chapter].expected_seconds
 
     return sorted(runs, key=expected, reverse=True)  # stable: ties keep the plan's order
@@ -308,7 +319,7 @@ def _attempts(client, topic: str, run: Run) -> int:
 
 
 def sweep(
-    models: Sequence[str],
+    models: Sequence[str | keys.ModelRef],
     corpora: Sequence[str],
     seeds: Sequence[int],
     chapters: Sequence[str] | None = None,
