@@ -8,14 +8,14 @@ import os
 
 from identifiability.base import paths
 from identifiability.book import build
-from identifiability.chapters.contract import CHAPTERS, results_file
+from identifiability.chapters.contract import CHAPTERS, by_name, results_file
 
 THREADS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
 def test_chapters_run_side_by_side_on_the_cluster(tiny_model_folder, tmp_path, monkeypatch):
     monkeypatch.setenv(paths.DATA_ENV, str(tmp_path / "data"))
-    stems = ["01_model_and_data", "08_explore"]
+    stems = [by_name("model_and_data").stem, by_name("explore").stem]
     params = {"model": str(tiny_model_folder(3, "tiny3")), "corpus": "lee", "results_dir": str(tmp_path / "results")}
     before = {k: os.environ.get(k) for k in THREADS}
     beside = build.execute_chapters([CHAPTERS[s].source for s in stems], tmp_path / "nb", {**params, "n_sentences": 6})

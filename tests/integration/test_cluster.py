@@ -19,11 +19,16 @@ import pytest
 
 from identifiability.base import paths
 from identifiability.base.fileio import read_json
+from identifiability.chapters.contract import by_name
 
 DASK = Path(sys.executable).with_name("dask")
 # Chapter 1 with few sentences: a few seconds of computing per run on a tiny model.
 PARAMS = {"n_sentences": 6}
-FILES = ["01_model_and_data.ipynb", "01_model_and_data.json", "run.json"]  # a finished run's folder
+FILES = [
+    f"{by_name('model_and_data').stem}.ipynb",
+    f"{by_name('model_and_data').stem}.json",
+    "run.json",
+]  # a finished run's folder
 QUIET = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
 WAIT = 300  # seconds before a marker that never comes fails the test (a hang, not a timing assertion)
 
@@ -171,8 +176,8 @@ def test_a_sweep_on_an_external_scheduler_survives_a_killed_worker(cluster, tiny
     assert sorted(p.name.split("-")[0] for p in runs) == ["seed0", "seed1"]  # exactly one folder per run
     for run in runs:
         assert sorted(p.name for p in run.iterdir()) == [
-            "01_model_and_data.ipynb",
-            "01_model_and_data.json",
+            f"{by_name('model_and_data').stem}.ipynb",
+            f"{by_name('model_and_data').stem}.json",
             "run.json",
         ]
     assert sorted(read_json(r / "run.json")["attempts"] for r in runs) == [1, 2]  # the killed run ran again

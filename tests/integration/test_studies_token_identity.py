@@ -14,6 +14,7 @@ import torch
 from identifiability import identity as ident
 from identifiability.base.stats import Interval, hierarchical_ci, hierarchical_interval
 from identifiability.book import schema
+from identifiability.chapters.contract import by_name
 from identifiability.corpus.corpora import load_corpus, sample_sentences
 from identifiability.studies import token_identity as study
 from identifiability.text import token_identity as prose
@@ -291,7 +292,7 @@ def test_second_corpus_trains_its_own_probes_and_transfers_the_first(tiny_lm, pr
 
 def test_the_recorded_fields_are_the_chapters_schema(sample, probes, rates, claims):
     recorded = {**sample.record(), **probes.record(), **rates.record(), **claims.record()}
-    schema.check("04_token_identity", recorded)
+    schema.check(by_name("token_identity").stem, recorded)
     assert not {"hs", "splits", "probes", "rates", "c6", "naive_drop", "curves", "position"} & set(recorded)
 
 

@@ -17,6 +17,7 @@ from identifiability.base import stats
 from identifiability.base.digits import pct
 from identifiability.base.fileio import write_json
 from identifiability.base.stats import Interval, chance_of_holding, sentences_for_power, unpaired_difference
+from identifiability.chapters.contract import by_name
 from identifiability.charts.across_models import differences_chart
 from identifiability.models.load import random_model
 from identifiability.runs import aggregate, model_comparison
@@ -50,7 +51,7 @@ def _file(
     """A chapter 4 results file holding ``linear_rate_by_sentence`` with ``rate`` (probe seeds, n, L) and,
     where given, the test tokens per sentence."""
     doc = {
-        "chapter": "04_token_identity",
+        "chapter": by_name("token_identity").stem,
         "params": {"model": model, "corpus": CORPUS, "seed": 0, "n_sentences": 400},
         "provenance": {"key": key, "content_key": content},
         "results": {
@@ -63,7 +64,7 @@ def _file(
             | ({} if tokens is None else {"tokens": [int(t) for t in tokens]})
         },
     }
-    write_json(root / "results" / key / CORPUS / "04_token_identity.json", doc)
+    write_json(root / "results" / key / CORPUS / f"{by_name('token_identity').stem}.json", doc)
 
 
 def _model_folder(root, name: str, prov: dict) -> str:

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from identifiability.base.stats import Interval, unpaired_difference
+from identifiability.chapters.contract import by_name
 from identifiability.runs import aggregate, model_comparison
 from identifiability.text.across_models import claims_markdown
 from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_RUN, PARTLY
@@ -73,7 +74,7 @@ def _model(folder, kind, task=None):
 
 def _doc(model: str, key: str, rates: list[float], c6: float, n_sentences: int = 10) -> dict:
     return {
-        "chapter": "04_token_identity",
+        "chapter": by_name("token_identity").stem,
         "params": {"model": model, "corpus": "lee", "seed": 0, "n_sentences": n_sentences},
         "provenance": {"key": key, "content_key": key},
         "results": {
@@ -145,7 +146,7 @@ def test_separator_curves_by_role_whatever_the_tokenizer_calls_it():
         lm = with_tokenizer(family)
         results = mass_by_category(lm, texts, progress=False).record()
         docs.append({
-            "chapter": "03_effective_attention",
+            "chapter": by_name("effective_attention").stem,
             "params": {"model": f"tiny-{family}", "corpus": "lee", "seed": 0, "n_sentences": 2},
             "provenance": {"key": f"tiny-{family}", "content_key": f"tiny-{family}"},
             "results": results,

@@ -9,9 +9,10 @@ from identifiability.base import paths
 from identifiability.book import build
 from identifiability.chapters import contract as chapters
 from identifiability.chapters import parameters
+from identifiability.chapters.contract import by_name
 from identifiability.models import keys
 
-NB = paths.source_root() / "notebooks" / "01_model_and_data.md"
+NB = paths.source_root() / "notebooks" / f"{by_name('model_and_data').stem}.md"
 
 
 def test_declared_parameters_read_from_the_parameters_cell():
@@ -30,7 +31,7 @@ def test_an_unknown_parameter_names_the_closest_declared_one():
 
 
 def test_a_parameter_no_chapter_declares_stops_the_book_before_anything_runs(capsys, tmp_path):
-    assert cli.main(["book", "-p", "n_sentnces=5", "--only", "01_model_and_data"]) == 2
+    assert cli.main(["book", "-p", "n_sentnces=5", "--only", by_name("model_and_data").stem]) == 2
     assert "did you mean 'n_sentences'" in capsys.readouterr().err
     assert cli.main(["run", str(NB), "-p", "lyer=3", "--out", str(tmp_path)]) == 2
     assert "no parameter 'lyer'" in capsys.readouterr().err and not list(tmp_path.iterdir())
@@ -39,11 +40,11 @@ def test_a_parameter_no_chapter_declares_stops_the_book_before_anything_runs(cap
 
 
 def test_a_parameter_not_set_by_default_takes_its_contract_type():
-    ch2 = chapters.CHAPTERS["02_nonidentifiability"].source
+    ch2 = chapters.CHAPTERS[by_name("nonidentifiability").stem].source
     assert parameters.declared_parameters(ch2)["layer"] is None  # not set: the chapter picks the middle layer
     assert chapters.coerce_parameters(ch2, {"layer": "3"}) == {"layer": 3}
     assert chapters.coerce_parameters(ch2, {"layer": "none"}) == {"layer": None}
-    with pytest.raises(parameters.ParameterError, match="'layer' of 02_nonidentifiability must be int"):
+    with pytest.raises(parameters.ParameterError, match=f"'layer' of {by_name('nonidentifiability').stem} must be int"):
         chapters.coerce_parameters(ch2, {"layer": "top"})
 
 
@@ -66,14 +67,18 @@ def test_malformed_parameter_pair():
 
 def test_every_chapter_in_the_toc_has_a_source_and_declares_the_common_parameters():
     sources = chapters.chapter_sources()
-    assert [s.stem for s in sources][:1] == ["01_model_and_data"]
+    assert [s.stem for s in sources][:1] == [by_name("model_and_data").stem]
     assert len(sources) == 10 and all(s.is_file() for s in sources)
     for s in sources:
         declared = parameters.declared_parameters(s)
         # chapter 9 reads the results table, not sentences, and chapter 7 cuts texts of fixed lengths for each
         # model of the family (n_sources): neither has a sample size or length limit of the book's model
         common = ("model", "corpus", "seed", "device", "results_dir")
-        per_model = ("n_sentences", "max_tokens") if s.stem not in ("07_head_width", "09_across_models") else ()
+        per_model = (
+            ("n_sentences", "max_tokens")
+            if s.stem not in (by_name("head_width").stem, by_name("across_models").stem)
+            else ()
+        )
         for name in common + per_model:
             assert name in declared, f"{s.name} lacks parameter {name}"
 
@@ -102,12 +107,12 @@ def test_two_models_results_do_not_collide(tmp_path, tiny_model_folder, monkeypa
     dirs = []
     for seed in (0, 1):
         path = tiny_model_folder(seed, f"model{seed}")
-        ch = notebook.setup("01_model_and_data", model=str(path), corpus="polarity")
+        ch = notebook.setup(by_name("model_and_data").stem, model=str(path), corpus="polarity")
         ch.record(corpus_sentences=seed)
         dirs.append(ch.save())
     assert dirs[0] != dirs[1] and dirs[0].parent.parent.name.startswith("model0-")  # name + content key
     assert dirs[0].is_relative_to(tmp_path / "data" / "results")
-    assert notebook.load_results(dirs[1].parent, "01_model_and_data")["results"]["corpus_sentences"] == 1
+    assert notebook.load_results(dirs[1].parent, by_name("model_and_data").stem)["results"]["corpus_sentences"] == 1
 
 
 def test_the_chapter_header_fits_a_pages_output_box(tmp_path, tiny_model_folder, monkeypatch):
@@ -119,7 +124,7 @@ def test_the_chapter_header_fits_a_pages_output_box(tmp_path, tiny_model_folder,
     path = tiny_model_folder()
     lengths = "8,16,24,dv-1,dv,dv+1,dv+2,dv+4,48,64,96,128,256,512"
     ch = notebook.setup(
-        "02_nonidentifiability", model=str(path), corpus="polarity", lengths=lengths, steps=30, layer=None
+        by_name("nonidentifiability").stem, model=str(path), corpus="polarity", lengths=lengths, steps=30, layer=None
     )
     lines = ch.describe().splitlines()
     assert all(len(line) <= 72 for line in lines if " " in line.strip()), lines
@@ -146,7 +151,7 @@ def test_launch_buttons_only_with_a_public_repository(tmp_path):
 def test_a_repository_binder_cannot_build_is_a_clear_error(bad, capsys):
     with pytest.raises(parameters.ParameterError, match="https://github.com/<owner>/<repo>"):
         build.repository_url(bad)
-    assert cli.main(["book", "--repository", bad, "--only", "01_model_and_data"]) == 2
+    assert cli.main(["book", "--repository", bad, "--only", by_name("model_and_data").stem]) == 2
     assert "Binder" in capsys.readouterr().err
 
 

@@ -9,7 +9,7 @@ import jupytext
 import pytest
 
 from identifiability.book import schema
-from identifiability.chapters.contract import CHAPTERS, chapter_sources
+from identifiability.chapters.contract import CHAPTERS, by_name, chapter_sources
 from identifiability.studies import recorded_fields
 
 
@@ -33,13 +33,13 @@ def test_every_key_a_chapter_records_is_declared(source):
 
 
 def test_undeclared_keys_and_wrong_kinds_are_named():
-    schema.check("03_effective_attention", {"d_v": 32, "pearson_min_below_dv": None, "claims": {}})
+    schema.check(by_name("effective_attention").stem, {"d_v": 32, "pearson_min_below_dv": None, "claims": {}})
     with pytest.raises(schema.SchemaError, match="records 'pearson_minimum'"):
-        schema.check("03_effective_attention", {"pearson_minimum": 0.5})
+        schema.check(by_name("effective_attention").stem, {"pearson_minimum": 0.5})
     with pytest.raises(schema.SchemaError, match="'d_v' should be number, got str"):
-        schema.check("03_effective_attention", {"d_v": "32"})
+        schema.check(by_name("effective_attention").stem, {"d_v": "32"})
     with pytest.raises(schema.SchemaError, match="should be number, got bool"):
-        schema.check("03_effective_attention", {"d_v": True})
+        schema.check(by_name("effective_attention").stem, {"d_v": True})
     with pytest.raises(schema.SchemaError, match="no results schema"):
         schema.check("99_unknown", {})
 

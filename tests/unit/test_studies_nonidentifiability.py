@@ -13,6 +13,7 @@ import torch
 
 from identifiability import nullspace as ns
 from identifiability.book import schema
+from identifiability.chapters.contract import by_name
 from identifiability.charts import nonidentifiability as charts
 from identifiability.corpus.corpora import Corpus
 from identifiability.models.load import random_model
@@ -54,7 +55,7 @@ def _trace(lm, text):
 
 def test_every_recorded_key_is_the_chapters_schema():
     keys = {f.name for cls in study.RESULTS for f in recorded_fields(cls)}
-    assert schema.declared("02_nonidentifiability").keys() == keys | schema.COMMON.keys()
+    assert schema.declared(by_name("nonidentifiability").stem).keys() == keys | schema.COMMON.keys()
 
 
 # ------------------------------------------------------------------------------------ 1. the null space
@@ -283,7 +284,7 @@ def test_the_chapters_verdicts_cell_judges_every_claim_of_the_chapter(tiny_lm, s
         tiny_lm, texts, [(2, 1)], steps=1, jacobian_max_length=d_v + 2, max_tokens=MAX, min_tv=C3_REALISABLE_TV
     )
     heads, exact = study.head_distances(tiny_lm, alt.text, max_tokens=MAX), study.exact_threshold()
-    ch = Chapter("02_nonidentifiability", tiny_lm, None, {}, tmp_path)
+    ch = Chapter(by_name("nonidentifiability").stem, tiny_lm, None, {}, tmp_path)
     verdicts = [
         ch.judge("C1", survey.c1),
         ch.judge("C2", study.c2_evidence(exact, threshold, survey)),

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from identifiability.book.notebook import Chapter
+from identifiability.chapters.contract import by_name
 from identifiability.evidence.nonidentifiability import C15Evidence
 from identifiability.models.load import twin_of
 from identifiability.verdicts import FAILS, HOLDS, Quantity, Verdict, render_twin, twin_difference
@@ -74,7 +75,7 @@ def _c15() -> C15Evidence:
 def test_a_twin_verdict_is_recorded_apart_from_the_models(tiny_lm, tmp_path):
     """judge_twin checks the verdict as judge does, and files it under ``twin_claims``: the claims page's twin
     column, never the model's own verdict."""
-    ch = Chapter("02_nonidentifiability", tiny_lm, None, {"seed": 2}, tmp_path)
+    ch = Chapter(by_name("nonidentifiability").stem, tiny_lm, None, {"seed": 2}, tmp_path)
     v = ch.judge_twin("C15", _c15())
     assert set(ch.results) >= {"twin_claims"} and "claims" not in ch.results
     assert ch.results["twin_claims"]["C15"]["verdict"] == v.verdict
@@ -86,7 +87,7 @@ def test_a_twin_verdict_is_recorded_apart_from_the_models(tiny_lm, tmp_path):
 def test_a_verdict_on_another_model_is_recorded_apart_and_worded_without_the_claims_anchor(tiny_lm, tmp_path):
     """judge_on checks the verdict as judge does and files it under ``other_claims`` by the other model's name;
     its sentence leaves out the anchor the page's own verdict carries (an HTML id is unique on a page)."""
-    ch = Chapter("02_nonidentifiability", tiny_lm, None, {"seed": 2}, tmp_path)
+    ch = Chapter(by_name("nonidentifiability").stem, tiny_lm, None, {"seed": 2}, tmp_path)
     v = ch.judge_on("C15", _c15(), "member")
     assert set(ch.results) == {"other_claims"}
     assert ch.results["other_claims"]["member"]["C15"]["verdict"] == v.verdict
@@ -96,7 +97,7 @@ def test_a_verdict_on_another_model_is_recorded_apart_and_worded_without_the_cla
 
 
 def test_the_chapter_words_each_twin_verdict_beside_its_claims(tiny_lm, tmp_path):
-    ch = Chapter("06_context_mixing", tiny_lm, None, {}, tmp_path)
+    ch = Chapter(by_name("context_mixing").stem, tiny_lm, None, {}, tmp_path)
     trained = [Verdict(c, HOLDS, -0.3, (-0.35, -0.25), 0.1, "", "r", "why", estimate_of=Q) for c in ("C9", "C11")]
     twins = [Verdict("C11", FAILS, 0.1, (0.0, 0.2), 0.1, "", "r", "why twin", estimate_of=Q)]
     text = ch.twins_text(trained, twins, "20 sentences")

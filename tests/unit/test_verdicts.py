@@ -13,6 +13,7 @@ import pytest
 from identifiability import verdicts as vd
 from identifiability.base import stats
 from identifiability.base.stats import Interval
+from identifiability.chapters.contract import by_name
 from identifiability.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_RUN, PARTLY
 from identifiability.verdicts.core import combine_parts, interval_verdict, part_verdict
 from identifiability.verdicts.nonidentifiability import judge_c2_original
@@ -186,11 +187,11 @@ def test_a_chapter_judges_a_claim_one_way_and_records_it(tmp_path):
     from identifiability.book.notebook import Chapter
     from identifiability.verdicts.claims import rules
 
-    ch = Chapter("02_nonidentifiability", None, None, {}, tmp_path)
+    ch = Chapter(by_name("nonidentifiability").stem, None, None, {}, tmp_path)
     v = ch.judge("C1", _c1_evidence())
     assert v.verdict == PARTLY and v.rule == rules("C1").rule and ch.results["claims"]["C1"] == v.to_json()
     assert ch.sentence(v).startswith('<span id="verdict-c1"></span>**C1 — partly holds.**')
-    with pytest.raises(KeyError, match="not a claim of chapter 02_nonidentifiability"):
+    with pytest.raises(KeyError, match=f"not a claim of chapter {by_name('nonidentifiability').stem}"):
         ch.judge("C4", _c1_evidence())
 
 
@@ -198,7 +199,7 @@ def test_judge_refuses_a_verdict_without_its_alternatives_or_its_original(tmp_pa
     from identifiability.book.notebook import Chapter
     from identifiability.verdicts import nonidentifiability
 
-    ch = Chapter("02_nonidentifiability", None, None, {}, tmp_path)
+    ch = Chapter(by_name("nonidentifiability").stem, None, None, {}, tmp_path)
     bare = vd.Verdict("C1", HOLDS, 3.0, None, None, "", "another rule", "why")
     monkeypatch.setattr(nonidentifiability, "c1", lambda evidence, rules: replace(bare, rule=rules.rule))
     with pytest.raises(ValueError, match="robustness alternatives"):
