@@ -27,9 +27,10 @@ from typing import NoReturn
 from .base import paths, stops  # stops before .chapters loads torch: a Ctrl-C meanwhile is one line too
 from .base.errors import ChapterFailed, UserError, one_line
 from .base.paths import DEFAULT_MODEL
-from .chapters.contract import CORPUS_HTA, by_role, check_parameters, check_source, preflight
+from .chapters.contract import CORPUS_HTA, MEASURES, by_role, check_parameters, check_source, preflight
 from .chapters.execution import run_notebook
 from .chapters.parameters import ParameterError, declared_parameters
+from .chapters.preflight import check_writable
 from .models import keys  # stops before .chapters loads torch: a Ctrl-C meanwhile is one line too
 
 
@@ -309,6 +310,8 @@ def _chapters_main(a) -> int:
     check_parameters(a.notebooks, base)
     preflight(a.notebooks, base)
     out = a.out or keys.build_dir(a.model, a.corpus) / "run"  # per model and corpus: another run never overwrites it
+    if a.out:  # checked before the chapters, not after them
+        check_writable(a.out, "--out", "pass --out a folder that can be written")
     for nb in a.notebooks:
         print(run_notebook(nb, out, base, strict=False))
     return 0
@@ -331,6 +334,10 @@ def _sweep_main(a) -> int:
     if a.cmd == "record-measures":
         from .recorded.measures import record_measures
 
+        if a.run:  # the sample's size against the corpus before its exact HTA starts (chapter 10's pre-flight)
+            spec = by_role(MEASURES)
+            given = {"n_sentences": a.n, "sample": "proportional", "seed": a.seed}
+            preflight([spec.source], {"model": a.model, "corpus": a.corpus, **given})
         record_measures(a.model, a.corpus, a.n, a.seed, a.scheduler, a.workers, a.run)
         return 0
     if a.cmd == "record-confirm":

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,7 +81,27 @@ def _ratios(value: str) -> str | None:
         r = [float(x) for x in value.split(",") if x.strip()]
     except ValueError:
         return "is not a list of numbers, e.g. 0.5,1,1.25,2"
+    if not all(map(math.isfinite, r)):  # float() reads inf and nan
+        return "needs finite numbers, e.g. 0.5,1,1.25,2"
     return None if r and min(r) > 0 else "needs at least one ratio, each above 0"
+
+
+def _sample(value: str) -> str | None:
+    """Why ``value`` is not a sample chapter 10 draws (its study's ``SAMPLES``), or None."""
+    from ..studies.measures import SAMPLES
+
+    return None if value in SAMPLES else f"must be one of {', '.join(SAMPLES)}"
+
+
+def _measures(value: str) -> str | None:
+    """Why ``value`` is not a list of the registry's measures (chapter 10's ``chosen``), or None."""
+    from ..studies.measures import chosen
+
+    try:
+        chosen(value)
+    except UserError as e:
+        return f"names {e}"
+    return None
 
 
 def _text(value: str) -> str | None:
@@ -140,6 +161,8 @@ ALLOWED: dict[str, Allowed] = {
     "sentence": Allowed(test=_text),
     "n_sources": Allowed(3, "texts cut into inputs: C19 reads inputs cut from 3 different texts"),
     "ratios": Allowed(test=_ratios),
+    "sample": Allowed(test=_sample),
+    "measures": Allowed(test=_measures),
 }
 
 
