@@ -228,10 +228,24 @@ def _pretrain_parser(sub) -> None:
     _cluster_args(p)
 
 
+def _pretrain_preflight(a: argparse.Namespace) -> None:
+    """``--device`` a device this machine has, and a models folder that takes a file, before the text is read
+    (the checkpoints' space is checked per member by the job, which knows which members remain)."""
+    from .chapters.parameters import ALLOWED
+
+    problem = ALLOWED["device"].problem(a.device)
+    if problem:
+        raise ParameterError(f"--device {a.device} {problem}; e.g. --device cpu")
+    check_writable(
+        paths.data_root() / "models", "the models folder", f"set {paths.DATA_ENV} to a data folder that can be"
+    )
+
+
 def _pretrain_main(a) -> int:
     from .pretrain.jobs import pretrain_family, summary
 
     check_options(a)
+    _pretrain_preflight(a)
     text, status = summary(pretrain_family(a.members, a.scheduler, a.workers, a.device, a.tokens))
     print(text)
     return status

@@ -4,7 +4,8 @@
   this run's checkpoint (resume), nothing (new), or anything else: a one-line refusal in the command's own
   words (:class:`Refusals`), and nothing is touched;
 - :func:`save_state` and :func:`load_checkpoint`: a checkpoint (weights, AdamW's state tensors, the torch RNG
-  state) as safetensors plus a JSON record, each file written atomically;
+  state) as safetensors plus a JSON record, each file written atomically; :func:`disk_full` tells a full
+  disk from any other failed write, safetensors' included;
 - :func:`optimizer`, :func:`lr_at` and :func:`optimizer_step`: AdamW with weight decay on matrices only, a
   learning rate that is a function of the step alone (so a resumed run needs no scheduler state), one
   clipped step;
@@ -16,7 +17,9 @@ Nothing is pickled: tensors are safetensors, everything else JSON.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -125,6 +128,14 @@ def rerun_line(interrupted: Callable[[], Interrupted]) -> Iterator[None]:
 
 
 # -- checkpoints: safetensors + JSON only ----------------------------------------------------------------------
+
+
+def disk_full(e: BaseException) -> bool:
+    """Whether ``e`` is a write that failed for want of space (ENOSPC, or EDQUOT: a quota): an ``OSError``, or
+    safetensors' own error, which carries the system's message only."""
+    if isinstance(e, OSError):
+        return e.errno in (errno.ENOSPC, errno.EDQUOT)
+    return type(e).__name__ == "SafetensorError" and any(os.strerror(c) in str(e) for c in (errno.ENOSPC, errno.EDQUOT))
 
 
 def save_state(folder: Path, model: torch.nn.Module, opt: torch.optim.Optimizer, name: str, meta: dict) -> None:

@@ -18,7 +18,6 @@ The finished folder holds the config, ``model.safetensors`` (the encoder under `
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import shutil
@@ -39,6 +38,7 @@ from ..models.training import (
     PROVENANCE,
     Refusals,
     claim_folder,
+    disk_full,
     load_checkpoint,
     lr_at,
     optimizer,
@@ -158,13 +158,17 @@ def _save_checkpoint(out: Path, model, opt, tokenizer, meta: dict, keep: bool) -
     """The step's weights under ``checkpoints/`` (``keep``), then the latest checkpoint. A full disk is one
     line: the files are written beside their targets and renamed, so the previous checkpoint stays in force."""
     step = meta["step"]
+    kept = out / CHECKPOINTS / f"step-{step:06d}"
+    new = not kept.exists()
     try:
         if keep:
-            write_model_folder(out / CHECKPOINTS / f"step-{step:06d}", model, tokenizer)
+            write_model_folder(kept, model, tokenizer)
         save_state(out / CHECKPOINT, model, opt, f"step-{step:06d}.safetensors", meta)
-    except OSError as e:
-        if e.errno != errno.ENOSPC:
+    except Exception as e:  # safetensors raises its own error for a full disk, not an OSError
+        if not disk_full(e):
             raise
+        if keep and new:  # a step's folder the full disk left empty or partial: the rerun writes it again
+            shutil.rmtree(kept, ignore_errors=True)
         state = out / CHECKPOINT / "state.json"
         before = f"step {read_json(state)['step']}" if state.is_file() else "none yet"
         raise PretrainError(
