@@ -65,12 +65,14 @@ class Refusals:
         return self.error(template.format(out=out, about=about, provenance=PROVENANCE))
 
 
-def _read(path: Path, refusals: Refusals) -> dict:
+def _read(path: Path, out: Path, refusals: Refusals) -> dict:
+    """The JSON record ``path`` in the model folder ``out``; a corrupt one is one line whose advice, followed,
+    works: removing ``out`` (removing the checkpoint alone would leave the kept checkpoints, another refusal)."""
     try:
         return read_json(path)
     except (OSError, ValueError) as e:
         raise refusals.error(
-            f"{path} is corrupt ({type(e).__name__}): nothing was changed; remove {path.parent} to start that run over"
+            f"{path} is corrupt ({type(e).__name__}): nothing was changed; remove {out} to start that run over"
         ) from None
 
 
@@ -90,12 +92,12 @@ def claim_folder(out: Path, identity: dict, refusals: Refusals) -> tuple[str, di
         raise refusals.refuse(refusals.a_file, out)
     prov_file, state_file = out / PROVENANCE, out / CHECKPOINT / "state.json"
     if prov_file.is_file():
-        prov = _read(prov_file, refusals)
+        prov = _read(prov_file, out, refusals)
         if prov.get("identity") == identity:
             return "done", prov
         raise refusals.refuse(refusals.other_model, out, prov)
     if state_file.is_file():
-        meta = _read(state_file, refusals)
+        meta = _read(state_file, out, refusals)
         if meta.get("identity") != identity:
             raise refusals.refuse(refusals.other_run, out, meta)
         tensors = out / CHECKPOINT / str(meta.get("tensors"))
