@@ -318,6 +318,27 @@ def test_a_full_disk_in_safetensors_is_the_disk_full_line_and_leaves_no_empty_st
     assert sorted(p.name for p in (out / CHECKPOINTS).iterdir()) == ["step-000002"]
 
 
+def test_a_second_run_of_a_member_into_the_same_folder_is_refused_while_the_first_trains(
+    tokenizer, data, whole, tmp_path
+):
+    import fcntl
+
+    out = tmp_path / "m"
+    seen = []
+
+    def second_run(step: int, total: int) -> None:
+        if step == 1:
+            with pytest.raises(PretrainError, match=r"^another run is training .* into .*m now: let it finish") as e:
+                train_member(TINY, *data, out, SMALL, progress=False, tokenizer=tokenizer)
+            seen.append(str(e.value))
+
+    train_member(TINY, *data, out, SMALL, progress=False, on_step=second_run, tokenizer=tokenizer)
+    assert len(seen) == 1 and "\n" not in seen[0]
+    assert _same(_tensors(out), _tensors(whole))  # the first run, untouched by the second
+    with open(tmp_path / ".m.lock") as lock:  # released at the end: the next run may take it
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
 def test_a_member_named_twice_runs_once_and_names_are_checked():
     assert jobs.choose("mlm-w128-dv32-seed0,mlm-w64-dv32-seed0,mlm-w128-dv32-seed0") == [MEMBERS[0], MEMBERS[3]]
     assert jobs.choose([TINY, TINY]) == [TINY]

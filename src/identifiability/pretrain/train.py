@@ -22,7 +22,8 @@ import hashlib
 import json
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -227,6 +228,42 @@ def train_member(
     settings.check()
     check_member(member)
     out = Path(out)
+    with _only_run(out, member.name):
+        return _train_member(member, train, heldout, out, settings, device, progress, on_step, text, tokenizer)
+
+
+@contextmanager
+def _only_run(out: Path, name: str) -> Iterator[None]:
+    """Holds a lock on ``.<out>.lock`` beside ``out`` while the run trains into it: a second run of the same
+    member into the same folder (another command, another worker) is one line instead of a second training
+    that overwrites the first's checkpoints. The system releases the lock when the process ends, however."""
+    import fcntl
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.with_name(f".{out.name}.lock"), "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise PretrainError(
+                f"another run is training {name} into {out} now: let it finish (a rerun then finds it done), or "
+                "stop it and run the same command again to resume"
+            ) from None
+        yield
+
+
+def _train_member(
+    member: Member,
+    train: torch.Tensor,
+    heldout: torch.Tensor,
+    out: Path,
+    settings: Settings,
+    device: str,
+    progress: bool,
+    on_step: Callable[[int, int], None] | None,
+    text: dict | None,
+    tokenizer,
+) -> dict:
+    """:func:`train_member` once its lock is held."""
     identity = identity_of(member, settings)
     state, prov = claim(out, identity)
     if state == "done":
