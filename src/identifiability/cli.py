@@ -27,7 +27,7 @@ from typing import NoReturn
 from .base import paths, stops  # stops before .chapters loads torch: a Ctrl-C meanwhile is one line too
 from .base.errors import ChapterFailed, UserError, one_line
 from .base.paths import DEFAULT_MODEL
-from .chapters.contract import CORPUS_HTA, MEASURES, by_role, check_parameters, check_source, preflight
+from .chapters.contract import CORPUS_HTA, by_role, check_parameters, check_source, preflight
 from .chapters.execution import run_notebook
 from .chapters.parameters import ParameterError, declared_parameters
 from .chapters.preflight import check_writable
@@ -310,6 +310,24 @@ def _hta_preflight(a: argparse.Namespace) -> None:
     check({"hta": (rules, params)}, a.model, a.corpus)
 
 
+def _record_measures_preflight(a: argparse.Namespace) -> None:
+    """The model, the corpus and ``--n`` against the sentences C10's proportional sample draws from, before
+    its exact HTA starts: more draws than those sentences score the same sentences again, after hours."""
+    from .chapters.preflight import ChapterRules, ModelInfo, check
+    from .recorded.proportional import eligible
+
+    def enough(p: dict, m: ModelInfo, lengths: list[int]) -> str | None:
+        pool = eligible(lengths)
+        if a.n <= len(pool.indices):
+            return None
+        return (
+            f"--n {a.n} is more than the {len(pool.indices)} sentences of corpus {Path(a.corpus).name!r} that C10's "
+            f"proportional sample draws from (at most {pool.max_tokens} tokens): pass --n {len(pool.indices)} or fewer"
+        )
+
+    check({"record-measures": (ChapterRules(text=(enough,)), {})}, a.model, a.corpus)
+
+
 def _chapters_main(a) -> int:
     params = parse_params(a.param)
     if a.cmd == "book":
@@ -348,10 +366,8 @@ def _sweep_main(a) -> int:
     if a.cmd == "record-measures":
         from .recorded.measures import record_measures
 
-        if a.run:  # the sample's size against the corpus before its exact HTA starts (chapter 10's pre-flight)
-            spec = by_role(MEASURES)
-            given = {"n_sentences": a.n, "sample": "proportional", "seed": a.seed}
-            preflight([spec.source], {"model": a.model, "corpus": a.corpus, **given})
+        if a.run:
+            _record_measures_preflight(a)
         record_measures(a.model, a.corpus, a.n, a.seed, a.scheduler, a.workers, a.run)
         return 0
     if a.cmd == "record-confirm":

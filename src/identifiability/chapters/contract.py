@@ -129,7 +129,7 @@ def _joined_lengths(p: dict, m: ModelInfo, lengths: list[int]) -> str | None:
 MEASURES_MIN_TOKENS = 6  # chapter 10's short sentences: 6..max_tokens tokens (its study's ``sentences``)
 
 
-def _ratios_fit(p: dict, m: ModelInfo) -> str | None:
+def ratios_fit(p: dict, m: ModelInfo) -> str | None:
     """Chapter 7 cuts inputs of d_s = round(r d_v) tokens for each ratio r on every member, up to the trained
     positions, and needs an input on each: at least one ratio must give every member's head width 3 tokens
     (one besides the special ones) to the family's positions."""
@@ -147,7 +147,7 @@ def _ratios_fit(p: dict, m: ModelInfo) -> str | None:
     )
 
 
-def _family_members(p: dict, m: ModelInfo) -> str | None:
+def family_members(p: dict, m: ModelInfo) -> str | None:
     """Each folder ``members`` names (chapter 7; empty: the family's in data/models) is a member of the family
     or its untrained twin, as ``identifiability pretrain`` saves them (its ``provenance.json`` says which)."""
     import json
@@ -166,30 +166,25 @@ def _family_members(p: dict, m: ModelInfo) -> str | None:
     return None
 
 
-def _enough_sentences(p: dict, m: ModelInfo, lengths: list[int]) -> str | None:
-    """Chapter 10 scores ``n_sentences`` sentences: of ``short``, distinct ones of 6 to max_tokens tokens; of
-    ``proportional``, draws from C10's eligible sentences. More than the corpus holds there would be computed
-    as fewer (short) or as the same sentences again (proportional), after a long wait: refused, naming how many."""
-    from ..recorded.proportional import eligible
-
-    n, where = int(p["n_sentences"]), Path(str(p.get("corpus", ""))).name
+def enough_sentences(p: dict, m: ModelInfo, lengths: list[int]) -> str | None:
+    """Chapter 10's ``short`` sample scores ``n_sentences`` distinct sentences of 6 to max_tokens tokens: more
+    than the corpus holds there would be computed as fewer, after a long wait; refused, naming how many. (Its
+    ``proportional`` sample draws with replacement; ``record-measures`` checks its size.)"""
     if p.get("sample") == "proportional":
-        pool = eligible(lengths)
-        have, what = len(pool.indices), f"eligible for C10's proportional sample (at most {pool.max_tokens} tokens)"
-    else:
-        hi = min(int(p["max_tokens"]), m.max_positions)
-        have = sum(MEASURES_MIN_TOKENS <= k <= hi for k in lengths)
-        what = f"with {MEASURES_MIN_TOKENS} to {hi} tokens"
-        if not have:
-            return (
-                f"no sentence of corpus {where!r} has {MEASURES_MIN_TOKENS} to {hi} tokens: widen with "
-                "-p max_tokens=…, or use another corpus"
-            )
+        return None
+    n, where = int(p["n_sentences"]), Path(str(p.get("corpus", ""))).name
+    hi = min(int(p["max_tokens"]), m.max_positions)
+    have = sum(MEASURES_MIN_TOKENS <= k <= hi for k in lengths)
+    if not have:
+        return (
+            f"no sentence of corpus {where!r} has {MEASURES_MIN_TOKENS} to {hi} tokens: widen with "
+            "-p max_tokens=…, or use another corpus"
+        )
     if n <= have:
         return None
     return (
-        f"n_sentences={n} is more than the {have} sentences of corpus {where!r} {what}: pass "
-        f"-p n_sentences={have} or fewer"
+        f"n_sentences={n} is more than the {have} sentences of corpus {where!r} with {MEASURES_MIN_TOKENS} to {hi} "
+        f"tokens: pass -p n_sentences={have} or fewer"
     )
 
 
@@ -313,7 +308,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
         # other runs rather than a model: a sweep runs them only when asked.
         ChapterSpec(
             "07_head_width",
-            ChapterRules((_ratios_fit, _family_members)),
+            ChapterRules((ratios_fit, family_members)),
             expected_seconds=600.0,
             swept=False,
             quick={"n_sources": 3, "ratios": "1,1.25,2"},
@@ -350,7 +345,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
             "10_measures",
             ChapterRules(
                 (at_least("max_tokens", lambda p, m: MEASURES_MIN_TOKENS, "sentences of at least 6 tokens"),),
-                text=(_enough_sentences,),
+                text=(enough_sentences,),
             ),
             expected_seconds=120.0,
             book_seconds=50.0,

@@ -86,26 +86,19 @@ def _ratios(value: str) -> str | None:
     return None if r and min(r) > 0 else "needs at least one ratio, each above 0"
 
 
-def _sample(value: str) -> str | None:
-    """Why ``value`` is not a sample chapter 10 draws (its study's ``SAMPLES``), or None."""
-    from ..studies.measures import SAMPLES
+def _text(value: str) -> str | None:
+    return None if value.strip() else "is empty"
 
-    return None if value in SAMPLES else f"must be one of {', '.join(SAMPLES)}"
+
+SAMPLES = ("short", "proportional")  # chapter 10's samples (its study's ``sentences``)
 
 
 def _measures(value: str) -> str | None:
-    """Why ``value`` is not a list of the registry's measures (chapter 10's ``chosen``), or None."""
-    from ..studies.measures import chosen
+    """Why ``value`` is not a list of registered measures (chapter 10's ``measures``), or None."""
+    from ..contributions import MEASURES
 
-    try:
-        chosen(value)
-    except UserError as e:
-        return f"names {e}"
-    return None
-
-
-def _text(value: str) -> str | None:
-    return None if value.strip() else "is empty"
+    bad = [n for n in (x.strip() for x in value.split(",")) if n and n not in MEASURES]
+    return f"names unknown measure(s) {', '.join(bad)}: choose from {', '.join(sorted(MEASURES))}" if bad else None
 
 
 _COUNT = "a count"
@@ -161,7 +154,7 @@ ALLOWED: dict[str, Allowed] = {
     "sentence": Allowed(test=_text),
     "n_sources": Allowed(3, "texts cut into inputs: C19 reads inputs cut from 3 different texts"),
     "ratios": Allowed(test=_ratios),
-    "sample": Allowed(test=_sample),
+    "sample": Allowed(choices=SAMPLES),
     "measures": Allowed(test=_measures),
 }
 
