@@ -30,6 +30,7 @@ from .base.paths import DEFAULT_MODEL
 from .chapters.contract import CORPUS_HTA, by_role, check_parameters, check_source, preflight
 from .chapters.execution import run_notebook
 from .chapters.parameters import ParameterError, declared_parameters
+from .chapters.preflight import check_writable
 from .models import keys  # stops before .chapters loads torch: a Ctrl-C meanwhile is one line too
 
 
@@ -227,10 +228,24 @@ def _pretrain_parser(sub) -> None:
     _cluster_args(p)
 
 
+def _pretrain_preflight(a: argparse.Namespace) -> None:
+    """``--device`` a device this machine has, and a models folder that takes a file, before the text is read
+    (the checkpoints' space is checked per member by the job, which knows which members remain)."""
+    from .chapters.parameters import ALLOWED
+
+    problem = ALLOWED["device"].problem(a.device)
+    if problem:
+        raise ParameterError(f"--device {a.device} {problem}; e.g. --device cpu")
+    check_writable(
+        paths.data_root() / "models", "the models folder", f"set {paths.DATA_ENV} to a data folder that can be"
+    )
+
+
 def _pretrain_main(a) -> int:
     from .pretrain.jobs import pretrain_family, summary
 
     check_options(a)
+    _pretrain_preflight(a)
     text, status = summary(pretrain_family(a.members, a.scheduler, a.workers, a.device, a.tokens))
     print(text)
     return status
@@ -296,6 +311,24 @@ def _hta_preflight(a: argparse.Namespace, model: keys.ModelRef) -> None:
     check({"hta": (rules, params)}, model, a.corpus)
 
 
+def _record_measures_preflight(a: argparse.Namespace, target: keys.Target) -> None:
+    """The model, the corpus and ``--n`` against the sentences C10's proportional sample draws from, before
+    its exact HTA starts: more draws than those sentences score the same sentences again, after hours."""
+    from .chapters.preflight import ChapterRules, ModelInfo, check
+    from .recorded.proportional import eligible
+
+    def enough(p: dict, m: ModelInfo, lengths: list[int]) -> str | None:
+        pool = eligible(lengths)
+        if a.n <= len(pool.indices):
+            return None
+        return (
+            f"--n {a.n} is more than the {len(pool.indices)} sentences of corpus {Path(a.corpus).name!r} that C10's "
+            f"proportional sample draws from (at most {pool.max_tokens} tokens): pass --n {len(pool.indices)} or fewer"
+        )
+
+    check({"record-measures": (ChapterRules(text=(enough,)), {})}, target.model, target.corpus.name)
+
+
 def _chapters_main(a) -> int:
     params = parse_params(a.param)
     if a.cmd == "book":
@@ -311,6 +344,8 @@ def _chapters_main(a) -> int:
     target = keys.target(a.model, a.corpus)  # once, here: the checks and the folder below use it
     preflight(a.notebooks, base, model=target.model)
     out = a.out or target.build_dir / "run"  # per model and corpus: another run never overwrites it
+    if a.out:  # checked before the chapters, not after them
+        check_writable(a.out, "--out", "pass --out a folder that can be written")
     for nb in a.notebooks:
         print(run_notebook(nb, out, base, strict=False))
     return 0
@@ -333,7 +368,10 @@ def _sweep_main(a) -> int:
     if a.cmd == "record-measures":
         from .recorded.measures import record_measures
 
-        record_measures(a.model, a.corpus, a.n, a.seed, a.scheduler, a.workers, a.run)
+        target = keys.target(a.model, a.corpus)  # once, here: the checks and the job below use it
+        if a.run:
+            _record_measures_preflight(a, target)
+        record_measures(target.model, target.corpus, a.n, a.seed, a.scheduler, a.workers, a.run)
         return 0
     if a.cmd == "record-confirm":
         from .recorded.confirm import record_confirm

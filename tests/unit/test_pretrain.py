@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -291,6 +292,53 @@ def test_a_full_disk_while_writing_a_checkpoint_leaves_the_previous_one_intact(
     assert _same(_tensors(out), _tensors(whole))
 
 
+def test_a_full_disk_in_safetensors_is_the_disk_full_line_and_leaves_no_empty_step_folder(
+    tokenizer, data, tmp_path, monkeypatch
+):
+    """safetensors reports a full disk as its own error, not an OSError; the step's folder it was filling goes."""
+    from safetensors import SafetensorError
+
+    from identifiability.pretrain import train
+
+    real = train.write_model_folder
+
+    def full_at_step_4(folder, model, tok):
+        if folder.name == "step-000004":
+            folder.mkdir(parents=True)
+            raise SafetensorError(
+                'Error while serializing: IoError(Os { code: 28, message: "No space left on device" })'
+            )
+        real(folder, model, tok)
+
+    monkeypatch.setattr(train, "write_model_folder", full_at_step_4)
+    out = tmp_path / "m"
+    with pytest.raises(PretrainError, match=r"^the disk is full: the checkpoint of step 4 .*\(step 2\) is intact") as e:
+        train_member(TINY, *data, out, SMALL, progress=False, tokenizer=tokenizer)
+    assert "\n" not in str(e.value)
+    assert sorted(p.name for p in (out / CHECKPOINTS).iterdir()) == ["step-000002"]
+
+
+def test_a_second_run_of_a_member_into_the_same_folder_is_refused_while_the_first_trains(
+    tokenizer, data, whole, tmp_path
+):
+    import fcntl
+
+    out = tmp_path / "m"
+    seen = []
+
+    def second_run(step: int, total: int) -> None:
+        if step == 1:
+            with pytest.raises(PretrainError, match=r"^another run is training .* into .*m now: let it finish") as e:
+                train_member(TINY, *data, out, SMALL, progress=False, tokenizer=tokenizer)
+            seen.append(str(e.value))
+
+    train_member(TINY, *data, out, SMALL, progress=False, on_step=second_run, tokenizer=tokenizer)
+    assert len(seen) == 1 and "\n" not in seen[0]
+    assert _same(_tensors(out), _tensors(whole))  # the first run, untouched by the second
+    with open(tmp_path / ".m.lock") as lock:  # released at the end: the next run may take it
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
 def test_a_member_named_twice_runs_once_and_names_are_checked():
     assert jobs.choose("mlm-w128-dv32-seed0,mlm-w64-dv32-seed0,mlm-w128-dv32-seed0") == [MEMBERS[0], MEMBERS[3]]
     assert jobs.choose([TINY, TINY]) == [TINY]
@@ -328,7 +376,49 @@ def test_the_command_refuses_an_unknown_member_or_device_in_one_line(capsys):
     assert "--tokens must be at least 1" in capsys.readouterr().err
     if not torch.cuda.is_available():
         assert cli.main(["pretrain", "--device", "cuda"]) == 2
-        assert "no CUDA device" in capsys.readouterr().err
+        assert "--device cuda is not available here: torch sees 0 CUDA devices" in capsys.readouterr().err
+
+
+def _no_text(monkeypatch) -> None:
+    monkeypatch.setattr(jobs, "text_blocks", lambda *a, **k: pytest.fail("the text was read"))
+
+
+def test_a_device_that_is_none_is_one_line_before_the_text_is_read(monkeypatch, capsys):
+    _no_text(monkeypatch)
+    assert cli.main(["pretrain", "--device", "gpu"]) == 2
+    err = capsys.readouterr().err
+    assert err == "error: --device gpu is not a device: use cpu, cuda, cuda:N or mps; e.g. --device cpu\n", err
+
+
+@pytest.mark.parametrize("code,fix", [(errno.EROFS, "make it writable"), (errno.ENOSPC, "free space there")])
+def test_a_data_folder_that_takes_no_file_is_one_line_before_the_text_is_read(code, fix, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("IDENTIFIABILITY_DATA", str(tmp_path / "data"))
+    _no_text(monkeypatch)
+    real = os.open
+
+    def open_(path, flags, *args, **kwargs):  # simulated: the tests may run as root
+        if flags & os.O_CREAT and Path(os.fsdecode(path)).is_relative_to(tmp_path / "data"):
+            raise OSError(code, os.strerror(code), os.fsdecode(path))
+        return real(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_)
+    assert cli.main(["pretrain", "--members", MEMBERS[0].name]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"the models folder {tmp_path / 'data' / 'models'} cannot be written" in err
+    assert f"({os.strerror(code)}): {fix}, or set IDENTIFIABILITY_DATA" in err
+
+
+def test_a_disk_without_room_for_the_checkpoints_is_one_line_before_the_text_is_read(tmp_path, monkeypatch):
+    import shutil
+
+    _no_text(monkeypatch)
+    need = jobs.space_needed(MEMBERS[0], Settings(), tmp_path / "none")
+    assert 100e6 < need < 1e9  # weights of about 19 MB, kept at each of 7 checkpoints and more
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage._replace(free=need - 1))
+    with pytest.raises(PretrainError, match=r"has 0\.33 GB free, less than the about 0\.33 GB .* of 1 member") as e:
+        jobs.pretrain_family(MEMBERS[0].name, root=tmp_path / "models", client=object())
+    assert "\n" not in str(e.value) and not (tmp_path / "models").exists()
 
 
 def test_ctrl_c_says_which_step_a_rerun_resumes_after(tokenizer, data, tmp_path):

@@ -128,7 +128,7 @@ def test_record_confirm_resolves_its_model_and_corpus_once(data, resolutions, mo
 
 def test_run_resolves_its_model_and_corpus_once(data, resolutions, monkeypatch):
     monkeypatch.setattr(cli, "run_notebook", lambda nb, out, params, strict: out / nb.name)
-    assert cli.main(["run", str(paths.source_root() / "notebooks" / "01_model_and_data.md")]) == 0
+    assert cli.main(["run", str(paths.source_root() / "notebooks" / f"{by_name('model_and_data').stem}.md")]) == 0
     _once(resolutions)
 
 

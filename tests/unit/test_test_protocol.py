@@ -33,7 +33,11 @@ NOT_YET = {  # still spell stems in test bodies: to convert to by_name(...).stem
 
 
 def _spelt(text: str) -> list[str]:
-    return STEM.findall(text)
+    """The stems of the contract's chapters (of now or of an earlier build) spelt in ``text``; a made-up stem
+    (a test's unknown chapter) names no chapter."""
+    from identifiability.chapters.contract import CHAPTERS, RENAMED
+
+    return [s for s in STEM.findall(text) if s in CHAPTERS or s in RENAMED]
 
 
 def test_no_test_body_spells_a_chapter_stem():

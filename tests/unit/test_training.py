@@ -127,6 +127,25 @@ def test_a_corrupt_record_or_checkpoint_is_refused_naming_it(tmp_path):
         assert "corrupt" in _refused(out, IDENTITY) and str(target) in _refused(out, IDENTITY)
 
 
+def test_the_corrupt_checkpoints_advice_works_when_followed(tmp_path):
+    """The line names the folder to remove; removing it (with the kept checkpoints beside the latest) lets the
+    same run start over, where removing the checkpoint alone would be refused again."""
+    import re
+    import shutil
+
+    for broken in ("state.json", "step-1.safetensors"):
+        out = tmp_path / broken
+        _checkpointed(out, IDENTITY)
+        (out / "checkpoints" / "step-000001").mkdir(parents=True)  # pretrain keeps each step's weights there
+        (out / "checkpoints" / "step-000001" / "config.json").write_text("{}")
+        (out / CHECKPOINT / broken).write_bytes(b"{")
+        line = _refused(out, IDENTITY)
+        named = re.search(r"remove (\S+) to start", line)
+        assert named, line
+        shutil.rmtree(named.group(1))
+        assert claim_folder(out, IDENTITY, WORDS) == ("new", None)
+
+
 @pytest.mark.parametrize(
     ("words", "error", "lines"),
     [

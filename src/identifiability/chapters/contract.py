@@ -130,6 +130,68 @@ def _joined_lengths(p: dict, m: ModelInfo, lengths: list[int]) -> str | None:
     return None
 
 
+MEASURES_MIN_TOKENS = 6  # chapter 10's short sentences: 6..max_tokens tokens (its study's ``sentences``)
+
+
+def ratios_fit(p: dict, m: ModelInfo) -> str | None:
+    """Chapter 7 cuts inputs of d_s = round(r d_v) tokens for each ratio r on every member, up to the trained
+    positions, and needs an input on each: at least one ratio must give every member's head width 3 tokens
+    (one besides the special ones) to the family's positions."""
+    from ..pretrain.family import MEMBERS, POSITIONS
+
+    ratios = [float(x) for x in str(p["ratios"]).split(",") if x.strip()]
+    widths = sorted({member.d_v for member in MEMBERS})
+    lo, hi = 3 / widths[0], POSITIONS / widths[-1]
+    if any(all(3 <= round(r * d_v) <= POSITIONS for d_v in widths) for r in ratios):
+        return None
+    return (
+        f"ratios={p['ratios']} gives some member no input: d_s = ratio x d_v must lie between 3 and the family's "
+        f"{POSITIONS} positions for d_v {', '.join(map(str, widths))}; pass at least one ratio from {lo:g} to "
+        f"{hi:g}, e.g. -p ratios=0.5,1,2"
+    )
+
+
+def family_members(p: dict, m: ModelInfo) -> str | None:
+    """Each folder ``members`` names (chapter 7; empty: the family's in data/models) is a member of the family
+    or its untrained twin, as ``identifiability pretrain`` saves them (its ``provenance.json`` says which)."""
+    import json
+
+    how = "pass folders identifiability pretrain made (data/models/mlm-*), or -p members= for those in data/models"
+    for name in (x.strip() for x in str(p.get("members", "")).split(",") if x.strip()):
+        folder = Path(name)
+        if not folder.is_dir():
+            return f"members: {name} {'is not a folder' if folder.exists() else 'does not exist'}: {how}"
+        try:
+            kind = json.loads((folder / "provenance.json").read_text(encoding="utf-8")).get("kind")
+        except (OSError, ValueError, AttributeError):
+            kind = None
+        if kind not in ("pretrained-mlm", "random-init twin"):
+            return f"members: {name} is not a member of the family (its provenance.json names none): {how}"
+    return None
+
+
+def enough_sentences(p: dict, m: ModelInfo, lengths: list[int]) -> str | None:
+    """Chapter 10's ``short`` sample scores ``n_sentences`` distinct sentences of 6 to max_tokens tokens: more
+    than the corpus holds there would be computed as fewer, after a long wait; refused, naming how many. (Its
+    ``proportional`` sample draws with replacement; ``record-measures`` checks its size.)"""
+    if p.get("sample") == "proportional":
+        return None
+    n, where = int(p["n_sentences"]), Path(str(p.get("corpus", ""))).name
+    hi = min(int(p["max_tokens"]), m.max_positions)
+    have = sum(MEASURES_MIN_TOKENS <= k <= hi for k in lengths)
+    if not have:
+        return (
+            f"no sentence of corpus {where!r} has {MEASURES_MIN_TOKENS} to {hi} tokens: widen with "
+            "-p max_tokens=…, or use another corpus"
+        )
+    if n <= have:
+        return None
+    return (
+        f"n_sentences={n} is more than the {have} sentences of corpus {where!r} with {MEASURES_MIN_TOKENS} to {hi} "
+        f"tokens: pass -p n_sentences={have} or fewer"
+    )
+
+
 CHAPTERS: dict[str, ChapterSpec] = {
     c.stem: c
     for c in (
@@ -250,6 +312,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
         # other runs rather than a model: a sweep runs them only when asked.
         ChapterSpec(
             "07_head_width",
+            ChapterRules((ratios_fit, family_members)),
             expected_seconds=600.0,
             swept=False,
             quick={"n_sources": 3, "ratios": "1,1.25,2"},
@@ -284,7 +347,10 @@ CHAPTERS: dict[str, ChapterSpec] = {
         ),
         ChapterSpec(
             "10_measures",
-            ChapterRules((at_least("max_tokens", lambda p, m: 6, "sentences of at least 6 tokens"),)),
+            ChapterRules(
+                (at_least("max_tokens", lambda p, m: MEASURES_MIN_TOKENS, "sentences of at least 6 tokens"),),
+                text=(enough_sentences,),
+            ),
             expected_seconds=120.0,
             book_seconds=50.0,
             # chapter 6's exact HTA in the cache, reused where the two chapters' sentences meet (its proportional

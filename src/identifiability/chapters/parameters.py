@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,11 +81,24 @@ def _ratios(value: str) -> str | None:
         r = [float(x) for x in value.split(",") if x.strip()]
     except ValueError:
         return "is not a list of numbers, e.g. 0.5,1,1.25,2"
+    if not all(map(math.isfinite, r)):  # float() reads inf and nan
+        return "needs finite numbers, e.g. 0.5,1,1.25,2"
     return None if r and min(r) > 0 else "needs at least one ratio, each above 0"
 
 
 def _text(value: str) -> str | None:
     return None if value.strip() else "is empty"
+
+
+SAMPLES = ("short", "proportional")  # chapter 10's samples (its study's ``sentences``)
+
+
+def _measures(value: str) -> str | None:
+    """Why ``value`` is not a list of registered measures (chapter 10's ``measures``), or None."""
+    from ..contributions import MEASURES
+
+    bad = [n for n in (x.strip() for x in value.split(",")) if n and n not in MEASURES]
+    return f"names unknown measure(s) {', '.join(bad)}: choose from {', '.join(sorted(MEASURES))}" if bad else None
 
 
 _COUNT = "a count"
@@ -140,6 +154,8 @@ ALLOWED: dict[str, Allowed] = {
     "sentence": Allowed(test=_text),
     "n_sources": Allowed(3, "texts cut into inputs: C19 reads inputs cut from 3 different texts"),
     "ratios": Allowed(test=_ratios),
+    "sample": Allowed(choices=SAMPLES),
+    "measures": Allowed(test=_measures),
 }
 
 

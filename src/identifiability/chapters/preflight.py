@@ -1,6 +1,7 @@
 """Checks that run before any chapter executes, from the model's config and the corpus only (seconds, no
 weights): the model's files, its architecture, every chapter parameter against the model and the text, and
-last that the data folder takes a file (:func:`check_data_folder`).
+last that each folder a chapter writes to takes a file (a ``results_dir`` given, the data folder:
+:func:`check_writable`).
 A bad input stops here with one line that names the fix; nothing that earlier runs computed is touched.
 
 This module holds the machinery (rules, sentence-length windows, :func:`check`); which rules each chapter
@@ -173,12 +174,14 @@ class _Texts:
         return f"; {n} lines of only special or unknown tokens left out" if n else ""
 
 
-def check_data_folder() -> None:
-    """PreflightError naming the data folder when a file cannot be written there (read-only, full, or not a
-    folder): the chapters write their results and caches there, and would otherwise fail only at their end,
+def check_writable(folder: Path, what: str, instead: str) -> None:
+    """PreflightError naming ``folder`` (``what`` it is, e.g. "the data folder") when a file cannot be written
+    there (read-only, full, a file, or below one): what writes there would otherwise fail only at its end,
     naming a hidden temporary file. A probe is written the way results are (:func:`atomic_write`) and
-    removed; the data folder is made if it is missing."""
-    folder = paths.data_root()
+    removed; the folder is made if it is missing. ``instead`` ends the line: where else to write."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise PreflightError(f"{what} {folder} is a file, not a folder: {instead}")
     probe = folder / f".write-check-{os.getpid()}"
     try:
         atomic_write(probe, lambda p: p.write_bytes(b"probe"))
@@ -186,9 +189,14 @@ def check_data_folder() -> None:
     except OSError as e:
         fix = "free space there" if e.errno in (errno.ENOSPC, errno.EDQUOT) else "make it writable"
         raise PreflightError(
-            f"the data folder {folder} cannot be written ({e.strerror or type(e).__name__}): {fix}, or set "
-            f"{paths.DATA_ENV} to a folder that can be"
+            f"{what} {folder} cannot be written ({e.strerror or type(e).__name__}): {fix}, or {instead}"
         ) from None
+
+
+def check_data_folder() -> None:
+    """PreflightError naming the data folder when a file cannot be written there (:func:`check_writable`):
+    the chapters write their results and caches there."""
+    check_writable(paths.data_root(), "the data folder", f"set {paths.DATA_ENV} to a folder that can be")
 
 
 def check(chapters: dict[str, tuple[ChapterRules, dict]], model: str | None | ModelRef, corpus: str) -> None:
@@ -225,4 +233,9 @@ def check(chapters: dict[str, tuple[ChapterRules, dict]], model: str | None | Mo
             err = rule(params, info, lengths)
             if err:
                 raise PreflightError(f"{stem}: {err}")
+    for stem, (_, params) in chapters.items():
+        if str(params.get("results_dir") or "").strip():  # a chapter's own results folder ("": the data folder's)
+            where = Path(params["results_dir"])
+            where = where if where.is_absolute() else paths.source_root() / where  # the kernel runs there
+            check_writable(where, f"{stem}: results_dir", "pass -p results_dir= for the data folder's")
     check_data_folder()

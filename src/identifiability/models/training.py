@@ -4,7 +4,8 @@
   this run's checkpoint (resume), nothing (new), or anything else: a one-line refusal in the command's own
   words (:class:`Refusals`), and nothing is touched;
 - :func:`save_state` and :func:`load_checkpoint`: a checkpoint (weights, AdamW's state tensors, the torch RNG
-  state) as safetensors plus a JSON record, each file written atomically;
+  state) as safetensors plus a JSON record, each file written atomically; :func:`disk_full` tells a full
+  disk from any other failed write, safetensors' included;
 - :func:`optimizer`, :func:`lr_at` and :func:`optimizer_step`: AdamW with weight decay on matrices only, a
   learning rate that is a function of the step alone (so a resumed run needs no scheduler state), one
   clipped step;
@@ -16,7 +17,9 @@ Nothing is pickled: tensors are safetensors, everything else JSON.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -62,12 +65,14 @@ class Refusals:
         return self.error(template.format(out=out, about=about, provenance=PROVENANCE))
 
 
-def _read(path: Path, refusals: Refusals) -> dict:
+def _read(path: Path, out: Path, refusals: Refusals) -> dict:
+    """The JSON record ``path`` in the model folder ``out``; a corrupt one is one line whose advice, followed,
+    works: removing ``out`` (removing the checkpoint alone would leave the kept checkpoints, another refusal)."""
     try:
         return read_json(path)
     except (OSError, ValueError) as e:
         raise refusals.error(
-            f"{path} is corrupt ({type(e).__name__}): nothing was changed; remove {path.parent} to start that run over"
+            f"{path} is corrupt ({type(e).__name__}): nothing was changed; remove {out} to start that run over"
         ) from None
 
 
@@ -87,12 +92,12 @@ def claim_folder(out: Path, identity: dict, refusals: Refusals) -> tuple[str, di
         raise refusals.refuse(refusals.a_file, out)
     prov_file, state_file = out / PROVENANCE, out / CHECKPOINT / "state.json"
     if prov_file.is_file():
-        prov = _read(prov_file, refusals)
+        prov = _read(prov_file, out, refusals)
         if prov.get("identity") == identity:
             return "done", prov
         raise refusals.refuse(refusals.other_model, out, prov)
     if state_file.is_file():
-        meta = _read(state_file, refusals)
+        meta = _read(state_file, out, refusals)
         if meta.get("identity") != identity:
             raise refusals.refuse(refusals.other_run, out, meta)
         tensors = out / CHECKPOINT / str(meta.get("tensors"))
@@ -125,6 +130,14 @@ def rerun_line(interrupted: Callable[[], Interrupted]) -> Iterator[None]:
 
 
 # -- checkpoints: safetensors + JSON only ----------------------------------------------------------------------
+
+
+def disk_full(e: BaseException) -> bool:
+    """Whether ``e`` is a write that failed for want of space (ENOSPC, or EDQUOT: a quota): an ``OSError``, or
+    safetensors' own error, which carries the system's message only."""
+    if isinstance(e, OSError):
+        return e.errno in (errno.ENOSPC, errno.EDQUOT)
+    return type(e).__name__ == "SafetensorError" and any(os.strerror(c) in str(e) for c in (errno.ENOSPC, errno.EDQUOT))
 
 
 def save_state(folder: Path, model: torch.nn.Module, opt: torch.optim.Optimizer, name: str, meta: dict) -> None:

@@ -134,6 +134,48 @@ def _to_train(
     return todo
 
 
+TOKENIZER_BYTES = 1_000_000  # a saved tokenizer's files (vocabulary, tokenizer.json), rounded up
+
+
+def space_needed(member: Member, settings: Settings, out: Path) -> int:
+    """Bytes a member's run still needs in its folders, at most: its kept checkpoints (the weights alone, one
+    about every ``settings.checkpoint_tokens``), the latest checkpoint twice (weights and AdamW's two moments,
+    the new one written beside the old), the finished model and its twin, less what ``out`` holds already.
+    Counted from the member's config on torch's meta device (no weights are made)."""
+    from transformers import BertForMaskedLM
+
+    from .mlm import member_config
+
+    with torch.device("meta"):
+        model = BertForMaskedLM(member_config(member, load_tokenizer(), settings.positions))
+    weights = 4 * sum(p.numel() for p in model.parameters())  # float32; the tied embedding once
+    total = settings.steps(settings.positions)
+    kept = -(-total // settings.every(settings.positions))
+    need = (kept + 2) * (weights + TOKENIZER_BYTES) + 2 * 4 * weights  # a checkpoint: weights, moments, tie
+    held = sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) if out.is_dir() else 0
+    return max(0, need - held)
+
+
+def check_space(todo: Sequence[tuple[Member, Path]], settings: Settings) -> None:
+    """PretrainError (one line) when the disk that holds the members' folders has less free space than their
+    runs need (:func:`space_needed`): a full disk would otherwise stop a run at a checkpoint, hours in."""
+    import shutil
+
+    if not todo:
+        return
+    where = todo[0][1]
+    while not where.exists():
+        where = where.parent
+    free = shutil.disk_usage(where).free
+    need = sum(space_needed(m, settings, out) for m, out in todo)
+    if need > free:
+        raise PretrainError(
+            f"the disk that holds {todo[0][1].parent} has {free / 1e9:.2f} GB free, less than the about "
+            f"{need / 1e9:.2f} GB that the checkpoints of {len(todo)} member(s) need: free some space, or set "
+            "IDENTIFIABILITY_DATA to a data folder on a larger disk"
+        )
+
+
 def pretrain_family(
     members: str | Sequence[str | Member] | None = None,
     scheduler: str | None = None,
@@ -170,6 +212,7 @@ def pretrain_family(
     todo = _to_train(chosen, settings, root, results)
     if not todo:
         return results
+    check_space(todo, settings)
     train, heldout, text = (*blocks, {"source": "given blocks"}) if blocks is not None else text_blocks(settings)
     own = client is None
     n = workers or (1 if device.startswith("cuda") else min(len(todo), os.cpu_count() or 1))

@@ -18,12 +18,12 @@ The finished folder holds the config, ``model.safetensors`` (the encoder under `
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -39,6 +39,7 @@ from ..models.training import (
     PROVENANCE,
     Refusals,
     claim_folder,
+    disk_full,
     load_checkpoint,
     lr_at,
     optimizer,
@@ -158,13 +159,17 @@ def _save_checkpoint(out: Path, model, opt, tokenizer, meta: dict, keep: bool) -
     """The step's weights under ``checkpoints/`` (``keep``), then the latest checkpoint. A full disk is one
     line: the files are written beside their targets and renamed, so the previous checkpoint stays in force."""
     step = meta["step"]
+    kept = out / CHECKPOINTS / f"step-{step:06d}"
+    new = not kept.exists()
     try:
         if keep:
-            write_model_folder(out / CHECKPOINTS / f"step-{step:06d}", model, tokenizer)
+            write_model_folder(kept, model, tokenizer)
         save_state(out / CHECKPOINT, model, opt, f"step-{step:06d}.safetensors", meta)
-    except OSError as e:
-        if e.errno != errno.ENOSPC:
+    except Exception as e:  # safetensors raises its own error for a full disk, not an OSError
+        if not disk_full(e):
             raise
+        if keep and new:  # a step's folder the full disk left empty or partial: the rerun writes it again
+            shutil.rmtree(kept, ignore_errors=True)
         state = out / CHECKPOINT / "state.json"
         before = f"step {read_json(state)['step']}" if state.is_file() else "none yet"
         raise PretrainError(
@@ -223,6 +228,42 @@ def train_member(
     settings.check()
     check_member(member)
     out = Path(out)
+    with _only_run(out, member.name):
+        return _train_member(member, train, heldout, out, settings, device, progress, on_step, text, tokenizer)
+
+
+@contextmanager
+def _only_run(out: Path, name: str) -> Iterator[None]:
+    """Holds a lock on ``.<out>.lock`` beside ``out`` while the run trains into it: a second run of the same
+    member into the same folder (another command, another worker) is one line instead of a second training
+    that overwrites the first's checkpoints. The system releases the lock when the process ends, however."""
+    import fcntl
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.with_name(f".{out.name}.lock"), "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise PretrainError(
+                f"another run is training {name} into {out} now: let it finish (a rerun then finds it done), or "
+                "stop it and run the same command again to resume"
+            ) from None
+        yield
+
+
+def _train_member(
+    member: Member,
+    train: torch.Tensor,
+    heldout: torch.Tensor,
+    out: Path,
+    settings: Settings,
+    device: str,
+    progress: bool,
+    on_step: Callable[[int, int], None] | None,
+    text: dict | None,
+    tokenizer,
+) -> dict:
+    """:func:`train_member` once its lock is held."""
     identity = identity_of(member, settings)
     state, prov = claim(out, identity)
     if state == "done":

@@ -21,6 +21,7 @@ from tqdm import tqdm
 from ..base.errors import UserError
 from ..base.results import cached_tensors
 from ..base.stats import Interval, mean_interval, paired_interval
+from ..chapters.parameters import SAMPLES
 from ..contributions import MEASURES, compute, rollout
 from ..contributions.agreement import SentenceAgreement, agreement
 from ..contributions.intervention import mean_embedding, token_replacement
@@ -88,7 +89,6 @@ def summarise(
 CLAIMS = ("C22", "C23", "C24", "C25", "C26", "C27")
 HTA, INTERVENTION, MASK = "hta", "intervention", "intervention_mask"  # the references
 REFERENCE_LABELS = {HTA: "Exact HTA", INTERVENTION: "Intervention (mean embedding)", MASK: "Intervention ([MASK])"}
-SAMPLES = ("short", "proportional")
 # the order a page lists them in: attention, then the decomposed layer, then interventions and gradients
 ORDER = ("raw", "effective", "rollout", "flow", "norm", "norm_resln", "globenc", "alti", "value_zeroing", "grad_input",
          "integrated_gradients")  # fmt: skip
