@@ -147,6 +147,19 @@ def test_ctrl_c_during_a_chapter_is_one_line_exit_130_and_leaves_nothing(chapter
     _untouched(earlier)  # no half-run notebook or results file a rerun could take as finished
 
 
+def test_two_ctrl_c_a_moment_apart_end_with_the_one_line_last(chapter_run):
+    proc, kernel, logs, earlier = chapter_run(whole=True)
+    os.killpg(proc.pid, signal.SIGINT)
+    time.sleep(0.2)  # the second press while the first unwinds: the shape of the failure, not a wait for a result
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
+    code, stderr = finish(proc, logs)
+    assert code == stops.EXIT_INTERRUPTED
+    assert stop_lines(stderr) == [stops.RESTART], stderr
+    assert stderr.splitlines()[-1] == stops.RESTART and "terminate called" not in stderr
+    _untouched(earlier)
+
+
 def test_a_kernel_that_dies_is_one_line_naming_the_chapter_and_exit_1(chapter_run):
     proc, kernel, logs, earlier = chapter_run(whole=False)  # the kernel alone: what it ran does not matter
     os.kill(kernel, signal.SIGKILL)  # what the kernel gets when the system runs out of memory

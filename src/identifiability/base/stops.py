@@ -38,6 +38,10 @@ EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 RESUME = "interrupted; run the same command again to resume"
 RESTART = "interrupted; run the same command again to restart"
+# multiprocessing's resource tracker (a process of its own, started by Dask and torch's workers) warns at its
+# exit about the semaphores of a process that a Ctrl-C ended, after the command's line; it frees them anyway.
+# The filter reaches it through the environment, which it inherits when it starts.
+QUIET_TRACKER = "ignore:resource_tracker:UserWarning"
 
 # nbclient options of every chapter run. The kernel logs nothing below CRITICAL: on Ctrl-C it would print the
 # traceback of a reply sent on a closed socket, and every run a warning about TCP without encryption (it
@@ -106,7 +110,16 @@ def _restore() -> None:
     _saved_stderr = None
 
 
+_line = RESTART  # what a second Ctrl-C reports: the line of the command that is running (run sets it)
+
+
 def _on_sigint(signum, frame) -> None:
+    if _saved_stderr is not None:
+        # A second Ctrl-C while the first one unwinds (or after a library swallowed it): the reader wants out
+        # now. Raising again inside that unwinding can abort the interpreter from a C++ thread ("terminate
+        # called without an active exception"), after the line: end here, the line last.
+        report(_line)
+        os._exit(EXIT_INTERRUPTED)
     _silence()
     raise KeyboardInterrupt
 
@@ -119,6 +132,9 @@ def install() -> None:
         signal.signal(signal.SIGINT, _on_sigint)
     except ValueError:
         return
+    warnings = os.environ.get("PYTHONWARNINGS", "")
+    if QUIET_TRACKER not in warnings.split(","):
+        os.environ["PYTHONWARNINGS"] = f"{warnings},{QUIET_TRACKER}" if warnings else QUIET_TRACKER
     if not isinstance(sys.stderr, _Tracked):
         sys.stderr = _Tracked(sys.stderr)
     if sys.excepthook is not _excepthook:
@@ -158,6 +174,8 @@ def run(command: Callable[[], int], resumes: bool, handle: bool = True) -> int:
     if not handle:
         return command()
     install()
+    global _line
+    _line = RESUME if resumes else RESTART
     _restore()  # a Ctrl-C while the modules loaded that an import caught: it did not stop this command
     try:
         status = command()
