@@ -1,6 +1,6 @@
 """`make family`'s recorded run: what the book shows of the family of head widths, filed with its provenance.
 
-    identifiability record-family [--data DIR] [--started EPOCH]
+    identifiability record-family [--data DIR] [--started EPOCH] [--into DIR]
     make family   (its last step before the book)
 
 ``make family`` pre-trains the family (:mod:`identifiability.pretrain`), runs chapter 7 on every member and
@@ -11,7 +11,9 @@ parameters they ran with, each member folder's ``provenance.json`` (text, tokens
 curve, held-out accuracy against the unigram baseline and the twin; never weights) and the hash of the rule
 each claim was judged under (:func:`identifiability.recorded.store.claim_hashes`), and records them under
 ``data/recorded/family/<corpus>/``. Chapter 7 shows them when no model of the family is in the data folder
-(:func:`find`), and the claims page reads the members' verdicts.
+(:func:`find`), and the claims page reads the members' verdicts. A data folder that would not cover the
+recorded run (:func:`design`: fewer members, chapter results missing, as after a `make family` that stopped
+early) is refused in one line, before anything is written; a pilot goes elsewhere with ``--into DIR``.
 """
 
 from __future__ import annotations
@@ -118,22 +120,38 @@ def gather(
     return {"corpus": corpus, "head_width": head_width, "members": found, "judged_under": hashes}
 
 
+def design(results: dict) -> dict:
+    """What a record covers, for :func:`identifiability.recorded.store.refuse_smaller`: its corpus, its
+    members, and its chapter results (chapter 7's, and each member's chapters as 'member/stem')."""
+    seven = [by_role(HEAD_WIDTH).stem] if results.get("head_width") else []
+    runs = [f"{m}/{stem}" for m, got in (results.get("members") or {}).items() for stem in got.get("chapters", {})]
+    return {
+        "corpus": results.get("corpus"),
+        "members": sorted(results.get("members") or {}),
+        "chapter results": sorted(seven + runs),
+    }
+
+
 def record_family(
     data: Path | None = None,
     corpus: str = paths.DEFAULT_CORPUS,
     started: float | None = None,
     echo: Callable[[str], None] = print,
+    into: Path | None = None,
 ) -> recorded.Recorded:
-    """Gather (:func:`gather`) and record the family's results under ``data/recorded/family/<corpus>/``; the
-    duration is since ``started`` (make family's start, a Unix time), else this job's."""
+    """Gather (:func:`gather`) and record the family's results under ``data/recorded/family/<corpus>/`` of the
+    checkout ``into`` (default: this one); the duration is since ``started`` (make family's start, a Unix
+    time), else this job's."""
     t0 = started if started is not None else time.time()
     data = (data or paths.data_root()).resolve()
+    if not data.is_dir():
+        raise NothingToRecord(f"--data {data} is not a folder: pass the data folder make family filled")
     target = keys.target(paths.DEFAULT_MODEL, corpus)  # chapter 7's run beside the family is the default model's
     results = gather(data, target.corpus, target.model)
     kernels = results_files(data, target.corpus, target.model)
     prov = recorded.provenance(sorted(results["judged_under"]), TARGET, time.time() - t0, kernels=kernels, data=data)
-    rec = recorded.record(JOB, target.corpus.key, results, prov, TOLERANCE)
-    echo(f"recorded the family's results ({len(results['members'])} members) in {recorded.folder(JOB, rec.key)}")
+    rec = recorded.record(JOB, target.corpus.key, results, prov, TOLERANCE, into, echo, design)
+    echo(f"recorded the family's results ({len(results['members'])} members) in {recorded.folder(JOB, rec.key, into)}")
     return rec
 
 
