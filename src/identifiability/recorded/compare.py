@@ -137,6 +137,18 @@ def design(results: Mapping) -> dict:
     return {"corpora": sorted(results.get("corpora") or []), "runs": sorted(runs)}
 
 
+def partial(rec: recorded.Recorded, source: Path | None = None) -> str | None:
+    """One line saying why chapter 9 cannot compare the recorded run ``rec`` (no chapter results, or a file
+    without its results or parameters: "not run in this build" and the command), or None when it can."""
+    files = rec.results.get("files")
+    runs = chapter_runs(rec.results) if isinstance(files, dict) else []
+    broken = [r for r in runs if not isinstance(files[r], dict) or not {"params", "results"} <= set(files[r])]
+    bad = "no chapter results" if not runs else f"{len(broken)} chapter results without their numbers" if broken else ""
+    if not bad:
+        return None
+    return recorded.partial_line(rec, bad, TARGET, source)
+
+
 def find(reference: str | keys.ModelRef, source: Path | None = None) -> recorded.Recorded | None:
     """The recorded `make compare` run of ``reference`` (a name, or a ref resolved already) in the checkout
     ``source`` (default: this one), or None."""

@@ -117,14 +117,25 @@ def find(
     return recorded.find(JOB, keys.target(model, corpus).key, TARGET)
 
 
+def partial(rec: recorded.Recorded) -> str | None:
+    """One line saying what the claims page cannot read of the recorded run ``rec`` (no verdicts, or verdicts
+    without their numbers: "not run in this build" and the command), or None when it reads them all."""
+    claims = rec.results.get("claims")
+    broken = sorted(c for c, v in (claims or {}).items() if not isinstance(v, dict) or "verdict" not in v)
+    bad = "no verdicts" if not isinstance(claims, dict) or not claims else f"no verdict of {', '.join(broken)}"
+    if claims and not broken:
+        return None
+    return recorded.partial_line(rec, bad, TARGET)
+
+
 def confirmation(claim: str, build_verdict: str | None, rec: recorded.Recorded | None) -> dict | None:
     """What the claims page shows for ``claim`` from a confirmation run: {"verdict": its verdict there, "agrees":
     whether it equals the default build's ``build_verdict`` (None when that was not measured), "rules_agree":
     whether the original and amended rules agree there (None when the claim was never amended), "frozen":
     whether it was judged under the frozen rule}; None when the run has no verdict for it."""
-    if rec is None or claim not in rec.results.get("claims", {}):
+    v = ((rec.results.get("claims") or {}) if rec is not None else {}).get(claim)
+    if not isinstance(v, dict) or "verdict" not in v:  # not there, or partial (:func:`partial` says so)
         return None
-    v = rec.results["claims"][claim]
     original = v.get("original")
     frozen = recorded.confirmable({claim: rec.results.get("judged_under", {}).get(claim, "")})[claim]
     return {

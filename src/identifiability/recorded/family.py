@@ -160,6 +160,29 @@ def find(corpus: str | keys.CorpusRef = paths.DEFAULT_CORPUS, source: Path | Non
     return recorded.find(JOB, keys.corpus_ref(corpus).key, TARGET, source)
 
 
+HEAD_WIDTH_CLAIMS = ("C19", "C20", "C21")  # what chapter 7 judges on the family
+
+
+def head_width_claims(rec: recorded.Recorded | None) -> dict[str, dict]:
+    """{claim: chapter 7's verdict as recorded} of those of :data:`HEAD_WIDTH_CLAIMS` the record holds."""
+    shown = (rec.results.get("head_width") or {}) if rec else {}
+    got = (shown.get("results") or {}).get("claims") or {}
+    return {c: got[c] for c in HEAD_WIDTH_CLAIMS if isinstance(got.get(c), dict)}
+
+
+def partial(rec: recorded.Recorded) -> str | None:
+    """One line saying what chapter 7 cannot show of the recorded run ``rec`` (chapter 7's results or a claim
+    of it missing, no members: "not run in this build" and the command), or None when it holds them all."""
+    got = head_width_claims(rec)
+    lacks = [] if rec.results.get("head_width") else ["no chapter 7 results"]
+    lacks += [] if lacks or len(got) == len(HEAD_WIDTH_CLAIMS) else [
+        f"no {', '.join(c for c in HEAD_WIDTH_CLAIMS if c not in got)}"]  # fmt: skip
+    lacks += [] if rec.results.get("members") else ["no members"]
+    if not lacks:
+        return None
+    return recorded.partial_line(rec, "; ".join(lacks), TARGET)
+
+
 def judged(member: dict) -> bool:
     """Whether a member of a family record (:func:`members`) trained enough to be judged; a member without
     provenance is not known to be undertrained."""
@@ -172,12 +195,13 @@ def member_verdicts(rec: recorded.Recorded | None, claim: str) -> dict[str, dict
     if rec is None:
         return {}
     out = {}
-    for name, m in rec.results.get("members", {}).items():
+    for name, m in (rec.results.get("members") or {}).items():
         if not judged(m):
             continue
-        for ch in m.get("chapters", {}).values():
-            if claim in ch.get("claims", {}):
-                out[name] = ch["claims"][claim]
+        for ch in (m.get("chapters") or {}).values():
+            v = (ch.get("claims") or {}).get(claim)
+            if isinstance(v, dict) and "verdict" in v:  # a partial record's missing verdict is no verdict
+                out[name] = v
     return out
 
 

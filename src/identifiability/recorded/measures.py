@@ -121,6 +121,23 @@ def record_measures(
     return rec
 
 
+def partial(rec: recorded.Recorded) -> str | None:
+    """One line saying why chapter 10 cannot show the recorded run ``rec`` (its numbers missing, unreadable or
+    fewer sentences than the rules need: "not run in this build" and the command), or None when it can."""
+    r = rec.results
+    n, rows = r.get("n_scored"), r.get("scores")
+    need = {"measure", "reference", "layer", "variant", "statistic"}  # what studies.measures.scores_from_rows reads
+    if not isinstance(rows, list) or not all(isinstance(row, dict) and need <= set(row) for row in rows):
+        bad = "its scores are missing or unreadable"
+    else:
+        bad = "no scores" if not rows else "no seconds per measure" if not isinstance(r.get("seconds"), dict) else ""
+    if not bad and (not isinstance(n, int) or n < MEASURES_MIN_SENTENCES):
+        bad = f"{n} sentences scored, fewer than the rules' {MEASURES_MIN_SENTENCES}"
+    if not bad:
+        return None
+    return recorded.partial_line(rec, bad, TARGET)
+
+
 def find(
     model: str | keys.ModelRef = paths.DEFAULT_MODEL, corpus: str | keys.CorpusRef = paths.DEFAULT_CORPUS
 ) -> recorded.Recorded | None:

@@ -244,6 +244,13 @@ def find(job: str, key: str, target: str, source: Path | None = None) -> Recorde
         raise RecordMissing(f"the recorded run {where} is unreadable ({why}): `make {target}` recomputes it") from None
 
 
+def partial_line(rec: Recorded, why: str, target: str, source: Path | None = None) -> str:
+    """What a page says, in one line, of a recorded run it cannot read whole (``why``): not run in this build,
+    and the command that records it (the record's own make target, else ``target``)."""
+    where, make = folder(rec.job, rec.key, source), rec.target or target
+    return f"The recorded run in {where} is partial ({why}): not run in this build; `make {make}` records it."
+
+
 def load(job: str, key: str, target: str, source: Path | None = None) -> Recorded:
     """The recorded run; RecordMissing (one line naming ``make <target>``) when absent or unreadable."""
     rec = find(job, key, target, source)
