@@ -49,6 +49,12 @@ def _csv(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
+_INTO = (
+    "the checkout whose data/recorded receives the run (default: this one; a pilot smaller than the run "
+    "recorded there goes elsewhere, e.g. --into /tmp/pilot)"
+)
+
+
 def _cluster_args(s) -> None:
     s.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. tcp://host:8786 (default: local)")
     s.add_argument("--workers", type=int, help="local cluster: single-threaded worker processes (default: cores)")
@@ -126,6 +132,7 @@ def _sweep_parsers(sub) -> None:
     r.add_argument("--n", type=int, help="sentences drawn (default: the rule for a half-width of 0.03)")
     r.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     r.add_argument("--group", type=int, default=1, help="sentences per task (default 1)")
+    r.add_argument("--into", type=Path, help=_INTO)
     _cluster_args(r)
 
 
@@ -147,7 +154,7 @@ def _record_compare_parser(sub) -> None:
         help="the checkout make compare ran in: its commit, lock and rules go into the provenance and "
         "relative model names resolve against it (default: the checkout above --data, else this one)",
     )
-    r.add_argument("--into", type=Path, help="the checkout whose data/recorded receives the run (default: this one)")
+    r.add_argument("--into", type=Path, help=_INTO)
     r.add_argument("--seed", type=int, default=0, help="the chapters' seed compared (default 0)")
     r.add_argument("--started", type=float, help="make compare's start, Unix seconds (the Makefile passes it)")
     r.add_argument(
@@ -166,9 +173,12 @@ def _record_family_parser(sub) -> None:
     r.add_argument("--data", type=Path, help="the data folder make family filled (default: this checkout's)")
     r.add_argument("--corpus", default=paths.DEFAULT_CORPUS, help="the corpus the chapters ran on (default lee)")
     r.add_argument("--started", type=float, help="make family's start, Unix seconds (the Makefile passes it)")
+    r.add_argument("--into", type=Path, help=_INTO)
 
 
 def _record_measures_parser(sub) -> None:
+    from .verdicts.measures import MEASURES_MIN_SENTENCES
+
     what = (
         "make measures' recorded run: every context-mixing measure scored against exact HTA and an intervention "
         "on sentences drawn like C10's sample (chapter 10), into data/recorded/measures/<model>/<corpus>/"
@@ -176,8 +186,14 @@ def _record_measures_parser(sub) -> None:
     r = _command(sub, "record-measures", help=what, description=what)
     r.add_argument("--model", default=DEFAULT_MODEL)
     r.add_argument("--corpus", default=paths.DEFAULT_CORPUS)
-    r.add_argument("--n", type=int, default=50, help="sentences drawn (at least the rules' 50)")
+    r.add_argument(
+        "--n",
+        type=int,
+        default=MEASURES_MIN_SENTENCES,
+        help=f"sentences drawn (at least the rules' {MEASURES_MIN_SENTENCES} for this checkout's record)",
+    )
     r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--into", type=Path, help=_INTO)
     _cluster_args(r)
     r.add_argument("--no-run", dest="run", action="store_false", help="record chapter 10's results already there")
 
@@ -191,6 +207,7 @@ def _record_confirm_parser(sub) -> None:
     r.add_argument("--model", default=DEFAULT_MODEL)
     r.add_argument("--corpus", default="lee_test", help="text the rules never saw (default lee_test)")
     r.add_argument("--no-run", dest="run", action="store_false", help="record the chapters' results already there")
+    r.add_argument("--into", type=Path, help=_INTO)
 
 
 def _finetune_parsers(sub) -> None:
@@ -363,7 +380,7 @@ def _sweep_main(a) -> int:
     if a.cmd == "record-family":
         from .recorded.family import record_family
 
-        record_family(a.data, a.corpus, a.started)
+        record_family(a.data, a.corpus, a.started, into=a.into)
         return 0
     if a.cmd == "record-measures":
         from .recorded.measures import record_measures
@@ -371,17 +388,17 @@ def _sweep_main(a) -> int:
         target = keys.target(a.model, a.corpus)  # once, here: the checks and the job below use it
         if a.run:
             _record_measures_preflight(a, target)
-        record_measures(target.model, target.corpus, a.n, a.seed, a.scheduler, a.workers, a.run)
+        record_measures(target.model, target.corpus, a.n, a.seed, a.scheduler, a.workers, a.run, into=a.into)
         return 0
     if a.cmd == "record-confirm":
         from .recorded.confirm import record_confirm
 
-        record_confirm(a.model, a.corpus, a.run)
+        record_confirm(a.model, a.corpus, a.run, into=a.into)
         return 0
     if a.cmd == "record-c10":
         from .recorded.c10 import record_c10
 
-        record_c10(a.model, a.corpus, a.n, a.seed, a.group, a.scheduler, a.workers)
+        record_c10(a.model, a.corpus, a.n, a.seed, a.group, a.scheduler, a.workers, into=a.into)
         return 0
     if a.cmd == "hta":
         model = keys.model_ref(a.model)  # once, here: the checks and the job below use it

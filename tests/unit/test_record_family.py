@@ -172,3 +172,19 @@ def test_make_family_fine_tunes_the_reference_chapter_9_reads():
     recipe = makefile.split("\nfamily:", 1)[1].split("\n\n", 1)[0]
     assert "$(MAKE) compare-run BASE=data/models/$(FAMILY_REFERENCE)" in recipe
     assert parameters(by_name("across_models").source)["pretrained"].default == reference
+
+
+def test_a_recorded_verdict_chapter_7_adopts_is_never_a_row_of_this_runs_model(tmp_path):
+    """`sweep --chapters 07` on the default model: chapter 7 shows the recorded family's verdicts, which were
+    judged on the family's members, so the results table files no claim row of them under the default model."""
+    from identifiability.base.results import ADOPTED
+    from identifiability.book import schema
+    from identifiability.runs import aggregate
+
+    ch = Chapter(by_name("head_width").stem, None, None, {}, tmp_path)
+    ch.recorded("C20", _verdict("C20").to_json(), "family")
+    doc = {"params": {"model": paths.DEFAULT_MODEL, "corpus": "lee"}, "results": ch.results, "chapter": ch.name}
+    assert doc["results"][ADOPTED] == {"C20": "family"} and "C20" in doc["results"]["claims"]
+    schema.check(ch.name, ch.results)  # a key every chapter may record
+    rows = aggregate.rows_of(doc, "sweep", "r")
+    assert not [r for r in rows if r.get("claim") == "C20"] and not [r for r in rows if "adopted" in r["quantity"]]

@@ -18,6 +18,10 @@ from safetensors.torch import load_file, save_file
 from . import paths
 from .fileio import atomic_write, write_json
 
+# A chapter results file's {claim: make target} of the verdicts it adopted from a recorded run (judged on that
+# run's models, not on this file's): the results table never files them under this file's model
+ADOPTED = "adopted_claims"
+
 
 def params_key(params: dict) -> str:
     """Short stable hash of a parameter dict (sorted JSON)."""

@@ -19,6 +19,7 @@ import torch
 
 from ..base.fileio import jsonable, read_json, write_json
 from ..base.paths import DEFAULT_MODEL
+from ..base.results import ADOPTED
 from ..chapters.contract import CHAPTERS, results_file
 from ..charts.render import enable_offline
 from ..corpus.corpora import Corpus, drop_unusable, load_corpus, sample_sentences
@@ -108,6 +109,8 @@ class Chapter:
             v = Verdict(claim_id, NOT_RUN, None, None, None, "", claim["rule"], why)
             v = with_robustness(v, {name: v for name in robustness_names(claim)})
         self.results.setdefault("claims", {})[claim_id] = v.to_json()
+        # judged on the recorded run's models, not this run's: the results table never files it under this model
+        self.results.setdefault(ADOPTED, {})[claim_id] = target
         return v
 
     def _judged(self, claim_id: str, evidence) -> Verdict:

@@ -345,7 +345,7 @@ def write_claims_page(stage: Path, results_dir: Path, model: str | None | ModelR
     the claim's row names, and for an amended claim the original rule's verdict beside it; and ``model``'s
     recorded confirmation run (``make confirm``), where there is one (``model``: a name, or a ref resolved
     already)."""
-    from ..recorded.confirm import confirmation, find
+    from ..recorded.confirm import confirmation, find, partial
     from ..recorded.family import find as find_family
 
     model = model_ref(model)
@@ -374,6 +374,8 @@ def write_claims_page(stage: Path, results_dir: Path, model: str | None | ModelR
     ]
     if confirm is not None:
         lines += [f"*Confirmation:* {recorded.caption(confirm, recorded.stale(confirm))}.", ""]
+        if why := partial(confirm):  # missing or partial numbers: said in one line, the rest shown
+            lines += [f"*{why}*", ""]
     table = claims_table(results_dir)
     # the row's claim text replaced the verdict's own ``claim`` field (its id) in claims_table
     verdicts = {r["id"]: None if r["verdict"] == "not measured" else from_json({**r, "claim": r["id"]}) for r in table}

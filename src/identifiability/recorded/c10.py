@@ -1,6 +1,7 @@
 """C10's recorded run (rule version 3): exact HTA of a sample drawn in proportion to the sentences' tokens.
 
-    identifiability record-c10 [--model M] [--corpus C] [--n N] [--seed S] [--scheduler ADDRESS | --workers N]
+    identifiability record-c10 [--model M] [--corpus C] [--n N] [--seed S] [--into DIR]
+                               [--scheduler ADDRESS | --workers N]
     make record-c10 [MODEL=...] [CORPUS=...]
 
 Draws the sample (:mod:`identifiability.recorded.proportional`; n by its rule unless ``--n``), runs exact HTA of each
@@ -9,7 +10,9 @@ each finished sentence lands in the HTA cache, so an interrupted run resumes whe
 results back, and records per sentence its length, its shares of hidden tokens whose largest contributor at
 the last layer is their own input token (all, words, special) and 1/d_s, with the draws, under
 ``data/recorded/c10/<model>/<corpus>/`` (:mod:`identifiability.recorded.store`). Chapter 6 rebuilds C10's
-evidence from those per-sentence numbers. Before replacing a recorded run it prints every value that moved.
+evidence from those per-sentence numbers. Before any work it refuses (one line) a run that would not cover
+the one recorded (:func:`design`: fewer draws, another seed, model or corpus; a pilot goes elsewhere with
+``--into DIR``); before replacing a recorded run it prints what moved.
 """
 
 from __future__ import annotations
@@ -28,6 +31,12 @@ from . import store as recorded
 TOLERANCE = 1e-6  # exact HTA is deterministic up to float summation order
 
 
+def design(results: dict) -> dict:
+    """What a record covers, for :func:`identifiability.recorded.store.refuse_smaller`: its draws (a larger n
+    extends the same sample), seed, model and corpus."""
+    return {k: results.get(k) for k in ("n", "seed", "model", "corpus")}
+
+
 def record_c10(
     model: str | keys.ModelRef,
     corpus: str | keys.CorpusRef,
@@ -40,9 +49,11 @@ def record_c10(
     progress: bool = True,
     echo: Callable[[str], None] = print,
     source: Path | None = None,
+    into: Path | None = None,
 ) -> recorded.Recorded:
     """Draw C10's sample of ``corpus`` (``n`` draws, default :func:`proportional.sentences_needed`), compute
-    and record it under the checkout ``source`` (default: this one); returns the recorded run. ``model`` and
+    and record it under the checkout ``into`` (default ``source``, whose lock and rules the provenance names;
+    default this one); returns the recorded run. ``model`` and
     ``corpus``: names, or refs the caller resolved already (:func:`identifiability.models.keys.target`)."""
     from ..corpus.corpora import drop_unusable, load_corpus, token_lengths
     from ..hta import hta_corpus
@@ -51,10 +62,13 @@ def record_c10(
     t0 = time.time()
     target = keys.target(model, corpus)
     model, corpus = target.model.name, target.corpus.name
+    n = n or proportional.sentences_needed()
+    new = {"n": n, "seed": seed, "model": target.model.key, "corpus": target.corpus.key}
+    dest = into or source
+    recorded.refuse_smaller(proportional.C10_JOB, target.key, new, design, dest)
     lm = load_model(target.model)
     corp, _ = drop_unusable(load_corpus(corpus), lm.tokenizer)
     pool = proportional.eligible(token_lengths(corp.sentences, lm.tokenizer))
-    n = n or proportional.sentences_needed()
     draws = proportional.draw(pool, n, seed)
     distinct = sorted(set(draws))
     texts = [corp.sentences[i] for i in distinct]
@@ -94,8 +108,8 @@ def record_c10(
     }
     make = proportional.record_command(model, corpus).removeprefix("make ")  # with MODEL=, CORPUS= if not default
     prov = recorded.provenance(["C10"], make, time.time() - t0, source)
-    rec = recorded.record(proportional.C10_JOB, target.key, out, prov, TOLERANCE, source, echo)
-    where = recorded.folder(rec.job, rec.key, source)
+    rec = recorded.record(proportional.C10_JOB, target.key, out, prov, TOLERANCE, dest, echo, design)
+    where = recorded.folder(rec.job, rec.key, dest)
     echo(f"C10: share {share} over {n} draws; half-width {half:.4f}; recorded in {where}")
     if half > proportional.HALF_WIDTH:
         need = proportional.sentences_needed(sd) if np.isfinite(sd) else "more"

@@ -13,8 +13,9 @@ and records them as one run under ``data/recorded/compare/<reference key>/`` (:m
 ``results.json`` holds ``files``, {path below the data folder: its JSON content}, and ``model_provenance``,
 {model name as the runs were made under: the path of its folder's provenance.json among ``files``}. Chapter 9
 writes them back into a temporary data folder (:func:`materialise`) and runs the same comparison on it when
-the live data folder has no fine-tuned model's results. Before replacing a recorded run the job prints every
-value that moved.
+the live data folder has no fine-tuned model's results. A data folder that would not cover the recorded run
+(:func:`design`: a model's, chapter's or corpus's runs missing) is refused in one line, before anything is
+written (a pilot goes elsewhere with ``--into DIR``); before replacing a recorded run the job prints what moved.
 
 Left out of each chapter results file (nothing in chapter 9 reads them, and they differ between two runs of
 the same computation): the corpus's sentences and dropped lines, the schema version and ``params.results_dir``
@@ -125,6 +126,29 @@ def provenances(results: Mapping) -> dict[str, dict]:
     return {name: results["files"][rel] for name, rel in results.get("model_provenance", {}).items()}
 
 
+def design(results: Mapping) -> dict:
+    """What a record covers, for :func:`identifiability.recorded.store.refuse_smaller`: its corpora and each
+    (model, chapter, corpus) it holds runs of, as 'model chapter corpus'."""
+    runs = set()
+    for rel in chapter_runs(results):
+        doc = results["files"][rel]
+        p = doc.get("params", {})
+        runs.add(f"{p.get('model')} {doc.get('chapter') or PurePosixPath(rel).stem} {p.get('corpus')}")
+    return {"corpora": sorted(results.get("corpora") or []), "runs": sorted(runs)}
+
+
+def partial(rec: recorded.Recorded, source: Path | None = None) -> str | None:
+    """One line saying why chapter 9 cannot compare the recorded run ``rec`` (no chapter results, or a file
+    without its results or parameters: "not run in this build" and the command), or None when it can."""
+    files = rec.results.get("files")
+    runs = chapter_runs(rec.results) if isinstance(files, dict) else []
+    broken = [r for r in runs if not isinstance(files[r], dict) or not {"params", "results"} <= set(files[r])]
+    bad = "no chapter results" if not runs else f"{len(broken)} chapter results without their numbers" if broken else ""
+    if not bad:
+        return None
+    return recorded.partial_line(rec, bad, TARGET, source)
+
+
 def find(reference: str | keys.ModelRef, source: Path | None = None) -> recorded.Recorded | None:
     """The recorded `make compare` run of ``reference`` (a name, or a ref resolved already) in the checkout
     ``source`` (default: this one), or None."""
@@ -186,7 +210,7 @@ def record_compare(
     kernels = [data / rel for rel in chapter_runs(results)]
     prov = recorded.provenance(CLAIMS, TARGET, seconds, checkout, kernels=kernels, data=data)
     prov |= {"seconds_from": how, "data": str(data), "checkout": str(checkout)}
-    rec = recorded.record(JOB, keys.model_ref(base).key, results, prov, TOLERANCE, into, echo)
+    rec = recorded.record(JOB, keys.model_ref(base).key, results, prov, TOLERANCE, into, echo, design)
     size = sum(f.stat().st_size for f in recorded.folder(rec.job, rec.key, into).iterdir())
     echo(
         f"recorded {len(results['files'])} files ({len(results['model_provenance'])} model provenances) of "

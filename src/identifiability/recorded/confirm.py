@@ -1,6 +1,6 @@
 """`make confirm`'s recorded run: every claim judged under the frozen rules on text no chapter had seen.
 
-    identifiability record-confirm [--model M] [--corpus lee_test] [--no-run]
+    identifiability record-confirm [--model M] [--corpus lee_test] [--no-run] [--into DIR]
     make confirm
 
 Every amendment of a rule was made after the default build's numbers were seen. ``lee_test`` (the 148 sentences
@@ -10,7 +10,9 @@ records, under ``data/recorded/confirm/<model key>/<corpus>/``, each claim's ver
 twin), the chapters' parameters, and the hash of the rule each claim was judged under
 (:func:`identifiability.recorded.store.claim_hashes` when the job runs, right after the chapters). The claims page
 compares that verdict with the default build's and marks a claim whose rule changed after the freeze
-(``data/frozen_rules.csv``) as not confirmed (:func:`confirmation`).
+(``data/frozen_rules.csv``) as not confirmed (:func:`confirmation`). The job refuses (one line), before the
+chapters run and again before it writes, a run that would not cover the one recorded (:func:`design`:
+chapters or claims missing); a pilot goes elsewhere with ``--into DIR``.
 """
 
 from __future__ import annotations
@@ -59,6 +61,12 @@ def gather(results_dir: Path) -> dict:
     return out
 
 
+def design(results: dict) -> dict:
+    """What a record covers, for :func:`identifiability.recorded.store.refuse_smaller`: the chapters that ran
+    and the claims judged."""
+    return {"chapters": sorted(results.get("params") or {}), "claims": sorted(results.get("claims") or {})}
+
+
 def run_chapters(target: keys.Target, progress: bool = True) -> list[Path]:
     """Execute the judging chapters on ``target``'s corpus with :data:`PARAMS` (every parameter checked first,
     before anything runs); their results go to ``target.results_dir``; returns the executed notebooks."""
@@ -79,13 +87,17 @@ def record_confirm(
     corpus: str | keys.CorpusRef = CORPUS,
     run: bool = True,
     echo: Callable[[str], None] = print,
+    into: Path | None = None,
 ) -> recorded.Recorded:
     """Run the judging chapters on ``corpus`` (unless not ``run``: their results are already there), gather
     their verdicts (:func:`gather`, from the target's ``results_dir``) and record them. ``model`` and ``corpus``:
-    names, or refs the caller resolved already (:func:`identifiability.models.keys.target`)."""
+    names, or refs the caller resolved already (:func:`identifiability.models.keys.target`); the record goes
+    to the checkout ``into`` (default: this one)."""
     t0 = time.time()
     target = keys.target(model, corpus)
     model, corpus = target.model.name, target.corpus.name
+    stems = sorted(stem for stem, spec in CHAPTERS.items() if spec.name in PARAMS)  # what gather will read
+    recorded.refuse_smaller(JOB, target.key, {"chapters": stems}, design, into)
     if run:
         run_chapters(target)
     folder = target.results_dir
@@ -93,8 +105,8 @@ def record_confirm(
     kernels = [folder / f"{stem}.json" for stem in results["params"]]  # the results files gather read
     prov = recorded.provenance(sorted(results["claims"]), TARGET, time.time() - t0, kernels=kernels)
     prov |= {"corpus": corpus, "model": model}
-    rec = recorded.record(JOB, target.key, results, prov, TOLERANCE)
-    echo(f"recorded {len(results['claims'])} verdicts on {corpus} in {recorded.folder(rec.job, rec.key)}")
+    rec = recorded.record(JOB, target.key, results, prov, TOLERANCE, into, echo, design)
+    echo(f"recorded {len(results['claims'])} verdicts on {corpus} in {recorded.folder(rec.job, rec.key, into)}")
     return rec
 
 
@@ -105,14 +117,25 @@ def find(
     return recorded.find(JOB, keys.target(model, corpus).key, TARGET)
 
 
+def partial(rec: recorded.Recorded) -> str | None:
+    """One line saying what the claims page cannot read of the recorded run ``rec`` (no verdicts, or verdicts
+    without their numbers: "not run in this build" and the command), or None when it reads them all."""
+    claims = rec.results.get("claims")
+    broken = sorted(c for c, v in (claims or {}).items() if not isinstance(v, dict) or "verdict" not in v)
+    bad = "no verdicts" if not isinstance(claims, dict) or not claims else f"no verdict of {', '.join(broken)}"
+    if claims and not broken:
+        return None
+    return recorded.partial_line(rec, bad, TARGET)
+
+
 def confirmation(claim: str, build_verdict: str | None, rec: recorded.Recorded | None) -> dict | None:
     """What the claims page shows for ``claim`` from a confirmation run: {"verdict": its verdict there, "agrees":
     whether it equals the default build's ``build_verdict`` (None when that was not measured), "rules_agree":
     whether the original and amended rules agree there (None when the claim was never amended), "frozen":
     whether it was judged under the frozen rule}; None when the run has no verdict for it."""
-    if rec is None or claim not in rec.results.get("claims", {}):
+    v = ((rec.results.get("claims") or {}) if rec is not None else {}).get(claim)
+    if not isinstance(v, dict) or "verdict" not in v:  # not there, or partial (:func:`partial` says so)
         return None
-    v = rec.results["claims"][claim]
     original = v.get("original")
     frozen = recorded.confirmable({claim: rec.results.get("judged_under", {}).get(claim, "")})[claim]
     return {

@@ -1,6 +1,6 @@
 """`make family`'s recorded run: what the book shows of the family of head widths, filed with its provenance.
 
-    identifiability record-family [--data DIR] [--started EPOCH]
+    identifiability record-family [--data DIR] [--started EPOCH] [--into DIR]
     make family   (its last step before the book)
 
 ``make family`` pre-trains the family (:mod:`identifiability.pretrain`), runs chapter 7 on every member and
@@ -11,7 +11,9 @@ parameters they ran with, each member folder's ``provenance.json`` (text, tokens
 curve, held-out accuracy against the unigram baseline and the twin; never weights) and the hash of the rule
 each claim was judged under (:func:`identifiability.recorded.store.claim_hashes`), and records them under
 ``data/recorded/family/<corpus>/``. Chapter 7 shows them when no model of the family is in the data folder
-(:func:`find`), and the claims page reads the members' verdicts.
+(:func:`find`), and the claims page reads the members' verdicts. A data folder that would not cover the
+recorded run (:func:`design`: fewer members, chapter results missing, as after a `make family` that stopped
+early) is refused in one line, before anything is written; a pilot goes elsewhere with ``--into DIR``.
 """
 
 from __future__ import annotations
@@ -118,28 +120,67 @@ def gather(
     return {"corpus": corpus, "head_width": head_width, "members": found, "judged_under": hashes}
 
 
+def design(results: dict) -> dict:
+    """What a record covers, for :func:`identifiability.recorded.store.refuse_smaller`: its corpus, its
+    members, and its chapter results (chapter 7's, and each member's chapters as 'member/stem')."""
+    seven = [by_role(HEAD_WIDTH).stem] if results.get("head_width") else []
+    runs = [f"{m}/{stem}" for m, got in (results.get("members") or {}).items() for stem in got.get("chapters", {})]
+    return {
+        "corpus": results.get("corpus"),
+        "members": sorted(results.get("members") or {}),
+        "chapter results": sorted(seven + runs),
+    }
+
+
 def record_family(
     data: Path | None = None,
     corpus: str = paths.DEFAULT_CORPUS,
     started: float | None = None,
     echo: Callable[[str], None] = print,
+    into: Path | None = None,
 ) -> recorded.Recorded:
-    """Gather (:func:`gather`) and record the family's results under ``data/recorded/family/<corpus>/``; the
-    duration is since ``started`` (make family's start, a Unix time), else this job's."""
+    """Gather (:func:`gather`) and record the family's results under ``data/recorded/family/<corpus>/`` of the
+    checkout ``into`` (default: this one); the duration is since ``started`` (make family's start, a Unix
+    time), else this job's."""
     t0 = started if started is not None else time.time()
     data = (data or paths.data_root()).resolve()
+    if not data.is_dir():
+        raise NothingToRecord(f"--data {data} is not a folder: pass the data folder make family filled")
     target = keys.target(paths.DEFAULT_MODEL, corpus)  # chapter 7's run beside the family is the default model's
     results = gather(data, target.corpus, target.model)
     kernels = results_files(data, target.corpus, target.model)
     prov = recorded.provenance(sorted(results["judged_under"]), TARGET, time.time() - t0, kernels=kernels, data=data)
-    rec = recorded.record(JOB, target.corpus.key, results, prov, TOLERANCE)
-    echo(f"recorded the family's results ({len(results['members'])} members) in {recorded.folder(JOB, rec.key)}")
+    rec = recorded.record(JOB, target.corpus.key, results, prov, TOLERANCE, into, echo, design)
+    echo(f"recorded the family's results ({len(results['members'])} members) in {recorded.folder(JOB, rec.key, into)}")
     return rec
 
 
 def find(corpus: str | keys.CorpusRef = paths.DEFAULT_CORPUS, source: Path | None = None) -> recorded.Recorded | None:
     """The recorded `make family` run on ``corpus`` (a name, or a ref resolved already), or None."""
     return recorded.find(JOB, keys.corpus_ref(corpus).key, TARGET, source)
+
+
+HEAD_WIDTH_CLAIMS = ("C19", "C20", "C21")  # what chapter 7 judges on the family
+
+
+def head_width_claims(rec: recorded.Recorded | None) -> dict[str, dict]:
+    """{claim: chapter 7's verdict as recorded} of those of :data:`HEAD_WIDTH_CLAIMS` the record holds."""
+    shown = (rec.results.get("head_width") or {}) if rec else {}
+    got = (shown.get("results") or {}).get("claims") or {}
+    return {c: got[c] for c in HEAD_WIDTH_CLAIMS if isinstance(got.get(c), dict)}
+
+
+def partial(rec: recorded.Recorded) -> str | None:
+    """One line saying what chapter 7 cannot show of the recorded run ``rec`` (chapter 7's results or a claim
+    of it missing, no members: "not run in this build" and the command), or None when it holds them all."""
+    got = head_width_claims(rec)
+    lacks = [] if rec.results.get("head_width") else ["no chapter 7 results"]
+    lacks += [] if lacks or len(got) == len(HEAD_WIDTH_CLAIMS) else [
+        f"no {', '.join(c for c in HEAD_WIDTH_CLAIMS if c not in got)}"]  # fmt: skip
+    lacks += [] if rec.results.get("members") else ["no members"]
+    if not lacks:
+        return None
+    return recorded.partial_line(rec, "; ".join(lacks), TARGET)
 
 
 def judged(member: dict) -> bool:
@@ -154,12 +195,13 @@ def member_verdicts(rec: recorded.Recorded | None, claim: str) -> dict[str, dict
     if rec is None:
         return {}
     out = {}
-    for name, m in rec.results.get("members", {}).items():
+    for name, m in (rec.results.get("members") or {}).items():
         if not judged(m):
             continue
-        for ch in m.get("chapters", {}).values():
-            if claim in ch.get("claims", {}):
-                out[name] = ch["claims"][claim]
+        for ch in (m.get("chapters") or {}).values():
+            v = (ch.get("claims") or {}).get(claim)
+            if isinstance(v, dict) and "verdict" in v:  # a partial record's missing verdict is no verdict
+                out[name] = v
     return out
 
 

@@ -1,6 +1,6 @@
 """`make measures`' recorded run: every context-mixing measure scored on at least 50 sentences (chapter 10).
 
-    identifiability record-measures [--model M] [--corpus C] [--n N] [--scheduler ADDRESS | --workers N]
+    identifiability record-measures [--model M] [--corpus C] [--n N] [--into DIR] [--scheduler ADDRESS | --workers N]
     make measures
 
 The book's chapter 10 scores a handful of short sentences live; its verdicts need at least
@@ -10,24 +10,31 @@ draws them, computes their exact HTA on a Dask cluster into the HTA cache (:mod:
 an interrupted run resumes there, and a machine that ran ``make record-c10`` already holds the first draws),
 runs chapter 10 on them (``sample=proportional``), and records the chapter's scores, seconds per measure and
 verdicts, with the rule each claim was judged under, under ``data/recorded/measures/<model>/<corpus>/``.
-Chapter 10 shows that record when a build's own run is too small to judge.
+Chapter 10 shows that record when a build's own run is too small to judge; the job's own run of the chapter
+(``sample=proportional``) never reads it, so the verdicts it records are judged on its own scores.
+
+Before any work the job refuses (one line) an ``--n`` below the rules' least number of sentences for the
+checkout's record, and a run that would not cover the one recorded there (:func:`design`): a pilot goes
+elsewhere with ``--into DIR``.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from ..base import paths
 from ..base.fileio import read_json
 from ..chapters.contract import MEASURES, by_role
 from ..models import keys
 from ..runs import corpus_hta
+from ..verdicts.measures import MEASURES_MIN_SENTENCES
 from . import store as recorded
 from .store import NothingToRecord
 
 JOB = TARGET = "measures"
-N_SENTENCES = 50  # the rules' least number of scored sentences (MEASURES_MIN_SENTENCES)
+N_SENTENCES = MEASURES_MIN_SENTENCES  # the rules' least number of scored sentences
 TOLERANCE = 1e-6  # exact HTA is deterministic up to float summation order; the other measures too
 
 
@@ -43,6 +50,24 @@ def sample_texts(model: keys.ModelRef, corpus: str, n: int, seed: int = 0) -> li
     return [corp.sentences[i] for i in sorted(set(proportional.draw(pool, n, seed)))]
 
 
+def design(results: dict) -> dict:
+    """What a record covers, for :func:`identifiability.recorded.store.refuse_smaller`: the sentences scored
+    and the claims judged."""
+    return {"n_scored": int(results.get("n_scored") or 0), "claims": sorted(results.get("claims") or {})}
+
+
+def check_design(n: int, claims: list[str], key: str, into: Path | None = None) -> None:
+    """SmallerDesign (one line) when ``n`` sentences are fewer than the rules need and the record would go to
+    the checkout's data/recorded (``into`` None), or would not cover the run recorded at ``key``."""
+    if into is None and n < MEASURES_MIN_SENTENCES:
+        raise recorded.SmallerDesign(
+            f"--n {n} is fewer than the {MEASURES_MIN_SENTENCES} sentences the rules of chapter 10 need, too few for "
+            f"the checkout's record: pass --n {MEASURES_MIN_SENTENCES} or more, or write a pilot elsewhere with "
+            "--into DIR"
+        )
+    recorded.refuse_smaller(JOB, key, {"n_scored": n, "claims": claims}, design, into)
+
+
 def record_measures(
     model: str | keys.ModelRef = paths.DEFAULT_MODEL,
     corpus: str | keys.CorpusRef = paths.DEFAULT_CORPUS,
@@ -52,9 +77,11 @@ def record_measures(
     workers: int | None = None,
     run: bool = True,
     echo: Callable[[str], None] = print,
+    into: Path | None = None,
 ) -> recorded.Recorded:
-    """Exact HTA of the sample on a cluster, chapter 10 on it (unless not ``run``), then the record. ``model``
-    and ``corpus``: names, or refs the caller resolved already (:func:`identifiability.models.keys.target`)."""
+    """Exact HTA of the sample on a cluster, chapter 10 on it (unless not ``run``), then the record, in the
+    checkout ``into`` (default: this one; :func:`check_design` first). ``model`` and ``corpus``: names, or
+    refs the caller resolved already (:func:`identifiability.models.keys.target`)."""
     from ..chapters.execution import run_notebook
     from ..verdicts.claims import load_claims
 
@@ -66,6 +93,7 @@ def record_measures(
     # the checkout's state when the chapter starts: a commit made while it runs (it runs long) must not be
     # named as the one that computed it (the modules are what the kernel reports it computed with)
     claims = sorted(c["id"] for c in load_claims() if c["chapter"] == spec.stem)
+    check_design(n, claims, target.key, into)
     prov = recorded.provenance(claims, TARGET, 0.0)
     if run:
         todo = corpus_hta.uncached(target.model, sample_texts(target.model, corpus, n, seed))
@@ -87,9 +115,27 @@ def record_measures(
     results["params"] = {k: v for k, v in doc["params"].items() if k != "results_dir"}
     prov |= {"seconds": time.time() - t0, "corpus": corpus, "model": model}
     prov["hashes"] |= recorded.computed([path], paths.data_root())  # this process's and the chapter kernel's
-    rec = recorded.record(JOB, target.key, results, prov, TOLERANCE)
-    echo(f"recorded chapter 10's scores on {n} sentences in {recorded.folder(rec.job, rec.key)}")
+    rec = recorded.record(JOB, target.key, results, prov, TOLERANCE, into, echo, design)
+    where = recorded.folder(rec.job, rec.key, into)
+    echo(f"recorded chapter 10's scores on {results['n_scored']} sentences in {where}")
     return rec
+
+
+def partial(rec: recorded.Recorded) -> str | None:
+    """One line saying why chapter 10 cannot show the recorded run ``rec`` (its numbers missing, unreadable or
+    fewer sentences than the rules need: "not run in this build" and the command), or None when it can."""
+    r = rec.results
+    n, rows = r.get("n_scored"), r.get("scores")
+    need = {"measure", "reference", "layer", "variant", "statistic"}  # what studies.measures.scores_from_rows reads
+    if not isinstance(rows, list) or not all(isinstance(row, dict) and need <= set(row) for row in rows):
+        bad = "its scores are missing or unreadable"
+    else:
+        bad = "no scores" if not rows else "no seconds per measure" if not isinstance(r.get("seconds"), dict) else ""
+    if not bad and (not isinstance(n, int) or n < MEASURES_MIN_SENTENCES):
+        bad = f"{n} sentences scored, fewer than the rules' {MEASURES_MIN_SENTENCES}"
+    if not bad:
+        return None
+    return recorded.partial_line(rec, bad, TARGET)
 
 
 def find(

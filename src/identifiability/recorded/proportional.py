@@ -171,6 +171,23 @@ def recorded_c10(model: str | None | keys.ModelRef, corpus: str | keys.CorpusRef
     return recorded.find(C10_JOB, keys.target(model, corpus).key, C10_TARGET)
 
 
+def partial(rec: Recorded) -> str | None:
+    """One line saying why chapter 6 cannot judge C10 on the recorded run ``rec`` (its draws, per-sentence
+    numbers, seed or eligible pool missing or unreadable: "not run in this build" and the command), or None."""
+    r = rec.results
+    try:
+        rows = {int(k): v for k, v in r["sentences"].items()}
+        draws = [int(i) for i in r["draws"]]
+        int(r["seed"]), float(r["eligible"]["covered"]), int(r["eligible"]["max_tokens"])
+        missing = [i for i in draws if not isinstance(rows.get(i, {}).get("share"), int | float)]
+        bad = "no draws" if not draws else f"{len(missing)} draws without their numbers" if missing else ""
+    except (KeyError, TypeError, ValueError, AttributeError):
+        bad = "its draws or per-sentence numbers are missing or unreadable"
+    if not bad:
+        return None
+    return recorded.partial_line(rec, bad, C10_TARGET)  # its own target names MODEL=, CORPUS= if not defaults
+
+
 def describe(sample: dict) -> str:
     """What a recorded sample is, for C10's reason (``sample``: ``TopContributor.c10_sample``)."""
     return (

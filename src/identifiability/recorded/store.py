@@ -10,10 +10,11 @@ the job's own and those its chapters' kernels reported; never charts, text, page
 line)). The provenance names the results file's hash, so a reader never pairs new results with an old
 provenance.
 
-API: :func:`record` (compare with the previous run, print what moved, write), :func:`write`, :func:`load`
-(one line naming the command when absent or unreadable), :func:`find` (None when absent), :func:`stale`
-(which hashes no longer match: "lock", "code", "rules"), :func:`changed_modules` and :func:`code_unknown` (what
-made the code stale), :func:`caption` (the line a page shows),
+API: :func:`record` (refuse a run that does not cover the previous one, :func:`refuse_smaller`; compare with
+it and print a screen of what moved, :func:`summary`, the full list in :func:`moved_file`; write),
+:func:`write`, :func:`load` (one line naming the command when absent or unreadable), :func:`find` (None when
+absent), :func:`stale` (which hashes no longer match: "lock", "code", "rules"), :func:`changed_modules` and
+:func:`code_unknown` (what made the code stale), :func:`caption` (the line a page shows),
 :func:`frozen` and :func:`confirmable` (the rules frozen before the family was trained; data/frozen_rules.csv) and
 :func:`moved` (every result value that moved beyond a tolerance; provenance is never compared).
 """
@@ -25,6 +26,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -242,6 +244,13 @@ def find(job: str, key: str, target: str, source: Path | None = None) -> Recorde
         raise RecordMissing(f"the recorded run {where} is unreadable ({why}): `make {target}` recomputes it") from None
 
 
+def partial_line(rec: Recorded, why: str, target: str, source: Path | None = None) -> str:
+    """What a page says, in one line, of a recorded run it cannot read whole (``why``): not run in this build,
+    and the command that records it (the record's own make target, else ``target``)."""
+    where, make = folder(rec.job, rec.key, source), rec.target or target
+    return f"The recorded run in {where} is partial ({why}): not run in this build; `make {make}` records it."
+
+
 def load(job: str, key: str, target: str, source: Path | None = None) -> Recorded:
     """The recorded run; RecordMissing (one line naming ``make <target>``) when absent or unreadable."""
     rec = find(job, key, target, source)
@@ -353,6 +362,78 @@ def _show(v) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+SHOWN = 20  # "value(s) moved": at most this many lines on the screen; the full list goes to a file
+
+
+def moved_file(job: str, key: str) -> Path:
+    """Where :func:`record` writes the full list of values that moved (the data folder's cache: never committed)."""
+    return paths.cache_root() / "moved" / paths.safe_key(job) / f"{key}.txt"
+
+
+def summary(lines: Sequence[str], where: Path, shown: int = SHOWN) -> list[str]:
+    """At most a screen of :func:`moved`'s ``lines``: how many moved under each top-level result, the first
+    ``shown`` of them, and where the full list is (``where``)."""
+    if len(lines) <= shown:
+        return [f"  {line}" for line in lines]
+    counts: dict[str, int] = {}
+    for line in lines:
+        top = re.split(r"[.\[:]", line, maxsplit=1)[0]
+        counts[top] = counts.get(top, 0) + 1
+    by = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1])[:8])
+    more = len(lines) - shown
+    return [f"  by result: {by}", *(f"  {line}" for line in lines[:shown]), f"  ... {more} more in {where}"]
+
+
+class SmallerDesign(UserError):
+    """A job would replace a recorded run with one of a smaller design; one line saying how to write it elsewhere."""
+
+
+def shortfall(old: dict, new: dict) -> list[str]:
+    """What a run of design ``new`` lacks against the recorded design ``old`` (each a :func:`design`-like dict:
+    a number counts (the new one must be at least as large), a list names what must all be there again, any
+    other value must be equal); [] when ``new`` covers ``old``."""
+    out = []
+    for k, was in old.items():
+        now = new.get(k)
+        if isinstance(was, bool) or not isinstance(was, int | float | list):
+            if was != now:
+                out.append(f"{k} {now!r}, not {was!r}")
+        elif isinstance(was, list):
+            lost = [x for x in was if x not in (now or [])]
+            if lost:
+                out.append(f"no {k} {', '.join(map(str, lost[:5]))}{' ...' if len(lost) > 5 else ''}")
+        elif not isinstance(now, int | float) or now < was:
+            out.append(f"{k} {now}, fewer than {was}")
+    return out
+
+
+def refuse_smaller(
+    job: str,
+    key: str,
+    new: dict,
+    design: Callable[[dict], dict],
+    source: Path | None = None,
+    option: str = "--into DIR",
+) -> None:
+    """SmallerDesign (one line, before any work) when the run recorded at ``job``/``key`` of the checkout
+    ``source`` has a design (``design`` of its results) that the new run's design ``new`` does not cover
+    (:func:`shortfall`, on the keys ``new`` names: a job may check what it knows before its work, the rest
+    before it writes): fewer sentences or members, chapter results missing, another model or corpus. An
+    unreadable record is no run to protect."""
+    try:
+        before = find(job, key, "", source)
+    except RecordMissing:
+        return
+    if before is None:
+        return
+    lacks = shortfall({k: v for k, v in design(before.results).items() if k in new}, new)
+    if lacks:
+        raise SmallerDesign(
+            f"{folder(job, key, source)} holds a recorded run this one would not cover ({'; '.join(lacks)}): "
+            f"write a pilot elsewhere with {option}"
+        )
+
+
 def record(
     job: str,
     key: str,
@@ -361,16 +442,23 @@ def record(
     tolerance: float,
     source: Path | None = None,
     echo: Callable[[str], None] = print,
+    design: Callable[[dict], dict] | None = None,
 ) -> Recorded:
-    """Compare fresh ``results`` with the run recorded before (if any), ``echo`` every value that moved
-    beyond ``tolerance`` (or that they are identical to it), then write them in its place."""
+    """Compare fresh ``results`` with the run recorded before (if any): refuse them when their ``design`` does
+    not cover its (:func:`refuse_smaller`), else ``echo`` a screen of the values that moved beyond
+    ``tolerance`` (:func:`summary`; the full list in :func:`moved_file`), or that they are identical to it,
+    then write them in its place."""
+    if design is not None:
+        refuse_smaller(job, key, design(results), design, source)
     before = find(job, key, prov.get("target", ""), source)
     if before is not None:
         lines = moved(before, results, tolerance)
         if lines:
+            where = moved_file(job, key)
+            atomic_write(where, lambda p: p.write_text("\n".join(lines) + "\n", encoding="utf-8"))
             echo(f"{len(lines)} value(s) moved since the recorded run of {before.date} (tolerance {tolerance:g}):")
-            for line in lines:
-                echo(f"  {line}")
+            for line in summary(lines, where):
+                echo(line)
         else:
             echo(f"identical to the recorded run of {before.date} (tolerance {tolerance:g})")
     return write(job, key, results, prov, source)

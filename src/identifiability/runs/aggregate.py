@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..base import paths
 from ..base.fileio import atomic_write, read_json
-from ..base.results import params_key
+from ..base.results import ADOPTED, params_key
 from ..chapters.contract import current_stem, superseded
 from ..models import keys
 
@@ -130,10 +130,14 @@ def rows_of(doc: dict, source: str, run: str) -> list[dict]:
         "params_key": params_key({k: v for k, v in p.items() if k not in _NOT_PARAMS}),
     }
     results = doc.get("results", {})
-    rows = [{**base, **c, "index": None} for c in _claims(results.get("claims", {}))]
+    adopted = results.get(ADOPTED) or {}  # a recorded run's verdicts, judged on its models: not this model's
+    rows = [
+        {**base, **c, "index": None}
+        for c in _claims({k: v for k, v in results.get("claims", {}).items() if k not in adopted})
+    ]
     rows += [
         {**base, "kind": "value", "quantity": q, "index": i, "value": x}
-        for q, i, x in _values({k: v for k, v in results.items() if k != "claims"}, "")
+        for q, i, x in _values({k: v for k, v in results.items() if k not in ("claims", ADOPTED)}, "")
     ]
     return rows
 

@@ -195,6 +195,8 @@ class Comparison(Study):
     # "" when computed from the live data folder; else the recorded `make compare` run's caption
     # (recorded.caption: its date, duration and machine, and what changed since)
     recorded: str = data(default="")
+    # the one line saying a recorded run was there but partial (record_compare.partial), "" else
+    partial: str = data(default="")
 
 
 def comparison(
@@ -255,6 +257,8 @@ def recorded_comparison(
     rec = record_compare.find(reference, source)
     if rec is None:
         return live, None
+    if why := record_compare.partial(rec, source):  # missing or partial numbers: said, and the live page shown
+        return replace(live, partial=why), None
     return _from_record(rec, reference, seed, judge_corpus, band, power, source), rec
 
 
@@ -271,7 +275,7 @@ def reference_comparison(
     ``name`` (:func:`identifiability.recorded.compare.find_named`; the family's d_v = 32 member, a masked-language
     model pre-trained here), with its caption; None when the checkout ``source`` has none."""
     rec = record_compare.find_named(name, source)
-    if rec is None:
+    if rec is None or record_compare.partial(rec, source):
         return None
     return _from_record(rec, str(rec.results["reference"]), seed, judge_corpus, band, power, source)
 

@@ -33,10 +33,15 @@ QUANTITY = Quantity(
 RUN_IT = "`make measures` scores every measure on at least 50 sentences and records the run"
 
 
+def _bounded(*intervals) -> bool:
+    """Whether every interval is there with both bounds (a record of too few sentences has None bounds)."""
+    return all(x is not None and x.low is not None and x.high is not None for x in intervals)
+
+
 def state(s: LayerScore | None, tau: float = MEASURES_TAU) -> str:
     """:data:`TRACKS`, :data:`NOT_TRACKS` or :data:`UNDECIDED` for one score (module docstring); a missing
-    score or one without intervals is undecided."""
-    if s is None:
+    score or one without intervals (or without their bounds) is undecided."""
+    if s is None or not _bounded(s.statistic, s.minus_shuffled, s.minus_distance):
         return UNDECIDED
     x, a, b = s.statistic, s.minus_shuffled, s.minus_distance
     if x.low > tau and a.low > 0 and b.low > 0:
@@ -156,7 +161,7 @@ def judge_c23(ev: MeasuresEvidence, rule: str, *, tau: float = MEASURES_TAU, var
     all_above = True
     for m in measures:
         scores = ev.of(m, "hta", variant)
-        diffs = {k: scores[k].minus_raw if k in scores else None for k in deeper}
+        diffs = {k: scores[k].minus_raw if k in scores and _bounded(scores[k].minus_raw) else None for k in deeper}
         above = [k for k, d in diffs.items() if d is not None and d.low > 0]
         below = [k for k, d in diffs.items() if d is not None and d.high < 0]
         last = state(scores.get(ev.n_layers), tau)
