@@ -15,6 +15,11 @@ import pytest
 from identifiability import cli
 from identifiability.base import paths
 from identifiability.base.fileio import write_json
+from identifiability.chapters.contract import by_name
+
+HEAD_WIDTH = by_name("head_width").stem
+MEASURES = by_name("measures").stem
+MODEL_AND_DATA = by_name("model_and_data").stem
 
 NB = paths.source_root() / "notebooks"
 
@@ -75,7 +80,7 @@ def _member(folder: Path, kind: str | None) -> Path:
     ],
 )
 def test_chapter_7_ratios_that_give_a_member_no_input_are_refused(value, message, tmp_path, data_folder, capsys):
-    _refused(["run", str(NB / "07_head_width.md"), "-p", f"ratios={value}"], message, capsys, tmp_path)
+    _refused(["run", str(NB / f"{HEAD_WIDTH}.md"), "-p", f"ratios={value}"], message, capsys, tmp_path)
 
 
 def test_chapter_7_ratios_with_one_that_every_member_reads_pass():
@@ -97,7 +102,7 @@ def test_chapter_7_ratios_with_one_that_every_member_reads_pass():
 )
 def test_chapter_7_members_must_be_folders_of_the_family(make, message, tmp_path, data_folder, capsys):
     folder = make(tmp_path)
-    _refused(["run", str(NB / "07_head_width.md"), "-p", f"members={folder}"], message, capsys, data_folder)
+    _refused(["run", str(NB / f"{HEAD_WIDTH}.md"), "-p", f"members={folder}"], message, capsys, data_folder)
 
 
 def test_chapter_7_members_and_their_twins_pass(tmp_path):
@@ -115,22 +120,28 @@ def test_chapter_7_members_and_their_twins_pass(tmp_path):
 @pytest.mark.parametrize(
     "param,message",
     [
-        ("sample=foo", r"10_measures: sample='foo' must be one of short, proportional; pass e\.g\. -p sample=short"),
-        ("measures=foo", r"10_measures: measures='foo' names unknown measure\(s\) foo: choose from .*alti"),
+        (
+            "sample=foo",
+            rf"{MEASURES}: sample='foo' must be one of short, proportional; pass e\.g\. -p sample=short",
+        ),
+        (
+            "measures=foo",
+            rf"{MEASURES}: measures='foo' names unknown measure\(s\) foo: choose from .*alti",
+        ),
         ("measures=alti,bar", r"unknown measure\(s\) bar"),
     ],
 )
 def test_chapter_10_choices_are_checked_before_the_kernel(param, message, tmp_path, data_folder, capsys):
-    _refused(["run", str(NB / "10_measures.md"), "-p", param], message, capsys, tmp_path)
+    _refused(["run", str(NB / f"{MEASURES}.md"), "-p", param], message, capsys, tmp_path)
 
 
 def test_chapter_10_n_sentences_above_the_corpus_is_refused_naming_the_most(tmp_path, capsys):
     # 4, 8 and 9 tokens with [CLS] and [SEP]: two of 6 to 16
     text = _text(tmp_path, ["Yes.", "Another line of text here.", "Yet another line of text here."])
-    args = ["run", str(NB / "10_measures.md"), "--corpus", str(text), "-p", "n_sentences=5"]
+    args = ["run", str(NB / f"{MEASURES}.md"), "--corpus", str(text), "-p", "n_sentences=5"]
     _refused(
         args,
-        r"^error: 10_measures: n_sentences=5 is more than the 2 sentences of corpus 'text\.txt' with 6 to 16 tokens: "
+        rf"^error: {MEASURES}: n_sentences=5 is more than the 2 sentences of corpus 'text\.txt' with 6 to 16 tokens: "
         r"pass -p n_sentences=2 or fewer$",
         capsys,
         tmp_path,
@@ -170,7 +181,7 @@ def _refuse_new_files(monkeypatch, folder: Path, code: int) -> None:
 def test_out_on_a_file_or_a_read_only_place_is_one_line_before_any_chapter(tmp_path, monkeypatch, capsys):
     a_file = tmp_path / "a file"
     a_file.write_text("not a folder")
-    chapter = str(NB / "01_model_and_data.md")
+    chapter = str(NB / f"{MODEL_AND_DATA}.md")
     _refused(
         ["run", chapter, "--out", str(a_file)], r"^error: --out .*a file is a file, not a folder: pass --out", capsys
     )
@@ -189,8 +200,8 @@ def test_out_on_a_file_or_a_read_only_place_is_one_line_before_any_chapter(tmp_p
 def test_a_results_dir_that_takes_no_file_is_one_line_before_any_chapter(code, fix, tmp_path, monkeypatch, capsys):
     _refuse_new_files(monkeypatch, tmp_path / "results", code)
     _refused(
-        ["run", str(NB / "01_model_and_data.md"), "-p", f"results_dir={tmp_path / 'results'}"],
-        rf"^error: 01_model_and_data: results_dir .*results cannot be written \({os.strerror(code)}\): {fix}, or "
+        ["run", str(NB / f"{MODEL_AND_DATA}.md"), "-p", f"results_dir={tmp_path / 'results'}"],
+        rf"^error: {MODEL_AND_DATA}: results_dir .*results cannot be written \({os.strerror(code)}\): {fix}, or "
         r"pass -p results_dir= for the data folder's$",
         capsys,
     )

@@ -14,6 +14,7 @@ from identifiability import cli
 from identifiability.base import paths
 from identifiability.base.fileio import read_json, write_json
 from identifiability.chapters import execution
+from identifiability.chapters.contract import by_name
 from identifiability.models import keys
 from identifiability.recorded import measures as record_measures
 from identifiability.recorded import store as recorded
@@ -79,7 +80,7 @@ def _stub_chapter_10(monkeypatch, n: int) -> None:
     monkeypatch.setattr(record_measures.corpus_hta, "on_cluster", lambda *a, **k: None)
 
     def fake_run(source, out, params, progress=True):
-        path = keys.target(params["model"], params["corpus"]).results_dir / "10_measures.json"
+        path = keys.target(params["model"], params["corpus"]).results_dir / f"{by_name('measures').stem}.json"
         results = {"scores": [], "seconds": {"raw": 0.1}, "n_scored": n, "unsupported": {}, "claims": {}}
         write_json(path, {"params": params, "results": results})
 

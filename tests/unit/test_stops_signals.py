@@ -20,7 +20,7 @@ def handler(monkeypatch):
     stops.install()
     yield
     signal.signal(signal.SIGINT, previous)
-    stops._restore()
+    stops.restore()
 
 
 def test_the_trackers_warning_is_filtered_through_the_environment_and_a_users_filters_stay(handler):
@@ -39,21 +39,21 @@ def test_a_second_ctrl_c_while_the_first_unwinds_reports_the_line_and_exits_at_o
         raise SystemExit(status)
 
     monkeypatch.setattr(os, "_exit", exit_now)
-    monkeypatch.setattr(stops, "_line", stops.RESUME)
+    monkeypatch.setattr(stops, "stop_line", stops.RESUME)
     try:
-        stops._on_sigint(signal.SIGINT, None)  # the first: unwinding starts, stderr silent
+        stops.on_sigint(signal.SIGINT, None)  # the first: unwinding starts, stderr silent
     except KeyboardInterrupt:
         pass  # caught here: pytest.raises would let pytest take it as the session's own Ctrl-C
     else:
         raise AssertionError("the first Ctrl-C raised nothing")
     assert (written, exits) == ([], [])
     with pytest.raises(SystemExit):
-        stops._on_sigint(signal.SIGINT, None)  # the second, during the unwinding
+        stops.on_sigint(signal.SIGINT, None)  # the second, during the unwinding
     assert written == [stops.RESUME] and exits == [stops.EXIT_INTERRUPTED]
 
 
 def test_run_sets_the_line_a_second_ctrl_c_reports(handler):
     stops.run(lambda: 0, resumes=True)
-    assert stops._line == stops.RESUME
+    assert stops.stop_line == stops.RESUME
     stops.run(lambda: 0, resumes=False)
-    assert stops._line == stops.RESTART
+    assert stops.stop_line == stops.RESTART

@@ -17,7 +17,6 @@ ABOUT_STEMS = {
     "unit/test_claims_page.py": "results files under an old stem (chapters.RENAMED)",
     "unit/test_compare.py": "results files under old stems (chapters.RENAMED)",
     # made-up chapters of a made-up contract, or a notebook's stem as the reader types it
-    "unit/test_layout.py": "made-up chapters (ChapterSpec('01_one'))",
     "unit/test_bad_input.py": "what a reader types on the command line, stems and numbers, and the messages",
     # the sweep's chapter selection by number and its folders' layout on disk
     "unit/test_sweep.py": "a sweep's chapter selection by number and the layout of its folders",

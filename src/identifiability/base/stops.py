@@ -95,7 +95,7 @@ def _silence() -> None:
     os.close(devnull)
 
 
-def _restore() -> None:
+def restore() -> None:
     """Undo :func:`_silence`: a KeyboardInterrupt that some library caught (one imported while the signal came
     did) never reached :func:`run`, and the command went on."""
     global _saved_stderr
@@ -110,15 +110,17 @@ def _restore() -> None:
     _saved_stderr = None
 
 
-_line = RESTART  # what a second Ctrl-C reports: the line of the command that is running (run sets it)
+stop_line = RESTART  # what a second Ctrl-C reports: the line of the command that is running (run sets it)
 
 
-def _on_sigint(signum, frame) -> None:
+def on_sigint(signum, frame) -> None:
+    """The SIGINT handler :func:`install` sets: the first Ctrl-C silences stderr and raises KeyboardInterrupt;
+    a second one, during the first one's unwinding, reports :data:`stop_line` and ends the process."""
     if _saved_stderr is not None:
         # A second Ctrl-C while the first one unwinds (or after a library swallowed it): the reader wants out
         # now. Raising again inside that unwinding can abort the interpreter from a C++ thread ("terminate
         # called without an active exception"), after the line: end here, the line last.
-        report(_line)
+        report(stop_line)
         os._exit(EXIT_INTERRUPTED)
     _silence()
     raise KeyboardInterrupt
@@ -129,7 +131,7 @@ def install() -> None:
     process that is a command; the command line calls it before anything heavy loads. Only the main thread
     can set a signal handler; elsewhere this does nothing."""
     try:
-        signal.signal(signal.SIGINT, _on_sigint)
+        signal.signal(signal.SIGINT, on_sigint)
     except ValueError:
         return
     warnings = os.environ.get("PYTHONWARNINGS", "")
@@ -174,18 +176,18 @@ def run(command: Callable[[], int], resumes: bool, handle: bool = True) -> int:
     if not handle:
         return command()
     install()
-    global _line
-    _line = RESUME if resumes else RESTART
-    _restore()  # a Ctrl-C while the modules loaded that an import caught: it did not stop this command
+    global stop_line
+    stop_line = RESUME if resumes else RESTART
+    restore()  # a Ctrl-C while the modules loaded that an import caught: it did not stop this command
     try:
         status = command()
     except KeyboardInterrupt as e:
         report(e.line if isinstance(e, Interrupted) else RESUME if resumes else RESTART)
         return EXIT_INTERRUPTED
     except BaseException:
-        _restore()  # a Ctrl-C that some library swallowed must not hide this error
+        restore()  # a Ctrl-C that some library swallowed must not hide this error
         raise
-    _restore()
+    restore()
     return status
 
 
