@@ -145,7 +145,8 @@ def test_each_claim_links_to_its_verdict_on_the_chapter_page(html):
         at = chapter_page.find(f'id="{target}"')
         assert at >= 0, f"{claim}: no element #{target} on {chapter}.html"
         assert chapter_page.count(f'id="{target}"') == 1, f"{claim}: #{target} names more than one element"
-        assert f"{claim} — " in chapter_page[at : at + 400], f"{claim}: the anchor does not lead its verdict"
+        lead = chapter_page[at : at + 400]
+        assert f"<strong>{claim}.</strong>" in lead, f"{claim}: the anchor does not lead its verdict"
 
 
 def test_pages_load_no_script_from_elsewhere(html):
