@@ -270,3 +270,12 @@ def test_part_names_read_as_written_on_a_page(claim):
     for v in (p for side in CASES[claim] for top in (side,) for p in _all(top) if p is not top):
         name = v.claim.split(".", 1)[-1]
         assert math_text(name) == name, f"{v.claim}: name the part in words"
+
+
+def test_a_registry_key_is_code_and_a_signed_number_is_a_number_never_math():
+    """Issue 53: 'norm_resln@rolled' was set as $norm_{resln}$@rolled, 'D_val -0.0194' as a subtraction."""
+    assert math_text("norm_resln@rolled: tracks; grad_input") == "`norm_resln@rolled`: tracks; `grad_input`"
+    assert math_text("D_val -0.0194 (95% interval -0.03 to -0.01)") == (
+        r"$D_{\mathrm{val}}$ -0.0194 (95% interval -0.03 to -0.01)"
+    )
+    assert math_text("d_s - d_v > 1") == "$d_s - d_v > 1$" and math_text("A_eff") == r"$A_{\mathrm{eff}}$"
