@@ -54,7 +54,7 @@ def _row(p: dict, title: str, headline: bool) -> dict:
     }
 
 
-def headline(v: dict, claim_text: str = "") -> str:
+def _headline(v: dict, claim_text: str = "") -> str:
     """A headline panel's title: the claim's id, the claim in words, then its outcome ('C22: the claim that raw
     attention weights are a poor guide ... fails'), so that a red 'fails' reads as the claim's and never as the
     measure's; without the claim's text, 'C22: the claim fails'."""
@@ -64,10 +64,10 @@ def headline(v: dict, claim_text: str = "") -> str:
 
 def rows(v: dict, claim_text: str = "") -> list[dict]:
     """A verdict's rows (``Verdict.to_json()``): each of its parts, then the headline with the claim's own
-    outcome (:func:`headline`, with ``claim_text``: the claim in words). A part or headline without a single
+    outcome (:func:`_headline`, with ``claim_text``: the claim in words). A part or headline without a single
     interval (judged per layer, or nothing measured) still has its row, which says so."""
     out = [_row(p, f"{p['claim'].replace('.', ' · ', 1)} — {verdict_label(p)}", False) for p in v.get("parts") or ()]
-    return out + [_row(v, headline(v, claim_text), True)]
+    return out + [_row(v, _headline(v, claim_text), True)]
 
 
 # what the colours say: the claim's outcome under its rule (a claim that a measure is a poor guide fails when the
