@@ -204,7 +204,8 @@ def test_the_page_names_each_estimate_and_baseline_and_typesets_its_math(tmp_pat
     assert "naive rate at the last layer minus at layer 1, $r^{L} - r^{1}$ = -0.287" in page  # in words below
     row13 = _cards(page)["C13"]
     assert "not run in this build: `make compare`" in row13 and "not testable" not in row13
-    assert "**C13 — not run in this build.** Nothing was measured in this build" in page
+    assert "**C13.** The claim that fine-tuning leaves token identifiability" in page
+    assert "model's was **not run in this build**. Nothing was measured: " in page
     # the claims table's ASCII notation is MyST math, like every other page
     assert "$d_s > d_v$" in page and r"$\mathrm{softmax}(QK^\top/\sqrt{d_q})$" in page
     assert r"$\dim \mathrm{LN}([T,1]) \geq  1$" in page

@@ -231,7 +231,7 @@ def test_summary_ends_with_the_verdict_sentences(tiny_lm, survey, alt, text):
     search = study.realisable_search(
         tiny_lm, [text(tiny_lm.d_v + 3)], [(2, 1)], steps=1, max_tokens=MAX, min_tv=C3_REALISABLE_TV
     )
-    claims = ["**C1 — partly holds.** one", "**C2 — holds.** two"]
+    claims = ["**C1.** The claim **partly holds**. one", "**C2.** The claim **holds**. two"]
     text_ = prose.summary_text(
         survey, alt, heads, study.exact_threshold(), thr, study.exact_tests(tiny_lm, alt), search, claims, "m"
     )
@@ -304,5 +304,5 @@ def test_the_chapters_verdicts_cell_judges_every_claim_of_the_chapter(tiny_lm, s
     claims = [ch.sentence(v) for v in verdicts]
     tests = study.exact_tests(tiny_lm, alt)
     summary = prose.summary_text(survey, alt, heads, exact, threshold, tests, search, claims, "m")
-    assert "**C15 — holds.**" in summary and 'id="verdict-' not in summary
+    assert "**C15.** The claim that a head's left null space" in summary and 'id="verdict-' not in summary
     assert verdict_chart([v.to_json() for v in verdicts]).to_dict()["vconcat"]

@@ -1,5 +1,6 @@
 """Chapter 10's text: the measures table names each source in words, and the answer sorts the claims by
-their verdicts (or says that the build scored too few sentences, naming the command)."""
+their verdicts, each claim in words before its outcome (or says that the build scored too few sentences, naming
+the command)."""
 
 from identifiability.text import measures as prose
 from identifiability.verdicts.core import FAILS, HOLDS, NOT_TESTABLE, Verdict
@@ -17,7 +18,8 @@ def test_the_measures_table_names_each_source():
 
 
 def test_the_answer_sorts_claims_by_verdict_and_names_the_command_when_too_small():
-    said = prose.answer_text([_v("C22", HOLDS), _v("C24", FAILS), _v("C25", HOLDS)])
-    assert said.startswith("The claim holds for: raw attention (C22); gradient")
-    assert "It fails for: norm-based attention" in said
+    said = prose.answer_text([_v("C22", HOLDS), _v("C24", FAILS), _v("C25", HOLDS)]).splitlines()
+    assert said[2].startswith("- Raw attention (C22): the claim that raw attention weights") and "**holds**" in said[2]
+    assert said[3].startswith("- Gradient × input and Integrated Gradients (C25): the claim that gradient")
+    assert said[4].startswith("- Norm-based attention") and said[4].endswith(" **fails**.")
     assert "make measures" in prose.answer_text([_v("C22", NOT_TESTABLE)])

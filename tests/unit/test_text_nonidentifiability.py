@@ -241,7 +241,7 @@ def _summary(survey=None, exact=True, thr=None, tests=None, search=None) -> str:
         thr or _threshold(),
         tests or _tests(),
         search or _search(),
-        ["**C1 — holds.** one", '<span id="verdict-c2"></span>**C2 — fails.** two'],
+        ["**C1.** The claim **holds**. one", '<span id="verdict-c2"></span>**C2.** The claim **fails**. two'],
         "m",
     )
 
@@ -253,7 +253,8 @@ def test_summary_text_states_the_claim_and_ends_with_the_verdicts_unanchored():
     assert "reproduce the output to 1e-14 and, at $d_s = 40$, move rows by a total variation of 0.30" in text
     assert "C1 and C15 below judge it." in text and "C3 and C16 below judge the objection." in text
     assert text.endswith(
-        "*Model m, 3 texts; all numbers computed by this page.*\n\n**C1 — holds.** one\n\n**C2 — fails.** two"
+        "*Model m, 3 texts; all numbers computed by this page.*\n\n**C1.** The claim **holds**. one\n\n"
+        "**C2.** The claim **fails**. two"
     )
 
 

@@ -146,3 +146,18 @@ def test_the_distance_baseline_itself_does_not_beat_the_distance_null():
 
     v = _path(lambda r, rng: distance_baseline(r.shape[-1], L))
     assert v.verdict == FAILS
+
+
+def test_a_reason_names_measures_and_references_in_words_never_by_key():
+    """Issue 53: the study gives the evidence each key's name (studies.measures.names_of), the reasons say it."""
+    from dataclasses import replace
+
+    from identifiability.studies.measures import names_of
+    from identifiability.verdicts.text import math_text
+
+    ev = evidence({"norm_resln@rolled": [HIGH] * 6, "globenc": [HIGH] * 6, "alti": [HIGH] * 6})
+    ev = replace(ev, names=names_of(ev.scores))
+    why = vm.c24(ev, RULES).reason
+    assert why.startswith("Norm + residual + LN (rolled out): tracks at layers 1, 2, 3, 4, 5, 6; GlobEnc: tracks")
+    assert why.endswith("ALTI: tracks at layers 1, 2, 3, 4, 5, 6 (against exact HTA)")
+    assert "norm_resln" not in why and "$" not in math_text(why)

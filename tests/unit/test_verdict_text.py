@@ -122,7 +122,7 @@ def test_a_claim_judged_on_either_side_reads_differently_and_names_what_it_measu
     one, other = CASES[claim]
     assert one.verdict != other.verdict
     a, b = vd.render(one), vd.render(other)
-    assert a != b and f"— {one.label}." in a and f"— {other.label}." in b
+    assert a != b and f"**{one.label}**." in a and f"**{other.label}**." in b
     for v, text in ((one, a), (other, b)):
         if v.verdict == NOT_RUN:
             continue
@@ -187,8 +187,9 @@ def test_not_run_is_its_own_state_with_the_command_that_fills_it():
     v = CASES["C13"][1]
     assert v.verdict == NOT_RUN and v.verdict != NOT_TESTABLE
     text = vd.render(v, "Fine-tuning leaves token identifiability close to the pre-trained model's")
-    assert text.startswith("**C13 — not run in this build.**") and "`make compare`" in text
-    assert "Nothing was measured in this build" in text and "not testable" not in text and "Estimate" not in text
+    assert text.startswith("**C13.** The claim that fine-tuning leaves token identifiability close to the pre-trained")
+    assert "model's was **not run in this build**. Nothing was measured: " in text and "`make compare`" in text
+    assert "not testable" not in text and "Estimate" not in text
     assert rows(v.to_json())[0]["reason"].startswith("this build has no fine-tuned model")
 
 
@@ -199,9 +200,9 @@ def test_the_verdict_chart_draws_every_part_and_the_headline(claim):
     for v in CASES[claim]:
         d = v.to_json()
         panels = verdict_chart([d]).vconcat
-        titles = [p.title.text for p in panels]
+        titles = [" ".join(t) if isinstance(t, list) else t for t in (p.title.text for p in panels)]
         assert len(panels) == len(v.parts) + 1
-        assert titles[-1] == f"{v.claim}: {v.label}"
+        assert titles[-1].startswith(f"{v.claim}: the claim") and titles[-1].endswith(f" {v.label}")
         for title, part in zip(titles, v.parts):
             assert title.startswith(part.claim.replace(".", " · ", 1)) and title.endswith(f"— {part.label}")
         colours = [r["verdict"] for r in rows(d)]
@@ -269,3 +270,12 @@ def test_part_names_read_as_written_on_a_page(claim):
     for v in (p for side in CASES[claim] for top in (side,) for p in _all(top) if p is not top):
         name = v.claim.split(".", 1)[-1]
         assert math_text(name) == name, f"{v.claim}: name the part in words"
+
+
+def test_a_registry_key_is_code_and_a_signed_number_is_a_number_never_math():
+    """Issue 53: 'norm_resln@rolled' was set as $norm_{resln}$@rolled, 'D_val -0.0194' as a subtraction."""
+    assert math_text("norm_resln@rolled: tracks; grad_input") == "`norm_resln@rolled`: tracks; `grad_input`"
+    assert math_text("D_val -0.0194 (95% interval -0.03 to -0.01)") == (
+        r"$D_{\mathrm{val}}$ -0.0194 (95% interval -0.03 to -0.01)"
+    )
+    assert math_text("d_s - d_v > 1") == "$d_s - d_v > 1$" and math_text("A_eff") == r"$A_{\mathrm{eff}}$"

@@ -72,7 +72,8 @@ def test_the_rendered_sentence_states_the_verdict_and_the_numbers(x):
     verdict = _judged(x)
     assert verdict.verdict == {0.9: HOLDS, 0.3: FAILS, 0.5: INCONCLUSIVE}[x.estimate]
     text = vd.render(verdict, "Tokens stay identifiable")
-    assert text.startswith(f"**C6 — {verdict.verdict}.** Tokens stay identifiable.")
+    verb = "is " if verdict.verdict == INCONCLUSIVE else ""
+    assert text.startswith(f"**C6.** The claim that tokens stay identifiable {verb}**{verdict.verdict}**.")
     assert f"= {vd.fmt(verdict.estimate)}" in text and f"95% interval {vd.fmt(x.low)} to {vd.fmt(x.high)}" in text
     assert verdict.reason in text and "nan" not in text.lower() and "None" not in text
     assert verdict.to_json()["verdict"] == verdict.verdict
@@ -81,7 +82,7 @@ def test_the_rendered_sentence_states_the_verdict_and_the_numbers(x):
 def test_a_qualifier_shows_what_was_tested():
     v = vd.Verdict("C8", PARTLY, 0.0, (-0.01, 0.01), None, "", R, "angle holds", qualifier="angle part only")
     assert v.label == "partly holds (angle part only)"
-    assert vd.render(v).startswith("**C8 — partly holds (angle part only).**")
+    assert vd.render(v).startswith("**C8.** The claim **partly holds (angle part only)**.")
 
 
 def test_amended_and_robustness_travel_with_the_verdict():
@@ -147,11 +148,13 @@ def test_the_verdict_chart_has_one_panel_per_part_and_one_for_the_headline_with_
     chart = verdict_chart([c4.to_json(), c2.to_json()])
     assert chart.to_dict()["vconcat"]
     panels = chart.vconcat
-    assert [p.title.text for p in panels] == [
+    titles = [" ".join(t) if isinstance(t, list) else t for t in (p.title.text for p in panels)]
+    assert titles == [
         "C4 · decrease — holds",
         "C4 · beyond dimension counting — holds",
-        "C4: holds",
-        "C2: holds",
+        "C4: the claim that raw and effective attention diverge as dₛ grows beyond dᵥ holds",
+        "C2: the claim that the threshold is dₛ - dᵥ > 1, not dₛ > dᵥ: at dₛ = dᵥ + 1 a generic head admits no "
+        "alternative holds",
     ]
     thresholds = [
         float(layer.data["t"].iloc[0])
@@ -190,7 +193,8 @@ def test_a_chapter_judges_a_claim_one_way_and_records_it(tmp_path):
     ch = Chapter(by_name("nonidentifiability").stem, None, None, {}, tmp_path)
     v = ch.judge("C1", _c1_evidence())
     assert v.verdict == PARTLY and v.rule == rules("C1").rule and ch.results["claims"]["C1"] == v.to_json()
-    assert ch.sentence(v).startswith('<span id="verdict-c1"></span>**C1 — partly holds.**')
+    assert ch.sentence(v).startswith('<span id="verdict-c1"></span>**C1.** The claim that attention weights are not')
+    assert ch.sentence(v).split("*Estimate:*")[0].endswith("**partly holds**. ")
     with pytest.raises(KeyError, match=f"not a claim of chapter {by_name('nonidentifiability').stem}"):
         ch.judge("C4", _c1_evidence())
 

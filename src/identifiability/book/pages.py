@@ -16,7 +16,7 @@ from ..chapters.parameters import ALLOWED
 from ..models.keys import ModelRef, model_ref
 from ..recorded import store as recorded
 from ..verdicts.claims import claims_table
-from ..verdicts.core import NOT_RUN, Verdict, from_json, render, robustness_summary, verdict_label
+from ..verdicts.core import NOT_RUN, Verdict, from_json, render, robustness_summary, statement, verdict_label
 from ..verdicts.text import anchor, math_text
 
 
@@ -388,9 +388,10 @@ def write_claims_page(stage: Path, results_dir: Path, model: str | None | ModelR
     for r in table:
         v = verdicts[r["id"]]
         if v is None:
-            lines.append(f"**{r['id']} — not measured.** The chapter has not run in this build.\n")
+            said = f"The claim that {statement(r['claim'])} has **not been measured**"
+            lines.append(f"**{r['id']}.** {said}: the chapter has not run in this build.\n")
             continue
-        lines.append(render(v).replace("\n", " ") + "\n")
+        lines.append(render(v, r["claim"]).replace("\n", " ") + "\n")
         if r.get("robustness"):
             alts = "; ".join(f"{name}: {verdict}" for name, verdict in r["robustness"])
             lines.append(f"Under the alternatives: {alts}.\n")

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 import altair as alt
 import pandas as pd
 
-from ..verdicts.core import Verdict, verdict_label
+from ..verdicts.claims import load_claims
+from ..verdicts.core import Verdict, claim_outcome, verdict_label
 from .render import plain_notation
 
 COLOURS = {
@@ -53,14 +54,25 @@ def _row(p: dict, title: str, headline: bool) -> dict:
     }
 
 
-def rows(v: dict) -> list[dict]:
+def _headline(v: dict, claim_text: str = "") -> str:
+    """A headline panel's title: the claim's id, the claim in words, then its outcome ('C22: the claim that raw
+    attention weights are a poor guide ... fails'), so that a red 'fails' reads as the claim's and never as the
+    measure's; without the claim's text, 'C22: the claim fails'."""
+    said = _chart_text(claim_outcome(v, claim_text).replace("**", ""))
+    return f"{v['claim']}: {said[:1].lower() + said[1:]}"
+
+
+def rows(v: dict, claim_text: str = "") -> list[dict]:
     """A verdict's rows (``Verdict.to_json()``): each of its parts, then the headline with the claim's own
-    outcome. A part or headline without a single interval (judged per layer, or nothing measured) still has
-    its row, which says so."""
+    outcome (:func:`_headline`, with ``claim_text``: the claim in words). A part or headline without a single
+    interval (judged per layer, or nothing measured) still has its row, which says so."""
     out = [_row(p, f"{p['claim'].replace('.', ' · ', 1)} — {verdict_label(p)}", False) for p in v.get("parts") or ()]
-    return out + [_row(v, f"{v['claim']}: {verdict_label(v)}", True)]
+    return out + [_row(v, _headline(v, claim_text), True)]
 
 
+# what the colours say: the claim's outcome under its rule (a claim that a measure is a poor guide fails when the
+# measure scores high), not whether the estimate is large
+COLOUR_KEY = "colour: the claim's outcome under its rule (red: the claim fails), not the estimate's size"
 TWIN_COLOUR = "#9467bd"  # the untrained twin (charts.token_identity draws it in the same colour)
 
 
@@ -74,10 +86,21 @@ def _twin_row(t: dict | None) -> dict | None:
     return {"twin_estimate": t["estimate"], "twin_low": ci[0], "twin_high": ci[1], "twin": label}
 
 
+def _subtitle(r: dict) -> list[str]:
+    """What the panel's axis measures and where the rule's line lies (the colour is the claim's outcome under its
+    rule, which is not always 'the higher the better')."""
+    axis = textwrap.wrap(f"axis: {r['measures']}", 64, max_lines=3, placeholder=" …") if r["measures"] else []
+    line = [f"dashed line: the rule's threshold, {r['threshold']:g}"] if r["threshold"] is not None else []
+    return axis + line
+
+
 def _panel(r: dict, width: int, twin: dict | None = None) -> alt.LayerChart | alt.Chart:
+    lines = textwrap.wrap(r["title"], 58, max_lines=4, placeholder=" …") if r["headline"] else [r["title"]]
+    if r["headline"] and lines[-1].endswith("…"):  # the outcome is the title's point: never cut it off
+        lines[-1] = lines[-1].removesuffix(" …") + " … " + verdict_label(r)
     title = alt.Title(
-        r["title"],
-        subtitle=textwrap.wrap(r["measures"], 56)[:3] if r["measures"] else alt.Undefined,
+        lines if len(lines) > 1 else lines[0],
+        subtitle=_subtitle(r) or alt.Undefined,
         fontSize=12 if r["headline"] else 11,
         fontWeight="bold" if r["headline"] else "normal",
         subtitleFontSize=10,
@@ -145,14 +168,15 @@ def verdict_chart(verdicts: Sequence[dict], width: int = 420, twins: Sequence[di
     difference do not share one. ``twins``: the same claims' verdicts on the untrained twin, whose headline
     estimate and interval are drawn under the model's (hollow, purple), beside it and not part of it."""
     by_claim = {t["claim"]: t for t in (t.to_json() if isinstance(t, Verdict) else t for t in twins)}
+    texts = {c["id"]: c["claim"] for c in load_claims()}
     panels = [
         _panel(r, width, _twin_row(by_claim.get(v["claim"])) if r["headline"] else None)
         for v in verdicts
-        for r in rows(v)
+        for r in rows(v, texts.get(v["claim"].split(".")[0], ""))
     ]
-    subtitle = "bar: 95% interval, dot: estimate, dashed: the threshold"
+    subtitle = ["bar: 95% interval, dot: estimate, dashed: the rule's threshold;", COLOUR_KEY]
     if by_claim:
-        subtitle += "; purple, hollow: the untrained twin"
+        subtitle[-1] += "; purple, hollow: the untrained twin"
     return alt.vconcat(*panels, spacing=8).properties(
-        title=alt.Title(["Each verdict: its parts, then its headline", subtitle], anchor="start")
+        title=alt.Title(["Each verdict: its parts, then the claim's outcome", *subtitle], anchor="start")
     )

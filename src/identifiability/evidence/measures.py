@@ -58,6 +58,8 @@ class MeasuresEvidence:
         unsupported: {measure: why} for measures this model's architecture does not support (named in the
             verdict, which is then not testable).
         recorded: where the scores come from when they are a recorded run's ('' for this build's own).
+        names: (key, the reader's name) of each measure and reference scored ('norm_resln@rolled', 'Norm +
+            residual + LN (rolled out)'): a verdict's reason says the name, never the key.
     """
 
     scores: tuple[LayerScore, ...]
@@ -65,6 +67,11 @@ class MeasuresEvidence:
     n_layers: int
     unsupported: tuple[tuple[str, str], ...] = ()
     recorded: str = ""
+    names: tuple[tuple[str, str], ...] = ()
+
+    def name(self, key: str) -> str:
+        """The reader's name of a measure or reference key (the key itself where none was given)."""
+        return dict(self.names).get(key, key)
 
     def of(self, measure: str, reference: str = "hta", variant: str = MAIN) -> dict[int, LayerScore]:
         """{layer: score} of one measure against one reference (empty when not scored)."""

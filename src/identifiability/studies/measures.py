@@ -190,6 +190,13 @@ def label_of(key: str) -> str:
     return MEASURES[name].label + (" (rolled out)" if rolled else "")
 
 
+def names_of(scores) -> tuple[tuple[str, str], ...]:
+    """(key, :func:`label_of`) of every measure and reference in ``scores`` (LayerScores), for the verdicts'
+    reasons (:attr:`MeasuresEvidence.names`)."""
+    keys = sorted({s.measure for s in scores} | {s.reference for s in scores})
+    return tuple((k, label_of(k)) for k in keys)
+
+
 def seconds_table(seconds: Mapping[str, float]) -> pd.DataFrame:
     """{key: seconds per sentence} as the cost chart's rows: label, seconds."""
     return pd.DataFrame([{"label": label_of(k), "seconds": s} for k, s in seconds.items()])
@@ -251,7 +258,7 @@ def score_sentences(
                     per.setdefault((key, ref), []).append(agreement(arrays[key], arrays[ref], seed=seed + k))
     scores = summarise(per, seed)
     n_layers = lm.n_layers
-    ev = MeasuresEvidence(scores, len(texts), n_layers, tuple(sorted(unsupported.items())))
+    ev = MeasuresEvidence(scores, len(texts), n_layers, tuple(sorted(unsupported.items())), names=names_of(scores))
     secs = {key: float(np.mean(v)) for key, v in times.items()}
     return MeasuresRun(score_rows(scores), secs, len(texts), unsupported, ev, done)
 
@@ -316,7 +323,7 @@ def shown(run: MeasuresRun, rec=None) -> Shown:
     scores = scores_from_rows(r["scores"])
     ev = MeasuresEvidence(
         scores, int(r["n_scored"]), max(s.layer for s in scores), tuple(sorted((r.get("unsupported") or {}).items())),
-        recorded=rec.key,
+        recorded=rec.key, names=names_of(scores),
     )  # fmt: skip
     secs = seconds_table(r["seconds"])
     return Shown(list(r["scores"]), secs, ev)

@@ -10,7 +10,8 @@ from functools import cache
 
 from ..base import paths
 from ..contributions import MEASURES
-from ..verdicts.core import FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PARTLY, Verdict
+from ..verdicts.claims import load_claims
+from ..verdicts.core import NOT_RUN, NOT_TESTABLE, VERDICTS, Verdict, claim_outcome
 
 KIND_WORDS = {
     "attention": "attention weights",
@@ -60,23 +61,19 @@ def measures_table(names: Sequence[str]) -> str:
 
 
 def answer_text(verdicts: Sequence[Verdict]) -> str:
-    """The practical answer: which measures' claims hold, hold in part, fail, or are undecided here."""
-    groups: dict[str, list[str]] = {}
-    for v in verdicts:
-        key = v.verdict if v.verdict in (HOLDS, PARTLY, FAILS, NOT_RUN, NOT_TESTABLE) else "undecided"
-        groups.setdefault(key, []).append(f"{CLAIM_SUBJECT.get(v.claim, v.claim)} ({v.claim})")
-    if set(groups) <= {NOT_RUN, NOT_TESTABLE}:
+    """The practical answer, one line per claim sorted by outcome (holds first): the measures it is about, then
+    the claim in words, then its outcome ('Raw attention (C22): the claim that raw attention weights are a poor
+    guide ... **fails**'), so that an outcome is never read as the measure's."""
+    if all(v.verdict in (NOT_RUN, NOT_TESTABLE) for v in verdicts):
         return (
             "This build scores too few sentences to judge any measure (the rules need 50): the scores above "
             "show the method on the live sentences. `make measures` scores at least 50 sentences and records "
             "the run, which this page then shows."
         )
-    words = {
-        HOLDS: "The claim holds for",
-        PARTLY: "It holds in part for",
-        FAILS: "It fails for",
-        "undecided": "The data do not settle it for",
-        NOT_TESTABLE: "It cannot be tested on this model for",
-        NOT_RUN: "It was not run for",
-    }
-    return " ".join(f"{words[k]}: {'; '.join(groups[k])}." for k in words if k in groups)
+    texts = {c["id"]: c["claim"] for c in load_claims()}
+    lines = []
+    for v in sorted(verdicts, key=lambda v: (VERDICTS.index(v.verdict), int(v.claim[1:]))):
+        said = claim_outcome(v, texts.get(v.claim, ""))
+        subject = CLAIM_SUBJECT.get(v.claim, v.claim)
+        lines.append(f"- {subject[:1].upper() + subject[1:]} ({v.claim}): {said[:1].lower() + said[1:]}.")
+    return "What the verdicts below say of each measure:\n\n" + "\n".join(lines)

@@ -213,16 +213,45 @@ def _baseline(v: Verdict) -> str:
     return f" *Baseline* (another quantity, for scale only): {b.named()} = {b.value(v.baseline)}, {note}."
 
 
+# the verb each outcome takes after "The claim that ...": the outcome itself is set in bold, as the charts name it
+_VERB = {HOLDS: "", PARTLY: "", FAILS: "", INCONCLUSIVE: "is ", NOT_TESTABLE: "is ", NOT_RUN: "was "}
+
+
+def statement(claim_text: str) -> str:
+    """A claim's text (``data/claims.csv``, column ``claim``) as the object of "the claim that": its first letter
+    lower-cased unless its first word is an acronym ('HTA', 'GlobEnc'), starts with a bracket or a sign ('[CLS]')
+    or opens a name of capitalised words ('Value Zeroing'); no closing full stop; its notation as MyST math."""
+    text = claim_text.strip().rstrip(".")
+    words = text.split(maxsplit=2)
+    first = words[0] if words else ""
+    keep = (
+        not first[:1].isalpha()
+        or any(c.isupper() for c in first[1:])
+        or (len(words) > 1 and words[1][:1].isupper() and words[1][:1].isalpha())
+    )
+    return math_text(text if keep else text[:1].lower() + text[1:])
+
+
+def claim_outcome(v: Verdict | dict, claim_text: str = "") -> str:
+    """The claim, then its outcome, so that neither can be read as the other: 'The claim that raw attention
+    weights are a poor guide to ... **fails**' ('The claim **fails**' without its text). ``v``: a verdict or
+    one read back from a results file."""
+    verdict, label = (v.verdict, v.label) if isinstance(v, Verdict) else (v["verdict"], verdict_label(v))
+    subject = f"The claim that {statement(claim_text)}" if claim_text.strip() else "The claim"
+    return f"{subject} {_VERB.get(verdict, '')}**{label}**"
+
+
 def render(v: Verdict, claim_text: str = "") -> str:
-    """The sentence a page shows for a verdict (Markdown, its notation as MyST math): claim, verdict, what the
-    estimate measures with its value and interval, the baseline and what it measures, and why."""
-    head = f"**{v.claim} — {v.label}.**" + (f" {math_text(claim_text)}." if claim_text else "")
+    """The sentence a page shows for a verdict (Markdown, its notation as MyST math): the claim's id (which the
+    page's anchor and the browser check key on), the claim in words, then its outcome, what the estimate
+    measures with its value and interval, the baseline and what it measures, and why."""
+    head = f"**{v.claim}.** {claim_outcome(v, claim_text)}."
     why = math_text(v.reason)
     unnamed = [p for p in v.parts if p.claim.split(".", 1)[-1].lower() not in v.reason.lower()]
     if unnamed:  # every part the chart draws is named in the sentence too
         why += "; " + "; ".join(f"{p.claim.split('.', 1)[-1]}: {p.label}" for p in unnamed)
     if v.verdict == NOT_RUN:
-        return f"{head} Nothing was measured in this build: {why}."
+        return f"{head} Nothing was measured: {why}."
     if v.estimate is None:
         return f"{head} No estimate.{_baseline(v)} *Why:* {why}."
     return f"{head} *Estimate:* {_estimate(v)}.{_baseline(v)} *Why:* {why}."
@@ -249,7 +278,7 @@ def render_twin(trained: Verdict, twin: Verdict, what: str) -> str:
         raise ValueError(f"the twin's verdict is of {twin.claim}, not {trained.claim}")
     head = (
         f"*{trained.claim} on the untrained twin* (the same architecture with random initial weights, one "
-        f"initialisation seed; {what}): **{twin.label}**"
+        f"initialisation seed; {what}): the claim {_VERB[twin.verdict]}**{twin.label}**"
     )
     if twin.estimate is None:
         return f"{head}. *Why:* {math_text(twin.reason)}."

@@ -66,12 +66,18 @@ def _describe(states: dict[int, str]) -> str:
     return "; ".join(out)
 
 
+def _lower(name: str) -> str:
+    """A name inside a sentence: 'Exact HTA' -> 'exact HTA' ('ALTI', 'GlobEnc' stay as they are)."""
+    first = name.split(" ", 1)[0]
+    return name if any(c.isupper() for c in first[1:]) else name[:1].lower() + name[1:]
+
+
 def _untestable(claim: str, ev: MeasuresEvidence, measures: Sequence[str], rule: str) -> Verdict | None:
     """NOT_RUN without scores, NOT_TESTABLE with too few sentences or an unsupported measure; else None."""
     if not ev.scores:
         return Verdict(claim, NOT_RUN, None, None, None, "", rule, f"no measure was scored in this build; {RUN_IT}")
     bare = {m.split(ROLLED)[0] for m in measures}
-    unsupported = [f"{m} ({why})" for m, why in ev.unsupported if m in bare]
+    unsupported = [f"{ev.name(m)} ({why})" for m, why in ev.unsupported if m in bare]
     if unsupported:
         why = f"not supported on this model: {'; '.join(unsupported)}"
         return Verdict(claim, NOT_TESTABLE, None, None, None, "", rule, why)
@@ -123,7 +129,8 @@ def judge_every_layer(
         verdict = PARTLY
     else:
         verdict = INCONCLUSIVE
-    why = "; ".join(f"{m}: {_describe(st)}" for m, st in per.items()) + f" (against {reference})"
+    why = "; ".join(f"{ev.name(m)}: {_describe(st)}" for m, st in per.items())
+    why += f" (against {_lower(ev.name(reference))})"
     return _verdict(claim, verdict, ev, measures, reference, variant, rule, why, tau)
 
 
@@ -143,7 +150,7 @@ def judge_c22(ev: MeasuresEvidence, rule: str, *, tau: float = MEASURES_TAU, var
         verdict = PARTLY
     else:
         verdict = INCONCLUSIVE
-    why = f"{measure}: {_describe(st)} (against exact HTA, {n_not} of {ev.n_layers} layers not tracked)"
+    why = f"{ev.name(measure)}: {_describe(st)} (against exact HTA, {n_not} of {ev.n_layers} layers not tracked)"
     return _verdict("C22", verdict, ev, [measure], "hta", variant, rule, why, tau)
 
 
@@ -169,7 +176,7 @@ def judge_c23(ev: MeasuresEvidence, rule: str, *, tau: float = MEASURES_TAU, var
         above_some &= bool(above)
         all_above &= len(above) == len(deeper) and last == TRACKS
         gaps = ", ".join(f"{k}: {fmt(d.estimate)}" for k, d in diffs.items() if d is not None)
-        parts.append(f"{m} minus raw attention at layers {gaps}; above 0 at {len(above)} of {len(deeper)}, "
+        parts.append(f"{ev.name(m)} minus raw attention at layers {gaps}; above 0 at {len(above)} of {len(deeper)}, "
                      f"below at {len(below)}; {last} at layer {ev.n_layers}")  # fmt: skip
     verdict = FAILS if fail else HOLDS if all_above else PARTLY if above_some else INCONCLUSIVE
     return _verdict("C23", verdict, ev, measures, "hta", variant, rule, "; ".join(parts), tau)

@@ -66,6 +66,7 @@ _NAME = r"[A-Za-z]+'?(?:_\{?[A-Za-z0-9]+\}?(?:\^[A-Za-z0-9]+)?|\^[A-Za-z0-9]+)'?
 _FUNCS = ("LN", "softmax", "sqrt", "rank", "dim", "max", "min", "log", "Pearson", "Spearman", "argmax")
 _TOKEN = re.compile(
     r"(?P<code>`[^`]*`|\w*_\w*_\w*)"  # code spans and snake_case names stay as they are
+    r"|(?P<key>\b[a-z]{3,}_[a-z]\w*(?:@\w+)?)"  # a registry key (grad_input, norm_resln@rolled): code, not math
     rf"|(?P<name>\b{_NAME})|(?P<func>\b(?:{'|'.join(_FUNCS)})(?=\(|\s+(?:LN\b|[A-Za-z]_|[A-Z]\b)))"
     r"|(?P<num>\b\d+(?:\.\d+)?(?:e-?\d+)?\b)|(?P<op>>=|<=|!=|[=<>+*/|-])|(?P<open>[(\[])|(?P<close>[)\]])"
     r"|(?P<comma>,)|(?P<space> +)|(?P<letter>\b(?:A'|[A-Z]|[dklnr])(?![\w']))|(?P<other>.)",
@@ -177,13 +178,26 @@ def _formula(run: list[tuple[str, str]]) -> str:
 def math_text(text: str) -> str:
     """``text`` with its ASCII notation ('dim LN([T,1]) >= 1', 'softmax(QK^T/sqrt(d_q))', '|d_L| - |d_1|')
     as MyST math: a run of names, numbers, operators and brackets that holds a subscripted name, a known
-    function, [T,1] or a comparison of symbols becomes one $...$; prose and code spans are left as they are."""
+    function, [T,1] or a comparison of symbols becomes one $...$; a signed number after a value is a number of
+    its own ('D_val -0.02', not a subtraction); prose and code spans are left as they are, and a registry key
+    written in snake_case ('grad_input', 'norm_resln@rolled') is set as code, never as a subscripted symbol."""
     out: list[str] = []
     run: list[tuple[str, str]] = []
     for m in _TOKEN.finditer(text):
+        if m.lastgroup == "key":
+            out += [_formula(run), f"`{m.group()}`"]
+            run = []
+            continue
         if m.lastgroup in _MATH:
             solid = [k for k, _ in run if k != "space"]
-            if m.lastgroup in _VALUE and run and run[-1][0] == "space" and solid and solid[-1] in _VALUE | {"close"}:
+            signed = m.group() == "-" and text[m.end() : m.end() + 1].isdigit()  # 'D_val -0.02': a number
+            if (
+                (m.lastgroup in _VALUE or signed)
+                and run
+                and run[-1][0] == "space"
+                and solid
+                and solid[-1] in _VALUE | {"close"}
+            ):
                 out.append(_formula(run))  # two values side by side ('d_1 0.05'): two things, not one formula
                 run = []
             run.append((m.lastgroup, m.group()))

@@ -127,21 +127,27 @@ function inspect() {
     });
   }
 
-  // Each verdict line ("C5 — partly holds ...") with the rows (quantity, verdict) of the verdict chart that draws
-  // its claim (rows read from the data its vega view holds): the first such chart after the line, else the first
-  // on the page (a chapter may draw its verdicts together in a section of their own); null when none does.
+  // Each verdict line ("**C5.** The claim that ... **partly holds**. ...": the claim's id in bold, then its outcome
+  // in bold, verdicts.core.render) with the rows (quantity, verdict) of the verdict chart that draws its claim
+  // (rows read from the data its vega view holds): the first such chart after the line, else the first on the
+  // page (a chapter may draw its verdicts together in a section of their own); null when none does.
   function verdicts(charts) {
-    const OUTCOME = /^(C\d+)\s*\u2014\s*(partly holds|holds|fails|inconclusive|not testable on this model|not run in this build)\b/;
+    const ID = /^(C\d+)\.$/;
+    const OUTCOME = /^(partly holds|holds|fails|inconclusive|not testable on this model|not run in this build)\b/;
     const after = (a, b) => !!(a.compareDocumentPosition(b) & Node.DOCUMENT_POSITION_FOLLOWING);
     const drawn = [...document.querySelectorAll(".vega-chart")].map((c) => ({ c, rows: chartRows(c.id) }));
     const out = [];
     for (const s of document.querySelectorAll("article strong")) {
-      const m = s.textContent.trim().match(OUTCOME);
-      if (!m) continue;
+      const id = s.textContent.trim().match(ID);
+      if (!id) continue;
       const line = s.closest("p, li") || s.parentElement;
-      const draws = drawn.filter((d) => d.rows.some((r) => r.quantity === m[1] || r.quantity.startsWith(m[1] + ".")));
+      // the outcome: the first bold after the id in the same line that names one
+      const m = [...line.querySelectorAll("strong")].filter((b) => after(s, b))
+        .map((b) => b.textContent.trim().match(OUTCOME)).find(Boolean);
+      if (!m) continue;
+      const draws = drawn.filter((d) => d.rows.some((r) => r.quantity === id[1] || r.quantity.startsWith(id[1] + ".")));
       const chart = draws.find((d) => after(s, d.c)) || draws[0];
-      out.push({ claim: m[1], verdict: m[2], text: line.textContent.replace(/\s+/g, " ").trim().slice(0, 4000),
+      out.push({ claim: id[1], verdict: m[1], text: line.textContent.replace(/\s+/g, " ").trim().slice(0, 4000),
                  chart: chart ? chart.c.id : null, rows: chart ? chart.rows : [] });
     }
     return out;
