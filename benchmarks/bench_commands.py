@@ -127,6 +127,7 @@ def main() -> None:
     ap.add_argument("--commands", nargs="+", choices=sorted(COMMANDS), default=["test", "book"])
     ap.add_argument("--ref", default="HEAD", help="the commit to clone (default: this checkout's HEAD)")
     ap.add_argument("--readme", action="store_true", help="only rewrite the README's block from the record")
+    ap.add_argument("--keep-book", type=Path, help="copy the built book (make book's _build/html) here to look at")
     args = ap.parse_args()
     if args.readme:
         write_readme(json.loads(RECORD.read_text(encoding="utf-8")) if RECORD.exists() else None)
@@ -158,6 +159,8 @@ def main() -> None:
             rec.details[f"make {name}: disk after (GiB)"] = {
                 part: round(_disk(clone / part) / 2**30, 2) for part in (".venv", "_build", "data", ".cache")
             }
+            if name == "book" and args.keep_book:
+                shutil.copytree(clone / "_build" / "html", args.keep_book, dirs_exist_ok=True)
             shutil.rmtree(clone, ignore_errors=True)
     write_readme(json.loads(rec.write().read_text(encoding="utf-8")))
 
