@@ -20,6 +20,7 @@ from identifiability.base import paths
 from identifiability.base.fileio import read_json, write_json
 from identifiability.chapters import contract as chapters
 from identifiability.chapters import parameters
+from identifiability.chapters.contract import by_name
 
 from . import background as lane
 
@@ -155,10 +156,13 @@ def test_each_claim_links_to_its_verdict_on_the_chapter_page(html):
 CODE_LEFT = {
     "book/claims.html": {"globenc", "alti", "hta"},
     "book/this_build.html": {"twin_sentences", "rescale_max"},
-    "notebooks/02_nonidentifiability.html": {"lp_tv_mean", "lp_tv_max", "me_tv_mean", "me_tv_max"},
+    f"notebooks/{by_name('nonidentifiability').stem}.html": {"lp_tv_mean", "lp_tv_max", "me_tv_mean", "me_tv_max"},
 }
 CORPORA = {"lee_test", "lee_pairs", "lee_heldout"}  # corpus names, which a reader types as `corpus`
-WORDED_ELSEWHERE = {"book/claims.html", "notebooks/07_head_width.html"}  # family members named by their folders
+WORDED_ELSEWHERE = {
+    "book/claims.html",
+    f"notebooks/{by_name('head_width').stem}.html",
+}  # family members named by their folders
 
 
 def test_pages_show_words_not_code_and_no_word_set_as_math(html):

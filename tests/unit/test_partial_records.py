@@ -158,3 +158,19 @@ def test_every_committed_record_is_whole(job):
     partial = {"c10": proportional.partial, "compare": compare.partial, "confirm": confirm.partial,
                "family": family.partial, "measures": measures.partial}[job]  # fmt: skip
     assert partial(_committed(job)) is None
+
+
+def test_chapter_10_shows_a_record_only_when_its_own_run_cannot_be_judged(monkeypatch):
+    from identifiability.models import keys
+    from identifiability.recorded import measures
+    from identifiability.verdicts.measures import MEASURES_MIN_SENTENCES
+
+    whole, cut = object(), object()
+    target = keys.target(None, "lee")
+    for rec, why in ((whole, None), (cut, "partial: not run in this build; make measures records it"), (None, None)):
+        monkeypatch.setattr(measures, "find", lambda model, corpus, rec=rec: rec)
+        monkeypatch.setattr(measures, "partial", lambda r, why=why: why)
+        few = MEASURES_MIN_SENTENCES - 1
+        assert measures.to_show(few, "short", target) == ((None, why) if why else (rec, None))
+        assert measures.to_show(MEASURES_MIN_SENTENCES, "short", target) == (None, None)  # its own run judges
+        assert measures.to_show(few, "proportional", target) == (None, None)  # the job's own run: never carried

@@ -143,3 +143,15 @@ def find(
 ) -> recorded.Recorded | None:
     """The recorded run of ``model`` on ``corpus`` (names, or refs resolved already), if any."""
     return recorded.find(JOB, keys.target(model, corpus).key, TARGET)
+
+
+def to_show(n_scored: int, sample: str, target: keys.Target) -> tuple[recorded.Recorded | None, str | None]:
+    """(the recorded run chapter 10 shows in place of its own scores, or None; the line it says instead of a
+    partial record, or None). Nothing is shown from a record when the chapter's own run can be judged (at least
+    ``MEASURES_MIN_SENTENCES`` scored) or is the recording job's own run (``sample`` "proportional": what it
+    records is judged on its own scores, never carried over), or when nothing is recorded."""
+    if sample == "proportional" or n_scored >= MEASURES_MIN_SENTENCES:
+        return None, None
+    rec = find(target.model, target.corpus)
+    why = partial(rec) if rec else None
+    return (None, why) if why else (rec, None)
