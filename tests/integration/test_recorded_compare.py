@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 
 from identifiability.base.fileio import read_json, write_json
+from identifiability.chapters.contract import by_name
 from identifiability.recorded import compare as record_compare
 from identifiability.recorded import computed_with
 from identifiability.recorded import store as recorded
@@ -28,6 +29,8 @@ from identifiability.verdicts.across_models import C13_BAND, C13_POWER, c13, c14
 from identifiability.verdicts.claims import rules
 
 from .test_verdict_controls_across_models import CORPUS, REFERENCE, _base, _file, _keys, _model_folder, _rates
+
+TOKEN_IDENTITY = by_name("token_identity").stem
 
 KW = dict(band=C13_BAND, power=C13_POWER)
 
@@ -93,7 +96,7 @@ def test_the_recorded_run_is_judged_as_the_live_folder_was(checkout, tmp_path, m
     where = checkout / "data" / "recorded" / "compare" / REFERENCE
     assert sorted(p.name for p in where.iterdir()) == ["provenance.json", "results.json"]
     files = rec.results["files"]
-    assert len([f for f in files if f.endswith("04_token_identity.json")]) == 5
+    assert len([f for f in files if f.endswith(f"{TOKEN_IDENTITY}.json")]) == 5
     assert sorted(rec.results["model_provenance"]) == [f"data/models/ft-seed{f}" for f in range(3)] + [
         "data/models/random"
     ]
@@ -189,14 +192,14 @@ def test_a_second_recording_of_the_same_data_is_identical_and_a_moved_value_is_n
     second: list[str] = []
     _record(checkout, second)
     assert second[0].startswith("identical to the recorded run of ") and second[0].endswith("(tolerance 1e-09)")
-    run = checkout / "data" / "results" / "ft1" / CORPUS / "04_token_identity.json"
+    run = checkout / "data" / "results" / "ft1" / CORPUS / f"{TOKEN_IDENTITY}.json"
     doc = json.loads(run.read_text())
     doc["results"]["linear_rate_by_sentence"]["rate"][0][0][5] += 0.25
     run.write_text(json.dumps(doc))
     third: list[str] = []
     _record(checkout, third)
     assert third[0].startswith("1 value(s) moved since the recorded run of ")
-    path = "files.results/ft1/lee_heldout/04_token_identity.json.results.linear_rate_by_sentence.rate[0][0][5]"
+    path = f"files.results/ft1/lee_heldout/{TOKEN_IDENTITY}.json.results.linear_rate_by_sentence.rate[0][0][5]"
     assert third[1].startswith(f"  {path}: ")
 
 
@@ -215,19 +218,19 @@ def test_the_command_records_a_sweep_run_with_its_manifest_and_the_sweeps_span(c
 
     monkeypatch.chdir(checkout)
     data = checkout / "data"
-    old = data / "results" / "ft2" / CORPUS / "04_token_identity.json"
-    run = data / "sweeps" / "ft2" / CORPUS / "04_token_identity" / "seed0-abc"
+    old = data / "results" / "ft2" / CORPUS / f"{TOKEN_IDENTITY}.json"
+    run = data / "sweeps" / "ft2" / CORPUS / by_name("token_identity").stem / "seed0-abc"
     run.mkdir(parents=True)
     old.rename(run / old.name)
-    manifest = {"chapter": "04_token_identity", "seconds": 100.0, "finished": "2026-12-03T10:00:00Z"}
+    manifest = {"chapter": by_name("token_identity").stem, "seconds": 100.0, "finished": "2026-12-03T10:00:00Z"}
     (run / "run.json").write_text(json.dumps(manifest))
     live = _live(data)
     argv = ["record-compare", "--data", str(data), "--checkout", str(checkout), "--into", str(checkout)]
     assert cli.main(argv) == 0
     assert "recorded 10 files (4 model provenances)" in capsys.readouterr().out
     rec = recorded.load("compare", REFERENCE, "compare", checkout)
-    rel = "sweeps/ft2/lee_heldout/04_token_identity/seed0-abc"
-    assert rec.results["files"][f"{rel}/run.json"] == {"chapter": "04_token_identity"}
+    rel = f"sweeps/ft2/lee_heldout/{TOKEN_IDENTITY}/seed0-abc"
+    assert rec.results["files"][f"{rel}/run.json"] == {"chapter": by_name("token_identity").stem}
     assert rec.provenance["seconds"] == 100.0 and "sweep runs" in rec.provenance["seconds_from"]
     empty = _live(checkout / "nothing")
     got, _ = recorded_comparison(empty, REFERENCE, 0, CORPUS, source=checkout, **KW)

@@ -22,8 +22,12 @@ from identifiability import cli
 from identifiability.base import paths, stops
 from identifiability.base.errors import ChapterFailed
 from identifiability.chapters import execution
+from identifiability.chapters.contract import by_name
 
-CHAPTER = "08_explore"  # the quickest chapter
+ACROSS_MODELS = by_name("across_models").stem
+CONTEXT_MIXING = by_name("context_mixing").stem
+
+CHAPTER = by_name("explore").stem  # the quickest chapter
 BAR = re.compile(r"^[^|]*\d+%\|")  # one draw of a progress bar: 'Executing:  25%|██▌       | 1/4 [...]'
 MARKER_WAIT = 600  # seconds: only so that a run that never writes its marker fails instead of hanging
 
@@ -267,11 +271,11 @@ def test_ctrl_c_during_a_sweep_on_a_local_cluster_is_one_line_and_stops_every_wo
 
 
 def test_the_dead_kernel_line_suggests_half_the_sentences_or_says_what_to_do():
-    assert stops.kernel_died("06_context_mixing", {"n_sentences": 50}).endswith(
+    assert stops.kernel_died(by_name("context_mixing").stem, {"n_sentences": 50}).endswith(
         "try smaller parameters such as -p n_sentences=25 (this run: 50)"
     )
-    assert stops.kernel_died("09_across_models", {}) == (
-        "chapter 09_across_models: the kernel died (most often out of memory); try smaller parameters (-p name=value)"
+    assert stops.kernel_died(by_name("across_models").stem, {}) == (
+        f"chapter {ACROSS_MODELS}: the kernel died (most often out of memory); try smaller parameters (-p name=value)"
     )
 
 
@@ -287,12 +291,12 @@ def test_a_dead_kernel_is_a_chapter_failure_and_the_previous_notebook_stays(tmp_
         raise DeadKernelError("Kernel died")
 
     monkeypatch.setattr(papermill, "execute_notebook", dies)
-    source = paths.source_root() / "notebooks" / "06_context_mixing.md"
-    (tmp_path / "06_context_mixing.ipynb").write_text("earlier")
-    with pytest.raises(ChapterFailed, match=r"chapter 06_context_mixing: the kernel died .* -p n_sentences=10 "):
+    source = paths.source_root() / "notebooks" / f"{CONTEXT_MIXING}.md"
+    (tmp_path / f"{CONTEXT_MIXING}.ipynb").write_text("earlier")
+    with pytest.raises(ChapterFailed, match=rf"chapter {CONTEXT_MIXING}: the kernel died .* -p n_sentences=10 "):
         execution.run_notebook(source, tmp_path, {"n_sentences": 20})
-    assert [p.name for p in tmp_path.iterdir()] == ["06_context_mixing.ipynb"]
-    assert (tmp_path / "06_context_mixing.ipynb").read_text() == "earlier"
+    assert [p.name for p in tmp_path.iterdir()] == [f"{CONTEXT_MIXING}.ipynb"]
+    assert (tmp_path / f"{CONTEXT_MIXING}.ipynb").read_text() == "earlier"
     assert not [r for r in caplog.records if "Kernel died" in r.getMessage()]
 
 
@@ -304,11 +308,11 @@ def test_a_failing_chapter_still_leaves_its_notebook_where_the_error_says(tmp_pa
         raise papermill.PapermillExecutionError(3, 4, "boom", "ValueError", "boom", [])
 
     monkeypatch.setattr(papermill, "execute_notebook", fails)
-    source = paths.source_root() / "notebooks" / "06_context_mixing.md"
-    with pytest.raises(ChapterFailed, match="ValueError: boom .full traceback in .*06_context_mixing.ipynb"):
+    source = paths.source_root() / "notebooks" / f"{CONTEXT_MIXING}.md"
+    with pytest.raises(ChapterFailed, match=f"ValueError: boom .full traceback in .*{CONTEXT_MIXING}.ipynb"):
         execution.run_notebook(source, tmp_path, {})
-    assert [p.name for p in tmp_path.iterdir()] == ["06_context_mixing.ipynb"]
-    assert json.loads((tmp_path / "06_context_mixing.ipynb").read_text()) == {"the": "traceback"}
+    assert [p.name for p in tmp_path.iterdir()] == [f"{CONTEXT_MIXING}.ipynb"]
+    assert json.loads((tmp_path / f"{CONTEXT_MIXING}.ipynb").read_text()) == {"the": "traceback"}
 
 
 def test_a_failing_chapter_is_one_line_with_the_notebook_and_keeps_what_came_before(tmp_path, capsys):

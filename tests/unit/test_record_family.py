@@ -37,7 +37,7 @@ def data(tmp_path, monkeypatch):
         run = tmp_path / "sweeps" / paths.safe_key(model) / "lee" / stem / "seed0-abc" / f"{stem}.json"
         doc = {"results": {"claims": {claim: _verdict(claim).to_json()}}, "params": {"model": model, "corpus": "lee"}}
         write_json(run, {**doc, "chapter": stem})
-    seven = keys.target(paths.DEFAULT_MODEL, "lee").results_dir / "07_head_width.json"
+    seven = keys.target(paths.DEFAULT_MODEL, "lee").results_dir / f"{by_name('head_width').stem}.json"
     write_json(seven, {"results": {"claims": {"C19": _verdict("C19").to_json()}}, "params": {"results_dir": "/x"}})
     return tmp_path
 
@@ -61,7 +61,7 @@ def test_the_record_computed_with_what_the_kernels_of_the_files_it_gathered_repo
     monkeypatch.setattr(recorded, "root", lambda source=None: data / "out")
     monkeypatch.setattr(recorded, "git_state", lambda source: ("abc", False))
     files = record_family.results_files(data)
-    assert [f.name for f in files] == ["07_head_width.json", f"{by_name('token_identity').stem}.json"]
+    assert [f.name for f in files] == [f"{by_name('head_width').stem}.json", f"{by_name('token_identity').stem}.json"]
     assert "mlm-w128" in files[1].as_posix()  # the member's run, not the reference model's
     write_json(files[1], {**read_json(files[1]), computed_with.KEY: {"identifiability.studies.kernel_only": "f"}})
     h = record_family.record_family(data, echo=lambda s: None).provenance["hashes"]

@@ -8,6 +8,7 @@ import pytest
 from identifiability.base import paths
 from identifiability.base.fileio import write_json
 from identifiability.chapters import execution
+from identifiability.chapters.contract import by_name
 from identifiability.models import keys
 from identifiability.recorded import measures as record_measures
 from identifiability.recorded import store as recorded
@@ -26,7 +27,7 @@ def stubbed(tmp_path, monkeypatch):
     monkeypatch.setattr(recorded, "git_state", lambda source: (state["commit"], False))
 
     def fake_run(source, out, params, progress=True):
-        path = keys.target(params["model"], params["corpus"]).results_dir / "10_measures.json"
+        path = keys.target(params["model"], params["corpus"]).results_dir / f"{by_name('measures').stem}.json"
         results = {"scores": [], "seconds": {"raw": 0.1}, "n_scored": state["n"], "unsupported": {}, "claims": {}}
         write_json(path, {"params": params, "results": results, **state["report"]})
         state["commit"] = "during"
@@ -49,7 +50,7 @@ def test_the_modules_are_the_jobs_and_those_chapter_10s_kernel_reported(stubbed)
     assert h["unreported"] == []
     stubbed["report"] = {}  # a kernel from before kernels reported
     rec = record_measures.record_measures(echo=lambda s: None)
-    assert rec.provenance["hashes"]["unreported"] == [f"results/{rec.key}/10_measures.json"]
+    assert rec.provenance["hashes"]["unreported"] == [f"results/{rec.key}/{by_name('measures').stem}.json"]
 
 
 def test_a_run_of_fewer_sentences_than_the_rules_need_is_not_recorded(stubbed):

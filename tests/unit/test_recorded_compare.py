@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from identifiability.chapters.contract import by_name
 from identifiability.recorded import compare as record_compare
 from identifiability.runs import aggregate
 from identifiability.studies.across_models import comparison, recorded_comparison
@@ -29,9 +30,9 @@ def test_without_fine_tunes_or_a_recording_c13_and_c14_are_not_run_naming_make_c
 
 
 def test_a_recorded_file_is_written_below_the_data_folder_only(tmp_path):
-    ok = {"files": {"results/m/c/04_token_identity.json": {"chapter": "04_token_identity"}}}
+    ok = {"files": {f"results/m/c/{by_name('token_identity').stem}.json": {"chapter": by_name("token_identity").stem}}}
     record_compare.materialise(ok, tmp_path / "data")
-    assert (tmp_path / "data" / "results" / "m" / "c" / "04_token_identity.json").is_file()
+    assert (tmp_path / "data" / "results" / "m" / "c" / f"{by_name('token_identity').stem}.json").is_file()
     for bad in ("../outside.json", "/abs.json"):
         with pytest.raises(ValueError, match="not below the data folder"):
             record_compare.materialise({"files": {bad: {}}}, tmp_path / "data")

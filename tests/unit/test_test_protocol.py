@@ -10,7 +10,7 @@ TESTS = Path(__file__).resolve().parent.parent
 # A chapter stem spelt out (two digits, an underscore, a name): a test names a chapter by its name and asks the
 # contract for its stem (identifiability.chapters.contract.by_name(name).stem).
 STEM = re.compile(r"(?<![\w.])\d\d_[a-z][a-z_]*[a-z]\b")
-# Test modules whose stems are what they test, each with the reason, and those not yet converted. A test
+# Test modules whose stems are what they test, each with the reason. A test
 # module's own file name may carry its chapter's stem (test_nb_06_context_mixing.py): file names are not scanned.
 ABOUT_STEMS = {
     # stems of an earlier build: the renaming map and results filed under old stems
@@ -21,13 +21,6 @@ ABOUT_STEMS = {
     # the sweep's chapter selection by number and its folders' layout on disk
     "unit/test_sweep.py": "a sweep's chapter selection by number and the layout of its folders",
     "unit/test_book_build.py": "the book's file layout and toc order, spelt as a reader sees them",
-}
-NOT_YET = {  # still spell stems in test bodies: to convert to by_name(...).stem
-    "unit/test_recorded_compare.py",
-    "unit/test_record_family.py",
-    "unit/test_record_measures.py",
-    "integration/test_stops.py",
-    "integration/test_recorded_compare.py",
 }
 
 
@@ -43,7 +36,7 @@ def test_no_test_body_spells_a_chapter_stem():
     found = {}
     for f in sorted(TESTS.rglob("*.py")) + sorted(TESTS.rglob("*.mjs")):
         rel = f.relative_to(TESTS).as_posix()
-        if rel in ABOUT_STEMS or rel in NOT_YET or rel == "unit/test_test_protocol.py":
+        if rel in ABOUT_STEMS or rel == "unit/test_test_protocol.py":
             continue
         if spelt := _spelt(f.read_text()):
             found[rel] = sorted(set(spelt))
@@ -58,6 +51,6 @@ def test_the_stem_pattern_finds_stems_and_nothing_else():
     assert not _spelt('by_name("context_mixing") x_06_y 2026_12 v1.06_abc test_nb_06_context_mixing')
 
 
-def test_the_allow_lists_name_existing_modules_that_still_spell_stems():
-    for rel in [*ABOUT_STEMS, *NOT_YET]:
+def test_the_allow_list_names_existing_modules_that_still_spell_stems():
+    for rel in ABOUT_STEMS:
         assert _spelt((TESTS / rel).read_text()), f"{rel} spells no stem now: drop it from the list"
