@@ -17,7 +17,7 @@ from identifiability.recorded.c10 import record_c10
 
 @pytest.fixture
 def checkout(tmp_path: Path) -> Path:
-    src = Path(recorded.__file__).resolve().parents[2]
+    src = Path(recorded.__file__).resolve().parents[3]
     shutil.copytree(src / "src" / "identifiability", tmp_path / "src" / "identifiability")
     (tmp_path / "data").mkdir()
     for name in ("data/claims.csv", "data/amendments.csv", "requirements.txt"):

@@ -158,7 +158,9 @@ def test_two_ctrl_c_a_moment_apart_end_with_the_one_line_last(chapter_run):
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGINT)
     code, stderr = finish(proc, logs)
-    assert code == stops.EXIT_INTERRUPTED
+    # 130, or killed by the second SIGINT once the interpreter, finishing, has put back the default action:
+    # a shell reports both as 130, and either way the line was written last
+    assert code in (stops.EXIT_INTERRUPTED, -signal.SIGINT)
     assert stop_lines(stderr) == [stops.RESTART], stderr
     assert stderr.splitlines()[-1] == stops.RESTART and "terminate called" not in stderr
     _untouched(earlier)
