@@ -596,6 +596,11 @@ FIXTURE_CLAIMS = {
 }
 
 
+def _silent_tables(report) -> list[tuple]:
+    """(page, viewport px, the table's first words) of every table that scrolls sideways without saying so."""
+    return [(r["page"], w, t) for r in report for w, res in r["widths"].items() for t in res.get("silent", [])]
+
+
 def test_the_checks_find_each_known_fault_and_nothing_on_a_clean_page(fixture_pages):
     bad, good = [fixture_pages["bad.html"]], [fixture_pages["good.html"]]
     recorded = {"bad.html": FIXTURE_CLAIMS, "good.html": FIXTURE_CLAIMS}
@@ -615,9 +620,10 @@ def test_the_checks_find_each_known_fault_and_nothing_on_a_clean_page(fixture_pa
         "no verdict chart draws it",  # C9: the chart after its line is not a verdict chart
     }
     assert {t[2:4] for t in _cards(bad)} == {("C2", "cut"), ("C3", "claim not first"), ("C3", "stacked")}
+    assert {t[:2] for t in _silent_tables(bad)} == {("bad.html", "1280"), ("bad.html", "390")}
     assert {(t[1], t[2]) for t in _cards(bad) if t[3] == "stacked"} == {("1280", "C3")}
     assert [len(good[0]["widths"][w]["cards"]) for w in ("1280", "390")] == [1, 1]
-    for check in (_small_text, _sideways, _single_option, _wide_controls, _cards):
+    for check in (_small_text, _sideways, _single_option, _wide_controls, _cards, _silent_tables):
         assert not check(good), check.__name__
     assert not _code_overflow(good, "1280") and not _code_overflow(good, "390")
     assert not good[0]["widths"]["1280"]["cut"] and not _verdict_disagreements(good, recorded)
@@ -640,6 +646,11 @@ def test_chart_text_is_readable_at_1280_and_390_px(browser):
     assert any(c.get("minText") for r in browser for c in r["widths"]["390"]["charts"]), "no chart text was measured"
     small = _small_text(browser)
     assert not small, f"chart text under {MIN_TEXT_PX} px as drawn (page, viewport px, chart, px, text): {small}"
+
+
+def test_a_table_that_scrolls_sideways_says_so(browser):
+    silent = _silent_tables(browser)
+    assert not silent, f"tables that scroll sideways with no hint (page, viewport px, first words): {silent}"
 
 
 def test_no_page_scrolls_sideways_at_1280_and_390_px(browser):

@@ -80,6 +80,10 @@ function inspect() {
     .filter((e) => e.scrollWidth > e.clientWidth + 1)
     .map((e) => ({ kind: e.closest(".cell_input") ? "input" : "text", width: e.scrollWidth, box: e.clientWidth,
                    text: e.textContent.split("\n").sort((a, b) => b.length - a.length)[0].slice(0, 120) }));
+  // Tables that scroll sideways without saying so (book.js marks their box, book.css writes the hint).
+  const silent = [...document.querySelectorAll("article table")].filter((t) => t.scrollWidth > t.clientWidth + 1)
+    .filter((t) => !getComputedStyle(t.parentElement, "::before").content.includes("Scroll"))
+    .map((t) => (t.textContent || "").trim().replace(/\s+/g, " ").slice(0, 60));
   const root = document.scrollingElement || document.documentElement;
   const scroll = { width: root.scrollWidth, viewport: window.innerWidth, wide: root.scrollWidth > window.innerWidth ? widest() : [] };
   // The claims page's cards (identifiability.book.pages._claim_card): whether everything in a card fits inside it,
@@ -93,7 +97,8 @@ function inspect() {
              claimFirst: !!head && dds.length > 0 && box(head).bottom <= Math.min(...dds.map((d) => d.top)) + 1,
              stacked: dds.length > 1 && dds.every((d, i) => i === 0 || d.top >= dds[i - 1].bottom - 1) };
   });
-  return { charts, tables, lines, mathOk, cut, printed, code, scroll, controls: controls(), verdicts: verdicts(charts), cards };
+  return { charts, tables, lines, mathOk, cut, printed, code, scroll, controls: controls(), verdicts: verdicts(charts), cards,
+           silent };
 
   // The deepest elements that reach past the right edge of the window, outside any box that scrolls or clips.
   function widest() {
@@ -275,7 +280,7 @@ async function checkPage(page) {
     const seen = await p.evaluate(inspect);
     const result = { charts: seen.charts, tables: seen.tables, raw: rawOutput(seen.lines), mathOk: seen.mathOk, cut: seen.cut,
                      read: seen.lines.length, printed: seen.printed, code: seen.code, scroll: seen.scroll,
-                     controls: seen.controls, verdicts: seen.verdicts, cards: seen.cards };
+                     controls: seen.controls, verdicts: seen.verdicts, cards: seen.cards, silent: seen.silent };
     if (width === WIDTHS[0]) {
       result.interactions = await moveControls(p, seen.charts);
       entry.bytes = sizes.reduce((a, b) => a + b, 0);
