@@ -117,8 +117,9 @@ def _disk(folder: Path) -> int:
 def _run(command: list[str], clone: Path) -> tuple[float, int, str]:
     """(wall seconds, exit status, the output's last 4,000 characters) of ``command`` run in ``clone``."""
     t = time.perf_counter()
-    done = subprocess.run(command, cwd=clone, capture_output=True, text=True)
-    out = (done.stdout + done.stderr)[-4000:]
+    # one stream, in the order written: a failure's summary is at its end, not before the installer's warnings
+    done = subprocess.run(command, cwd=clone, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out = done.stdout[-4000:]
     return time.perf_counter() - t, done.returncode, out
 
 
