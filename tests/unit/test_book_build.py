@@ -114,7 +114,7 @@ class _Js(str):
         return obj
 
 
-def test_each_page_loads_the_vega_bundle_only_with_a_chart_and_no_script_twice():
+def test_each_page_loads_the_vega_bundle_only_with_a_chart_the_table_script_with_a_table_and_no_script_twice():
     thebe = "const THEBE_JS_URL = 1"
     base = [_Js("_static/doctools.js"), _Js(None, body="var a = 1"), _Js("", body="var a = 1"), _Js(None, body=thebe),
             _Js("_static/sphinx-thebe.js", **{"async": "async"}), _Js("", body=thebe)]  # fmt: skip
@@ -123,12 +123,13 @@ def test_each_page_loads_the_vega_bundle_only_with_a_chart_and_no_script_twice()
         def add_js_file(self, name, **kw):
             context["script_files"].append(_Js(f"_static/{name}", **kw))
 
-    for body, vega in (('<div class="vega-chart">', True), ("<p>prose</p>", False)):
+    for body, vega, table in (('<div class="vega-chart">', True, False), ("<p>prose</p><table>", False, True)):
         context = {"body": body, "script_files": list(base), "css_files": [_Js("_static/sphinx-thebe.css")]}
         book.page_assets(App(), "page", "page.html", context, doctree=object())
         names = [(j.filename, j.attributes.get("body")) for j in context["script_files"]]
         assert names[:2] == [("_static/doctools.js", None), (None, "var a = 1")]
-        assert ("_static/vega-bundle.js", None) in names if vega else len(names) == 2
+        assert (("_static/vega-bundle.js", None) in names) == vega and (("_static/book.js", None) in names) == table
+        assert len(names) == 3
         assert not context["css_files"]
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ..chapters.executed import read_notebook, write_notebook
 
+TABLE_SCRIPT = "book.js"  # from book/_styles, a static path of the book (_config.yml)
 VEGA_BUNDLE = "vega-bundle.js"
 
 
@@ -185,9 +186,12 @@ def _asset_key(asset) -> tuple:
 
 
 def page_assets(app, pagename, templatename, context, doctree) -> None:
-    """Per page: the vega bundle only where a chart is; no thebe; every script and style sheet once."""
+    """Per page: the vega bundle only where a chart is, the table script (a table that scrolls sideways says so:
+    book/_styles/book.js) only where a table is; no thebe; every script and style sheet once."""
     if doctree is not None and 'class="vega-chart"' in context.get("body", ""):
         app.add_js_file(VEGA_BUNDLE)
+    if doctree is not None and "<table" in context.get("body", ""):
+        app.add_js_file(TABLE_SCRIPT)
     for key in ("script_files", "css_files"):
         files, seen, kept = context.get(key, []), set(), []
         for asset in files:
