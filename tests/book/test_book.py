@@ -639,7 +639,27 @@ def test_the_claims_page_fits_at_1280_and_reads_top_to_bottom_at_390_px(browser)
     assert [len(page["widths"][w]["cards"]) for w in ("1280", "390")] == [len(load_claims())] * 2
     bad = _cards([page])
     assert not bad, f"claims-page cards (page, viewport px, claim, fault): {bad}"
-    assert not page["widths"]["1280"]["tables"] and not page["widths"]["390"]["tables"], "a table is back"
+    # issue 53: one overview table before the cards, the whole of it on a screen and a half at 1280 px
+    tables = page["widths"]["1280"]["tables"]
+    assert [t["head"] for t in tables] == ["id"], f"the overview table alone: {tables}"
+    assert tables[0]["fits"] and tables[0]["height"] <= 1800, tables[0]
+
+
+def test_the_introduction_opens_with_what_the_replication_found(html, browser):
+    """Issue 53: the introduction's findings, one table per chapter that judges claims, every claim in one row
+    with its verdict, before what the paper claims."""
+    import re
+
+    from identifiability.verdicts.claims import load_claims
+
+    page = (html / "book/intro.html").read_text()
+    rows = re.findall(r'<a href="\.\./notebooks/\w+\.html#verdict-c\d+">(C\d+)</a>', page)
+    assert sorted(rows) == sorted(c["id"] for c in load_claims())
+    assert page.index("What the replication found") < page.index(">C1</a>") < page.index("What the paper claims")
+    assert "not run in this build" not in page, "a chapter of the default build did not record its verdicts"
+    intro = next(r for r in browser if r["page"] == "book/intro.html")
+    chapters = {c["chapter"] for c in load_claims()}
+    assert sum(t["head"] == "claim" for t in intro["widths"]["1280"]["tables"]) == len(chapters)
 
 
 def test_chart_text_is_readable_at_1280_and_390_px(browser):

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from identifiability.base.fileio import write_json
-from identifiability.book import pages
+from identifiability.book import findings
 from identifiability.book.notebook import Chapter
 from identifiability.verdicts import FAILS, HOLDS, NOT_RUN, PARTLY, Quantity, Verdict, amended, with_robustness
 from identifiability.verdicts.claims import load_claims, robustness_names
@@ -39,7 +39,7 @@ def test_each_claim_is_a_card_that_reads_top_to_bottom(tmp_path):
         {"results": {"claims": {"C4": v.to_json()}, "twin_claims": {"C4": twin.to_json()}}},
     )
     (tmp_path / "book").mkdir()
-    pages.write_claims_page(tmp_path, results)
+    findings.write_claims_page(tmp_path, results)
     cards = _cards((tmp_path / "book" / "claims.md").read_text())
     assert sorted(cards) == sorted(CLAIMS)
     lines = cards["C4"].splitlines()
@@ -90,7 +90,7 @@ def test_the_confirmation_field_reads_the_recorded_run_and_the_freeze(tmp_path, 
     v = Verdict("C4", HOLDS, -0.9, (-0.95, -0.8), 0.1, "null", c4["rule"], "why")
     write_json(results / f"{c4['chapter']}.json", {"results": {"claims": {"C4": v.to_json()}}})
     (tmp_path / "book").mkdir()
-    pages.write_claims_page(tmp_path, results)
+    findings.write_claims_page(tmp_path, results)
     text = (tmp_path / "book" / "claims.md").read_text()
     cards = _cards(text)
     assert cards["C4"].splitlines()[-1] == (": holds on lee_test; as in this build; original rule differs")
@@ -121,7 +121,7 @@ def test_the_page_shows_robustness_and_the_original_verdict_of_an_amended_claim(
     results = tmp_path / "results"
     _write(results, c1["chapter"], [v1, v2])
     (tmp_path / "book").mkdir()
-    pages.write_claims_page(tmp_path, results)
+    findings.write_claims_page(tmp_path, results)
     page = (tmp_path / "book" / "claims.md").read_text()
     rows = _cards(page)
     assert rows["C1"].startswith('**<a href="../notebooks/02_nonidentifiability.html#verdict-c1">C1</a>** ')
@@ -156,10 +156,11 @@ def test_each_claim_links_to_the_anchor_its_chapter_gives_the_verdict(tmp_path):
         by_chapter.setdefault(c["chapter"], {})[c["id"]] = ch.sentence(_recordable(c))
         _write(results, c["chapter"], [_recordable(x) for x in CLAIMS.values() if x["chapter"] == c["chapter"]])
     (tmp_path / "book").mkdir()
-    pages.write_claims_page(tmp_path, results)
+    findings.write_claims_page(tmp_path, results)
     page = (tmp_path / "book" / "claims.md").read_text()
     links = re.findall(r'<a href="\.\./notebooks/([\w]+)\.html#([\w-]+)">(C\d+)</a>', page)
-    assert sorted(c for _, _, c in links) == sorted(CLAIMS)
+    # each claim twice: its row of the overview table and its card
+    assert sorted(c for _, _, c in links) == sorted(2 * list(CLAIMS))
     for chapter, target, claim in links:
         shown = by_chapter[chapter][claim]  # the chapter whose ch.sentence shows the claim
         assert f'<span id="{target}"></span>' in shown, (claim, shown[:80])
@@ -194,7 +195,7 @@ def test_the_page_names_each_estimate_and_baseline_and_typesets_its_math(tmp_pat
     _write(results, c7["chapter"], [v7])
     _write(results, c13["chapter"], [v13])
     (tmp_path / "book").mkdir()
-    pages.write_claims_page(tmp_path, results)
+    findings.write_claims_page(tmp_path, results)
     page = (tmp_path / "book" / "claims.md").read_text()
     row = _cards(page)["C7"]
     assert (
@@ -223,7 +224,7 @@ def test_a_bare_number_is_never_a_cell(tmp_path, value):
     v = Verdict("C11", HOLDS, value, (value - 0.01, value + 0.01), 0.0, "uniform", c11["rule"], "w", estimate_of=q)
     _write(tmp_path / "r", c11["chapter"], [v])
     (tmp_path / "book").mkdir()
-    pages.write_claims_page(tmp_path, tmp_path / "r")
+    findings.write_claims_page(tmp_path, tmp_path / "r")
     card = _cards((tmp_path / "book" / "claims.md").read_text())["C11"]
     cells = [line[2:] for line in card.splitlines() if line.startswith(": ")]
     assert cells[1].startswith(r"$\Delta c$ = ") and cells[2] == "0 (same quantity)"
@@ -252,11 +253,11 @@ def test_the_confirmation_counts_the_verdicts_on_the_family_and_marks_a_changed_
         f"m{i}": {"chapters": {"x": {"claims": {"C6": {"verdict": v}}}}} for i, v in enumerate([HOLDS, HOLDS, FAILS])
     }
     rec = recorded.Recorded("family", "lee", {"members": members, "judged_under": {"C6": now["C6"]}}, {})
-    assert pages.family_confirmation("C6", rec) == "on the family: holds on 2 of 3 members, fails on 1 of 3 members"
-    assert pages.family_confirmation("C7", rec) == "" and pages.family_confirmation("C6", None) == ""
+    assert findings.family_confirmation("C6", rec) == "on the family: holds on 2 of 3 members, fails on 1 of 3 members"
+    assert findings.family_confirmation("C7", rec) == "" and findings.family_confirmation("C6", None) == ""
     stale = recorded.Recorded("family", "lee", {"members": members, "judged_under": {"C6": "0" * 64}}, {})
-    assert "not confirmed" in pages.family_confirmation("C6", stale)
+    assert "not confirmed" in findings.family_confirmation("C6", stale)
     # an undertrained member is reported on chapter 7's page, never counted here
     members["m3"] = {"provenance": {"trained_enough": False}, "chapters": {"x": {"claims": {"C6": {"verdict": FAILS}}}}}
     rec = recorded.Recorded("family", "lee", {"members": members, "judged_under": {"C6": now["C6"]}}, {})
-    assert pages.family_confirmation("C6", rec) == "on the family: holds on 2 of 3 members, fails on 1 of 3 members"
+    assert findings.family_confirmation("C6", rec) == "on the family: holds on 2 of 3 members, fails on 1 of 3 members"

@@ -132,7 +132,7 @@ def test_chapter_6_says_a_c10_record_without_its_per_sentence_numbers_is_partial
 
 
 def test_the_claims_page_says_a_confirmation_record_without_verdicts_is_partial(tmp_path, monkeypatch):
-    from identifiability.book import pages
+    from identifiability.book import findings
     from identifiability.recorded import confirm
     from identifiability.recorded import family as record_family
 
@@ -146,7 +146,7 @@ def test_the_claims_page_says_a_confirmation_record_without_verdicts_is_partial(
     monkeypatch.setattr(record_family, "find", lambda *a, **k: None)
     (tmp_path / "book").mkdir()
     write_json(tmp_path / "results" / "x.json", {})
-    pages.write_claims_page(tmp_path, tmp_path / "results")
+    findings.write_claims_page(tmp_path, tmp_path / "results")
     assert confirm.partial(cut) in (tmp_path / "book" / "claims.md").read_text()
 
 

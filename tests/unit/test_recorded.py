@@ -105,16 +105,22 @@ def test_stale_names_what_changed_since_the_run(checkout, monkeypatch):
     assert recorded.stale(rec, checkout) == ["lock", "code", "rules"]
 
 
-def test_the_caption_names_the_run_and_what_changed_since(checkout):
+def test_the_caption_names_the_run_and_what_changed_since(checkout, monkeypatch):
+    """Issue 53: one short line (no platform string), naming what changed rather than a blanket warning."""
+    ran = ["identifiability.base.linalg", "identifiability.base.stats"]  # the modules the job computed with
+    now = computed_with.on_disk(checkout / "src" / "identifiability")
+    monkeypatch.setattr(computed_with, "imported", lambda: {n: now[n] for n in ran})
     rec = _write(checkout, seconds=2 * 3600 + 7 * 60)
-    m = rec.provenance["machine"]
-    head = (
-        f"recorded run of {rec.date} (2 h 7 min, {m['platform']}, {m['cpus']} CPUs, torch {m['torch']}); "
-        "`make record-c10` recomputes it"
-    )
-    assert recorded.caption(rec) == head
-    assert recorded.caption(rec, ["code", "rules"]) == (
-        f"{head}; the code has changed since; the rules have changed since"
+    cpus = rec.provenance["machine"]["cpus"]
+    head = f"recorded run of {rec.date}; `make record-c10` recomputes it (2 h 7 min on {cpus} cores)"
+    assert recorded.caption(rec, checkout) == head
+    assert rec.provenance["machine"]["platform"] not in head
+    source = checkout / "src" / "identifiability" / "base" / "stats.py"
+    source.write_text(source.read_text() + "\nCHANGE = 1\n")
+    (checkout / "requirements.txt").write_text("torch==0.0\n")
+    assert recorded.caption(rec, checkout) == (
+        f"{head}; computed before a change to base/stats.py; computed with other versions of the locked packages "
+        "(requirements.txt)"
     )
     assert [recorded.duration(s) for s in (42, 185, 7320)] == ["42 s", "3 min 5 s", "2 h 2 min"]
 

@@ -21,6 +21,9 @@ from .fileio import atomic_write, write_json
 # A chapter results file's {claim: make target} of the verdicts it adopted from a recorded run (judged on that
 # run's models, not on this file's): the results table never files them under this file's model
 ADOPTED = "adopted_claims"
+# A chapter results file's {claim: {"target": make target, "date": YYYY-MM-DD}} of the verdicts judged on a
+# recorded run's numbers (or adopted from it): what the findings tables say beside such a verdict
+RECORDED_FROM = "recorded_from"
 
 
 def params_key(params: dict) -> str:

@@ -26,7 +26,7 @@ from ..chapters.executed import parameters_used
 from ..chapters.execution import run_notebook
 from ..chapters.parameters import ParameterError, declared_parameters
 from ..models import keys
-from . import pages
+from . import findings, pages
 from . import render as book
 
 
@@ -392,7 +392,8 @@ def build_book(
         repository=repository,
         beside=beside,
     )
-    pages.write_claims_page(stage, results_dir, target.model)
+    findings.write_claims_page(stage, results_dir, target.model)
+    findings.write_findings(stage, results_dir)
     book.prepare_pages(stage / "notebooks", root / "downloads")  # charts get the HTML the pages draw them with
     html = root / "html"
     if html.exists():

@@ -19,7 +19,7 @@ import torch
 
 from ..base.fileio import jsonable, read_json, write_json
 from ..base.paths import DEFAULT_MODEL
-from ..base.results import ADOPTED
+from ..base.results import ADOPTED, RECORDED_FROM
 from ..chapters.contract import CHAPTERS, results_file
 from ..charts.render import enable_offline
 from ..corpus.corpora import Corpus, drop_unusable, load_corpus, sample_sentences
@@ -27,9 +27,11 @@ from ..models import keys
 from ..models.load import load_model, twin_of
 from ..models.loaded_model import LoadedModel
 from ..recorded import computed_with
+from ..recorded.store import Recorded
 from ..verdicts import Verdict, anchor, render, render_twin
 from ..verdicts.claims import load_claims, robustness_names, rules_of
 from . import schema
+from .findings import chapter_summary
 
 
 @dataclass
@@ -67,8 +69,10 @@ class Chapter:
             raise KeyError(f"{claim_id!r} is not a claim of chapter {self.name} in data/claims.csv")
         return known[claim_id]
 
-    def judge(self, claim_id: str, evidence) -> Verdict:
-        """Judge a claim of this chapter on ``evidence`` and record the verdict in this chapter's results.
+    def judge(self, claim_id: str, evidence, recorded: Recorded | None = None) -> Verdict:
+        """Judge a claim of this chapter on ``evidence`` and record the verdict in this chapter's results;
+        ``recorded``: the recorded run whose numbers the evidence holds (None: this run's own), which the
+        findings tables name beside the verdict (results key ``recorded_from``).
 
         The claim's one entry point is ``verdicts.<chapter name>.c<N>`` (found through the chapter contract),
         called with ``evidence`` (the study's typed evidence of the claim) and its rules from
@@ -78,7 +82,13 @@ class Chapter:
         verdict; :meth:`sentence` gives the sentence the page shows."""
         v = self._judged(claim_id, evidence)
         self.results.setdefault("claims", {})[v.claim] = v.to_json()
+        if recorded is not None:
+            self._recorded_from(claim_id, recorded)
         return v
+
+    def _recorded_from(self, claim_id: str, rec: Recorded) -> None:
+        where = {"target": rec.target or rec.job, "date": rec.date}
+        self.results.setdefault(RECORDED_FROM, {})[claim_id] = where
 
     def judge_twin(self, claim_id: str, evidence) -> Verdict:
         """Judge a claim on the untrained twin's ``evidence`` (:attr:`twin`), under the same rule and entry point
@@ -96,12 +106,13 @@ class Chapter:
         self.results.setdefault("other_claims", {}).setdefault(other, {})[v.claim] = v.to_json()
         return v
 
-    def recorded(self, claim_id: str, verdict: dict, target: str) -> Verdict:
-        """A verdict a recorded heavy run judged (``verdict``: as its results file holds it), recorded as this
-        chapter's, when it was judged under the rule in force; else "not run", naming ``make <target>``, which
-        judges it again (a recording is never re-labelled with a rule it was not judged under)."""
+    def recorded(self, claim_id: str, verdict: dict, rec: Recorded) -> Verdict:
+        """A verdict the recorded heavy run ``rec`` judged (``verdict``: as its results file holds it), recorded
+        as this chapter's, when it was judged under the rule in force; else "not run", naming the make target
+        that judges it again (a recording is never re-labelled with a rule it was not judged under)."""
         from ..verdicts import NOT_RUN, from_json, with_robustness
 
+        target = rec.target or rec.job
         claim = self._claim(claim_id)
         v = from_json(verdict)
         if v.claim != claim_id or v.rule != claim["rule"]:
@@ -109,6 +120,7 @@ class Chapter:
             v = Verdict(claim_id, NOT_RUN, None, None, None, "", claim["rule"], why)
             v = with_robustness(v, {name: v for name in robustness_names(claim)})
         self.results.setdefault("claims", {})[claim_id] = v.to_json()
+        self._recorded_from(claim_id, rec)
         # judged on the recorded run's models, not this run's: the results table never files it under this model
         self.results.setdefault(ADOPTED, {})[claim_id] = target
         return v
@@ -170,6 +182,12 @@ class Chapter:
         of the same claim, :meth:`judge_on`, as an id is unique on a page)."""
         lead = f'<span id="{anchor(v.claim)}"></span>' if anchor_ else ""
         return lead + render(v, self._claim(v.claim)["claim"])
+
+    def summary(self) -> str:
+        """The chapter's findings at a glance, for the top of its page (Markdown; glued as ``claims_summary``):
+        each claim judged so far, the claim before its verdict, with the estimate and its interval, the untrained
+        twin's verdict and the recorded run it was judged on (:func:`identifiability.book.findings.chapter_summary`)."""
+        return chapter_summary(jsonable(self.results), self.name)
 
     def save(self) -> Path:
         """Write ``<results_dir>/<chapter>.json`` with the results, parameters and model provenance, after

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 
-from ..base.results import ADOPTED
+from ..base.results import ADOPTED, RECORDED_FROM
 from ..chapters.contract import CHAPTERS
 from ..studies import schema_of
 
@@ -21,12 +21,14 @@ SCHEMA_VERSION = 1
 KINDS = {"number": (int, float), "bool": (bool,), "str": (str,), "list": (list,), "dict": (dict,), "any": (object,)}
 # Keys every chapter may record outside its studies: verdicts (Chapter.judge; on the untrained twin
 # Chapter.judge_twin, with the twin's provenance and parameters; on another model, Chapter.judge_on), the
-# verdicts adopted from a recorded run (Chapter.recorded), run time and page weight.
+# verdicts adopted from a recorded run (Chapter.recorded), the recorded run each verdict was judged on, run
+# time and page weight.
 COMMON = {
     "claims": "dict",
     "twin_claims": "dict",
     "other_claims": "dict",
     ADOPTED: "dict",
+    RECORDED_FROM: "dict",
     "twin": "dict",
     "runtime_s": "number",
     "page_bytes": "dict",

@@ -14,7 +14,8 @@ API: :func:`record` (refuse a run that does not cover the previous one, :func:`r
 it and print a screen of what moved, :func:`summary`, the full list in :func:`moved_file`; write),
 :func:`write`, :func:`load` (one line naming the command when absent or unreadable), :func:`find` (None when
 absent), :func:`stale` (which hashes no longer match: "lock", "code", "rules"), :func:`changed_modules` and
-:func:`code_unknown` (what made the code stale), :func:`caption` (the line a page shows),
+:func:`code_unknown` (what made the code stale), :func:`caption` (the line a page shows) and :func:`changes`
+(what changed since, in words),
 :func:`frozen` and :func:`confirmable` (the rules frozen before the family was trained; data/frozen_rules.csv) and
 :func:`moved` (every result value that moved beyond a tolerance; provenance is never compared).
 """
@@ -43,11 +44,6 @@ from . import computed_with
 
 RESULTS, PROVENANCE = "results.json", "provenance.json"
 KINDS = ("lock", "code", "rules")  # what stale() compares
-_CHANGED = {
-    "lock": "the locked packages have changed since",
-    "code": "the code has changed since",
-    "rules": "the rules have changed since",
-}
 
 
 class NothingToRecord(UserError):
@@ -304,16 +300,42 @@ def duration(seconds: float) -> str:
     return f"{s // 3600} h {s % 3600 // 60} min"
 
 
-def caption(rec: Recorded, stale_kinds: Sequence[str] = ()) -> str:
-    """'recorded run of <date> (<duration>, <machine>); `make <target>` recomputes it', and what changed
-    since (``stale_kinds``: :func:`stale`'s answer)."""
-    m = rec.provenance.get("machine", {})
-    where = f"{m.get('platform', '?')}, {m.get('cpus', '?')} CPUs, torch {m.get('torch', '?')}"
-    text = (
-        f"recorded run of {rec.date} ({duration(rec.provenance.get('seconds', 0))}, {where}); "
-        f"`make {rec.target}` recomputes it"
-    )
-    return "; ".join([text, *(_CHANGED[k] for k in KINDS if k in stale_kinds)])
+def caption(rec: Recorded, source: Path | None = None) -> str:
+    """One short line on a recorded run: 'recorded run of <date>; `make <target>` recomputes it (<duration> on
+    <n> cores)', then what it was computed with that changed since in the checkout ``source`` (:func:`changes`),
+    nothing where nothing did."""
+    cpus = rec.provenance.get("machine", {}).get("cpus")
+    took = duration(rec.provenance.get("seconds", 0)) + (f" on {cpus} cores" if cpus else "")
+    return "; ".join([f"recorded run of {rec.date}; `make {rec.target}` recomputes it ({took})", *changes(rec, source)])
+
+
+def changes(rec: Recorded, source: Path | None = None) -> list[str]:
+    """What ``rec`` was computed with that changed since (:func:`stale`), each in words that name it: the modules
+    whose meaning changed ("computed before a change to base/stats.py"), or why that cannot be told; the locked
+    packages; the rules."""
+    kinds, out = stale(rec, source), []
+    if "code" in kinds:
+        why = code_unknown(rec)
+        names = [
+            n.removeprefix(computed_with.PACKAGE + ".").replace(".", "/") + ".py" for n in changed_modules(rec, source)
+        ]
+        out.append(
+            f"{why}, so whether its code changed since is not known"
+            if why
+            else f"computed before a change to {_listing(names)}"
+        )
+    if "lock" in kinds:
+        out.append("computed with other versions of the locked packages (requirements.txt)")
+    if "rules" in kinds:
+        out.append("judged under rules that changed since")
+    return out
+
+
+def _listing(names: Sequence[str], shown: int = 3) -> str:
+    """'a', 'a and b', 'a, b and c', 'a, b, c and 2 more'."""
+    if len(names) > shown:
+        return ", ".join(names[:shown]) + f" and {len(names) - shown} more"
+    return " and ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else "".join(names)
 
 
 def moved(old: dict | Recorded, new: dict | Recorded, tolerance: float) -> list[str]:

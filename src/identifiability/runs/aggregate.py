@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..base import paths
 from ..base.fileio import atomic_write, read_json
-from ..base.results import ADOPTED, params_key
+from ..base.results import ADOPTED, RECORDED_FROM, params_key
 from ..chapters.contract import current_stem, superseded
 from ..models import keys
 
@@ -137,7 +137,7 @@ def rows_of(doc: dict, source: str, run: str) -> list[dict]:
     ]
     rows += [
         {**base, "kind": "value", "quantity": q, "index": i, "value": x}
-        for q, i, x in _values({k: v for k, v in results.items() if k not in ("claims", ADOPTED)}, "")
+        for q, i, x in _values({k: v for k, v in results.items() if k not in ("claims", ADOPTED, RECORDED_FROM)}, "")
     ]
     return rows
 

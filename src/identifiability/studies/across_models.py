@@ -289,7 +289,7 @@ def _from_record(
         cmp = comparison(
             aggregate.build_table(root), reference, seed, judge_corpus, root, band=band, power=power, provenances=provs
         )
-    return replace(cmp, recorded=recorded.caption(rec, recorded.stale(rec, source)))
+    return replace(cmp, recorded=recorded.caption(rec, source))
 
 
 RESULTS = (Comparison,)

@@ -313,7 +313,7 @@ def top_contributor(
         "max_tokens": int(r["eligible"]["max_tokens"]),
         "half_width": float((got["all"].high - got["all"].low) / 2),
     }
-    caption = recorded.caption(rec, recorded.stale(rec))
+    caption = recorded.caption(rec)
     e = C10Evidence(
         share=got["all"],
         words=got["words"],

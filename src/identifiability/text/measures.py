@@ -10,8 +10,10 @@ from functools import cache
 
 from ..base import paths
 from ..contributions import MEASURES
+from ..recorded.store import Recorded, caption
 from ..verdicts.claims import load_claims
 from ..verdicts.core import NOT_RUN, NOT_TESTABLE, VERDICTS, Verdict, claim_outcome
+from ..verdicts.measures import MEASURES_MIN_SENTENCES
 
 KIND_WORDS = {
     "attention": "attention weights",
@@ -77,3 +79,14 @@ def answer_text(verdicts: Sequence[Verdict]) -> str:
         subject = CLAIM_SUBJECT.get(v.claim, v.claim)
         lines.append(f"- {subject[:1].upper() + subject[1:]} ({v.claim}): {said[:1].lower() + said[1:]}.")
     return "What the verdicts below say of each measure:\n\n" + "\n".join(lines)
+
+
+def recorded_note(rec: Recorded, n_live: int) -> str:
+    """What chapter 10 says where it shows ``make measures``' recorded run ``rec`` in place of its own scores
+    (``n_live``: the sentences this page scored itself, fewer than the rules need): one italic line."""
+    n = rec.results.get("n_scored")
+    return (
+        f"*Scores and verdicts below are from `make measures`' run on {n} sentences (this page scored {n_live} "
+        f"itself, parameter `n_sentences`, fewer than the {MEASURES_MIN_SENTENCES} the rules need): the "
+        f"{caption(rec)}.*"
+    )

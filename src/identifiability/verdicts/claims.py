@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..base import paths
 from ..base.fileio import read_json
+from ..base.results import RECORDED_FROM
 from ..chapters.contract import results_file
 from .core import Rules
 
@@ -27,20 +28,35 @@ def load_amendments() -> list[dict]:
     return _read(paths.claims_file().with_name("amendments.csv"))
 
 
+NAMES = "claim_names.csv"  # data/<NAMES>: each claim's short name and its statement in plain words
+
+
+def load_names() -> dict[str, dict]:
+    """{claim id: {"short": a name of a few words, "plain": the claim in plain words, no notation}} from
+    data/claim_names.csv: what the findings tables show. Kept apart from data/claims.csv, whose rows are the
+    pre-registered rules: naming a claim for readers never touches a rule."""
+    return {r["id"]: {"short": r["short"], "plain": r["plain"]} for r in _read(paths.claims_file().with_name(NAMES))}
+
+
 def load_claims() -> list[dict]:
     """The paper's and the review's claims, one dict per row of data/claims.csv, with the rule in force:
     ``rule`` is the latest amendment's where the claim was amended (``original_rule`` keeps the pre-registered
     one; ``amendment`` holds the latest amendment's date, reason and mark, or None; ``amendments`` every
-    version in order)."""
+    version in order), and its names for readers (``short``, ``plain``: :func:`load_names`)."""
     by_id: dict[str, list[dict]] = {}
     for a in sorted(load_amendments(), key=lambda a: int(a["version"])):
         by_id.setdefault(a["id"], []).append(a)
+    names = load_names()
     rows = []
     for c in _read(paths.claims_file()):
         history = by_id.get(c["id"], [])
         a = history[-1] if history else None
         rule = a["rule"] if a else c["rule"]
-        rows.append({**c, "original_rule": c["rule"], "rule": rule, "amendment": a, "amendments": history})
+        if c["id"] not in names:
+            raise KeyError(f"{c['id']} has no row in data/{NAMES}: add its short name and its plain statement")
+        rows.append(
+            {**c, **names[c["id"]], "original_rule": c["rule"], "rule": rule, "amendment": a, "amendments": history}
+        )
     return rows
 
 
@@ -79,17 +95,25 @@ def claims_table(results_dir: str | Path) -> list[dict]:
     :class:`identifiability.verdicts.Verdict` (``verdict`` is "not measured" where the chapter has not run),
     the row's fields, ``alternatives``: the row's text of its robustness alternatives, and ``twin``: the verdict
     (as recorded) of the same claim on the model's untrained twin, where the chapter judged it there (results key
-    ``twin_claims``), else None."""
+    ``twin_claims``), else None, and ``recorded_from``: {"target", "date"} of the recorded run the verdict was
+    judged on (results key ``recorded_from``), else None."""
     rows = []
     for claim in load_claims():
         path = results_file(results_dir, claim["chapter"])  # or the chapter's file of an older build
         results = read_json(path)["results"] if path.is_file() else {}
         measured = results.get("claims", {}).get(claim["id"])
         twin = results.get("twin_claims", {}).get(claim["id"])  # the same claim on the untrained twin
+        source = (results.get(RECORDED_FROM) or {}).get(claim["id"])
         # the csv's fields win (a verdict's own ``claim`` field is its id), except ``robustness``: the verdict's
         # (alternative, verdict) pairs; the row's text of the alternatives becomes ``alternatives``
         fixed = {k: v for k, v in claim.items() if k != "robustness"}
         rows.append(
-            {**(measured or {"verdict": "not measured"}), **fixed, "alternatives": claim["robustness"], "twin": twin}
+            {
+                **(measured or {"verdict": "not measured"}),
+                **fixed,
+                "alternatives": claim["robustness"],
+                "twin": twin,
+                "recorded_from": source,
+            }
         )
     return rows

@@ -59,7 +59,7 @@ function inspect() {
       && box(scroller).right <= a.right + 1;
     const where = t.closest(".cell_output") ? "output" : "text";
     const head = (t.querySelector("th, td")?.innerText || "").trim().slice(0, 40);
-    return { index: i, where, head, width: Math.round(r.width), area: Math.round(a.width), fits, labelled };
+    return { index: i, where, head, width: Math.round(r.width), height: Math.round(r.height), area: Math.round(a.width), fits, labelled };
   });
   // Text a reader reads in outputs and tables (not code inputs, not chart internals).
   const lines = [];
