@@ -243,8 +243,7 @@ class Finding:
     plain: str  # the claim in plain words
     paper: str  # what the paper (or the review) says
     verdict: str  # the verdict's label, or NOT_RUN
-    estimate: str  # the estimate named, with its 95% interval
-    value: str  # the estimate's value and interval alone
+    value: str  # the estimate's value and its 95% interval (its quantity is named on its chapter's page)
     twin: str  # the verdict on the untrained twin
     recorded: str  # "recorded run of <date>" where the verdict was judged on one, else ""
 
@@ -272,8 +271,7 @@ def finding(r: dict) -> Finding:
         plain=r["plain"],
         paper=_flat(math_text(r["paper_value"])),
         verdict=verdict_label(r) if built else NOT_RUN,
-        estimate=_flat(measured_text(v)) if v else "—",
-        value=_flat(measured_text(v, named=False)) if v and v.verdict != NOT_RUN else "—",
+        value=_flat(measured_text(v, named=False)) if v and v.verdict != NOT_RUN and v.estimate is not None else "—",
         twin=verdict_label(r["twin"]) if r.get("twin") else "—",
         recorded=f"recorded run of {source['date']}" if source and source.get("date") else "",
     )
@@ -317,8 +315,8 @@ _SOURCES = {"paper": "from the paper", "review": "from a review of it", "predict
 
 def intro_table(rows: list[Finding]) -> str:
     """The introduction's findings (Markdown): the tally, then per chapter a table of its claims in plain words,
-    what the paper says (for a review's objection or a prediction of this book, what the paper said of it), the
-    verdict and the estimate with its interval; each id links to the verdict on its chapter's page."""
+    the verdict, the estimate with its interval and what the paper says (for a review's objection or a
+    prediction of this book, what the paper said of it); each id links to the verdict on its chapter's page."""
     lines = [tally(rows), ""]
     by_chapter: dict[str, list[Finding]] = {}
     for f in rows:
@@ -327,12 +325,13 @@ def intro_table(rows: list[Finding]) -> str:
         lines += [
             f"**{{doc}}`../notebooks/{stem}`**",
             "",
-            "| claim | the paper says | verdict | estimate (95% interval) |",
+            ":::{container} findings",
+            "| claim | verdict | estimate (95% interval) | the paper says |",
             "|---|---|---|---|",
         ]
-        for f in by_chapter[stem]:
-            lines.append(f"| {f.link} {_flat(f.plain)} | {f.paper} | {_outcome(f)} | {f.estimate} |")
-        lines.append("")
+        for f in by_chapter[stem]:  # the verdict beside the claim: on a phone the last column scrolls
+            lines.append(f"| {f.link} {_flat(f.plain)} | {_outcome(f)} | {f.value} | {f.paper} |")
+        lines += [":::", ""]
     return "\n".join(lines)
 
 
@@ -341,13 +340,14 @@ def overview_table(rows: list[Finding], confirmations: dict[str, str]) -> str:
     estimate with its interval, the untrained twin's verdict and its confirmation (``confirmations``: {id: short
     text}, :func:`confirmation_short`)."""
     lines = [
+        ":::{container} overview",
         "| id | claim | verdict | estimate (95% interval) | untrained twin | confirmation |",
         "|---|---|---|---|---|---|",
     ]
     for f in rows:
         cells = [f.link, _flat(f.short), _outcome(f), f.value, f.twin, confirmations.get(f.id, "—")]
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return "\n".join([*lines, ":::"])
 
 
 def confirmation_short(c: dict | None) -> str:
@@ -357,6 +357,8 @@ def confirmation_short(c: dict | None) -> str:
         return "—"
     if not c["frozen"]:
         return "not confirmed"
+    if c["label"] == NOT_RUN:  # the held-out run lacks what this claim needs (its own line says which command)
+        return "not run on the held-out text"
     same = {True: ", as here", False: ", unlike here", None: ""}[c["agrees"]]
     return f"{c['label']}{same}"
 
