@@ -179,3 +179,22 @@ def test_pretraining_note_sums_the_members_minutes():
         "; pre-training, not in that time: 1 member, 30.0 minutes on cpu (30.0 minutes in all)"
     )
     assert prose.pretraining_note({"c": {}}) == ""
+
+
+def test_the_retraining_is_said_with_both_trainings_verdicts_and_the_seed_bound():
+    """Issue 54 item 7: chapter 7 says the family was retrained after its first verdicts were seen, shows the
+    first training's verdicts beside the current ones, and that C20's bound rests on one pair of seeds."""
+    from identifiability.recorded.family import first_training
+    from identifiability.text.head_width import retraining_text
+    from identifiability.verdicts import FAILS, INCONCLUSIVE, Verdict
+
+    first = first_training()
+    assert first is not None and set(first["claims"]) == {"C19", "C20", "C21"}
+    now = [
+        Verdict("C20", INCONCLUSIVE, 0.055, None, None, "", "rule", "why", threshold=0.0457),
+        Verdict("C21", FAILS, 0.186, (0.16, 0.21), None, "", "rule", "why"),
+    ]
+    text = retraining_text(first, now)
+    assert "trained again without that dropout" in text
+    assert "| C20 | fails (0.0548) | inconclusive (0.0550) |" in text
+    assert "one pair of seeds" in text and "0.0257" in text and "0.0457" in text

@@ -202,6 +202,7 @@ def _c20(diffs, seed=SEED, lengths=8, models=None, half=None):
 def test_c20_holds_when_every_pair_lies_inside_the_seed_bound():
     v = _c20([_iv(0.0), _iv(0.02), _iv(-0.02)])
     assert v.verdict == HOLDS and v.threshold == pytest.approx(0.05)
+    assert "(one pair of seeds)" in v.reason  # what the bound rests on (issue 54 item 7)
     assert dict(v.robustness)["bound"] == INCONCLUSIVE  # B = 0.01 (point estimate): 0.02 +- 0.01 overlaps it
     assert dict(v.robustness)["members"] == NOT_TESTABLE  # the half-width member was not measured
 

@@ -161,6 +161,15 @@ def find(corpus: str | keys.CorpusRef = paths.DEFAULT_CORPUS, source: Path | Non
 
 
 HEAD_WIDTH_CLAIMS = ("C19", "C20", "C21")  # what chapter 7 judges on the family
+FIRST_TRAINING = "history/family_first_training.json"  # below data/: the first training's verdicts, kept
+
+
+def first_training(source: Path | None = None) -> dict | None:
+    """Chapter 7's verdicts on the family's first training (with BERT's attention dropout), which the family
+    retrained without it replaced after they were seen: {"date", "attention_dropout", "claims": {claim: verdict
+    as recorded}, ...} from data/history/family_first_training.json of the checkout ``source``; None without it."""
+    path = (source or paths.source_root()) / "data" / FIRST_TRAINING
+    return read_json(path) if path.is_file() else None
 
 
 def head_width_claims(rec: recorded.Recorded | None) -> dict[str, dict]:

@@ -239,3 +239,45 @@ def pretraining_note(members: dict[str, dict]) -> str:
         f"; pre-training, not in that time: {len(runs)} member{'s' if len(runs) > 1 else ''}, {each} on {devices}"
         f" ({fmt(sum(minutes))} minutes in all)"
     )
+
+
+def retraining_text(first: dict, current: Sequence[Verdict]) -> str:
+    """What chapter 7 says of the family's two trainings (``first``: :func:`identifiability.recorded.family.
+    first_training`; ``current``: the verdicts shown above): that the family was retrained after its first
+    verdicts were seen, why, and a table of each prediction's verdict and estimate under both trainings."""
+    from ..verdicts.core import verdict_label
+
+    def cell(v: dict | None) -> str:
+        if not v:
+            return "—"
+        est = v.get("estimate")
+        return f"{verdict_label(v)}" + (f" ({fmt(est)})" if isinstance(est, (int, float)) else "")
+
+    rows = [
+        "| prediction | first training, attention dropout "
+        f"{first.get('attention_dropout', 0.1):g} ({first.get('date', '?')}) | retrained, no attention dropout |",
+        "|---|---|---|",
+    ]
+    rows += [f"| {v.claim} | {cell(first['claims'].get(v.claim))} | {cell(v.to_json())} |" for v in current]
+    then, now = (
+        first["claims"].get("C20", {}).get("threshold"),
+        next((v.threshold for v in current if v.claim == "C20"), None),
+    )
+    bounds = None
+    if isinstance(then, (int, float)) and isinstance(now, (int, float)):
+        bounds = (
+            f"C20's bound on the seed-to-seed spread rests on one pair of seeds (seeds 0 and 1 of one member): it "
+            f"was {fmt(then)} in the first training and is {fmt(now)} in the second, so C20's verdict moved with "
+            "that one pair."
+        )
+    return "\n".join(
+        [
+            "The family shown here is its second training. The first trained every member with BERT's dropout "
+            "on the attention probabilities; after its verdicts were seen, the family was trained again without "
+            "that dropout, for speed (PyTorch's fused attention kernel then runs), and the rules were not changed. "
+            "Both trainings' verdicts, with their estimates:",
+            "",
+            *rows,
+            *([] if bounds is None else ["", bounds]),
+        ]
+    )

@@ -240,7 +240,8 @@ def judge_c20(
         )
         for p in pairs
     )  # fmt: skip
-    seed_text = f"seed bound {fmt(b)} from |D(seed 0) - D(seed 1)| of {c.seeds[0]}, {s}"
+    # the bound rests on one pair of seeds (the design trains two of one member): the reason says so
+    seed_text = f"seed bound {fmt(b)} from |D(seed 0) - D(seed 1)| of {c.seeds[0]} (one pair of seeds), {s}"
     outside = [f"{a} - {z}" for (a, z), v in sides.items() if v == "outside"]
     if outside:
         verdict, why = FAILS, f"entirely outside ±{fmt(b)}: {', '.join(outside)}"
