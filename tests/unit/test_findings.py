@@ -122,6 +122,7 @@ def test_a_chapter_summary_names_each_claim_before_its_outcome(tmp_path):
     assert [re.match(r"- \*\*(C\d+)\.\*\*", i).group(1) for i in items] == ["C4", "C18"]  # the csv's order
     c4_item = items[0]
     assert c4_item.index("The claim that") < c4_item.index("**fails**") < c4_item.index("untrained twin: **holds**")
+    assert "trained minus twin, the learned part: 0" in c4_item  # both 0.5 (0.4 to 0.6): the difference is 0
     assert "judged on the recorded run of 2026-12-04" in items[1]
     assert findings.chapter_summary({}, c4["chapter"]) == "This run judged none of the chapter's claims."
 

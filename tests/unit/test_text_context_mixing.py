@@ -299,6 +299,8 @@ def test_dilution_text_sets_version_3s_growth_against_dilution():
         "40 sentences); observed minus predicted at layer 12: 0.00100 (95% interval -0.00200 to 0.00400, 40 "
         "sentences), as much as dilution predicts, within the interval."
     )
+    twin = prose.dilution_text(_dilution(Interval(0.001, -0.002, 0.004, 40, "sentences")), "the untrained twin")
+    assert twin.startswith("**On the untrained twin, beside its verdict.** Version 3") and twin.endswith(same[-60:])
     more = prose.dilution_text(_dilution(Interval(0.01, 0.005, 0.015, 40, "sentences")))
     assert more.endswith("more than dilution predicts: far tokens gain beyond the own token's lost share.")
     less = prose.dilution_text(_dilution(Interval(-0.01, -0.015, -0.005, 40, "sentences")))

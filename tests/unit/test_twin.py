@@ -54,7 +54,7 @@ def test_trained_minus_twin_combines_the_half_widths_in_quadrature():
     text = render_twin(trained, twin, "20 sentences, estimated HTA")
     assert text.startswith("*C9 on the untrained twin* (the same architecture with random initial weights, one ")
     assert "**fails**" in text and "20 sentences, estimated HTA" in text
-    assert "*Trained minus twin:* -0.400 (95% interval -0.512 to -0.288" in text
+    assert "*Trained minus twin, the learned part:* -0.400 (95% interval -0.512 to -0.288" in text
     other = Verdict("C9", FAILS, 0.1, (0.0, 0.2), 0.1, "", "r", "why", estimate_of=Quantity("another"))
     assert twin_difference(trained, other) is None and "Trained minus twin" not in render_twin(trained, other, "x")
     assert twin_difference(trained, Verdict("C9", FAILS, None, None, None, "", "r", "no estimate")) is None

@@ -28,6 +28,7 @@ from ..verdicts.core import (
     render,
     robustness_summary,
     statement,
+    twin_difference,
     verdict_label,
 )
 from ..verdicts.text import anchor, math_text
@@ -390,6 +391,8 @@ def chapter_summary(results: dict, chapter: str) -> str:
         said = [measured_text(v)] if v.verdict != NOT_RUN else []
         if c["id"] in twins:
             said.append(f"untrained twin: **{verdict_label(twins[c['id']])}**")
+            if (d := twin_difference(v, from_json(twins[c["id"]]))) is not None:
+                said.append(f"trained minus twin, the learned part: {fmt(d.estimate)} ({fmt(d.low)} to {fmt(d.high)})")
         if (where := sources.get(c["id"])) and where.get("date"):
             said.append(f"judged on the recorded run of {where['date']}")
         tail = f" ({'; '.join(said)})" if said else ""

@@ -244,10 +244,13 @@ def locality_text(loc: Locality, corpus: str) -> str:
     )
 
 
-def dilution_text(loc: Locality) -> str:
+def dilution_text(loc: Locality, on: str = "") -> str:
     """Section 3, beside C11's verdict and not part of it: version 3's far per-token mean growth, the growth
-    that dilution of the own token alone predicts, and the observed minus predicted."""
+    that dilution of the own token alone predicts, and the observed minus predicted; ``on``: the model it was
+    measured on where it is not the chapter's (e.g. "the untrained twin", whose dilution sits beside its own
+    C11 verdict, so what training adds to far mixing can be read off both)."""
     e = loc.evidence
+    lead = f"**On {on}, beside its verdict.**" if on else "**Beside the verdict, not part of it.**"
     if not e.far_growth.n:
         return (
             f"No hidden token has an input token more than {C11_FAR} tokens away: there is no far growth to set "
@@ -261,7 +264,7 @@ def dilution_text(loc: Locality) -> str:
         "contains": "as much as dilution predicts, within the interval",
     }[side]
     return (
-        f"**Beside the verdict, not part of it.** Version 3 of C11's rule read the growth of one far token's mean "
+        f"{lead} Version 3 of C11's rule read the growth of one far token's mean "
         f"contribution: {e.far_growth}. If the own token's lost share were spread evenly over the other d_s - 1 "
         f"tokens, that mean would grow by {e.dilution_growth}; observed minus predicted at layer "
         f"{len(e.near_minus_far)}: {excess}, {reading}."

@@ -287,7 +287,8 @@ def render_twin(trained: Verdict, twin: Verdict, what: str) -> str:
     if d is not None:
         q = trained.estimate_of or Quantity("estimate")
         text += (
-            f". *Trained minus twin:* {fmt(d.estimate, q.integer)} (95% interval {fmt(d.low, q.integer)} to "
+            f". *Trained minus twin, the learned part:* {fmt(d.estimate, q.integer)} (95% interval "
+            f"{fmt(d.low, q.integer)} to "
             f"{fmt(d.high, q.integer)}; half-widths combined in quadrature)"
         )
     return f"{text}. *Why, on the twin:* {math_text(twin.reason)}."
