@@ -3,7 +3,9 @@ real browser check of every page at 1280 and 390 px: charts drawn inside their o
 or scroll in a labelled box, controls that change what a chart shows, output formatted for people, no
 network, no console errors, and the first load of a page within its budget; chart text readable as drawn, no
 page that scrolls sideways, code that fits its box, no control with a single option or wider than its area,
-and verdict charts that draw each verdict and its parts (each check also run on pages with known faults)."""
+and verdict charts that draw each verdict and its parts; tables that say they scroll, formulas not cut by their
+box, one search box in view, legends that tell their series apart (each check also run on pages with known
+faults); and a screenshot of the window of every page at both widths, in _build/screenshots."""
 
 import functools
 import http.server
@@ -29,6 +31,8 @@ NPM_ROOT = paths.source_root() / ".cache" / "npm" / "node_modules"
 PAGE_BUDGET = 1_200_000  # bytes of a page's first load, gzip-compressed as a static host serves text
 MIN_TEXT_PX = 9  # the smallest chart text a reader can read, as drawn (font size times the chart's scale)
 FIXTURES = Path(__file__).parent / "browser" / "fixtures"  # pages with known faults, for the checks themselves
+# what a reader sees as each page opens, at each width: <page>-<width>.png (the window, not the whole page)
+SCREENSHOTS = paths.source_root() / "_build" / "screenshots"
 DOWNLOAD_BUDGET = 2_500_000  # bytes of a chapter's .ipynb download
 REPOSITORY = "https://github.com/example/identifiability-book"  # launch buttons are links: never fetched
 BOOK = lane.book(REPOSITORY)
@@ -267,6 +271,18 @@ def _charts_shown(nb: dict) -> int:
     )
 
 
+def _download_charts(html: Path, stem: str) -> list[tuple[str, dict]]:
+    """Every chart of the chapter ``stem``'s download: (its MIME type, its Vega-Lite spec)."""
+    nb = json.loads((html / "_sources" / "notebooks" / f"{stem}.ipynb").read_text())
+    return [
+        (k, v)
+        for c in nb["cells"]
+        for o in c.get("outputs", [])
+        for k, v in o.get("data", {}).items()
+        if k.startswith("application/vnd.vegalite")
+    ]
+
+
 def test_charts_compile_with_the_vega_lite_of_jupyterlab(html):
     """JupyterLab 4 draws a chart with its own vega-lite 5 (it has no renderer for vega-lite 6): every chart
     of every chapter must be stored as vega-lite 5 and compile with the oldest vega-lite 5 vl-convert ships."""
@@ -275,18 +291,25 @@ def test_charts_compile_with_the_vega_lite_of_jupyterlab(html):
     from identifiability.charts.render import VEGALITE_MIME
 
     for source in chapters.chapter_sources():
-        nb = json.loads((html / "_sources" / "notebooks" / f"{source.stem}.ipynb").read_text())
-        charts = [
-            (k, v)
-            for c in nb["cells"]
-            for o in c.get("outputs", [])
-            for k, v in o.get("data", {}).items()
-            if k.startswith("application/vnd.vegalite")
-        ]
+        charts = _download_charts(html, source.stem)
         assert charts, f"{source.stem}: no chart in the download"
         assert {k for k, _ in charts} == {VEGALITE_MIME}, f"{source.stem}: a chart JupyterLab 4 cannot draw"
         for _, spec in charts:
             vlc.vegalite_to_vega(spec, vl_version="5.8")
+
+
+def test_every_legend_tells_its_series_apart(html):
+    """No legend draws two of its series alike (chapter 6's far share drew "measured" and "uniform over the
+    context" as one filled circle each): every chart of every chapter, drawn as the pages draw it."""
+    from identifiability.charts.render import look_alike_legends
+
+    alike = [
+        (source.stem, str(spec.get("title", ""))[:40], legend, labels)
+        for source in chapters.chapter_sources()
+        for _, spec in _download_charts(html, source.stem)
+        for legend, labels in look_alike_legends(spec)
+    ]
+    assert not alike, f"legends whose series look alike (chapter, chart, legend, entries): {alike}"
 
 
 def test_a_downloaded_chapter_reruns_with_the_model_its_reader_sets(html, tiny_model_folder, tmp_path, monkeypatch):
@@ -324,8 +347,9 @@ def _serve(folder: Path):
     return httpd, f"http://127.0.0.1:{httpd.server_address[1]}/"
 
 
-def _check_pages(base: str, pages: list[str]) -> list[dict]:
-    """tests/book/browser/check_pages.mjs on ``pages`` under ``base``: its report, one entry per page."""
+def _check_pages(base: str, pages: list[str], screenshots: Path | None = None) -> list[dict]:
+    """tests/book/browser/check_pages.mjs on ``pages`` under ``base``: its report, one entry per page; with
+    ``screenshots``, a screenshot of the window per page and width in that folder."""
     chromium = shutil.which("chromium") or "/usr/bin/chromium"
     if not Path(chromium).exists():
         pytest.fail(
@@ -336,7 +360,7 @@ def _check_pages(base: str, pages: list[str]) -> list[dict]:
         capture_output=True,
         text=True,
         timeout=1200,
-        env={**os.environ, "NPM_ROOT": str(NPM_ROOT), "CHROMIUM": chromium},
+        env={**os.environ, "NPM_ROOT": str(NPM_ROOT), "CHROMIUM": chromium, "SCREENSHOTS": str(screenshots or "")},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout)
@@ -345,10 +369,12 @@ def _check_pages(base: str, pages: list[str]) -> list[dict]:
 
 
 def _browser_check(html: Path) -> list[dict]:
-    """Every page of ``html`` loaded in Chromium at 1280 and 390 px (tests/book/browser/check_pages.mjs)."""
+    """Every page of ``html`` loaded in Chromium at 1280 and 390 px (tests/book/browser/check_pages.mjs), a
+    screenshot of each in SCREENSHOTS."""
     httpd, base = _serve(html)
+    shutil.rmtree(SCREENSHOTS, ignore_errors=True)  # no page's picture from an earlier build
     try:
-        return _check_pages(base, _pages(html))
+        return _check_pages(base, _pages(html), SCREENSHOTS)
     finally:
         httpd.shutdown()
 
@@ -601,6 +627,30 @@ def _silent_tables(report) -> list[tuple]:
     return [(r["page"], w, t) for r in report for w, res in r["widths"].items() for t in res.get("silent", [])]
 
 
+def _cut_formulas(report) -> list[tuple]:
+    """(page, viewport px, the formula's TeX, its px, its box's px) of every formula cut by its box."""
+    return [
+        (r["page"], w, f["text"], f["width"], f["box"])
+        for r in report
+        for w, res in r["widths"].items()
+        for f in res["formulas"]
+    ]
+
+
+def _search_boxes(report) -> list[tuple]:
+    """(page, viewport px, what is wrong) where a page does not show one search box, in view and on top, as it
+    opens (issue 53: a second one in a top bar covered the sidebar's)."""
+    out = []
+    for r in report:
+        for w, res in r["widths"].items():
+            shown = res["search"]
+            if len(shown) != 1:
+                out.append((r["page"], w, f"{len(shown)} search boxes: {[s['where'] for s in shown]}"))
+            out += [(r["page"], w, f"out of view: {s['where']}") for s in shown if not s["inView"]]
+            out += [(r["page"], w, f"covered: {s['where']}") for s in shown if s["covered"]]
+    return out
+
+
 def test_the_checks_find_each_known_fault_and_nothing_on_a_clean_page(fixture_pages):
     bad, good = [fixture_pages["bad.html"]], [fixture_pages["good.html"]]
     recorded = {"bad.html": FIXTURE_CLAIMS, "good.html": FIXTURE_CLAIMS}
@@ -621,9 +671,24 @@ def test_the_checks_find_each_known_fault_and_nothing_on_a_clean_page(fixture_pa
     }
     assert {t[2:4] for t in _cards(bad)} == {("C2", "cut"), ("C3", "claim not first"), ("C3", "stacked")}
     assert {t[:2] for t in _silent_tables(bad)} == {("bad.html", "1280"), ("bad.html", "390")}
+    assert {t[:3] for t in _cut_formulas(bad)} == {
+        ("bad.html", w, "E = W_V H + a sum of many terms that runs past its box") for w in ("1280", "390")
+    }
+    assert {t[1:] for t in _search_boxes(bad)} == {
+        (w, x) for w in ("1280", "390") for x in ("2 search boxes: ['', '']", "covered: ")
+    }
     assert {(t[1], t[2]) for t in _cards(bad) if t[3] == "stacked"} == {("1280", "C3")}
     assert [len(good[0]["widths"][w]["cards"]) for w in ("1280", "390")] == [1, 1]
-    for check in (_small_text, _sideways, _single_option, _wide_controls, _cards, _silent_tables):
+    for check in (
+        _small_text,
+        _sideways,
+        _single_option,
+        _wide_controls,
+        _cards,
+        _silent_tables,
+        _cut_formulas,
+        _search_boxes,
+    ):
         assert not check(good), check.__name__
     assert not _code_overflow(good, "1280") and not _code_overflow(good, "390")
     assert not good[0]["widths"]["1280"]["cut"] and not _verdict_disagreements(good, recorded)
@@ -671,6 +736,30 @@ def test_chart_text_is_readable_at_1280_and_390_px(browser):
 def test_a_table_that_scrolls_sideways_says_so(browser):
     silent = _silent_tables(browser)
     assert not silent, f"tables that scroll sideways with no hint (page, viewport px, first words): {silent}"
+
+
+def test_no_formula_is_cut_at_1280_and_390_px(browser):
+    cut = _cut_formulas(browser)
+    assert not cut, f"formulas cut by their box (page, viewport px, TeX, formula px, box px): {cut}"
+
+
+def test_each_page_shows_one_search_box_at_1280_and_390_px(browser):
+    wrong = _search_boxes(browser)
+    assert not wrong, f"pages without one search box in view (page, viewport px, what): {wrong}"
+
+
+def test_a_screenshot_of_the_window_of_every_page_at_1280_and_390_px(browser):
+    """Saved by the browser check in SCREENSHOTS: each page as it opens, the window only (a PNG 900 px tall;
+    Chromium cannot capture a page this tall whole)."""
+    for r in browser:
+        for w, res in r["widths"].items():
+            png = Path(res["screenshot"]).read_bytes()
+            assert png[:8] == b"\x89PNG\r\n\x1a\n", (r["page"], w)
+            assert (int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")) == (int(w), 900), (
+                r["page"],
+                w,
+            )
+    assert len(list(SCREENSHOTS.rglob("*.png"))) == 2 * len(browser)
 
 
 def test_no_page_scrolls_sideways_at_1280_and_390_px(browser):

@@ -221,6 +221,7 @@ def test_a_dash_legend_shows_its_dashes(which):
     assert dashes[0] != dashes[1]
     for s in symbols:  # drawn: a visible stroke, a line segment rather than a filled dot
         assert re.search(r'stroke="#[0-9a-f]{3,6}"', s) and re.search(r'd="M-?[\d.]+,0L', s)
+    assert not render.look_alike_legends(chart.to_dict())
 
 
 def axis_label_xs(svg: str) -> list[list[float]]:
@@ -399,3 +400,42 @@ def test_a_legend_in_two_columns_takes_one_on_a_phone():
     spec = fit_in_node(spec_of(am_charts.ablation_chart(pd.DataFrame(rows), "t")), PHONE_AREA)
     legend = spec["layer"][0]["encoding"]["color"]["legend"]
     assert legend["columns"] == 1 and legend["labelLimit"] <= PHONE_AREA - 60
+
+
+def _training_rows() -> pd.DataFrame:
+    """Rows as ``studies.head_width.training_curves`` gives them: two members, three checkpoints each."""
+    return pd.DataFrame(
+        [
+            {"member": f"m{d_v}", "d_v": d_v, "tokens_seen": t, "d_sub": 0.01 * k, "low": 0.0, "high": 0.02 * k,
+             "cls": 1 + k, "sep": 2 + k}
+            for d_v in (16, 32) for k, t in enumerate((0, 1_000_000, 2_000_000))
+        ]
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("which", ["far share", "sink while training"])
+def test_every_legend_tells_its_series_apart(which):
+    """Two series drew the same mark in their legend: chapter 6's far share ("measured" and "uniform over the
+    context", a filled circle each) and chapter 7's attention sink while training ([CLS] and final [SEP], a
+    line stroked in transparent each). The book test looks at every chart of every chapter the same way."""
+    from identifiability.charts import head_width as hw_charts
+
+    far = pd.DataFrame({"layer": [1, 2, 3], "far_share": [0.1, 0.2, 0.3], "far_share_uniform": [0.3, 0.3, 0.3]})
+    chart = {
+        "far share": lambda: hta_charts.far_share_lines({"lee": far, "polarity": far.assign(far_share=0.2)}, 8),
+        "sink while training": lambda: hw_charts.training_chart(_training_rows()),
+    }[which]()
+    assert not render.look_alike_legends(chart.to_dict())
+
+
+def test_look_alike_legends_finds_a_dash_legend_on_a_line_drawn_with_points():
+    """The check above can fail: a dash legend on a coloured line with points draws one filled circle per entry
+    (chapter 6's far share before it drew its points apart); a line without points shows its dashes."""
+    rows = pd.DataFrame({"x": [0, 1, 0, 1], "y": [0, 1, 1, 0], "kind": ["a", "a", "b", "b"], "corpus": "lee"})
+    line = alt.Chart(rows).encode(x="x:Q", y="y:Q", color="corpus:N")
+    same = line.mark_line(point=True).encode(strokeDash="kind:N")
+    assert render.look_alike_legends(same.to_dict()) == [
+        ("Symbol legend titled 'kind' for strokeDash with 2 values: a, b", ["a", "b"])
+    ]
+    apart = line.mark_line().encode(strokeDash=alt.StrokeDash("kind:N", legend=render.dash_legend()))
+    assert not render.look_alike_legends(apart.to_dict())

@@ -18,7 +18,7 @@ from ..evidence.context_mixing import C10Evidence
 from ..hta import HTAResult, estimate_pairs, explorer_rows
 from ..verdicts import Verdict
 from ..verdicts.context_mixing import C10_HIGH, C10_LOW, C10_WIDE
-from .render import sentence_label_expr, thinned_axis
+from .render import dash_legend, sentence_label_expr, thinned_axis
 
 
 def estimator_scatter(
@@ -146,17 +146,19 @@ def far_share_lines(means: Mapping[str, pd.DataFrame], far: int) -> alt.LayerCha
         for col, what in (("far_share", "measured"), ("far_share_uniform", "uniform over the context"))
     ]
     data = pd.DataFrame(rows, columns=["corpus", "layer", "f", "mixing"])
-    return (
-        alt.Chart(data)
-        .mark_line(point=True)
-        .encode(
-            x=alt.X("layer:O", title="layer l"),
-            y=alt.Y("f:Q", title=f"far share f (beyond {far})", axis=alt.Axis(format="%")),
-            color=alt.Color("corpus:N"),
-            strokeDash=alt.StrokeDash("mixing:N", title=None, legend=alt.Legend(orient="bottom")),
-            tooltip=["corpus:N", "layer:O", "mixing:N", alt.Tooltip("f:Q", format=".3f")],
-        )
-        .properties(width=420, height=240, title="Far share of the context, per layer (C11)")
+    base = alt.Chart(data).encode(
+        x=alt.X("layer:O", title="layer l"),
+        y=alt.Y("f:Q", title=f"far share f (beyond {far})", axis=alt.Axis(format="%")),
+        color=alt.Color("corpus:N"),
+        tooltip=["corpus:N", "layer:O", "mixing:N", alt.Tooltip("f:Q", format=".3f")],
+    )
+    # the points are a layer of their own: on a line drawn with points the dash legend draws the same filled
+    # circle for "measured" and "uniform"
+    dash = alt.StrokeDash(
+        "mixing:N", title=None, sort=["measured", "uniform over the context"], legend=dash_legend(orient="bottom")
+    )
+    return alt.layer(base.mark_line().encode(strokeDash=dash), base.mark_point(filled=True)).properties(
+        width=420, height=240, title="Far share of the context, per layer (C11)"
     )
 
 

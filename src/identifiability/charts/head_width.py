@@ -125,11 +125,17 @@ def training_chart(table: pd.DataFrame) -> alt.HConcatChart:
     sink = data.melt(id_vars=["member", "d_v", "millions"], value_vars=["cls", "sep"], var_name="token")
     sink = sink.assign(token=sink.token.map({"cls": "[CLS]", "sep": "final [SEP]"}))
     right_base = alt.Chart(sink).encode(x=x, color=color)
-    lines = right_base.mark_line(point=alt.OverlayMarkDef(size=20)).encode(
-        y=alt.Y("value:Q", title="attention on the token (× uniform share)"),
+    # the points are a layer of their own: on a line drawn with points the dash legend strokes its symbols in
+    # transparent, the same for [CLS] and [SEP]
+    sink_y = alt.Y("value:Q", title="attention on the token (× uniform share)")
+    lines = right_base.mark_line().encode(
+        y=sink_y,
         strokeDash=alt.StrokeDash("token:N", legend=dash_legend(title="token")),
         tooltip=["member", "token", "millions", "value"],
     )
+    points = right_base.mark_point(filled=True, size=20).encode(
+        y=sink_y, detail="token:N", tooltip=["member", "token", "millions", "value"]
+    )
     one = alt.Chart(pd.DataFrame({"y": [1.0]})).mark_rule(color="grey").encode(y="y:Q")
-    right = alt.layer(one, lines).properties(width=240, height=220, title="The attention sink while training")
+    right = alt.layer(one, lines, points).properties(width=240, height=220, title="The attention sink while training")
     return alt.hconcat(left, right).resolve_scale(color="shared")

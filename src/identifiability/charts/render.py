@@ -12,7 +12,7 @@ written by :func:`write_vega_bundle`). Chart text shows the paper's notation as 
 chart once; JupyterLab would prefer an HTML copy to the spec and show it without its script.
 
 Besides, what several chapters' charts share: token axes, dash legends and menus (:func:`dropdown`,
-:func:`combined_choice`).
+:func:`combined_choice`), and the check that a legend tells its series apart (:func:`look_alike_legends`).
 """
 
 from __future__ import annotations
@@ -171,6 +171,38 @@ def dash_legend(**kwargs) -> alt.Legend:
     Draw the points as a layer of their own: on a line with ``point=True`` Vega-Lite strokes these symbols
     in transparent."""
     return alt.Legend(symbolType="stroke", symbolSize=300, symbolStrokeWidth=2, symbolStrokeColor="#444", **kwargs)
+
+
+def look_alike_legends(spec: dict) -> list[tuple[str, list[str]]]:
+    """The legends of the chart ``spec`` (Vega-Lite) in which two entries are drawn alike, each as (the
+    legend's description, its entries' labels): drawn as the pages draw it (SVG, the vega-lite of
+    :func:`write_vega_bundle`), an entry's look is its symbol's shape, its fill and its stroke with the stroke's
+    dashes, each only where it shows (a dash pattern on a symbol with no stroke does not)."""
+    from xml.etree import ElementTree
+
+    import vl_convert as vlc
+
+    svg = vlc.vegalite_to_svg(spec, vl_version=alt.SCHEMA_VERSION.rsplit(".", 1)[0].lstrip("v"))
+    ns = "{http://www.w3.org/2000/svg}"
+    has = lambda e, role: role in (e.get("class") or "").split()
+    hidden = lambda colour, opacity: colour in (None, "none", "transparent") or opacity == "0"
+
+    def look(a: dict) -> tuple:
+        fill = None if hidden(a.get("fill"), a.get("fill-opacity")) else a.get("fill")
+        stroked = not hidden(a.get("stroke"), a.get("stroke-opacity")) and float(a.get("stroke-width", 1)) > 0
+        stroke = (a.get("stroke"), a.get("stroke-width"), a.get("stroke-dasharray")) if stroked else None
+        return a.get("d"), fill, stroke
+
+    out = []
+    for legend in ElementTree.fromstring(svg).iter(f"{ns}g"):
+        if not has(legend, "role-legend"):
+            continue
+        groups = list(legend.iter(f"{ns}g"))
+        looks = [look(p.attrib) for g in groups if has(g, "role-legend-symbol") for p in g.findall(f"{ns}path")]
+        labels = [t.text or "" for g in groups if has(g, "role-legend-label") for t in g.iter(f"{ns}text")]
+        if len(set(looks)) < len(looks):
+            out.append((legend.get("aria-label") or "", labels))
+    return out
 
 
 def token_tooltip(tokens: list[str], field: str) -> str:

@@ -8,14 +8,20 @@
 // moving each chart control changes the data the chart's vega view holds; and what a reader meets at each
 // width (issue 25): the smallest chart text as drawn (its font size times the svg's scale on screen),
 // sideways scroll of the page, code boxes whose content runs past them, chart controls with a single option
-// or wider than their area, and each verdict line with the rows of the verdict chart that draws its claim.
-// Usage: node check_pages.mjs <base-url> <page> [<page> ...]   -> JSON on stdout
+// or wider than their area, and each verdict line with the rows of the verdict chart that draws its claim;
+// tables that scroll sideways without saying so, formulas cut by their box, and the search boxes in view
+// (issue 53). With SCREENSHOTS set, it saves a screenshot of the window (not the whole page) per page and
+// width there, as <page>-<width>.png.
+// Usage: [SCREENSHOTS=folder] node check_pages.mjs <base-url> <page> [<page> ...]   -> JSON on stdout
 import { createRequire } from "module";
+import fs from "fs";
+import path from "path";
 import zlib from "zlib";
 const require = createRequire(process.env.NPM_ROOT + "/");
 const { chromium } = require("playwright-core");
 
 const WIDTHS = [1280, 390];
+const SHOTS = process.env.SCREENSHOTS;  // a folder: a screenshot of the window per page and width, when set
 const TEXT = /(text\/|javascript|json|svg|xml)/;
 const [base, ...pages] = process.argv.slice(2);
 const browser = await chromium.launch({
@@ -84,6 +90,34 @@ function inspect() {
   const silent = [...document.querySelectorAll("article table")].filter((t) => t.scrollWidth > t.clientWidth + 1)
     .filter((t) => !getComputedStyle(t.parentElement, "::before").content.includes("Scroll"))
     .map((t) => (t.textContent || "").trim().replace(/\s+/g, " ").slice(0, 60));
+  // Formulas (MathJax's CHTML) cut by a box: wider than a box that scrolls or clips them (the reader never sees
+  // the whole formula at once), or reaching past the edge of a box that clips. A formula in a table that
+  // scrolls, in a column past the edge, is not cut: scrolling the table shows it whole.
+  const formulas = [...document.querySelectorAll("mjx-container")].flatMap((c) => {
+    const m = c.querySelector("mjx-math"), r = m ? box(m) : null;
+    if (!r || r.width === 0) return [];
+    for (let p = c; p && p !== document.body; p = p.parentElement) {
+      const ox = getComputedStyle(p).overflowX;
+      if (ox === "visible") continue;
+      const b = box(p), clips = ox === "hidden" || ox === "clip";
+      if (r.width > p.clientWidth + 1 || (clips && (r.left < b.left - 1 || r.right > b.right + 1))) {
+        const tex = window.MathJax?.startup?.document?.getMathItemsWithin?.(c)?.[0]?.math;
+        return [{ text: (tex || c.textContent || "").trim().slice(0, 80), width: Math.round(r.width), box: Math.round(b.width) }];
+      }
+    }
+    return [];
+  });
+  // The search boxes and buttons drawn on the page (issue 53: one in the sidebar and one in a top bar that
+  // covered it), each with whether its middle is in the window as the page opens and drawn on top there.
+  const search = [...document.querySelectorAll(".search-button__button, form.bd-search")]
+    .filter((e) => !e.closest("dialog") && getComputedStyle(e).visibility === "visible")
+    .filter((e) => box(e).width > 0 && box(e).height > 0)
+    .map((e) => {
+      const r = box(e), x = r.left + r.width / 2, y = r.top + r.height / 2;
+      const inView = x >= 0 && x < window.innerWidth && y >= 0 && y < window.innerHeight;
+      return { where: String(e.parentElement?.className || "").slice(0, 40), inView,
+               covered: inView && !e.contains(document.elementFromPoint(x, y)) };
+    });
   const root = document.scrollingElement || document.documentElement;
   const scroll = { width: root.scrollWidth, viewport: window.innerWidth, wide: root.scrollWidth > window.innerWidth ? widest() : [] };
   // The claims page's cards (identifiability.book.pages._claim_card): whether everything in a card fits inside it,
@@ -98,7 +132,7 @@ function inspect() {
              stacked: dds.length > 1 && dds.every((d, i) => i === 0 || d.top >= dds[i - 1].bottom - 1) };
   });
   return { charts, tables, lines, mathOk, cut, printed, code, scroll, controls: controls(), verdicts: verdicts(charts), cards,
-           silent };
+           silent, formulas, search };
 
   // The deepest elements that reach past the right edge of the window, outside any box that scrolls or clips.
   function widest() {
@@ -280,7 +314,13 @@ async function checkPage(page) {
     const seen = await p.evaluate(inspect);
     const result = { charts: seen.charts, tables: seen.tables, raw: rawOutput(seen.lines), mathOk: seen.mathOk, cut: seen.cut,
                      read: seen.lines.length, printed: seen.printed, code: seen.code, scroll: seen.scroll,
-                     controls: seen.controls, verdicts: seen.verdicts, cards: seen.cards, silent: seen.silent };
+                     controls: seen.controls, verdicts: seen.verdicts, cards: seen.cards, silent: seen.silent,
+                     formulas: seen.formulas, search: seen.search };
+    if (SHOTS) {  // what a reader sees first, the window only: Chromium cannot capture a page this tall whole
+      result.screenshot = path.join(SHOTS, `${page.replace(/\.html$/, "")}-${width}.png`);
+      fs.mkdirSync(path.dirname(result.screenshot), { recursive: true });
+      await p.screenshot({ path: result.screenshot });
+    }
     if (width === WIDTHS[0]) {
       result.interactions = await moveControls(p, seen.charts);
       entry.bytes = sizes.reduce((a, b) => a + b, 0);
