@@ -26,7 +26,7 @@ from ..chapters.executed import parameters_used
 from ..chapters.execution import run_notebook
 from ..chapters.parameters import ParameterError, declared_parameters
 from ..models import keys
-from . import pages
+from . import course, pages
 from . import render as book
 
 
@@ -392,6 +392,7 @@ def build_book(
         repository=repository,
         beside=beside,
     )
+    course.write_course(stage, stage / "notebooks")  # the sessions, exercises and prerequisites
     pages.write_claims_page(stage, results_dir, target.model)
     book.prepare_pages(stage / "notebooks", root / "downloads")  # charts get the HTML the pages draw them with
     html = root / "html"
