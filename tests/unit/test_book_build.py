@@ -356,7 +356,9 @@ def test_check_helpers_say_what_is_wrong(capsys):
 def test_make_handout_writes_one_student_notebook_per_chapter_with_exercises(tmp_path):
     written = handout.write_handouts(tmp_path, chapter_sources())
     with_exercises = [s for s in chapter_sources() if re.search(r":tags: \[.*\bsolution\b", s.read_text())]
-    assert [w.stem for w in written] == [s.stem for s in with_exercises] and len(written) >= 6
+    students = [w for w in written if w.parent == tmp_path]
+    assert [w.stem for w in students] == [s.stem for s in with_exercises] and len(students) >= 6
+    assert [w for w in written if w not in students] == [tmp_path / "teacher" / w.name for w in students]
     nb = nbformat.read(written[0], as_version=4)
     assert "Student version" in nb.cells[1].source
 

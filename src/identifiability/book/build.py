@@ -26,7 +26,7 @@ from ..chapters.executed import parameters_used
 from ..chapters.execution import run_notebook
 from ..chapters.parameters import ParameterError, declared_parameters
 from ..models import keys
-from . import course, pages
+from . import course, handout, pages
 from . import render as book
 
 
@@ -395,6 +395,7 @@ def build_book(
     course.write_course(stage, stage / "notebooks")  # the sessions, exercises and prerequisites
     pages.write_claims_page(stage, results_dir, target.model)
     book.prepare_pages(stage / "notebooks", root / "downloads")  # charts get the HTML the pages draw them with
+    handout.publish(root / "downloads", stage / "notebooks", sources)  # each page links its student version
     html = root / "html"
     if html.exists():
         shutil.rmtree(html)
