@@ -76,7 +76,8 @@ lab: venv
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/notebooks \
 		--LabApp.app_settings_dir="$(CURDIR)/.jupyter/lab/settings" $(if $(filter 0,$(shell id -u)),--allow-root)
 
-# Student versions of the chapters (solutions removed, a check cell after each exercise), into _build/handout
+# Student versions of the chapters (solutions removed, a check cell after each exercise) and teachers' versions
+# (solutions kept), into _build/handout, from the chapters make book executed where it has (outputs kept)
 handout: venv
 	$(PY) -m identifiability.book.handout --out _build/handout
 

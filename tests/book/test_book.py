@@ -78,6 +78,21 @@ def test_chapters_offer_a_download_and_a_binder_launch(html):
     assert "mybinder.org" not in (html / "book/intro.html").read_text()  # prose pages have nothing to launch
 
 
+def test_chapters_with_exercises_link_their_student_version(html):
+    """Each chapter with exercises links the student version the build wrote (no solution in it), above its
+    solutions, which the page folds and says so."""
+    from identifiability.book import course
+
+    for spec in chapters.CHAPTERS.values():
+        page = (html / "notebooks" / f"{spec.stem}.html").read_text()
+        linked = f'href="../handouts/{spec.stem}.ipynb"' in page
+        assert linked == bool(course.exercises(spec.source, course.TEACHING[spec.name].untitled)), spec.stem
+        if linked:
+            nb = json.loads((html / "handouts" / f"{spec.stem}.ipynb").read_text())
+            assert not any("solution" in c["metadata"].get("tags", []) for c in nb["cells"]), spec.stem
+            assert "Each solution is folded" in page, spec.stem
+
+
 def test_math_printed_by_cells_is_typeset(html):
     """Markdown a cell prints (display(Markdown(...))) must go through the MyST parser like the prose:
     a "$d_s$" left as text is what commonmark rendering of outputs gives."""

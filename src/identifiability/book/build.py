@@ -26,7 +26,7 @@ from ..chapters.executed import parameters_used
 from ..chapters.execution import run_notebook
 from ..chapters.parameters import ParameterError, declared_parameters
 from ..models import keys
-from . import findings, pages
+from . import course, findings, handout, pages
 from . import render as book
 
 
@@ -392,9 +392,11 @@ def build_book(
         repository=repository,
         beside=beside,
     )
+    course.write_course(stage, stage / "notebooks")  # the sessions, exercises and prerequisites
     findings.write_claims_page(stage, results_dir, target.model)
     findings.write_findings(stage, results_dir)
     book.prepare_pages(stage / "notebooks", root / "downloads")  # charts get the HTML the pages draw them with
+    handout.publish(root / "downloads", stage / "notebooks", sources)  # each page links its student version
     html = root / "html"
     if html.exists():
         shutil.rmtree(html)

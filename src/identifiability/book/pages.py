@@ -194,6 +194,12 @@ def _minutes(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
 
 
+def measured_seconds(notebooks: Path, stems: list[str]) -> dict[str, float | None]:
+    """{stem: how long papermill took to execute ``notebooks/<stem>.ipynb``, None where it did not}."""
+    found = {stem: Path(notebooks) / f"{stem}.ipynb" for stem in stems}
+    return {stem: run_seconds(read_notebook(f)) if f.exists() else None for stem, f in found.items()}
+
+
 def write_teachers_page(
     stage: Path,
     notebooks: Path,
@@ -209,9 +215,7 @@ def write_teachers_page(
     this build ran beside others (:func:`identifiability.book.build.execute_chapters`), which their rows say."""
     beside = beside or {}
     rows, total = ["| chapter | run time in this build |", "|---|---|"], 0.0
-    for stem in stems:
-        f = Path(notebooks) / f"{stem}.ipynb"
-        seconds = run_seconds(read_notebook(f)) if f.exists() else None
+    for stem, seconds in measured_seconds(notebooks, stems).items():
         total += seconds or 0.0
         threads = beside.get(stem)
         note = f" ({'one thread' if threads == 1 else f'{threads} threads'}, beside another chapter)" if threads else ""

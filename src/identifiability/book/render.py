@@ -162,8 +162,15 @@ def prepare_pages(notebooks: Path, downloads: Path) -> list[Path]:
 
 def write_downloads(downloads: Path, html: Path) -> list[Path]:
     """After the book is built: the ``.ipynb`` each page offers (``html/_sources/notebooks``) is the
-    executed chapter, not its page version (one copy of each chart, the one Jupyter draws)."""
+    executed chapter, not its page version (one copy of each chart, the one Jupyter draws); the student
+    versions the pages link (``downloads/handouts``, :func:`identifiability.book.handout.publish`) go to
+    ``html/handouts``."""
+    from .handout import HANDOUTS
+
     written = []
+    if (Path(downloads) / HANDOUTS).is_dir():
+        shutil.copytree(Path(downloads) / HANDOUTS, Path(html) / HANDOUTS, dirs_exist_ok=True)
+        written += sorted((Path(html) / HANDOUTS).glob("*.ipynb"))
     for source in sorted(Path(downloads).glob("*.ipynb")):
         target = Path(html) / "_sources" / "notebooks" / source.name
         if target.exists():
