@@ -110,7 +110,8 @@ class MeasuresEvidence:
         do not tell apart from the best: the one with the highest mean statistic, then every measure whose
         paired difference from it has an interval that does not lie below 0, highest first. None where a
         pair's difference is missing (a run recorded before the ranking); () with no score."""
-        scores = {s.measure: s for s in self.scores if s.reference == reference and s.layer == layer and s.variant == MAIN}
+        here = (reference, layer, MAIN)
+        scores = {s.measure: s for s in self.scores if (s.reference, s.layer, s.variant) == here}
         if not scores:
             return ()
         ranked = sorted(scores, key=lambda m: -scores[m].statistic.estimate)

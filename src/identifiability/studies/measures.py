@@ -325,9 +325,14 @@ def scores_from_rows(rows: Sequence[dict]) -> tuple[LayerScore, ...]:
 
     return tuple(
         LayerScore(
-            r["measure"], r["reference"], int(r["layer"]), r["variant"],
-            **{n: iv(r[n]) for n in _INTERVALS}, **{n: iv(r.get(n)) for n in _LATER},
-            top1=r["top1"], top3=r["top3"],
+            r["measure"],
+            r["reference"],
+            int(r["layer"]),
+            r["variant"],
+            **{n: iv(r[n]) for n in _INTERVALS},
+            **{n: iv(r.get(n)) for n in _LATER},
+            top1=r["top1"],
+            top3=r["top3"],
             minus_others=tuple((other, iv(d)) for other, d in (r.get("minus_others") or {}).items()),
         )  # fmt: skip
         for r in rows
