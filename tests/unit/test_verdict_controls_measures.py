@@ -236,3 +236,25 @@ def test_just_above_the_distance_null_is_not_enough():
     assert all(s.minus_stronger.low > 0 for s in scores)  # above the null ...
     assert all(vm.state(s) == vm.NOT_TRACKS for s in scores)  # ... but below the margin
     assert all(vm.state_original(s) == vm.TRACKS for s in scores)
+
+
+def test_rows_recorded_before_the_stronger_null_read_back_and_every_claim_says_not_run():
+    """A recorded run's rows without the fields C22 version 2 added (stronger null, pairs) read back without
+    error; every claim is then 'not run in this build' naming `make measures`, and its original rule's verdict
+    is still judged on what was recorded; the scores chart marks them 'not recorded'."""
+    from identifiability.charts.measures import NOT_RECORDED, scores_chart
+    from identifiability.studies.measures import score_rows, scores_from_rows
+    from identifiability.verdicts.claims import rules
+
+    keys = ["raw", "raw@rolled", "rollout", "flow", "norm_resln@rolled", "globenc", "alti", "grad_input"]
+    keys += ["integrated_gradients", "value_zeroing@rolled"]
+    new = evidence(dict.fromkeys(keys, [HIGH] * 6)).scores + evidence({"hta": [HIGH] * 6}, "intervention").scores
+    rows = [{k: v for k, v in r.items() if k not in ("stronger", "minus_stronger", "minus_others")}
+            for r in score_rows(new)]  # fmt: skip
+    ev = MeasuresEvidence(scores_from_rows(rows), 60, L)
+    for claim in ("C22", "C23", "C24", "C25", "C26", "C27"):
+        v = getattr(vm, claim.lower())(ev, rules(claim))
+        assert v.verdict == NOT_RUN and "make measures" in v.reason, claim
+        assert v.original is not None and v.original.verdict not in (NOT_RUN, NOT_TESTABLE), claim
+    table = next(iter(scores_chart(rows, 60).to_dict()["datasets"].values()))
+    assert {r["state"] for r in table} == {NOT_RECORDED}
