@@ -67,13 +67,16 @@ def test_chapter_10s_rules_judge_a_record_without_bounds_without_crashing():
     from identifiability.verdicts.claims import rules as rules_of
 
     rec = _committed("measures")
-    rows = [{**row, **{k: None if row[k] is None else [row[k][0], None, None, 50] for k in row
-                       if k in ("statistic", "minus_shuffled", "minus_distance", "minus_raw")}}
+    # every interval without bounds, the stronger null (C22 version 2) included where the record predates it
+    named = ("statistic", "minus_shuffled", "minus_distance", "minus_raw", "stronger", "minus_stronger")
+    rows = [{**row, **{k: None if row.get(k, row["statistic"]) is None else
+                       [row.get(k, row["statistic"])[0], None, None, 50] for k in named}}
             for row in rec.results["scores"]]  # fmt: skip
     scores = scores_from_rows(rows)
     ev = MeasuresEvidence(scores, 50, max(s.layer for s in scores), ())
     for judge, claim in ((rules.c22, "C22"), (rules.c23, "C23"), (rules.c24, "C24")):
-        assert judge(ev, rules_of(claim)).verdict == rules.INCONCLUSIVE
+        v = judge(ev, rules_of(claim))
+        assert v.verdict == v.original.verdict == rules.INCONCLUSIVE
 
 
 # chapter 7 ------------------------------------------------------------------------------------------

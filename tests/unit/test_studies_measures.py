@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from identifiability.base.errors import UserError
+from identifiability.evidence.measures import MAIN
 from identifiability.studies import measures as study
 from identifiability.text import measures as prose
 from identifiability.verdicts import measures as vm
@@ -35,6 +36,9 @@ def test_every_measure_is_scored_against_every_reference_at_every_layer(run, tin
 def test_scores_survive_a_results_file_and_a_recorded_run(run):
     back = study.scores_from_rows(run.scores)
     assert back == run.evidence.scores
+    main = [s for s in back if s.variant == MAIN]
+    assert all(s.stronger is not None and s.minus_stronger is not None for s in back)
+    assert all(s.minus_others for s in main if s.measure != max(x.measure for x in main if x.reference == s.reference))
     rec = SimpleNamespace(key="m/c", results={"scores": run.scores, "seconds": run.seconds, "n_scored": 60})
     shown = study.shown(run, rec)
     assert shown.evidence.n_sentences == 60
@@ -42,7 +46,7 @@ def test_scores_survive_a_results_file_and_a_recorded_run(run):
 
 
 def test_too_few_sentences_is_not_testable_and_says_how_to_run_it(run):
-    v = vm.c24(run.evidence, Rules("rule"))
+    v = vm.c24(run.evidence, Rules("rule", "original rule"))
     assert v.verdict == NOT_TESTABLE and "make measures" in v.reason
     assert "make measures" in prose.answer_text([v])
 

@@ -23,3 +23,52 @@ def test_the_answer_sorts_claims_by_verdict_and_names_the_command_when_too_small
     assert said[3].startswith("- Gradient × input and Integrated Gradients (C25): the claim that gradient")
     assert said[4].startswith("- Norm-based attention") and said[4].endswith(" **fails**.")
     assert "make measures" in prose.answer_text([_v("C22", NOT_TESTABLE)])
+
+
+def _ranked(n_sentences: int = 20, layers: int = 3):
+    """Evidence of three measures against exact HTA on synthetic sentences: GlobEnc is the reference, ALTI the
+    reference with noise far below any rank change, raw attention rolled out unrelated to it."""
+    import numpy as np
+
+    from identifiability.contributions.agreement import agreement
+    from identifiability.evidence.measures import MeasuresEvidence
+    from identifiability.studies.measures import names_of, summarise
+
+    rng = np.random.default_rng(0)
+    per = {}
+    for k in range(n_sentences):
+        d = int(rng.integers(6, 10))
+        r = rng.dirichlet(np.ones(d), size=(layers + 1, d))
+        r[0] = np.eye(d)
+        made = {
+            "globenc": r,
+            "alti": r + rng.normal(0, 1e-9, r.shape),
+            "raw@rolled": rng.dirichlet(np.ones(d), (layers + 1, d)),
+        }
+        for m, c in made.items():
+            per.setdefault((m, "hta"), []).append(agreement(c, r, seed=k))
+    scores = summarise(per)
+    return MeasuresEvidence(scores, n_sentences, layers, names=names_of(scores))
+
+
+def test_the_top_group_holds_the_measures_the_sentences_cannot_tell_apart():
+    ev = _ranked()
+    for layer in (1, 2, 3):
+        assert set(ev.top_group("hta", layer)) == {"globenc", "alti"}
+        d = ev.difference("raw@rolled", "globenc", "hta", layer)
+        assert d.high < 0 and ev.difference("globenc", "raw@rolled", "hta", layer).low == -d.high
+
+
+def test_the_ranking_names_the_top_group_in_words_per_layer():
+    table = prose.ranking_table(_ranked()).splitlines()
+    assert table[0] == "| layer | against exact HTA |" and len(table) == 2 + 3
+    assert all(row.endswith("| GlobEnc and ALTI |") for row in table[2:])
+    assert "globenc" not in "\n".join(table) and "rolled" not in "\n".join(table)
+
+
+def test_a_run_recorded_before_the_ranking_says_what_to_run():
+    from dataclasses import replace
+
+    ev = _ranked()
+    old = replace(ev, scores=tuple(replace(s, minus_others=()) for s in ev.scores))
+    assert old.top_group("hta", 1) is None and "make measures" in prose.ranking_table(old)

@@ -13,10 +13,11 @@ import pandas as pd
 
 from ..evidence.measures import NO_OWN
 from ..studies.measures import REFERENCE_LABELS, label_of, scores_from_rows
-from ..verdicts.measures import state
+from ..verdicts.measures import margin, state
 from .render import combined_choice
 
-STATE_MARK = {"tracks": "✓", "does not track": "✗", "undecided": "?"}
+NOT_RECORDED = "not recorded"  # a run recorded before the stronger null: no state under the rules in force
+STATE_MARK = {"tracks": "✓", "does not track": "✗", "undecided": "?", NOT_RECORDED: "–"}
 
 
 Sentence = tuple[str, Sequence[str], Mapping[str, np.ndarray]]  # text, tokens, {label: (L+1, d_s, d_s)}
@@ -79,14 +80,19 @@ def matrices_chart(sentences: Sequence[Sentence], columns: int = 3) -> alt.Facet
 
 def _table(rows: Sequence[dict]) -> pd.DataFrame:
     """One row per score: label, reference, layer, variant, the statistic's estimate and interval, the nulls'
-    estimates, top-1 agreement and the state under the rule (:func:`identifiability.verdicts.measures.state`)."""
+    estimates, the paired difference from the stronger null with the margin it is compared with, top-1
+    agreement and the state under the rule (:func:`identifiability.verdicts.measures.state`; "not recorded"
+    for a run recorded before the stronger null)."""
     out = []
     for s in scores_from_rows(rows):
+        d = s.minus_stronger
         out.append({
-            "label": label_of(s.measure), "reference": REFERENCE_LABELS[s.reference], "layer": s.layer,
-            "variant": "own token left out" if s.variant == NO_OWN else "all tokens",
+            "label": label_of(s.measure), "reference": REFERENCE_LABELS.get(s.reference, s.reference),
+            "layer": s.layer, "variant": "own token left out" if s.variant == NO_OWN else "all tokens",
             "estimate": s.statistic.estimate, "low": s.statistic.low, "high": s.statistic.high,
-            "shuffled": s.shuffled.estimate, "distance": s.distance.estimate, "top1": s.top1, "state": state(s),
+            "shuffled": s.shuffled.estimate, "distance": s.distance.estimate,
+            "over_null": None if d is None else d.estimate, "margin": margin(s), "top1": s.top1,
+            "state": NOT_RECORDED if d is None else state(s),
         })  # fmt: skip
     return pd.DataFrame(out)
 
@@ -98,7 +104,7 @@ def scores_chart(rows: Sequence[dict], n_sentences: int) -> alt.LayerChart:
     left out. ``rows``: :func:`identifiability.studies.measures.score_rows`."""
     table = _table(rows).assign(sign=lambda t: t.state.map(STATE_MARK)).round(3)
     refs, variants = list(dict.fromkeys(table.reference)), list(dict.fromkeys(table.variant))
-    shown = ["estimate", "low", "high", "shuffled", "distance", "top1", "state", "sign"]
+    shown = ["estimate", "low", "high", "shuffled", "distance", "over_null", "margin", "top1", "state", "sign"]
     data, params, chosen = combined_choice(
         table, ["reference", "variant"], [refs, variants], shown, lambda r, v: f"{r}, {v}", (refs[0], variants[0]),
         "against",
@@ -118,6 +124,8 @@ def scores_chart(rows: Sequence[dict], n_sentences: int) -> alt.LayerChart:
                 alt.Tooltip("high:Q", title="95% high", format=".3f"),
                 alt.Tooltip("shuffled:Q", title="rows shuffled", format=".3f"),
                 alt.Tooltip("distance:Q", title="distance only", format=".3f"),
+                alt.Tooltip("over_null:Q", title="over the stronger null", format=".3f"),
+                alt.Tooltip("margin:Q", title="margin", format=".3f"),
                 alt.Tooltip("top1:Q", title="top-1 agreement", format=".2f"),
                 alt.Tooltip("state:N", title="under the rule"),
             ],
@@ -142,8 +150,8 @@ def scores_chart(rows: Sequence[dict], n_sentences: int) -> alt.LayerChart:
                 "Each measure against the reference",
                 subtitle=[
                     f"per layer, on {n_sentences} sentence{'s' if n_sentences != 1 else ''}",
-                    "✓ tracks (interval above 0.5",
-                    "and above both nulls),",
+                    "✓ tracks (over the stronger null",
+                    "by more than the margin),",
                     "✗ does not track, ? undecided",
                 ],
             ),

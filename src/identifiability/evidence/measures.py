@@ -31,6 +31,13 @@ class LayerScore:
             reference (C23); None where not computed.
         top1: mean share of hidden tokens whose largest contributor agrees (reported, not judged).
         top3: mean top-3 overlap (reported, not judged).
+        stronger: the stronger null: per sentence the larger of the two nulls' statistics, its mean over
+            sentences with an interval (C22 version 2); None in a run recorded before it.
+        minus_stronger: paired per-sentence difference statistic minus the stronger null, which 'tracks' compares
+            with the margin (C22 version 2); None in a run recorded before it.
+        minus_others: ((other measure, paired per-sentence difference statistic minus the other's against the
+            same reference at this layer), ...) for the ranking; each pair once, in the row of the measure whose
+            key sorts first (:meth:`MeasuresEvidence.difference` reads either way); variant :data:`MAIN` only.
     """
 
     measure: str
@@ -45,6 +52,9 @@ class LayerScore:
     minus_raw: Interval | None = None
     top1: float = float("nan")
     top3: float = float("nan")
+    stronger: Interval | None = None
+    minus_stronger: Interval | None = None
+    minus_others: tuple[tuple[str, Interval], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -80,3 +90,36 @@ class MeasuresEvidence:
             for s in self.scores
             if s.measure == measure and s.reference == reference and s.variant == variant
         }
+
+    def difference(self, measure: str, other: str, reference: str, layer: int) -> Interval | None:
+        """The paired difference ``measure`` minus ``other`` against ``reference`` at ``layer`` (variant
+        :data:`MAIN`), read from whichever row holds the pair (the reverse pair's interval negated); None where
+        the pair was not computed (a run recorded before the ranking)."""
+        if measure == other:
+            return Interval(0.0, 0.0, 0.0)
+        for a, b, sign in ((measure, other, 1.0), (other, measure, -1.0)):
+            s = self.of(a, reference).get(layer)
+            d = None if s is None else dict(s.minus_others).get(b)
+            if d is not None:
+                lo, hi = sorted((sign * d.low, sign * d.high))
+                return Interval(sign * d.estimate, lo, hi, d.n, d.unit)
+        return None
+
+    def top_group(self, reference: str, layer: int) -> tuple[str, ...] | None:
+        """The measures scored against ``reference`` at ``layer`` (variant :data:`MAIN`) that the scored sentences
+        do not tell apart from the best: the one with the highest mean statistic, then every measure whose
+        paired difference from it has an interval that does not lie below 0, highest first. None where a
+        pair's difference is missing (a run recorded before the ranking); () with no score."""
+        here = (reference, layer, MAIN)
+        scores = {s.measure: s for s in self.scores if (s.reference, s.layer, s.variant) == here}
+        if not scores:
+            return ()
+        ranked = sorted(scores, key=lambda m: -scores[m].statistic.estimate)
+        best, group = ranked[0], [ranked[0]]
+        for m in ranked[1:]:
+            d = self.difference(m, best, reference, layer)
+            if d is None:
+                return None
+            if not d.high < 0:  # NaN bounds (too few sentences) never set a measure apart
+                group.append(m)
+        return tuple(group)

@@ -41,6 +41,12 @@ def _layer_values(rows: Sequence[SentenceAgreement], name: str, layer: int) -> n
     return np.array([getattr(r, name)[layer] for r in rows], dtype=float)
 
 
+_VARIANTS = {
+    MAIN: ("spearman", "shuffled", "distance"),
+    NO_OWN: ("spearman_no_own", "shuffled_no_own", "distance_no_own"),
+}
+
+
 def summarise(
     agreements: Mapping[tuple[str, str], Sequence[SentenceAgreement]], seed: int = 0
 ) -> tuple[LayerScore, ...]:
@@ -52,7 +58,9 @@ def summarise(
             reference also gets ``minus_raw``.
         seed: seed of the bootstrap.
     Returns:
-        One :class:`LayerScore` per (measure, reference, layer 1..L, variant).
+        One :class:`LayerScore` per (measure, reference, layer 1..L, variant), with the stronger null (per
+        sentence the larger of the two nulls), the paired difference from it, and (variant :data:`MAIN`) the
+        paired differences from every other measure against the same reference (:func:`_pairs`).
     """
     out = []
     for (measure, reference), rows in agreements.items():
@@ -60,15 +68,14 @@ def summarise(
             continue
         raw = agreements.get((RAW, reference))
         n_layers = len(rows[0].spearman) - 1
-        for variant, (stat, shuf, dist) in {
-            MAIN: ("spearman", "shuffled", "distance"),
-            NO_OWN: ("spearman_no_own", "shuffled_no_own", "distance_no_own"),
-        }.items():
+        for variant, (stat, shuf, dist) in _VARIANTS.items():
             for layer in range(1, n_layers + 1):
                 s, a, b = (_layer_values(rows, k, layer) for k in (stat, shuf, dist))
+                stronger = np.fmax(a, b)  # per sentence the larger null; NaN only where both are
                 minus_raw = None
                 if raw is not None and measure != RAW:
                     minus_raw = paired_interval(s, _layer_values(raw, stat, layer), seed)
+                others = _pairs(agreements, measure, reference, layer, seed) if variant == MAIN else ()
                 out.append(
                     LayerScore(
                         measure, reference, layer, variant,
@@ -77,9 +84,30 @@ def summarise(
                         minus_distance=paired_interval(s, b, seed), minus_raw=minus_raw,
                         top1=float(np.nanmean(_layer_values(rows, "top1", layer))),
                         top3=float(np.nanmean(_layer_values(rows, "top3", layer))),
+                        stronger=mean_interval(stronger, seed), minus_stronger=paired_interval(s, stronger, seed),
+                        minus_others=others,
                     )
                 )  # fmt: skip
     return tuple(out)
+
+
+def _pairs(
+    agreements: Mapping[tuple[str, str], Sequence[SentenceAgreement]],
+    measure: str,
+    reference: str,
+    layer: int,
+    seed: int,
+) -> tuple[tuple[str, Interval], ...]:
+    """The paired per-sentence differences of ``measure``'s statistic minus each other measure's against the
+    same reference at ``layer``, for the measures whose key sorts after ``measure`` (each pair once:
+    :meth:`MeasuresEvidence.difference` reads the reverse), scored on the same sentences."""
+    rows = agreements[(measure, reference)]
+    s = _layer_values(rows, "spearman", layer)
+    return tuple(
+        (other, paired_interval(s, _layer_values(theirs, "spearman", layer), seed))
+        for (other, ref), theirs in sorted(agreements.items())
+        if ref == reference and other > measure and len(theirs) == len(rows)
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -268,22 +296,29 @@ def score_sentences(
 # --------------------------------------------------------------------------------------------------
 
 _INTERVALS = ("statistic", "shuffled", "distance", "minus_shuffled", "minus_distance", "minus_raw")
+_LATER = ("stronger", "minus_stronger")  # added with C22 version 2: absent from a run recorded before it
+
+
+def _row(x: Interval | None) -> list | None:
+    return None if x is None else [x.estimate, x.low, x.high, x.n]
 
 
 def score_rows(scores: Sequence[LayerScore]) -> list[dict]:
-    """Each score as a plain dict (intervals as [estimate, low, high, n])."""
+    """Each score as a plain dict (intervals as [estimate, low, high, n]; ``minus_others`` as {other: interval},
+    only where there are any)."""
     out = []
     for s in scores:
         row = {"measure": s.measure, "reference": s.reference, "layer": s.layer, "variant": s.variant}
-        for name in _INTERVALS:
-            x = getattr(s, name)
-            row[name] = None if x is None else [x.estimate, x.low, x.high, x.n]
+        row |= {name: _row(getattr(s, name)) for name in _INTERVALS + _LATER}
+        if s.minus_others:
+            row["minus_others"] = {other: _row(d) for other, d in s.minus_others}
         out.append(row | {"top1": s.top1, "top3": s.top3})
     return out
 
 
 def scores_from_rows(rows: Sequence[dict]) -> tuple[LayerScore, ...]:
-    """:func:`score_rows` read back."""
+    """:func:`score_rows` read back; a row recorded before C22 version 2 (no stronger null, no pairs) reads back
+    with those left None or empty, which the verdicts that need them say ("not run in this build")."""
 
     def iv(x):
         return None if x is None else Interval(x[0], x[1], x[2], int(x[3]), "sentences")
@@ -294,9 +329,11 @@ def scores_from_rows(rows: Sequence[dict]) -> tuple[LayerScore, ...]:
             r["reference"],
             int(r["layer"]),
             r["variant"],
-            *(iv(r[n]) for n in _INTERVALS),
+            **{n: iv(r[n]) for n in _INTERVALS},
+            **{n: iv(r.get(n)) for n in _LATER},
             top1=r["top1"],
             top3=r["top3"],
+            minus_others=tuple((other, iv(d)) for other, d in (r.get("minus_others") or {}).items()),
         )  # fmt: skip
         for r in rows
     )

@@ -10,7 +10,9 @@ from functools import cache
 
 from ..base import paths
 from ..contributions import MEASURES
+from ..evidence.measures import ROLLED, MeasuresEvidence
 from ..recorded.store import Recorded, caption
+from ..studies.measures import ORDER
 from ..verdicts.claims import load_claims
 from ..verdicts.core import NOT_RUN, NOT_TESTABLE, VERDICTS, Verdict, claim_outcome
 from ..verdicts.measures import MEASURES_MIN_SENTENCES
@@ -79,6 +81,47 @@ def answer_text(verdicts: Sequence[Verdict]) -> str:
         subject = CLAIM_SUBJECT.get(v.claim, v.claim)
         lines.append(f"- {subject[:1].upper() + subject[1:]} ({v.claim}): {said[:1].lower() + said[1:]}.")
     return "What the verdicts below say of each measure:\n\n" + "\n".join(lines)
+
+
+RANKED_AGAINST = ("hta", "hta_layer", "intervention", "intervention_layer")  # the mask is a robustness row only
+
+
+def _names(words: Sequence[str]) -> str:
+    """'A', 'A and B', 'A, B and C' ('' for none)."""
+    if not words:
+        return ""
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def _page_order(key: str) -> tuple[int, bool]:
+    """Where a measure's key comes in the page's order of measures (a rolled-out one after its own; exact HTA,
+    scored against the intervention, last)."""
+    bare = key.removesuffix(ROLLED)
+    return (ORDER.index(bare) if bare in ORDER else len(ORDER), key.endswith(ROLLED))
+
+
+def ranking_table(ev: MeasuresEvidence) -> str:
+    """Per layer and reference, the measures the scored sentences cannot tell apart from the best (its *top
+    group*, :meth:`MeasuresEvidence.top_group`), named in words in the page's order of measures, never ranked
+    by their point estimates; a Markdown table, one row per layer, one column per reference scored. Says what
+    to run instead where the scores hold no paired differences between measures (a run recorded before them)."""
+    refs = [r for r in RANKED_AGAINST if any(s.reference == r for s in ev.scores)]
+    if not refs:
+        return "No measure was scored against a reference in this build."
+    groups = {(r, k): ev.top_group(r, k) for r in refs for k in range(1, ev.n_layers + 1)}
+    if any(g is None for g in groups.values()):
+        return (
+            "The scores shown hold no paired differences between measures (they were recorded before the "
+            "ranking): `make measures` records them, and this table then names the measures that cannot be told "
+            "apart from the best at each layer."
+        )
+    heads = [ev.name(r)[:1].lower() + ev.name(r)[1:] for r in refs]
+    heads = [f"the {h}" if h.startswith("intervention") else h for h in heads]
+    lines = ["| layer | " + " | ".join(f"against {h}" for h in heads) + " |", "|---|" + "---|" * len(refs)]
+    for k in range(1, ev.n_layers + 1):
+        cells = [_names([ev.name(m) for m in sorted(groups[(r, k)], key=_page_order)]) or "none" for r in refs]
+        lines.append(f"| {k} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def recorded_note(rec: Recorded, n_live: int) -> str:
