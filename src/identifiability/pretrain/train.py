@@ -144,6 +144,12 @@ def claim(out: Path, identity: dict) -> tuple[str, dict | None]:
     return claim_folder(out, identity, REFUSALS)
 
 
+def resumes_from(out: Path) -> int | None:
+    """The step whose checkpoint a rerun resumes the run in ``out`` from (None: from the start)."""
+    state = out / CHECKPOINT / "state.json"
+    return int(read_json(state)["step"]) if state.is_file() else None
+
+
 def interrupted(out: Path, name: str, total: int) -> Interrupted:
     """What running the same command again does after a Ctrl-C."""
     state = out / CHECKPOINT / "state.json"
