@@ -338,6 +338,17 @@ def _record_measures_preflight(a: argparse.Namespace, target: keys.Target) -> No
     check({"record-measures": (ChapterRules(text=(enough,)), {})}, target.model, target.corpus.name)
 
 
+def _results_or_known(target: keys.Target) -> None:
+    """``--no-run`` records the chapters' results already there: where there are none for this model and
+    corpus, a model or a corpus that is none (a typo) is the one line, naming it, rather than "no results"."""
+    if target.results_dir.is_dir():
+        return
+    from .corpus.corpora import load_corpus
+
+    keys.read_config(target.model.name, target.model.source)
+    load_corpus(target.corpus.name)
+
+
 def _chapters_main(a) -> int:
     params = parse_params(a.param)
     if a.cmd == "book":
@@ -380,12 +391,17 @@ def _sweep_main(a) -> int:
         target = keys.target(a.model, a.corpus)  # once, here: the checks and the job below use it
         if a.run:
             _record_measures_preflight(a, target)
+        else:
+            _results_or_known(target)
         record_measures(target.model, target.corpus, a.n, a.seed, a.scheduler, a.workers, a.run, into=a.into)
         return 0
     if a.cmd == "record-confirm":
         from .recorded.confirm import record_confirm
 
-        record_confirm(a.model, a.corpus, a.run, into=a.into)
+        target = keys.target(a.model, a.corpus)
+        if not a.run:
+            _results_or_known(target)
+        record_confirm(target.model, target.corpus, a.run, into=a.into)
         return 0
     if a.cmd == "record-c10":
         from .recorded.c10 import record_c10

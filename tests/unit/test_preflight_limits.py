@@ -207,6 +207,23 @@ def test_record_measures_n_above_the_corpus_is_refused_before_its_exact_hta(tmp_
     )
 
 
+@pytest.mark.parametrize("job", ["record-confirm", "record-measures"])
+@pytest.mark.parametrize(
+    "option,message",
+    [
+        ("--model", r"^error: cannot load model 'nosuch': not a local folder"),
+        ("--corpus", r"^error: unknown corpus 'nosuch': use one of lee"),
+    ],
+)
+def test_no_run_with_an_unknown_model_or_corpus_names_it(job, option, message, tmp_path, monkeypatch, capsys):
+    """--no-run records results already there: with none there, a typo in a name is the line, not "no results"."""
+    from identifiability.recorded import confirm, measures
+
+    for module, name in ((confirm, "record_confirm"), (measures, "record_measures")):
+        monkeypatch.setattr(module, name, lambda *a, **k: pytest.fail(f"{job} started"))
+    _refused([job, "--no-run", option, "nosuch"], message, capsys, tmp_path)
+
+
 # -- where a run writes: --out and results_dir ------------------------------------------------------------
 
 
