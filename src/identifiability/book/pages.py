@@ -349,8 +349,9 @@ def write_claims_page(stage: Path, results_dir: Path, model: str | None | ModelR
     from ..recorded.family import find as find_family
 
     model = model_ref(model)
-    confirm = find(model)
-    family = find_family() if model.embedded else None  # the family was judged beside the default
+    confirm, why_confirm = recorded.for_page(lambda: find(model), partial)
+    # the family was judged beside the default
+    family, why_family = recorded.for_page(find_family, lambda rec: None) if model.embedded else (None, None)
     esc = lambda t: str(t).replace("|", "\\|").replace("\n", " ")  # noqa: E731
     lines = [
         "# Paper vs replication",
@@ -374,8 +375,8 @@ def write_claims_page(stage: Path, results_dir: Path, model: str | None | ModelR
     ]
     if confirm is not None:
         lines += [f"*Confirmation:* {recorded.caption(confirm, recorded.stale(confirm))}.", ""]
-        if why := partial(confirm):  # missing or partial numbers: said in one line, the rest shown
-            lines += [f"*{why}*", ""]
+    # unreadable, or missing or partial numbers: said in one line each, the rest shown
+    lines += [line for why in (why_confirm, why_family) if why for line in (f"*{why}*", "")]
     table = claims_table(results_dir)
     # the row's claim text replaced the verdict's own ``claim`` field (its id) in claims_table
     verdicts = {r["id"]: None if r["verdict"] == "not measured" else from_json({**r, "claim": r["id"]}) for r in table}
