@@ -305,7 +305,7 @@ def _hta_preflight(a: argparse.Namespace, model: keys.ModelRef) -> None:
     """The model (``--model`` resolved), the corpus and the sentence window of ``hta``, checked as chapter 6's
     (seconds, no weights), and ``--n`` against the sentences in that window: more would be computed as fewer,
     after a long wait."""
-    from .chapters.preflight import ChapterRules, ModelInfo, at_least, check, window
+    from .chapters.preflight import ChapterRules, ModelInfo, at_least, check, too_many, window
     from .runs.corpus_hta import HTA_MIN_TOKENS
 
     default = declared_parameters(by_role(CORPUS_HTA).source)["max_tokens"]
@@ -313,12 +313,8 @@ def _hta_preflight(a: argparse.Namespace, model: keys.ModelRef) -> None:
 
     def enough(p: dict, m: ModelInfo, lengths: list[int]) -> str | None:
         usable = sum(HTA_MIN_TOKENS <= k <= p["max_tokens"] for k in lengths)
-        if a.n is None or a.n <= usable:
-            return None
-        return (
-            f"--n {a.n} is more than the {usable} sentences of corpus {Path(a.corpus).name!r} with "
-            f"{HTA_MIN_TOKENS} to {p['max_tokens']} tokens, which chapter 6 samples from: pass --n {usable} or fewer"
-        )
+        where = f"with {HTA_MIN_TOKENS} to {p['max_tokens']} tokens, which chapter 6 samples from"
+        return None if a.n is None else too_many("--n", a.n, usable, a.corpus, where)
 
     rules = ChapterRules(
         (at_least("max_tokens", lambda p, m: HTA_MIN_TOKENS, "a token besides the special ones"),),
@@ -331,19 +327,26 @@ def _hta_preflight(a: argparse.Namespace, model: keys.ModelRef) -> None:
 def _record_measures_preflight(a: argparse.Namespace, target: keys.Target) -> None:
     """The model, the corpus and ``--n`` against the sentences C10's proportional sample draws from, before
     its exact HTA starts: more draws than those sentences score the same sentences again, after hours."""
-    from .chapters.preflight import ChapterRules, ModelInfo, check
+    from .chapters.preflight import ChapterRules, ModelInfo, check, too_many
     from .recorded.proportional import eligible
 
     def enough(p: dict, m: ModelInfo, lengths: list[int]) -> str | None:
         pool = eligible(lengths)
-        if a.n <= len(pool.indices):
-            return None
-        return (
-            f"--n {a.n} is more than the {len(pool.indices)} sentences of corpus {Path(a.corpus).name!r} that C10's "
-            f"proportional sample draws from (at most {pool.max_tokens} tokens): pass --n {len(pool.indices)} or fewer"
-        )
+        where = f"that C10's proportional sample draws from (at most {pool.max_tokens} tokens)"
+        return too_many("--n", a.n, len(pool.indices), a.corpus, where)
 
     check({"record-measures": (ChapterRules(text=(enough,)), {})}, target.model, target.corpus.name)
+
+
+def _results_or_known(target: keys.Target) -> None:
+    """``--no-run`` records the chapters' results already there: where there are none for this model and
+    corpus, a model or a corpus that is none (a typo) is the one line, naming it, rather than "no results"."""
+    if target.results_dir.is_dir():
+        return
+    from .corpus.corpora import load_corpus
+
+    keys.read_config(target.model.name, target.model.source)
+    load_corpus(target.corpus.name)
 
 
 def _chapters_main(a) -> int:
@@ -388,12 +391,17 @@ def _sweep_main(a) -> int:
         target = keys.target(a.model, a.corpus)  # once, here: the checks and the job below use it
         if a.run:
             _record_measures_preflight(a, target)
+        else:
+            _results_or_known(target)
         record_measures(target.model, target.corpus, a.n, a.seed, a.scheduler, a.workers, a.run, into=a.into)
         return 0
     if a.cmd == "record-confirm":
         from .recorded.confirm import record_confirm
 
-        record_confirm(a.model, a.corpus, a.run, into=a.into)
+        target = keys.target(a.model, a.corpus)
+        if not a.run:
+            _results_or_known(target)
+        record_confirm(target.model, target.corpus, a.run, into=a.into)
         return 0
     if a.cmd == "record-c10":
         from .recorded.c10 import record_c10

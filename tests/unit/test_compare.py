@@ -86,6 +86,21 @@ def test_a_side_without_results_files_is_an_error_not_an_identical_comparison(tm
         assert "empty" in err and "no results file" in err
 
 
+@pytest.mark.parametrize("content", [b'{"results": {"x": ', b"\xff\xfe not text"])
+def test_a_truncated_or_unreadable_results_file_is_one_line_naming_it(content, tmp_path, capsys):
+    _write(tmp_path / "a", "03_effective_attention.json", {"results": {"x": 1.0}})
+    _write(tmp_path / "b", "03_effective_attention.json", {"results": {"x": 1.0}})
+    broken = tmp_path / "b" / "03_effective_attention.json"
+    broken.write_bytes(content)  # a copy cut short, or not text at all
+    assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"error: {broken} is not a results file JSON can read (")
+    assert err.strip().endswith(
+        f"run the chapter that writes it again, or move it out of {tmp_path / 'b'} to compare the rest"
+    )
+
+
 def test_two_sweeps_of_the_same_runs_are_identical_though_they_finished_at_other_times(tmp_path):
     """A sweep's run.json holds when the run finished and how often it was tried; the results are the same."""
     run = "m/lee/03_effective_attention/seed0-0123456789ab"

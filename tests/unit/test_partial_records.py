@@ -6,6 +6,7 @@ notebooks cannot run in the unit tier)."""
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from pathlib import Path
 
@@ -151,6 +152,62 @@ def test_the_claims_page_says_a_confirmation_record_without_verdicts_is_partial(
     write_json(tmp_path / "results" / "x.json", {})
     findings.write_claims_page(tmp_path, tmp_path / "results")
     assert confirm.partial(cut) in (tmp_path / "book" / "claims.md").read_text()
+
+
+# a record whose results do not match its provenance's hash ------------------------------------------
+
+
+def _tampered(job: str, source: Path, key: str | None = None) -> recorded.Recorded:
+    """The committed record of ``job`` written into the checkout ``source`` (under ``key``), then its results
+    edited by hand: :func:`recorded.find` raises RecordMissing ("unreadable") on it."""
+    rec = _committed(job)
+    written = recorded.write(job, key or rec.key, rec.results, rec.provenance, source)
+    path = recorded.folder(job, written.key, source) / recorded.RESULTS
+    path.write_text(path.read_text().replace("{", "{ ", 1))
+    return written
+
+
+def test_an_unreadable_record_is_one_line_on_its_page_and_the_page_goes_on(tmp_path, monkeypatch):
+    from identifiability.book import pages
+    from identifiability.models import keys
+    from identifiability.recorded import confirm, family, measures
+    from identifiability.studies.across_models import reference_comparison
+    from identifiability.verdicts.measures import MEASURES_MIN_SENTENCES
+
+    for job, make in (("c10", "record-c10"), ("family", "family"), ("measures", "measures")):
+        rec = _tampered(job, tmp_path)
+        with pytest.raises(recorded.RecordMissing, match="unreadable"):
+            recorded.find(job, rec.key, make, tmp_path)
+        # chapters 6 and 7 read theirs through this, as the claims page and chapters 9 and 10 below
+        found, why = recorded.for_page(functools.partial(recorded.find, job, rec.key, make, tmp_path), str)
+        assert found is None
+        _one_line(why, make)
+
+    # chapter 10: its own run cannot be judged, and the record it would show is unreadable
+    m = _tampered("measures", tmp_path, "m/lee")
+    monkeypatch.setattr(measures, "find", lambda model, corpus: recorded.find("measures", m.key, "measures", tmp_path))
+    shown, why = measures.to_show(MEASURES_MIN_SENTENCES - 1, "short", keys.target(None, "lee"))
+    assert shown is None
+    _one_line(why, "measures")
+
+    # chapter 9's pre-trained reference: no comparison, never a traceback
+    name = "mlm-w128-dv32-seed0"
+    _tampered("compare", tmp_path, f"{name}-0123456789")
+    assert reference_comparison(name, 0, "lee_heldout", band=0.05, power=0.8, source=tmp_path) is None
+
+    # the claims page: the confirmation's and the family's lines, and the table
+    c, f = _tampered("confirm", tmp_path), _tampered("family", tmp_path, "f")
+    monkeypatch.setattr(
+        confirm, "find", lambda model=None, corpus=None: recorded.find("confirm", c.key, "confirm", tmp_path)
+    )
+    monkeypatch.setattr(family, "find", lambda *a, **k: recorded.find("family", f.key, "family", tmp_path))
+    (tmp_path / "book").mkdir()
+    write_json(tmp_path / "results" / "x.json", {})
+    pages.write_claims_page(tmp_path, tmp_path / "results")
+    page = (tmp_path / "book" / "claims.md").read_text()
+    for job in ("confirm", "family"):
+        assert f"unreadable (its results do not match its provenance): not run in this build; `make {job}`" in page
+    assert "C4" in page  # the table goes on
 
 
 @pytest.mark.parametrize("job", ["c10", "compare", "confirm", "family", "measures"])

@@ -149,6 +149,50 @@ def test_chapter_10_n_sentences_above_the_corpus_is_refused_naming_the_most(tmp_
     _refused([*args[:-1], "max_tokens=7"], r"no sentence of corpus 'text\.txt' has 6 to 7 tokens", capsys, tmp_path)
 
 
+@pytest.mark.parametrize(
+    "name,param,most",
+    [
+        ("model_and_data", "n_sentences", 4),
+        ("nonidentifiability", "n_sentences", 4),
+        ("effective_attention", "n_sentences", 4),
+        ("token_identity", "n_sentences", 4),
+        ("token_identity", "second_n_sentences", 2),
+        ("angle_magnitude", "n_sentences", 4),
+        ("context_mixing", "n_sentences", 4),
+        ("context_mixing", "n_exact", 4),
+        ("context_mixing", "n_second", 2),
+    ],
+)
+def test_chapter_sentence_counts_above_the_corpus_are_refused_naming_the_most(name, param, most, tmp_path, capsys):
+    """A count asked for above the lines of the corpus it samples would be computed as fewer (after a long wait
+    at -p n_sentences=100000): refused in one line that names how many there are, as hta's --n."""
+    long = " ".join(["word"] * 40)  # chapter 3 samples sentences longer than d_v
+    text = _text(tmp_path, ["A short line.", "Another line of text here.", "Yet another line of text here.", long])
+    second = tmp_path / "second.txt"
+    second.write_text("One more line of text.\nAnd the last line of text.\n", encoding="utf-8")
+    stem = by_name(name).stem
+    args = ["run", str(NB / f"{stem}.md"), "--corpus", str(text), "-p", f"{param}=100000"]
+    if param in ("second_n_sentences", "n_second"):
+        args += ["-p", f"second_corpus={second}"]
+    corpus = "second" if param in ("second_n_sentences", "n_second") else "text"
+    _refused(
+        args,
+        rf"^error: {stem}: {param}=100000 is more than the {most} sentences of corpus '{corpus}\.txt' in all: "
+        rf"pass -p {param}={most} or fewer$",
+        capsys,
+        tmp_path,
+    )
+
+
+def test_a_chapter_default_sentence_count_is_its_up_to_on_a_short_corpus(tmp_path, monkeypatch, capsys):
+    """The book's defaults (chapter 1's 300 sentences) take what a short text holds: not refused."""
+    ran = []
+    monkeypatch.setattr(cli, "run_notebook", lambda *a, **k: ran.append(a) or "ran")
+    text = _text(tmp_path, ["A short line.", "Another line of text here.", "Yet another line of text here."])
+    assert cli.main(["run", str(NB / f"{MODEL_AND_DATA}.md"), "--corpus", str(text)]) == 0, capsys.readouterr().err
+    assert len(ran) == 1
+
+
 def test_record_measures_n_above_the_corpus_is_refused_before_its_exact_hta(tmp_path, monkeypatch, capsys):
     from identifiability.recorded import measures as record_measures
 
@@ -161,6 +205,23 @@ def test_record_measures_n_above_the_corpus_is_refused_before_its_exact_hta(tmp_
         capsys,
         tmp_path,
     )
+
+
+@pytest.mark.parametrize("job", ["record-confirm", "record-measures"])
+@pytest.mark.parametrize(
+    "option,message",
+    [
+        ("--model", r"^error: cannot load model 'nosuch': not a local folder"),
+        ("--corpus", r"^error: unknown corpus 'nosuch': use one of lee"),
+    ],
+)
+def test_no_run_with_an_unknown_model_or_corpus_names_it(job, option, message, tmp_path, monkeypatch, capsys):
+    """--no-run records results already there: with none there, a typo in a name is the line, not "no results"."""
+    from identifiability.recorded import confirm, measures
+
+    for module, name in ((confirm, "record_confirm"), (measures, "record_measures")):
+        monkeypatch.setattr(module, name, lambda *a, **k: pytest.fail(f"{job} started"))
+    _refused([job, "--no-run", option, "nosuch"], message, capsys, tmp_path)
 
 
 # -- where a run writes: --out and results_dir ------------------------------------------------------------

@@ -432,6 +432,34 @@ def test_ctrl_c_says_which_step_a_rerun_resumes_after(tokenizer, data, tmp_path)
     assert e.value.line == f"interrupted; run the same command again to resume {TINY.name} after step 2 of 6"
 
 
+def test_ctrl_c_of_the_command_says_where_each_member_resumes(tokenizer, data, tmp_path):
+    """The command's Ctrl-C comes on the client while the workers train: its one line reads the members'
+    folders, once the cluster is closed, for the checkpoint each rerun resumes from."""
+    other = Member(16, 2, layers=2, seed=1)
+    root = tmp_path / "models"
+
+    def ctrl_c(step: int, total: int) -> None:
+        if step == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):  # TINY's checkpoint of step 2 is there; `other` has none
+        train_member(TINY, *data, jobs.folder_of(TINY, SMALL, root), SMALL, progress=False, on_step=ctrl_c,
+                     tokenizer=tokenizer)  # fmt: skip
+
+    class Client:  # the cluster, stopped by a Ctrl-C as the command sends it the text
+        cluster = None
+
+        def scatter(self, *a, **k):
+            raise KeyboardInterrupt
+
+    with pytest.raises(stops.Interrupted) as e:
+        jobs.pretrain_family([TINY, other], settings=SMALL, blocks=data, root=root, client=Client())
+    assert e.value.line == (
+        f"interrupted; run the same command again to resume {TINY.name} from its checkpoint of step 2, "
+        f"{other.name} from the start"
+    )
+
+
 def test_an_interrupted_run_on_other_text_is_not_resumed(tokenizer, data, tmp_path):
     out = tmp_path / "m"
     with pytest.raises(Stop):

@@ -220,6 +220,53 @@ def test_a_new_checkpoint_replaces_the_older_tensors_and_is_named_in_state_json(
     assert json.loads((tmp_path / "state.json").read_text()) == {"step": 2, "tensors": "step-2.safetensors"}
 
 
+def _disk_full(kind: str) -> Exception:
+    """A full disk as each writer reports it: an OSError, or safetensors' own error with the system's message."""
+    import errno
+    import os
+
+    from safetensors import SafetensorError
+
+    if kind == "OSError":
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    return SafetensorError(
+        f'Error while serializing: IoError(Os {{ code: 28, message: "{os.strerror(errno.ENOSPC)}" }})'
+    )
+
+
+@pytest.mark.parametrize("kind", ["OSError", "SafetensorError"])
+def test_a_full_disk_at_a_fine_tunes_checkpoint_is_one_line_and_leaves_no_empty_checkpoint_folder(
+    kind, tmp_path, monkeypatch
+):
+    """The first checkpoint's folder the disk left empty goes (a rerun would refuse a folder that holds it, and
+    the advice would not work); a later one leaves the previous checkpoint in force."""
+    from identifiability.models import training
+
+    out = tmp_path / "model"
+    out.mkdir()
+    model, opt = _stepped()
+    real = training.save_file
+
+    def full(tensors, path, metadata=None):
+        raise _disk_full(kind)
+
+    monkeypatch.setattr(training, "save_file", full)
+    with pytest.raises(FinetuneError) as e:
+        finetune.save_checkpoint(out / CHECKPOINT, model, opt, 1, {"identity": IDENTITY})
+    assert str(e.value) == (
+        f"the disk is full: the checkpoint of epoch 1 in {out} was not written; the previous checkpoint (none yet) "
+        "is intact: free some space and run the same command again to resume"
+    )
+    assert list(out.iterdir()) == [] and claim_folder(out, IDENTITY, WORDS) == ("new", None)
+    monkeypatch.setattr(training, "save_file", real)
+    finetune.save_checkpoint(out / CHECKPOINT, model, opt, 1, {"identity": IDENTITY})
+    monkeypatch.setattr(training, "save_file", full)
+    with pytest.raises(FinetuneError, match=r"checkpoint of epoch 2 .*\(epoch 1\) is intact: free some space"):
+        finetune.save_checkpoint(out / CHECKPOINT, model, opt, 2, {"identity": IDENTITY})
+    assert claim_folder(out, IDENTITY, WORDS)[0] == "resume"
+    assert sorted(p.name for p in (out / CHECKPOINT).iterdir()) == ["epoch1.safetensors", "state.json"]
+
+
 # -- the optimiser and its schedule ----------------------------------------------------------------------------
 
 

@@ -143,8 +143,9 @@ def write_claims_page(stage: Path, results_dir: Path, model: str | None | ModelR
     from ..recorded.family import find as find_family
 
     model = model_ref(model)
-    confirm = find(model)
-    family = find_family() if model.embedded else None  # the family was judged beside the default
+    confirm, why_confirm = recorded.for_page(lambda: find(model), partial)
+    # the family was judged beside the default
+    family, why_family = recorded.for_page(find_family, lambda rec: None) if model.embedded else (None, None)
     esc = lambda t: str(t).replace("|", "\\|").replace("\n", " ")  # noqa: E731
     table = claims_table(results_dir)
     rows = [finding(r) for r in table]
@@ -164,8 +165,8 @@ def write_claims_page(stage: Path, results_dir: Path, model: str | None | ModelR
     ]
     if confirm is not None:
         lines += [f"*Confirmation:* {recorded.caption(confirm)}.", ""]
-        if why := partial(confirm):  # missing or partial numbers: said in one line, the rest shown
-            lines += [f"*{why}*", ""]
+    # unreadable, or missing or partial numbers: said in one line each, the rest shown
+    lines += [line for why in (why_confirm, why_family) if why for line in (f"*{why}*", "")]
     lines += [
         "## Every claim in full",
         "",

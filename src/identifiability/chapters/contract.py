@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from ..base import paths
 from .executed import PARAMETERS
 from .parameters import ALLOWED, Allowed, Parameter, ParameterError, declared_parameters, unknown
-from .preflight import ChapterRules, ModelInfo, at_least, check, layer_head, window
+from .preflight import ChapterRules, Count, ModelInfo, at_least, check, layer_head, too_many, window
 
 if TYPE_CHECKING:
     from ..models.keys import ModelRef
@@ -184,12 +184,7 @@ def enough_sentences(p: dict, m: ModelInfo, lengths: list[int]) -> str | None:
             f"no sentence of corpus {where!r} has {MEASURES_MIN_TOKENS} to {hi} tokens: widen with "
             "-p max_tokens=…, or use another corpus"
         )
-    if n <= have:
-        return None
-    return (
-        f"n_sentences={n} is more than the {have} sentences of corpus {where!r} with {MEASURES_MIN_TOKENS} to {hi} "
-        f"tokens: pass -p n_sentences={have} or fewer"
-    )
+    return too_many("n_sentences", n, have, where, f"with {MEASURES_MIN_TOKENS} to {hi} tokens")
 
 
 CHAPTERS: dict[str, ChapterSpec] = {
@@ -204,6 +199,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
                     ),
                 ),
                 (window("example_min_tokens", "example_max_tokens"),),
+                counts=(Count("n_sentences"),),
             ),
             layers=("studies", "charts", "text"),
             quick={"n_sentences": 40},
@@ -215,6 +211,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
                 (at_least("max_tokens", lambda p, m: m.d_v + 2, "inputs just past the threshold d_v + 1"), layer_head),
                 (window(lambda p, m: 3, "max_tokens"),),
                 (_joined_lengths,),
+                counts=(Count("n_sentences"),),
             ),
             optional={"layer": int},
             book_seconds=53.0,
@@ -240,6 +237,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
                     at_least("n_pairs", lambda p, m: 2, "sentence pairs for C5's middle separator (an interval)"),
                 ),
                 (window(lambda p, m: m.d_v + 1, "max_tokens"),),
+                counts=(Count("n_sentences"),),  # texts of the corpus's sentences, joined where too few are long
             ),
             quick={
                 "n_sentences": 12,
@@ -263,6 +261,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
                 _PROBE_RULES,
                 (window("min_tokens", "max_tokens"), window("min_tokens", "max_tokens", corpus="second_corpus")),
                 corpora=("second_corpus",),
+                counts=(Count("n_sentences"), Count("second_n_sentences", "second_corpus")),
             ),
             quick={"n_sentences": 60, "second_n_sentences": 40, "epochs": 3, "twin_sentences": 30, "twin_epochs": 2},
             book_seconds=320.0,
@@ -271,7 +270,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
         ),
         ChapterSpec(
             "05_angle_magnitude",
-            ChapterRules(_PROBE_RULES, (window("min_tokens", "max_tokens"),)),
+            ChapterRules(_PROBE_RULES, (window("min_tokens", "max_tokens"),), counts=(Count("n_sentences"),)),
             quick={"n_sentences": 60, "epochs": 3, "twin_sentences": 30, "twin_epochs": 2},
             book_seconds=110.0,
             reads=("04_token_identity",),  # its probes and hidden states, from chapter 4's cache
@@ -291,6 +290,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
                     window(lambda p, m: 3, "max_tokens", corpus="second_corpus"),
                 ),
                 corpora=("second_corpus",),
+                counts=(Count("n_sentences"), Count("n_exact"), Count("n_second", "second_corpus")),
             ),
             expected_seconds=430.0,
             book_seconds=440.0,
@@ -512,15 +512,18 @@ def preflight(
     {stem: parameters of that chapter alone}, which win over ``params`` (a sweep's ``03:name=value``); ``model``:
     ``params["model"]`` as the command resolved it (else the name is resolved here)."""
     scoped = scoped or {}
+    declared = {s.stem: declared_parameters(s) for s in sources}
     chapters = {
         s.stem: (
             spec_of(s).checks,
             {
-                **declared_parameters(s),
+                **declared[s.stem],
                 **coerce_parameters(s, params, strict=False),
                 **coerce_parameters(s, scoped.get(s.stem, {}), strict=False),
             },
         )
         for s in sources
     }
-    check(chapters, params.get("model") if model is None else model, params.get("corpus", paths.DEFAULT_CORPUS))
+    check(
+        chapters, params.get("model") if model is None else model, params.get("corpus", paths.DEFAULT_CORPUS), declared
+    )

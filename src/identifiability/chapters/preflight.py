@@ -126,6 +126,30 @@ def window(
     return Window(lo, hi, corpus, hint)
 
 
+def too_many(count: str, n: int, have: int, corpus: str | Path, where: str) -> str | None:
+    """The one line that refuses ``n`` sentences (parameter ``count``, or an option spelt ``--n``) where corpus
+    ``corpus`` holds ``have`` (``where`` says which of its sentences, e.g. "with 3 to 64 tokens"), naming the
+    most it holds; None when it holds them. A sample of more would be computed as fewer, after a long wait."""
+    if n <= have:
+        return None
+    shown, fix = (
+        (f"{count} {n}", f"{count} {have}") if count.startswith("--") else (f"{count}={n}", f"-p {count}={have}")
+    )
+    return f"{shown} is more than the {have} sentences of corpus {Path(corpus).name!r} {where}: pass {fix} or fewer"
+
+
+@dataclass(frozen=True)
+class Count:
+    """A parameter ``name`` that says how many sentences a chapter samples from a corpus (``corpus`` names the
+    parameter of another corpus; None: the run's corpus): a count asked for is at most the lines that corpus
+    holds in all (:func:`too_many`). A sample takes what its sentence-length window holds where that is fewer,
+    by design (``make compare``'s models and ``make confirm``'s lee_test rely on it), and a chapter's default
+    is its "up to" on any text (``make book`` on a short one)."""
+
+    name: str
+    corpus: str | None = None
+
+
 # A text rule sees the parameters, the model and the token counts of the run's corpus (special tokens
 # included, lines of only special or unknown tokens left out); it returns an error (one line) or None.
 TextRule = Callable[[dict, ModelInfo, list[int]], "str | None"]
@@ -134,13 +158,14 @@ TextRule = Callable[[dict, ModelInfo, list[int]], "str | None"]
 @dataclass(frozen=True)
 class ChapterRules:
     """What one chapter's parameters must satisfy: rules, sentence-length windows the corpus (or another
-    corpus the chapter names) must have sentences in, rules on the whole text, and the parameters that name
-    further corpora (each must load)."""
+    corpus the chapter names) must have sentences in, rules on the whole text, the parameters that name
+    further corpora (each must load), and the sentence counts the corpora must hold (:class:`Count`)."""
 
     rules: tuple[Rule, ...] = ()
     windows: tuple[Window, ...] = ()
     text: tuple[TextRule, ...] = ()
     corpora: tuple[str, ...] = ()
+    counts: tuple[Count, ...] = ()
 
 
 @dataclass
@@ -199,10 +224,16 @@ def check_data_folder() -> None:
     check_writable(paths.data_root(), "the data folder", f"set {paths.DATA_ENV} to a folder that can be")
 
 
-def check(chapters: dict[str, tuple[ChapterRules, dict]], model: str | None | ModelRef, corpus: str) -> None:
+def check(
+    chapters: dict[str, tuple[ChapterRules, dict]],
+    model: str | None | ModelRef,
+    corpus: str,
+    defaults: dict[str, dict] | None = None,
+) -> None:
     """Check each chapter's parameters against the model's config and the corpus: ``{chapter stem: (its rules,
     its parameters with defaults filled in)}``, then the data folder (:func:`check_data_folder`, last: a check
-    that fails before it makes no folder). The corpus is read (and tokenised) once, whichever chapters run.
+    that fails before it makes no folder). ``defaults``: {stem: its declared parameters}, a sentence count at
+    its default is not checked (:class:`Count`). The corpus is read (and tokenised) once, whichever chapters run.
     Raises PreflightError, ModelNotAvailable, UnsupportedArchitecture or CorpusError with one line."""
     info = model_info(model)
     texts = _Texts(info.tokenizer, {})
@@ -229,6 +260,14 @@ def check(chapters: dict[str, tuple[ChapterRules, dict]], model: str | None | Mo
                     f"{stem}: no sentence of corpus {Path(other).name!r} has {lo} to {hi} tokens (its sentences "
                     f"have {min(have)} to {max(have)}{texts.dropped(other)}); {fix}, or use another corpus"
                 )
+        for c in rules.counts:
+            name = str(params.get(c.corpus) or "") if c.corpus else corpus
+            asked = params.get(c.name)
+            if name and asked is not None and asked != (defaults or {}).get(stem, {}).get(c.name):
+                have = len(texts.lengths(name, stem, c.corpus))
+                err = too_many(c.name, int(asked), have, name, "in all")
+                if err:
+                    raise PreflightError(f"{stem}: {err}")
         for rule in rules.text:
             err = rule(params, info, lengths)
             if err:

@@ -57,6 +57,7 @@ from .training import (
     rerun_line,
     save_folder,
     save_state,
+    writes,
 )
 
 if TYPE_CHECKING:  # transformers loads when a model does, not with the command line's parsers
@@ -167,8 +168,20 @@ def save_checkpoint(
     folder: Path, model: torch.nn.Module, opt: torch.optim.Optimizer, epochs_done: int, meta: dict
 ) -> None:
     """Weights, the optimiser's state tensors and the torch RNG state after ``epochs_done`` epochs, in
-    ``epoch<k>.safetensors`` (:func:`~identifiability.models.training.save_state`)."""
-    save_state(folder, model, opt, f"epoch{epochs_done}.safetensors", {**meta, "epochs_done": epochs_done})
+    ``epoch<k>.safetensors`` (:func:`~identifiability.models.training.save_state`). A full disk is one line
+    (:func:`~identifiability.models.training.writes`): the previous checkpoint stays in force, and a first
+    checkpoint's folder the disk left empty goes (a rerun would refuse the folder that holds it)."""
+    with writes(
+        f"the checkpoint of epoch {epochs_done}", folder.parent, lambda: _kept(folder), FinetuneError, [folder]
+    ):
+        save_state(folder, model, opt, f"epoch{epochs_done}.safetensors", {**meta, "epochs_done": epochs_done})
+
+
+def _kept(folder: Path) -> str:
+    """What a failed write left intact in the checkpoint ``folder``: the epoch of its checkpoint, if any."""
+    state = folder / "state.json"
+    previous = f"epoch {read_json(state)['epochs_done']}" if state.is_file() else "none yet"
+    return f"the previous checkpoint ({previous}) is intact"
 
 
 # -- training ------------------------------------------------------------------------------------------
@@ -362,7 +375,8 @@ def finetune(
         held = plan.data.held_out
         report = held_out_report(predict(model, tokenizer, held, s.max_length), held, plan.data.labels)
         prov = _provenance(plan, meta, report, round(time.time() - t0, 1))
-        save_folder(out, model, tokenizer, prov)
+        with writes("the model", out, lambda: _kept(out / CHECKPOINT), FinetuneError):
+            save_folder(out, model, tokenizer, prov)
         shutil.rmtree(out / CHECKPOINT, ignore_errors=True)
         return {**prov, "folder": str(out)}
 

@@ -5,7 +5,8 @@
   words (:class:`Refusals`), and nothing is touched;
 - :func:`save_state` and :func:`load_checkpoint`: a checkpoint (weights, AdamW's state tensors, the torch RNG
   state) as safetensors plus a JSON record, each file written atomically; :func:`disk_full` tells a full
-  disk from any other failed write, safetensors' included;
+  disk from any other failed write, safetensors' included, and :func:`writes` makes it the one line of both
+  commands, with no folder of the failed write left behind;
 - :func:`optimizer`, :func:`lr_at` and :func:`optimizer_step`: AdamW with weight decay on matrices only, a
   learning rate that is a function of the step alone (so a resumed run needs no scheduler state), one
   clipped step;
@@ -20,7 +21,8 @@ from __future__ import annotations
 import errno
 import json
 import os
-from collections.abc import Callable, Iterator
+import shutil
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,6 +140,29 @@ def disk_full(e: BaseException) -> bool:
     if isinstance(e, OSError):
         return e.errno in (errno.ENOSPC, errno.EDQUOT)
     return type(e).__name__ == "SafetensorError" and any(os.strerror(c) in str(e) for c in (errno.ENOSPC, errno.EDQUOT))
+
+
+@contextmanager
+def writes(
+    what: str, out: Path, kept: Callable[[], str], error: Callable[[str], Exception], made: Sequence[Path] = ()
+) -> Iterator[None]:
+    """Writes of ``what`` (e.g. "the checkpoint of step 4") into the model folder ``out``: a full disk there
+    (:func:`disk_full`) removes the folders of ``made`` that did not exist before (empty or partial: a rerun
+    would take them for a finished write, or refuse a folder that holds something) and raises ``error`` with
+    the one line that says what is intact (``kept()``, read once the write failed) and that the same command
+    resumes. Any other failure passes unchanged."""
+    new = [folder for folder in made if not folder.exists()]
+    try:
+        yield
+    except Exception as e:  # safetensors raises its own error for a full disk, not an OSError
+        if not disk_full(e):
+            raise
+        for folder in new:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise error(
+            f"the disk is full: {what} in {out} was not written; {kept()}: free some space and run the same command "
+            "again to resume"
+        ) from None
 
 
 def save_state(folder: Path, model: torch.nn.Module, opt: torch.optim.Optimizer, name: str, meta: dict) -> None:

@@ -23,8 +23,20 @@ import torch
 
 from ..base import cluster
 from ..base.paths import data_root
+from ..base.stops import Interrupted
 from .family import MEMBERS, TOKENS, Member, by_name
-from .train import PretrainError, Settings, check_member, claim, identity_of, load_tokenizer, train_member, twin_folder
+from .train import (
+    PROVENANCE,
+    PretrainError,
+    Settings,
+    check_member,
+    claim,
+    identity_of,
+    load_tokenizer,
+    resumes_from,
+    train_member,
+    twin_folder,
+)
 
 REPORT_EVERY = 2.0  # seconds between a worker's progress reports
 
@@ -198,9 +210,6 @@ def pretrain_family(
         root: where the model folders go (default ``<data>/models``).
         client: an existing Dask client (the caller closes it); else :func:`identifiability.base.cluster.connect`.
     """
-    from distributed import as_completed
-    from tqdm import tqdm
-
     settings = settings or Settings()
     if tokens is not None:
         settings = replace(settings, tokens=tokens)
@@ -212,6 +221,40 @@ def pretrain_family(
     todo = _to_train(chosen, settings, root, results)
     if not todo:
         return results
+    try:
+        return _train_all(todo, results, settings, scheduler, workers, device, blocks, client, progress)
+    except KeyboardInterrupt:  # the workers are closed: their folders say where a rerun resumes
+        raise rerun_line(todo) from None
+
+
+def rerun_line(todo: Sequence[tuple[Member, Path]]) -> Interrupted:
+    """The one line of a Ctrl-C: for each member left to train (and its folder), where running the same
+    command again resumes it, from its latest checkpoint's step or from the start."""
+    where = []
+    for m, out in todo:
+        step = resumes_from(out)
+        if (out / PROVENANCE).is_file():  # it finished before the Ctrl-C: a rerun skips it
+            where.append(f"{m.name} (saved: skipped)")
+        else:
+            where.append(f"{m.name} from the start" if step is None else f"{m.name} from its checkpoint of step {step}")
+    return Interrupted(f"interrupted; run the same command again to resume {', '.join(where)}")
+
+
+def _train_all(
+    todo: list[tuple[Member, Path]],
+    results: dict[str, dict | str],
+    settings: Settings,
+    scheduler: str | None,
+    workers: int | None,
+    device: str,
+    blocks: tuple[torch.Tensor, torch.Tensor] | None,
+    client,
+    progress: bool,
+) -> dict[str, dict | str]:
+    """:func:`pretrain_family` once its members' folders are checked: their space, the text, the cluster."""
+    from distributed import as_completed
+    from tqdm import tqdm
+
     check_space(todo, settings)
     train, heldout, text = (*blocks, {"source": "given blocks"}) if blocks is not None else text_blocks(settings)
     own = client is None

@@ -39,7 +39,6 @@ from ..models.training import (
     PROVENANCE,
     Refusals,
     claim_folder,
-    disk_full,
     load_checkpoint,
     lr_at,
     optimizer,
@@ -48,6 +47,7 @@ from ..models.training import (
     save_folder,
     save_state,
     write_model_folder,
+    writes,
 )
 from .family import MIN_GAIN, POSITIONS, TOKENS, Member
 from .mlm import (
@@ -144,6 +144,12 @@ def claim(out: Path, identity: dict) -> tuple[str, dict | None]:
     return claim_folder(out, identity, REFUSALS)
 
 
+def resumes_from(out: Path) -> int | None:
+    """The step whose checkpoint a rerun resumes the run in ``out`` from (None: from the start)."""
+    state = out / CHECKPOINT / "state.json"
+    return int(read_json(state)["step"]) if state.is_file() else None
+
+
 def interrupted(out: Path, name: str, total: int) -> Interrupted:
     """What running the same command again does after a Ctrl-C."""
     state = out / CHECKPOINT / "state.json"
@@ -160,22 +166,18 @@ def _save_checkpoint(out: Path, model, opt, tokenizer, meta: dict, keep: bool) -
     line: the files are written beside their targets and renamed, so the previous checkpoint stays in force."""
     step = meta["step"]
     kept = out / CHECKPOINTS / f"step-{step:06d}"
-    new = not kept.exists()
-    try:
+
+    def before() -> str:
+        state = out / CHECKPOINT / "state.json"
+        previous = f"step {read_json(state)['step']}" if state.is_file() else "none yet"
+        return f"the previous one ({previous}) is intact"
+
+    # a folder the full disk left empty or partial goes (a step's, the first checkpoint's): the rerun writes it again
+    made = [out / CHECKPOINT, *([kept] if keep else [])]
+    with writes(f"the checkpoint of step {step}", out, before, PretrainError, made=made):
         if keep:
             write_model_folder(kept, model, tokenizer)
         save_state(out / CHECKPOINT, model, opt, f"step-{step:06d}.safetensors", meta)
-    except Exception as e:  # safetensors raises its own error for a full disk, not an OSError
-        if not disk_full(e):
-            raise
-        if keep and new:  # a step's folder the full disk left empty or partial: the rerun writes it again
-            shutil.rmtree(kept, ignore_errors=True)
-        state = out / CHECKPOINT / "state.json"
-        before = f"step {read_json(state)['step']}" if state.is_file() else "none yet"
-        raise PretrainError(
-            f"the disk is full: the checkpoint of step {step} in {out} was not written; the previous one ({before}) "
-            "is intact: free some space and run the same command again to resume"
-        ) from None
 
 
 def _check_blocks(train: torch.Tensor, heldout: torch.Tensor, s: Settings) -> None:

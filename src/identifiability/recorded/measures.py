@@ -152,6 +152,5 @@ def to_show(n_scored: int, sample: str, target: keys.Target) -> tuple[recorded.R
     records is judged on its own scores, never carried over), or when nothing is recorded."""
     if sample == "proportional" or n_scored >= MEASURES_MIN_SENTENCES:
         return None, None
-    rec = find(target.model, target.corpus)
-    why = partial(rec) if rec else None
+    rec, why = recorded.for_page(lambda: find(target.model, target.corpus), partial)  # unreadable or partial: a line
     return (None, why) if why else (rec, None)

@@ -237,7 +237,23 @@ def find(job: str, key: str, target: str, source: Path | None = None) -> Recorde
         return Recorded(job, key, json.loads(text), prov)
     except (OSError, ValueError, AttributeError) as e:
         why = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise RecordMissing(f"the recorded run {where} is unreadable ({why}): `make {target}` recomputes it") from None
+        raise RecordMissing(
+            f"the recorded run {where} is unreadable ({why}): not run in this build; `make {target}` recomputes it"
+        ) from None
+
+
+def for_page(
+    look: Callable[[], Recorded | None], partial: Callable[[Recorded], str | None]
+) -> tuple[Recorded | None, str | None]:
+    """(the recorded run ``look()`` finds, or None; the one line a page says of it, or None): a run that is
+    unreadable (:func:`find`'s RecordMissing: cut short, or results that do not match its provenance's hash) is
+    None and its line; one with missing or partial numbers is itself and ``partial``'s line (the page decides
+    whether to show the rest); each line says "not run in this build" and the command. A page goes on."""
+    try:
+        rec = look()
+    except RecordMissing as e:
+        return None, str(e)
+    return rec, (partial(rec) if rec is not None else None)
 
 
 def partial_line(rec: Recorded, why: str, target: str, source: Path | None = None) -> str:

@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from ..base.errors import UserError, one_line
 from ..chapters.contract import current_stem
 
 # Keys whose values differ between two runs of the same computation: when it ran, how long it took, where
@@ -165,10 +166,27 @@ def _current_names(files: dict[str, Path]) -> tuple[dict[str, Path], dict[str, s
     return out, renamed
 
 
+class UnreadableResults(UserError, ValueError):
+    """A results file JSON cannot read (truncated, or not JSON): one line naming it and what to do."""
+
+
+def _read(path: Path, folder: Path) -> dict:
+    """The results file ``path`` (below ``folder``), flattened (:func:`flatten`); UnreadableResults when JSON
+    cannot read it."""
+    try:
+        return flatten(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise UnreadableResults(
+            f"{path} is not a results file JSON can read ({one_line(e)}): run the chapter that writes it again, or "
+            f"move it out of {folder} to compare the rest"
+        ) from None
+
+
 def compare_folders(old: str | Path, new: str | Path, rtol: float = 1e-6, atol: float = 0.0) -> Comparison:
     """Compare the results files of ``old`` and ``new`` (and of the folders below them), matched by their
     relative paths. A file in one folder only is reported by its name. Raises FileNotFoundError (one line)
-    when either folder is missing or holds no results file: there would be nothing to compare."""
+    when either folder is missing or holds no results file: there would be nothing to compare; UnreadableResults
+    (one line) for a file JSON cannot read."""
     old, new = Path(old), Path(new)
     files: dict[Path, dict[str, Path]] = {}
     renamed: list[tuple[str, str]] = []
@@ -189,8 +207,7 @@ def compare_folders(old: str | Path, new: str | Path, rtol: float = 1e-6, atol: 
         if name not in a_files:
             cmp.only_new.append(name)
             continue
-        a = flatten(json.loads(a_files[name].read_text()))
-        b = flatten(json.loads(b_files[name].read_text()))
+        a, b = _read(a_files[name], old), _read(b_files[name], new)
         cmp.by_file[name] = 0
         for path in sorted(set(a) | set(b)):
             full = f"{name}: {path}"

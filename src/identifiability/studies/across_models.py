@@ -254,11 +254,13 @@ def recorded_comparison(
     roles = set(live.model_table.role) if "role" in live.model_table else set()
     if live.fine_tuning.tasks or roles - {model_comparison.REFERENCE_ROLE, model_comparison.CONTROL_ROLE}:
         return live, None
-    rec = record_compare.find(reference, source)
+    rec, why = recorded.for_page(
+        lambda: record_compare.find(reference, source), lambda r: record_compare.partial(r, source)
+    )
+    if why:  # unreadable, or missing or partial numbers: said, and the live page shown
+        return replace(live, partial=why), None
     if rec is None:
         return live, None
-    if why := record_compare.partial(rec, source):  # missing or partial numbers: said, and the live page shown
-        return replace(live, partial=why), None
     return _from_record(rec, reference, seed, judge_corpus, band, power, source), rec
 
 
@@ -274,8 +276,10 @@ def reference_comparison(
     """The same :func:`comparison` on the recorded `make compare` run whose reference is the model folder called
     ``name`` (:func:`identifiability.recorded.compare.find_named`; the family's d_v = 32 member, a masked-language
     model pre-trained here), with its caption; None when the checkout ``source`` has none."""
-    rec = record_compare.find_named(name, source)
-    if rec is None or record_compare.partial(rec, source):
+    rec, why = recorded.for_page(
+        lambda: record_compare.find_named(name, source), lambda r: record_compare.partial(r, source)
+    )
+    if rec is None or why:  # none, unreadable or partial: no comparison
         return None
     return _from_record(rec, str(rec.results["reference"]), seed, judge_corpus, band, power, source)
 
