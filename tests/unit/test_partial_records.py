@@ -168,7 +168,7 @@ def _tampered(job: str, source: Path, key: str | None = None) -> recorded.Record
 
 
 def test_an_unreadable_record_is_one_line_on_its_page_and_the_page_goes_on(tmp_path, monkeypatch):
-    from identifiability.book import pages
+    from identifiability.book import findings
     from identifiability.models import keys
     from identifiability.recorded import confirm, family, measures
     from identifiability.studies.across_models import reference_comparison
@@ -203,7 +203,7 @@ def test_an_unreadable_record_is_one_line_on_its_page_and_the_page_goes_on(tmp_p
     monkeypatch.setattr(family, "find", lambda *a, **k: recorded.find("family", f.key, "family", tmp_path))
     (tmp_path / "book").mkdir()
     write_json(tmp_path / "results" / "x.json", {})
-    pages.write_claims_page(tmp_path, tmp_path / "results")
+    findings.write_claims_page(tmp_path, tmp_path / "results")
     page = (tmp_path / "book" / "claims.md").read_text()
     for job in ("confirm", "family"):
         assert f"unreadable (its results do not match its provenance): not run in this build; `make {job}`" in page

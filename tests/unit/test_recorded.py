@@ -12,6 +12,7 @@ import pytest
 
 from identifiability.recorded import computed_with
 from identifiability.recorded import store as recorded
+from identifiability.verdicts.claims import load_amendments
 
 GIT = ("0123abc", False)
 
@@ -168,12 +169,17 @@ def test_the_frozen_rules_cover_every_claim_once_on_the_day_of_the_freeze():
 def test_a_rule_changed_after_the_freeze_is_not_confirmed(checkout):
     shutil.copy(Path(recorded.__file__).resolve().parents[3] / "data" / recorded.FROZEN, checkout / "data")
     before = recorded.claim_hashes(checkout)
-    frozen = set(recorded.frozen(checkout))
+    fz = recorded.frozen(checkout)
+    # claims amended after the freeze (C1 and C16, issue 54) are not confirmable already; the others are
+    later = {a["id"] for a in load_amendments() if a["id"] in fz and a["date"] > fz[a["id"]]["date"]}
+    assert later == {"C1", "C16"}
+    frozen = set(fz) - later
     assert all(v for c, v in recorded.confirmable(before, checkout).items() if c in frozen)
+    assert not any(v for c, v in recorded.confirmable(before, checkout).items() if c in later)
     with open(checkout / "data" / "amendments.csv", "a", encoding="utf-8") as f:
         f.write('C19,2,2026-12-04,"a later rule","a reason written after the numbers were seen",post hoc\n')
     after = recorded.claim_hashes(checkout)
     ok = recorded.confirmable(after, checkout)
     assert ok["C19"] is False and all(v for c, v in ok.items() if c != "C19" and c in frozen)
-    assert not any(v for c, v in ok.items() if c not in frozen)  # claims written after the freeze (C22-C27)
+    assert not any(v for c, v in ok.items() if c not in frozen)  # written or amended after the freeze
     assert recorded.confirmable({"C99": "0" * 64}, checkout) == {"C99": False}  # never frozen
