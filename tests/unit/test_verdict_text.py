@@ -279,3 +279,35 @@ def test_a_registry_key_is_code_and_a_signed_number_is_a_number_never_math():
         r"$D_{\mathrm{val}}$ -0.0194 (95% interval -0.03 to -0.01)"
     )
     assert math_text("d_s - d_v > 1") == "$d_s - d_v > 1$" and math_text("A_eff") == r"$A_{\mathrm{eff}}$"
+
+
+def test_a_reason_that_goes_through_the_members_is_a_list_in_their_names_in_words():
+    """Issue 53 item 3: C19-C21 go through every member and twin in one reason; the page shows its opening
+    clauses, then one list item per member, each named in words (no folder name, no notation)."""
+    from identifiability.pretrain.family import display_names
+    from identifiability.verdicts.core import itemised, render
+
+    assert display_names("mlm-w128-dv32-seed0, mlm-w128-dv16-seed1-init and mlm-w64-dv32-seed0") == (
+        "the head-width-32 member, the twin of the head-width-16 member (seed 1) and the head-width-32 member "
+        "(width 64)"
+    )
+    assert display_names("model all-MiniLM-L6-v2") == "model all-MiniLM-L6-v2"  # only the family's names
+    reason = (
+        "D_sub lies above 0 on mlm-w128-dv32-seed0, mlm-w128-dv16-seed0; mlm-w128-dv32-seed0: D_sub 0.132; "
+        "entropy 2.72 nats; mlm-w128-dv16-seed0: D_sub 0.150; entropy 2.56 nats; mlm-w128-dv64-seed0-init: D_sub 0.3"
+    )
+    text = itemised(reason)
+    lead, items = text.split(":\n\n")
+    assert lead == "D_sub lies above 0 on the head-width-32 member, the head-width-16 member"
+    assert items.splitlines() == [
+        "- the head-width-32 member: D_sub 0.132; entropy 2.72 nats",
+        "- the head-width-16 member: D_sub 0.150; entropy 2.56 nats",
+        "- the twin of the head-width-64 member: D_sub 0.3",
+    ]
+    assert itemised("a; b: c; d") == "a; b: c; d"  # fewer than three subjects: a sentence as it is
+    claim = next(c for c in load_claims() if c["id"] == "C21")
+    v = vd.Verdict("C21", FAILS, 0.186, (0.16, 0.21), None, "", claim["rule"], reason)
+    page = render(v, claim["claim"])
+    assert "\n- the twin of the head-width-64 member: $D_{\\mathrm{sub}}$ 0.3\n" in page and not page.endswith(".")
+    flat = render(v, claim["claim"], lists=False)
+    assert "\n" not in flat and "mlm-w" not in flat and flat.endswith(".")

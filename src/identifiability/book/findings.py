@@ -196,7 +196,7 @@ def write_claims_page(stage: Path, results_dir: Path, model: str | None | ModelR
             said = f"The claim that {statement(r['claim'])} has **not been measured**"
             lines.append(f"**{r['id']}.** {said}: the chapter has not run in this build.\n")
             continue
-        lines.append(render(v, r["claim"]).replace("\n", " ") + "\n")
+        lines.append(render(v, r["claim"], lists=False).replace("\n", " ") + "\n")
         if r.get("robustness"):
             alts = "; ".join(f"{name}: {verdict}" for name, verdict in r["robustness"])
             lines.append(f"Under the alternatives: {alts}.\n")

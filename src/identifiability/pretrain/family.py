@@ -9,6 +9,7 @@ d_v from the number of heads. Each member's random-initialisation twin is its we
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 
 POSITIONS = 256  # trained positions: d_s / d_v up to 4 for the widest head, 16 for the narrowest
@@ -60,3 +61,23 @@ def by_name(name: str) -> Member:
         if m.name == name:
             return m
     raise KeyError(f"no family member {name!r}; the members are {', '.join(m.name for m in MEMBERS)}")
+
+
+# a member's folder name as a reader reads it: what sets it apart from the width-128, seed-0 members
+_FOLDER = re.compile(r"\bmlm-w(\d+)-dv(\d+)-seed(\d+)(-init)?\b")
+
+
+def display_names(text: str) -> str:
+    """``text`` with every family member's folder name in words, with no notation to typeset:
+    'mlm-w128-dv32-seed0' -> 'the head-width-32 member', 'mlm-w128-dv32-seed1' -> 'the head-width-32 member
+    (seed 1)', 'mlm-w64-dv32-seed0' -> 'the head-width-32 member (width 64)', an untrained twin's ('...-init')
+    -> 'the twin of the head-width-32 member'. The folder names stay where a reader types them (parameters,
+    commands); a page's prose and reasons say these."""
+
+    def words(m: re.Match) -> str:
+        width, dv, seed, init = int(m[1]), int(m[2]), int(m[3]), bool(m[4])
+        extra = [f"width {width}"] * (width != 128) + [f"seed {seed}"] * (seed != 0)
+        name = f"the head-width-{dv} member" + (f" ({', '.join(extra)})" if extra else "")
+        return f"the twin of {name}" if init else name
+
+    return _FOLDER.sub(words, text)

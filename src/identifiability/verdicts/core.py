@@ -4,6 +4,7 @@ and the sentence a page shows. Intervals are :class:`identifiability.base.stats.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, field, replace
 
 from ..base.digits import fmt
@@ -203,7 +204,7 @@ def _estimate(v: Verdict) -> str:
 
 def _baseline(v: Verdict) -> str:
     """The baseline with what it measures: the estimate's quantity under the null, or, said so, another one."""
-    note = math_text(v.baseline_note)
+    note = _words(v.baseline_note)
     if v.baseline is None:
         return f" *Baseline:* {note}." if note else ""
     own = v.estimate_of or Quantity("")
@@ -241,20 +242,59 @@ def claim_outcome(v: Verdict | dict, claim_text: str = "") -> str:
     return f"{subject} {_VERB.get(verdict, '')}**{label}**"
 
 
-def render(v: Verdict, claim_text: str = "") -> str:
+def _words(text: str) -> str:
+    """A reason or note as a page shows it: family members' folder names in words
+    (:func:`identifiability.pretrain.family.display_names`), then its notation as MyST math."""
+    from ..pretrain.family import display_names
+
+    return math_text(display_names(text))
+
+
+# a clause of a reason that opens with what it is about: a model's folder name, or two joined by " - "
+_SUBJECT = re.compile(r"^[\w.@+-]+(?: - [\w.@+-]+)?: ")
+_LISTED = 3  # a reason naming at least this many subjects is shown as a list, one subject per item
+
+
+def itemised(reason: str) -> str:
+    """A reason that goes through its subjects one by one ('...; mlm-w128-dv32-seed0: d_v = 32: ...; entropy ...;
+    mlm-w128-dv16-seed0: ...', as C19-C21 go through the family's members) as its opening clauses, then a
+    Markdown list with one item per subject (the clauses after a subject's name stay in its item); any other
+    reason as it is. Family members' folder names become their names in words
+    (:func:`identifiability.pretrain.family.display_names`)."""
+    from ..pretrain.family import display_names
+
+    lead: list[str] = []
+    items: list[list[str]] = []
+    for clause in reason.split("; "):
+        if _SUBJECT.match(clause):
+            items.append([clause])
+        elif items:
+            items[-1].append(clause)
+        else:
+            lead.append(clause)
+    if len(items) < _LISTED:
+        return display_names(reason)
+    listed = "\n".join("- " + display_names("; ".join(i)) for i in items)
+    return display_names("; ".join(lead)) + ":\n\n" + listed + "\n"
+
+
+def render(v: Verdict, claim_text: str = "", lists: bool = True) -> str:
     """The sentence a page shows for a verdict (Markdown, its notation as MyST math): the claim's id (which the
     page's anchor and the browser check key on), the claim in words, then its outcome, what the estimate
-    measures with its value and interval, the baseline and what it measures, and why."""
+    measures with its value and interval, the baseline and what it measures, and why (with ``lists``, a reason
+    that goes through several models is a list, :func:`itemised`; without, one paragraph)."""
     head = f"**{v.claim}.** {claim_outcome(v, claim_text)}."
-    why = math_text(v.reason)
     unnamed = [p for p in v.parts if p.claim.split(".", 1)[-1].lower() not in v.reason.lower()]
+    reason = v.reason
     if unnamed:  # every part the chart draws is named in the sentence too
-        why += "; " + "; ".join(f"{p.claim.split('.', 1)[-1]}: {p.label}" for p in unnamed)
+        reason += "; " + "; ".join(f"{p.claim.split('.', 1)[-1]}: {p.label}" for p in unnamed)
+    why = math_text(itemised(reason)) if lists else _words(reason)
+    end = "" if why.endswith("\n") else "."  # a list ends the sentence: no full stop alone on a line after it
     if v.verdict == NOT_RUN:
-        return f"{head} Nothing was measured: {why}."
+        return f"{head} Nothing was measured: {why}{end}"
     if v.estimate is None:
-        return f"{head} No estimate.{_baseline(v)} *Why:* {why}."
-    return f"{head} *Estimate:* {_estimate(v)}.{_baseline(v)} *Why:* {why}."
+        return f"{head} No estimate.{_baseline(v)} *Why:* {why}{end}"
+    return f"{head} *Estimate:* {_estimate(v)}.{_baseline(v)} *Why:* {why}{end}"
 
 
 def twin_difference(trained: Verdict, twin: Verdict) -> Interval | None:
@@ -281,7 +321,7 @@ def render_twin(trained: Verdict, twin: Verdict, what: str) -> str:
         f"initialisation seed; {what}): the claim {_VERB[twin.verdict]}**{twin.label}**"
     )
     if twin.estimate is None:
-        return f"{head}. *Why:* {math_text(twin.reason)}."
+        return f"{head}. *Why:* {_words(twin.reason)}."
     text = f"{head}; {_estimate(twin)}"
     d = twin_difference(trained, twin)
     if d is not None:
@@ -291,7 +331,7 @@ def render_twin(trained: Verdict, twin: Verdict, what: str) -> str:
             f"{fmt(d.low, q.integer)} to "
             f"{fmt(d.high, q.integer)}; half-widths combined in quadrature)"
         )
-    return f"{text}. *Why, on the twin:* {math_text(twin.reason)}."
+    return f"{text}. *Why, on the twin:* {_words(twin.reason)}."
 
 
 def from_json(d: dict) -> Verdict:
