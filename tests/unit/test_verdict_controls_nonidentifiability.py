@@ -61,6 +61,35 @@ def test_c1_fails_only_on_a_count_linear_algebra_cannot_produce():
     assert vd.judge_c1(_survey([D_V - 1, D_V]), D_V, R).verdict == NOT_TESTABLE
 
 
+def test_c1_is_not_testable_where_the_survey_lacks_a_decisive_length_and_names_it():
+    """Amended rule (version 2): without an input of d_v + 1 tokens (or of d_v + 2) the threshold is not
+    placed, so the claim is not testable, the missing length named; the original rule read that absence as
+    agreement, and its verdict is kept beside."""
+    from identifiability.evidence.nonidentifiability import C1Evidence
+    from identifiability.verdicts.claims import rules
+
+    # repeated rows: every head admits alternatives at every length past d_v, so only the lengths decide
+    without = C1Evidence(_survey([D_V - 1, D_V, D_V + 2, D_V + 5], repeat_rows=True), D_V)
+    v = vd.c1(without, rules("C1"))
+    assert v.verdict == NOT_TESTABLE and f"d_s = d_v + 1 = {D_V + 1} tokens" in v.reason
+    assert f"d_v + 2 = {D_V + 2}" not in v.reason and dict(v.robustness) == {"tolerance": NOT_TESTABLE}
+    assert v.original.verdict == HOLDS and v.original.rule == rules("C1").original  # version 1's reading
+    no_dv2 = vd.c1(C1Evidence(_survey([D_V + 1, D_V + 5], repeat_rows=True), D_V), rules("C1"))
+    assert no_dv2.verdict == NOT_TESTABLE and f"d_s = d_v + 2 = {D_V + 2} tokens" in no_dv2.reason
+    both = vd.c1(C1Evidence(_survey([D_V - 1, D_V, D_V + 1, D_V + 2, D_V + 5], repeat_rows=True), D_V), rules("C1"))
+    assert both.verdict == HOLDS and both.original.verdict == HOLDS and dict(both.robustness) == {"tolerance": HOLDS}
+
+
+def test_c1_fails_on_a_failing_head_at_d_v_plus_2_even_without_d_v_plus_1():
+    from identifiability.evidence.nonidentifiability import C1Evidence
+    from identifiability.verdicts.claims import rules
+
+    table = _survey([D_V, D_V + 2, D_V + 5])
+    failing = table.assign(dim_LN_T1=table.dim_LN_T1.where(table.d_s != D_V + 2, 0))  # no head alternatives there
+    v = vd.c1(C1Evidence(failing, D_V), rules("C1"))
+    assert v.verdict == FAILS and f"some head at d_s = {D_V + 2}" in v.reason and v.original.verdict == FAILS
+
+
 def _margins(n_inputs: int, **kw) -> pd.DataFrame:
     return pd.concat(
         [ns.threshold_margins(_values(D_V + 1, seed=s, **kw), W_O).assign(text=s) for s in range(n_inputs)],

@@ -17,6 +17,8 @@ class C1Evidence:
     Attributes:
         table: one row per (text, layer, head) of ``nullspace.null_space_table``: ``d_s``, ``dim_LN_T1`` and
             ``kept_min_T1`` (the smallest singular value of [T, 1] counted in its rank, relative to the largest).
+            The lengths measured are its ``d_s`` values: a length with no input has no row (C1's amended rule
+            is not testable without d_v + 1 or d_v + 2).
         d_v: the value width.
     """
 

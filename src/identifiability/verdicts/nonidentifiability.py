@@ -1,8 +1,9 @@
 """Claims about attention weights (chapter 2): non-identifiability and the review's two objections. Counts
 over every head: exact, no sampling, so the robustness alternatives move tolerances and shares, not units.
 
-Each claim's entry point ``c<N>(evidence, rules)`` applies the rule in force, its alternatives and (C2) the
-original rule; the ``judge_c<N>`` functions are its per-threshold parts, which the controls also call."""
+Each claim's entry point ``c<N>(evidence, rules)`` applies the rule in force, its alternatives and (C1, C2
+and C16, amended in ``data/amendments.csv``) the original rule's verdict; the ``judge_c<N>`` functions are
+its per-threshold parts, which the controls also call."""
 
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ def min_dims(table: pd.DataFrame, rtol: float | None = None) -> dict[int, int]:
     return {int(n): int(k) for n, k in dims.groupby(table.d_s).min().items()}
 
 
-def _c1(min_dim_by_ds: dict[int, int], d_v: int, rule: str) -> Verdict:
+def _c1_original(min_dim_by_ds: dict[int, int], d_v: int, rule: str) -> Verdict:
+    """C1 under its first rule: every measured length past d_v is read, whichever lengths were measured."""
     beyond = {n: k for n, k in min_dim_by_ds.items() if n > d_v}
     if not beyond:
         return Verdict("C1", NOT_TESTABLE, None, None, None, "", rule, f"no input longer than d_v = {d_v} was measured")
@@ -74,12 +76,31 @@ def _c1(min_dim_by_ds: dict[int, int], d_v: int, rule: str) -> Verdict:
     return Verdict("C1", FAILS, est, None, baseline, note, rule, f"some head at d_s = {bad} admits no alternative")
 
 
+def _c1(min_dim_by_ds: dict[int, int], d_v: int, rule: str) -> Verdict:
+    """C1 under its amended rule: as the first, but a survey without an input of d_v + 1 or of d_v + 2 tokens
+    cannot place the threshold, so only a failing head decides there; the reason names the missing length."""
+    v = _c1_original(min_dim_by_ds, d_v, rule)
+    missing = [f"d_v + {k} = {d_v + k}" for k in (1, 2) if d_v + k not in min_dim_by_ds]
+    if v.verdict in (FAILS, NOT_TESTABLE) or not missing:
+        return v
+    why = f"the survey holds no input of d_s = {' or of '.join(missing)} tokens, where the threshold is decided"
+    return replace(v, verdict=NOT_TESTABLE, reason=f"{why}; at the lengths measured, {v.reason}")
+
+
 def judge_c1(table: pd.DataFrame, d_v: int, rule: str) -> Verdict:
-    """C1: non-identifiable for every d_s > d_v. ``table``: one row per (text, layer, head) of
-    ``nullspace.null_space_table``. The estimate is the smallest d_s from which every head admits
-    alternatives; robustness: the same with a rank tolerance of ``C1_RANK_TOL_ALT``."""
+    """C1, amended rule: non-identifiable for every d_s > d_v, judged only where the survey holds inputs of
+    d_v + 1 and of d_v + 2 tokens (else not testable, unless a head fails). ``table``: one row per (text,
+    layer, head) of ``nullspace.null_space_table``; the lengths it holds are those measured. The estimate is
+    the smallest d_s from which every head admits alternatives; robustness: the same with a rank tolerance of
+    ``C1_RANK_TOL_ALT``."""
     v = replace(_c1(min_dims(table), d_v, rule), estimate_of=C1_QUANTITY)
     return with_robustness(v, {"tolerance": _c1(min_dims(table, C1_RANK_TOL_ALT), d_v, rule)})
+
+
+def judge_c1_original(table: pd.DataFrame, d_v: int, rule: str) -> Verdict:
+    """C1's original rule: every measured length past d_v read, with no check that d_v + 1 and d_v + 2 were
+    measured (an absent length read as agreement)."""
+    return replace(_c1_original(min_dims(table), d_v, rule), estimate_of=C1_QUANTITY)
 
 
 C2_UNIQUE_SHARE = 0.95  # share of real (head, input) pairs with a single row-stochastic solution at d_v + 1
@@ -412,8 +433,9 @@ def judge_c17(
 
 
 def c1(evidence: C1Evidence, rules: Rules) -> Verdict:
-    """C1 under its rule, with the alternative ``tolerance``."""
-    return judge_c1(evidence.table, evidence.d_v, rules.rule)
+    """C1 under the amended rule, with the alternative ``tolerance``, and the original rule's verdict."""
+    e = evidence
+    return amended(judge_c1(e.table, e.d_v, rules.rule), judge_c1_original(e.table, e.d_v, rules.pre_registered))
 
 
 def c2(evidence: C2Evidence, rules: Rules) -> Verdict:
