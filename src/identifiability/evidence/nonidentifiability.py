@@ -85,11 +85,14 @@ class C16Evidence:
             row TV from A of a realisable alternative (the max-entropy one or the search's).
         dimensions: per (length, head) whose local solution dimension was measured: (d_s, the measured
             dimension, the count d_q(d_s - d_q - 1)).
+        search_steps: the search's budget, its Adam steps per searched length and head (one start each, the
+            max-entropy alternative): a length where it found nothing is unresolved, and the reason names it.
     """
 
     accepted_tv_by_ds: dict[int, float]
     threshold_tv_by_ds: dict[int, float]
     dimensions: tuple[tuple[int, int, int], ...]
+    search_steps: int
 
 
 @dataclass(frozen=True)

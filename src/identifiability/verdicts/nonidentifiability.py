@@ -331,32 +331,38 @@ def judge_c15(
     return replace(v, estimate=count, threshold=share, estimate_of=C15_COUNT)
 
 
-def _lengths_part(accepted_tv_by_ds: dict[int, float], min_tv: float, rule: str) -> Verdict:
+def search_budget(steps: int) -> str:
+    """The realisable search's budget in words (``nullspace.search_by_length``: one start per length and head)."""
+    return (
+        f"{steps} Adam steps (the chapter's search_steps) per searched length and head, from one start, the "
+        "max-entropy alternative"
+    )
+
+
+def _beyond(accepted_tv_by_ds: dict[int, float], min_tv: float, steps: int | None, rule: str) -> Verdict:
+    """C16's part beyond the threshold. A length where some head's search found no accepted alternative moving
+    rows by more than ``min_tv``: version 1 (``steps`` None) counts it against the claim; version 2 reads it as
+    unresolved (the search ran within its budget of ``steps`` Adam steps), so the part is not testable there."""
     found = [n for n, tv in sorted(accepted_tv_by_ds.items()) if tv > min_tv]
     missing = [n for n in sorted(accepted_tv_by_ds) if n not in found]
     share = len(found) / len(accepted_tv_by_ds)
     why = f"every searched head has one with mean row TV > {min_tv:g} at d_s = {_lengths(found)}" + (
         f", not at d_s = {_lengths(missing)}" if missing else ""
     )
-    return _part("C16", "beyond the threshold", HOLDS if not missing else FAILS, why, rule, share, 1.0, C16_BEYOND)
+    v = HOLDS if not missing else FAILS if steps is None else NOT_TESTABLE
+    if v == NOT_TESTABLE:
+        why = (
+            f"unresolved at d_s = {_lengths(missing)}: some searched head's search found no alternative that the "
+            f"exact test accepts with mean row TV > {min_tv:g} within its budget, {search_budget(steps)}"
+            + (f"; every searched head has one at d_s = {_lengths(found)}" if found else "")
+        )
+    return _part("C16", "beyond the threshold", v, why, rule, share, 1.0, C16_BEYOND)
 
 
-def judge_c16(
-    accepted_tv_by_ds: dict[int, float],
-    threshold_tv_by_ds: dict[int, float],
-    dimensions: tuple[tuple[int, int, int], ...],
-    rule: str,
-    *,
-    min_tv: float = C16_MIN_TV,
-) -> Verdict:
-    """C16 (post hoc): realisable alternatives moving rows by more than ``min_tv`` at every searched
-    d_s >= d_v + 2, none moving them by C16_NONE_TV at d_s <= d_v + 1, and the measured local dimension equal
-    to the count d_q(d_s - d_q - 1). Not testable with no length d_s >= d_v + 2 searched."""
-    note = "the dimension count d_q(d_s - d_q - 1) of realisable alternatives, 0 at d_s = d_q + 1"
-    if not accepted_tv_by_ds:
-        why = "no length d_s >= d_v + 2 was searched for realisable alternatives"
-        return Verdict("C16", NOT_TESTABLE, None, None, None, note, rule, why, estimate_of=C16_BEYOND)
-    beyond = _lengths_part(accepted_tv_by_ds, min_tv, rule)
+def _threshold_and_count(
+    threshold_tv_by_ds: dict[int, float], dimensions: tuple[tuple[int, int, int], ...], rule: str
+) -> list[Verdict]:
+    """C16's parts at the threshold and of the count, the same under both versions of its rule."""
     if threshold_tv_by_ds:
         largest = max(threshold_tv_by_ds.values())
         why = f"the largest mean row TV at d_s = {_lengths(sorted(threshold_tv_by_ds))} is {fmt(largest)}"
@@ -374,12 +380,60 @@ def judge_c16(
         count = _part("C16", "count", FAILS if off else HOLDS, why, rule, same, 1.0, C16_COUNT)
     else:
         count = _part("C16", "count", NOT_TESTABLE, "no local solution dimension was measured", rule)
-    parts = [beyond, at_threshold, count]
-    verdicts = [p.verdict for p in parts]
-    v = HOLDS if all(x == HOLDS for x in verdicts) else FAILS if beyond.estimate == 0 else PARTLY
+    return [at_threshold, count]
+
+
+def _c16(
+    measured: tuple[dict[int, float], dict[int, float], tuple[tuple[int, int, int], ...]],
+    rule: str,
+    min_tv: float,
+    steps: int | None,
+) -> Verdict:
+    """C16 from ``measured`` (accepted moves beyond the threshold, moves at it, local dimensions): version 2
+    with the search's ``steps``, version 1 with None (see :func:`_beyond`)."""
+    accepted_tv_by_ds, threshold_tv_by_ds, dimensions = measured
+    note = "the dimension count d_q(d_s - d_q - 1) of realisable alternatives, 0 at d_s = d_q + 1"
+    if not accepted_tv_by_ds:
+        why = "no length d_s >= d_v + 2 was searched for realisable alternatives"
+        return Verdict("C16", NOT_TESTABLE, None, None, None, note, rule, why, estimate_of=C16_BEYOND)
+    beyond = _beyond(accepted_tv_by_ds, min_tv, steps, rule)
+    parts = [beyond, *_threshold_and_count(threshold_tv_by_ds, dimensions, rule)]
+    v = HOLDS if all(p.verdict == HOLDS for p in parts) else PARTLY
+    if beyond.verdict == NOT_TESTABLE:
+        v = NOT_TESTABLE
+    elif steps is None and beyond.estimate == 0:
+        v = FAILS  # version 1: found at no searched length
     return Verdict(
         "C16", v, beyond.estimate, None, None, note, rule, _reason(parts), tuple(parts), 1.0, estimate_of=C16_BEYOND
     )
+
+
+def judge_c16(
+    accepted_tv_by_ds: dict[int, float],
+    threshold_tv_by_ds: dict[int, float],
+    dimensions: tuple[tuple[int, int, int], ...],
+    rule: str,
+    *,
+    steps: int,
+    min_tv: float = C16_MIN_TV,
+) -> Verdict:
+    """C16 (post hoc), amended rule: realisable alternatives moving rows by more than ``min_tv`` at every
+    searched d_s >= d_v + 2, none moving them by C16_NONE_TV at d_s <= d_v + 1, and the measured local
+    dimension equal to the count d_q(d_s - d_q - 1). A searched length where the search (``steps`` Adam steps)
+    found nothing is unresolved: the claim is then not testable, as with no length d_s >= d_v + 2 searched.
+    Holds if all three parts hold, partly holds otherwise."""
+    return _c16((accepted_tv_by_ds, threshold_tv_by_ds, dimensions), rule, min_tv, steps)
+
+
+def judge_c16_original(
+    accepted_tv_by_ds: dict[int, float],
+    threshold_tv_by_ds: dict[int, float],
+    dimensions: tuple[tuple[int, int, int], ...],
+    rule: str,
+) -> Verdict:
+    """C16's original rule: as :func:`judge_c16`, but a searched length where the search found nothing counts
+    against the claim (partly holds; fails if the search found an alternative at no searched length)."""
+    return _c16((accepted_tv_by_ds, threshold_tv_by_ds, dimensions), rule, C16_MIN_TV, None)
 
 
 def judge_c17(
@@ -463,11 +517,12 @@ def c15(evidence: C15Evidence, rules: Rules) -> Verdict:
 
 
 def c16(evidence: C16Evidence, rules: Rules) -> Verdict:
-    """C16 under its rule, with the alternative ``tv``."""
+    """C16 under the amended rule, with the alternative ``tv``, and the original rule's verdict."""
     e, rule = evidence, rules.rule
-    v = judge_c16(e.accepted_tv_by_ds, e.threshold_tv_by_ds, e.dimensions, rule)
-    tv = judge_c16(e.accepted_tv_by_ds, e.threshold_tv_by_ds, e.dimensions, rule, min_tv=C16_MIN_TV_ALT)
-    return with_robustness(v, {"tv": tv})
+    measured = (e.accepted_tv_by_ds, e.threshold_tv_by_ds, e.dimensions)
+    v = judge_c16(*measured, rule, steps=e.search_steps)
+    tv = judge_c16(*measured, rule, steps=e.search_steps, min_tv=C16_MIN_TV_ALT)
+    return amended(with_robustness(v, {"tv": tv}), judge_c16_original(*measured, rules.pre_registered))
 
 
 def c17(evidence: C17Evidence, rules: Rules) -> Verdict:
