@@ -306,3 +306,26 @@ def test_the_chapters_verdicts_cell_judges_every_claim_of_the_chapter(tiny_lm, s
     summary = prose.summary_text(survey, alt, heads, exact, threshold, tests, search, claims, "m")
     assert "**C15.** The claim that a head's left null space" in summary and 'id="verdict-' not in summary
     assert verdict_chart([v.to_json() for v in verdicts]).to_dict()["vconcat"]
+
+
+def test_the_survey_makes_every_length_it_is_asked_for_on_lee_test(tiny_lm):
+    """The confirmation run's shape: lee_test, MiniLM's tokenizer (the tiny models'), d_v = 32 and the chapter's
+    default ``lengths``. Joining sentences and trimming whole words lands d_v + 1 = 33 a token short (the
+    word at the cut is two tokens), so that survey held two inputs of 32 tokens and none of 33, and C1 read
+    the missing length as agreement; ``texts_of_lengths`` gives every length exactly and keeps the texts that
+    already had theirs."""
+    from identifiability.chapters.parameters import declared_parameters
+    from identifiability.corpus.corpora import concatenated_inputs, load_corpus
+
+    d_v, lee_test, tok = 32, load_corpus("lee_test"), tiny_lm.tokenizer
+    lengths = ns.parse_lengths(declared_parameters(by_name("nonidentifiability").source)["lengths"], d_v, 512)
+    assert {d_v + 1, d_v + 2} <= set(lengths)
+
+    def count(text: str) -> int:
+        return len(tok(text, verbose=False)["input_ids"])
+
+    joined = concatenated_inputs(lee_test, lengths, tok, seed=0)
+    assert count(joined[lengths.index(d_v + 1)]) == d_v  # the cause: a token short
+    texts = ns.texts_of_lengths(lee_test, lengths, tok, seed=0)
+    assert [count(t) for t in texts] == lengths
+    assert all(t == j for t, j, n in zip(texts, joined, lengths) if count(j) == n)
