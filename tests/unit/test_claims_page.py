@@ -100,11 +100,11 @@ def test_the_confirmation_field_reads_the_recorded_run_and_the_freeze(tmp_path, 
 
 
 def test_the_page_shows_robustness_and_the_original_verdict_of_an_amended_claim(tmp_path):
-    c1, c2 = CLAIMS["C1"], CLAIMS["C2"]
-    assert c2["amendment"] is not None and c1["amendment"] is None
+    c15, c2 = CLAIMS["C15"], CLAIMS["C2"]  # chapter 2's: one never amended, one amended
+    assert c2["amendment"] is not None and c15["amendment"] is None
+    same = Verdict("C15", PARTLY, 0.9, None, None, "n", c15["rule"], "same")
     v1 = with_robustness(
-        Verdict("C1", PARTLY, 34.0, None, 34, "n", c1["rule"], "why one"),
-        {"tolerance": Verdict("C1", PARTLY, 34.0, None, 34, "n", c1["rule"], "same")},
+        Verdict("C15", PARTLY, 0.9, None, None, "n", c15["rule"], "why one"), {"share": same, "tolerance": same}
     )
     original = Verdict("C2", HOLDS, 1.0, None, 1.0, "n", c2["original_rule"], "one input, no margin")
     current = Verdict("C2", PARTLY, 0.9, None, 1.0, "n", c2["rule"], "only 90% unique")
@@ -119,13 +119,13 @@ def test_the_page_shows_robustness_and_the_original_verdict_of_an_amended_claim(
         original,
     )
     results = tmp_path / "results"
-    _write(results, c1["chapter"], [v1, v2])
+    _write(results, c15["chapter"], [v1, v2])
     (tmp_path / "book").mkdir()
     findings.write_claims_page(tmp_path, results)
     page = (tmp_path / "book" / "claims.md").read_text()
     rows = _cards(page)
-    assert rows["C1"].startswith('**<a href="../notebooks/02_nonidentifiability.html#verdict-c1">C1</a>** ')
-    assert "\nverdict\n: **partly holds** (robust)\n" in rows["C1"]
+    assert rows["C15"].startswith('**<a href="../notebooks/02_nonidentifiability.html#verdict-c15">C15</a>** ')
+    assert "\nverdict\n: **partly holds** (robust)\n" in rows["C15"]
     assert "\nverdict\n: **partly holds** (sensitive to share; original rule: holds)\n" in rows["C2"]
     assert "Under the original rule: **holds** (one input, no margin)." in page
     m = math_text  # the page typesets the table's notation

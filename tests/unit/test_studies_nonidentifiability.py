@@ -296,11 +296,17 @@ def test_the_chapters_verdicts_cell_judges_every_claim_of_the_chapter(tiny_lm, s
     assert set(ch.results["claims"]) == {c["id"] for c in load_claims() if c["chapter"] == ch.name}
     # generic random heads: the count met exactly and the threshold at d_v + 2 in every head; realisable
     # alternatives none at d_v + 1, their dimension the count, and beyond it found where one search step moves
-    # rows by more than 1e-3 (at d_v + 4; at d_v + 2 the tiny head's move stays below it: partly holds)
+    # rows by more than 1e-3 (at d_v + 4; at d_v + 2 the tiny head's move stays below it within that one step:
+    # unresolved, so not testable under C16's amended rule, where version 1 partly held)
     v15, v16, v17 = verdicts[3:]
     assert v15.verdict == v17.verdict == "holds", (v15.reason, v17.reason)
-    assert [p.verdict for p in v16.parts[1:]] == ["holds", "holds"] and v16.verdict in ("holds", "partly holds")
+    assert [p.verdict for p in v16.parts[1:]] == ["holds", "holds"] and v16.verdict in (
+        "holds",
+        "not testable on this model",
+    )
     assert v16.parts[0].estimate > 0 and f"d_s = {d_v + 4}" in v16.parts[0].reason
+    assert v16.verdict == "holds" or "1 Adam step (the chapter's search_steps)" in v16.reason
+    assert v16.original.verdict in ("holds", "partly holds")
     claims = [ch.sentence(v) for v in verdicts]
     tests = study.exact_tests(tiny_lm, alt)
     summary = prose.summary_text(survey, alt, heads, exact, threshold, tests, search, claims, "m")

@@ -334,8 +334,8 @@ def judge_c15(
 def search_budget(steps: int) -> str:
     """The realisable search's budget in words (``nullspace.search_by_length``: one start per length and head)."""
     return (
-        f"{steps} Adam steps (the chapter's search_steps) per searched length and head, from one start, the "
-        "max-entropy alternative"
+        f"{steps} Adam step{'' if steps == 1 else 's'} (the chapter's search_steps) per searched length and "
+        "head, from one start, the max-entropy alternative"
     )
 
 
