@@ -19,6 +19,8 @@ def test_nonidentifiability_notebook(background):
     assert all(claims[c]["rule"] and claims[c]["reason"] for c in ("C1", "C2", "C3"))
     # C2 was amended: its original rule's verdict (one input, no margin) is recorded beside it
     assert claims["C2"]["original"]["verdict"] == "holds" and "(3 inputs)" in claims["C2"]["reason"]
+    # C1 and C16 too: the survey holds d_v + 1 and d_v + 2 (texts_of_lengths), so both versions of C1 agree
+    assert claims["C1"]["original"]["verdict"] == "partly holds" and claims["C16"]["original"] is not None
     assert [name for name, _ in claims["C3"]["robustness"]] == ["share"] and claims["C1"]["robustness"]
     assert r["survey_paper_realisable_share"] == 0.0
     d_v = r["d_v"]

@@ -296,13 +296,42 @@ def test_the_chapters_verdicts_cell_judges_every_claim_of_the_chapter(tiny_lm, s
     assert set(ch.results["claims"]) == {c["id"] for c in load_claims() if c["chapter"] == ch.name}
     # generic random heads: the count met exactly and the threshold at d_v + 2 in every head; realisable
     # alternatives none at d_v + 1, their dimension the count, and beyond it found where one search step moves
-    # rows by more than 1e-3 (at d_v + 4; at d_v + 2 the tiny head's move stays below it: partly holds)
+    # rows by more than 1e-3 (at d_v + 4; at d_v + 2 the tiny head's move stays below it within that one step:
+    # unresolved, so not testable under C16's amended rule, where version 1 partly held)
     v15, v16, v17 = verdicts[3:]
     assert v15.verdict == v17.verdict == "holds", (v15.reason, v17.reason)
-    assert [p.verdict for p in v16.parts[1:]] == ["holds", "holds"] and v16.verdict in ("holds", "partly holds")
+    assert [p.verdict for p in v16.parts[1:]] == ["holds", "holds"] and v16.verdict in (
+        "holds",
+        "not testable on this model",
+    )
     assert v16.parts[0].estimate > 0 and f"d_s = {d_v + 4}" in v16.parts[0].reason
+    assert v16.verdict == "holds" or "1 Adam step (the chapter's search_steps)" in v16.reason
+    assert v16.original.verdict in ("holds", "partly holds")
     claims = [ch.sentence(v) for v in verdicts]
     tests = study.exact_tests(tiny_lm, alt)
     summary = prose.summary_text(survey, alt, heads, exact, threshold, tests, search, claims, "m")
     assert "**C15.** The claim that a head's left null space" in summary and 'id="verdict-' not in summary
     assert verdict_chart([v.to_json() for v in verdicts]).to_dict()["vconcat"]
+
+
+def test_the_survey_makes_every_length_it_is_asked_for_on_lee_test(tiny_lm):
+    """The confirmation run's shape: lee_test, MiniLM's tokenizer (the tiny models'), d_v = 32 and the chapter's
+    default ``lengths``. Joining sentences and trimming whole words lands d_v + 1 = 33 a token short (the
+    word at the cut is two tokens), so that survey held two inputs of 32 tokens and none of 33, and C1 read
+    the missing length as agreement; ``texts_of_lengths`` gives every length exactly and keeps the texts that
+    already had theirs."""
+    from identifiability.chapters.parameters import declared_parameters
+    from identifiability.corpus.corpora import concatenated_inputs, load_corpus
+
+    d_v, lee_test, tok = 32, load_corpus("lee_test"), tiny_lm.tokenizer
+    lengths = ns.parse_lengths(declared_parameters(by_name("nonidentifiability").source)["lengths"], d_v, 512)
+    assert {d_v + 1, d_v + 2} <= set(lengths)
+
+    def count(text: str) -> int:
+        return len(tok(text, verbose=False)["input_ids"])
+
+    joined = concatenated_inputs(lee_test, lengths, tok, seed=0)
+    assert count(joined[lengths.index(d_v + 1)]) == d_v  # the cause: a token short
+    texts = ns.texts_of_lengths(lee_test, lengths, tok, seed=0)
+    assert [count(t) for t in texts] == lengths
+    assert all(t == j for t, j, n in zip(texts, joined, lengths) if count(j) == n)

@@ -61,6 +61,35 @@ def test_c1_fails_only_on_a_count_linear_algebra_cannot_produce():
     assert vd.judge_c1(_survey([D_V - 1, D_V]), D_V, R).verdict == NOT_TESTABLE
 
 
+def test_c1_is_not_testable_where_the_survey_lacks_a_decisive_length_and_names_it():
+    """Amended rule (version 2): without an input of d_v + 1 tokens (or of d_v + 2) the threshold is not
+    placed, so the claim is not testable, the missing length named; the original rule read that absence as
+    agreement, and its verdict is kept beside."""
+    from identifiability.evidence.nonidentifiability import C1Evidence
+    from identifiability.verdicts.claims import rules
+
+    # repeated rows: every head admits alternatives at every length past d_v, so only the lengths decide
+    without = C1Evidence(_survey([D_V - 1, D_V, D_V + 2, D_V + 5], repeat_rows=True), D_V)
+    v = vd.c1(without, rules("C1"))
+    assert v.verdict == NOT_TESTABLE and f"d_s = d_v + 1 = {D_V + 1} tokens" in v.reason
+    assert f"d_v + 2 = {D_V + 2}" not in v.reason and dict(v.robustness) == {"tolerance": NOT_TESTABLE}
+    assert v.original.verdict == HOLDS and v.original.rule == rules("C1").original  # version 1's reading
+    no_dv2 = vd.c1(C1Evidence(_survey([D_V + 1, D_V + 5], repeat_rows=True), D_V), rules("C1"))
+    assert no_dv2.verdict == NOT_TESTABLE and f"d_s = d_v + 2 = {D_V + 2} tokens" in no_dv2.reason
+    both = vd.c1(C1Evidence(_survey([D_V - 1, D_V, D_V + 1, D_V + 2, D_V + 5], repeat_rows=True), D_V), rules("C1"))
+    assert both.verdict == HOLDS and both.original.verdict == HOLDS and dict(both.robustness) == {"tolerance": HOLDS}
+
+
+def test_c1_fails_on_a_failing_head_at_d_v_plus_2_even_without_d_v_plus_1():
+    from identifiability.evidence.nonidentifiability import C1Evidence
+    from identifiability.verdicts.claims import rules
+
+    table = _survey([D_V, D_V + 2, D_V + 5])
+    failing = table.assign(dim_LN_T1=table.dim_LN_T1.where(table.d_s != D_V + 2, 0))  # no head alternatives there
+    v = vd.c1(C1Evidence(failing, D_V), rules("C1"))
+    assert v.verdict == FAILS and f"some head at d_s = {D_V + 2}" in v.reason and v.original.verdict == FAILS
+
+
 def _margins(n_inputs: int, **kw) -> pd.DataFrame:
     return pd.concat(
         [ns.threshold_margins(_values(D_V + 1, seed=s, **kw), W_O).assign(text=s) for s in range(n_inputs)],
@@ -172,31 +201,51 @@ def _search(lengths, attention, steps: int, jacobian: int = 0) -> pd.DataFrame:
     return ns.search_by_length(traces, W_O, [(1, 0)], D_V, steps=steps, jacobian_max_length=jacobian, progress=False)[0]
 
 
-def test_c16_holds_where_realisable_alternatives_exist_and_fails_where_the_search_finds_none():
+def test_c16_holds_where_realisable_alternatives_exist_and_is_not_testable_where_the_search_finds_none():
     """A realisable A (a softmax of rank-d_q logits): alternatives found beyond d_v + 1, none at it, their
-    dimension the count. A uniform A is its own maximum-entropy point: with no search step nothing moves, and
-    the rule fails on that measurement."""
+    dimension the count. A uniform A is its own maximum-entropy point: with no search step nothing moves, so
+    every length beyond the threshold is unresolved within the search's budget and the amended rule (version
+    2) finds the claim not testable there, naming the lengths and the budget; version 1 read that as failing,
+    and its verdict is kept beside."""
     from identifiability.studies import nonidentifiability as study
     from identifiability.verdicts.claims import rules
 
     lengths = [D_V + 1, D_V + 2, D_V + 4]
-    real = study.c16_evidence(_search(lengths, lambda n, s: _softmax_of_rank(n, D_V, s), 2, D_V + 2), D_V)
+    real = study.c16_evidence(_search(lengths, lambda n, s: _softmax_of_rank(n, D_V, s), 2, D_V + 2), D_V, 2)
     v = vd.c16(real, rules("C16"))
     assert v.verdict == HOLDS, v.reason
     assert [p.verdict for p in v.parts] == [HOLDS, HOLDS, HOLDS] and real.dimensions == ((5, 0, 0), (6, 4, 4))
-    uniform = study.c16_evidence(_search(lengths, lambda n, s: torch.full((n, n), 1 / n, dtype=torch.float64), 0), D_V)
+    assert v.original.verdict == HOLDS and v.original.rule == rules("C16").original
+    uniform = study.c16_evidence(
+        _search(lengths, lambda n, s: torch.full((n, n), 1 / n, dtype=torch.float64), 0), D_V, 0
+    )
     none = vd.c16(uniform, rules("C16"))
-    assert max(uniform.accepted_tv_by_ds.values()) < 1e-8 and none.verdict == FAILS
-    assert "not at d_s = 6, 8" in none.reason and dict(none.robustness) == {"tv": FAILS}
+    assert max(uniform.accepted_tv_by_ds.values()) < 1e-8 and none.verdict == NOT_TESTABLE
+    assert "unresolved at d_s = 6, 8" in none.reason and "0 Adam steps" in none.reason
+    assert dict(none.robustness) == {"tv": NOT_TESTABLE} and none.original.verdict == FAILS
+    assert "not at d_s = 6, 8" in none.original.reason
     # nothing beyond the threshold searched: nothing to judge
-    below = study.c16_evidence(_search([D_V + 1], lambda n, s: _softmax_of_rank(n, D_V, s), 1), D_V)
+    below = study.c16_evidence(_search([D_V + 1], lambda n, s: _softmax_of_rank(n, D_V, s), 1), D_V, 1)
     assert vd.c16(below, rules("C16")).verdict == NOT_TESTABLE
+
+
+def test_c16_one_unresolved_length_makes_it_not_testable_where_version_1_partly_held():
+    """Found at d_v + 4, nothing at d_v + 2 = the confirmation run's shape (lee_test, d_s = 34)."""
+    from identifiability.evidence.nonidentifiability import C16Evidence
+    from identifiability.verdicts.claims import rules
+
+    e = C16Evidence({D_V + 2: 0.0, D_V + 4: 0.2}, {D_V + 1: 1e-15}, ((D_V + 2, D_V, D_V),), 30)
+    v = vd.c16(e, rules("C16"))
+    assert v.verdict == NOT_TESTABLE and v.parts[0].verdict == NOT_TESTABLE and v.estimate == 0.5
+    assert f"unresolved at d_s = {D_V + 2}" in v.reason and "30 Adam steps" in v.reason
+    assert f"every searched head has one at d_s = {D_V + 4}" in v.reason
+    assert v.original.verdict == PARTLY
 
 
 def test_c16_at_the_threshold_part_fails_on_a_move_the_exact_count_forbids():
     # at d_s <= d_v + 1 a realisable alternative cannot move (Section 3): the negative control is evidence that
     # claims one did
-    v = vd.judge_c16({D_V + 2: 0.1}, {D_V + 1: 0.01}, ((D_V + 2, D_V, D_V),), R)
+    v = vd.judge_c16({D_V + 2: 0.1}, {D_V + 1: 0.01}, ((D_V + 2, D_V, D_V),), R, steps=30)
     assert v.verdict == PARTLY and [p.verdict for p in v.parts] == [HOLDS, FAILS, HOLDS]
 
 

@@ -94,8 +94,8 @@ def _cases() -> dict[str, tuple[vd.Verdict, vd.Verdict]]:
         ),
         "C15": (judge_c15(_survey_table(True), 4, R), judge_c15(_survey_table(False), 4, R)),
         "C16": (
-            judge_c16({6: 0.2, 8: 0.3}, {5: 1e-15}, ((5, 0, 0), (6, 4, 4)), R),
-            judge_c16({6: 0.0, 8: 1e-4}, {5: 1e-15}, ((5, 0, 0),), R),
+            judge_c16({6: 0.2, 8: 0.3}, {5: 1e-15}, ((5, 0, 0), (6, 4, 4)), R, steps=30),
+            judge_c16({6: 0.0, 8: 1e-4}, {5: 1e-15}, ((5, 0, 0),), R, steps=30),
         ),
         "C17": (
             judge_c17(_margins(1e-3), True, 1.0, R),

@@ -206,6 +206,12 @@ def test_judge_refuses_a_verdict_without_its_alternatives_or_its_original(tmp_pa
     ch = Chapter(by_name("nonidentifiability").stem, None, None, {}, tmp_path)
     bare = vd.Verdict("C1", HOLDS, 3.0, None, None, "", "another rule", "why")
     monkeypatch.setattr(nonidentifiability, "c1", lambda evidence, rules: replace(bare, rule=rules.rule))
+    with pytest.raises(ValueError, match="C1 was amended: its verdict must carry its original rule's"):
+        ch.judge("C1", _c1_evidence())
+    with_original = lambda evidence, rules: replace(  # noqa: E731
+        bare, rule=rules.rule, original=replace(bare, rule=rules.original)
+    )
+    monkeypatch.setattr(nonidentifiability, "c1", with_original)
     with pytest.raises(ValueError, match="robustness alternatives"):
         ch.judge("C1", _c1_evidence())
     monkeypatch.setattr(nonidentifiability, "c1", lambda evidence, rules: bare)

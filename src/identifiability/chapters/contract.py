@@ -116,16 +116,17 @@ EXACT_MIN_TOKENS = 6  # chapter 6's short exact sentences: 6..exact_max_tokens t
 
 
 def _joined_lengths(p: dict, m: ModelInfo, lengths: list[int]) -> str | None:
-    """Chapter 2 cuts texts of exact lengths (its example, its searched lengths, d_v + 4) from consecutive
-    sentences of the corpus: the whole text must hold the longest of them."""
+    """Chapter 2 cuts texts of exact lengths (its survey's, its example, its searched lengths, d_v + 4) from
+    consecutive sentences of the corpus: the whole text must hold the longest of them."""
     from ..nullspace.common import parse_lengths
 
     cap = min(int(p["max_tokens"]), m.max_positions)
-    need = max(parse_lengths(f"{p['search_lengths']},{p['example_length']},dv+4", m.d_v, cap))
+    need = max(parse_lengths(f"{p['lengths']},{p['search_lengths']},{p['example_length']},dv+4", m.d_v, cap))
     if sum(lengths) < need:
         return (
             f"the corpus has {sum(lengths)} tokens in all, fewer than the {need} of the longest text this chapter "
-            "joins from consecutive sentences; use a longer text, or shorter -p search_lengths=… / -p example_length=…"
+            "joins from consecutive sentences; use a longer text, or shorter -p lengths=… / -p search_lengths=… / "
+            "-p example_length=…"
         )
     return None
 

@@ -17,6 +17,8 @@ class C1Evidence:
     Attributes:
         table: one row per (text, layer, head) of ``nullspace.null_space_table``: ``d_s``, ``dim_LN_T1`` and
             ``kept_min_T1`` (the smallest singular value of [T, 1] counted in its rank, relative to the largest).
+            The lengths measured are its ``d_s`` values: a length with no input has no row (C1's amended rule
+            is not testable without d_v + 1 or d_v + 2).
         d_v: the value width.
     """
 
@@ -83,11 +85,14 @@ class C16Evidence:
             row TV from A of a realisable alternative (the max-entropy one or the search's).
         dimensions: per (length, head) whose local solution dimension was measured: (d_s, the measured
             dimension, the count d_q(d_s - d_q - 1)).
+        search_steps: the search's budget, its Adam steps per searched length and head (one start each, the
+            max-entropy alternative): a length where it found nothing is unresolved, and the reason names it.
     """
 
     accepted_tv_by_ds: dict[int, float]
     threshold_tv_by_ds: dict[int, float]
     dimensions: tuple[tuple[int, int, int], ...]
+    search_steps: int
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from .common import (
     parse_lengths,
     rel_output_error,
     text_of_length,
+    texts_of_lengths,
     tv_rows,
     visible_mask,
 )
@@ -69,6 +70,7 @@ __all__ = [
     "search_realisable",
     "solve_queries",
     "text_of_length",
+    "texts_of_lengths",
     "threshold_margins",
     "tv_rows",
     "unique_share",

@@ -60,6 +60,24 @@ def text_of_length(corpus, n_tokens: int, tokenizer, seed: int = 0, tries: int =
     raise ValueError(f"no text of exactly {n_tokens} tokens found in {tries} tries; use another corpus or seed")
 
 
+def texts_of_lengths(corpus, lengths: Sequence[int], tokenizer, seed: int = 0) -> list[str]:
+    """One text of *exactly* each of ``lengths`` tokens (special tokens included), consecutive corpus sentences
+    joined: :func:`identifiability.corpus.corpora.concatenated_inputs`' text where it lands on its length, else
+    :func:`text_of_length`'s (other starts, and its one-line error where the corpus gives none).
+
+    ``concatenated_inputs`` trims whole words, so where the word at the cut is several tokens it lands short
+    (on lee_test, with MiniLM's tokenizer, its text for d_v + 1 = 33 had 32 tokens): a survey that must hold
+    d_v + 1 and d_v + 2 (C1's rule) cannot take its lengths on trust.
+    """
+    from ..corpus.corpora import concatenated_inputs
+
+    texts = concatenated_inputs(corpus, list(lengths), tokenizer, seed=seed)
+    return [
+        t if len(tokenizer(t, verbose=False)["input_ids"]) == n else text_of_length(corpus, n, tokenizer, seed=seed)
+        for n, t in zip(lengths, texts)
+    ]
+
+
 @contextmanager
 def float64(lm) -> Iterator:
     """Run ``lm`` in float64 inside the block (attention A, values V and logits exact to ~1e-16), then restore.

@@ -376,16 +376,17 @@ def _moved(runs: pd.DataFrame) -> pd.Series:
     return runs[["me_tv_mean", "search_tv_mean"]].max(axis=1)
 
 
-def c16_evidence(search: pd.DataFrame, d_v: int) -> C16Evidence:
-    """C16's evidence from a search table (``nullspace.search_by_length``): per searched length beyond
-    d_v + 1 the smallest accepted move over heads, per length at or below it the largest move, and the
-    measured local dimensions beside their count."""
+def c16_evidence(search: pd.DataFrame, d_v: int, steps: int) -> C16Evidence:
+    """C16's evidence from a search table (``nullspace.search_by_length``, run with ``steps`` Adam steps): per
+    searched length beyond d_v + 1 the smallest accepted move over heads, per length at or below it the
+    largest move, the measured local dimensions beside their count, and the search's budget."""
     beyond, at_thr = search[search.d_s >= d_v + 2], search[search.d_s <= d_v + 1]
     checked = search.dropna(subset=["local_dim"])
     return C16Evidence(
         {int(n): float(tv) for n, tv in _accepted_tv(beyond).groupby(beyond.d_s).min().items()},
         {int(n): float(tv) for n, tv in _moved(at_thr).groupby(at_thr.d_s).max().items()},
         tuple((int(r.d_s), int(r.local_dim), int(r.expected_dim)) for r in checked.itertuples()),
+        steps,
     )
 
 
@@ -444,7 +445,7 @@ def realisable_search(
     accepted_tv = _accepted_tv(beyond)
     found = accepted_tv > min_tv
     checked = search.dropna(subset=["local_dim"])
-    c16 = c16_evidence(search, d_v)
+    c16 = c16_evidence(search, d_v, steps)
     at_dq1 = checked[checked.d_s == d_q + 1]
     by_length = (
         search.groupby("d_s")

@@ -1,8 +1,9 @@
 """Claims about attention weights (chapter 2): non-identifiability and the review's two objections. Counts
 over every head: exact, no sampling, so the robustness alternatives move tolerances and shares, not units.
 
-Each claim's entry point ``c<N>(evidence, rules)`` applies the rule in force, its alternatives and (C2) the
-original rule; the ``judge_c<N>`` functions are its per-threshold parts, which the controls also call."""
+Each claim's entry point ``c<N>(evidence, rules)`` applies the rule in force, its alternatives and (C1, C2
+and C16, amended in ``data/amendments.csv``) the original rule's verdict; the ``judge_c<N>`` functions are
+its per-threshold parts, which the controls also call."""
 
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ def min_dims(table: pd.DataFrame, rtol: float | None = None) -> dict[int, int]:
     return {int(n): int(k) for n, k in dims.groupby(table.d_s).min().items()}
 
 
-def _c1(min_dim_by_ds: dict[int, int], d_v: int, rule: str) -> Verdict:
+def _c1_original(min_dim_by_ds: dict[int, int], d_v: int, rule: str) -> Verdict:
+    """C1 under its first rule: every measured length past d_v is read, whichever lengths were measured."""
     beyond = {n: k for n, k in min_dim_by_ds.items() if n > d_v}
     if not beyond:
         return Verdict("C1", NOT_TESTABLE, None, None, None, "", rule, f"no input longer than d_v = {d_v} was measured")
@@ -74,12 +76,31 @@ def _c1(min_dim_by_ds: dict[int, int], d_v: int, rule: str) -> Verdict:
     return Verdict("C1", FAILS, est, None, baseline, note, rule, f"some head at d_s = {bad} admits no alternative")
 
 
+def _c1(min_dim_by_ds: dict[int, int], d_v: int, rule: str) -> Verdict:
+    """C1 under its amended rule: as the first, but a survey without an input of d_v + 1 or of d_v + 2 tokens
+    cannot place the threshold, so only a failing head decides there; the reason names the missing length."""
+    v = _c1_original(min_dim_by_ds, d_v, rule)
+    missing = [f"d_v + {k} = {d_v + k}" for k in (1, 2) if d_v + k not in min_dim_by_ds]
+    if v.verdict in (FAILS, NOT_TESTABLE) or not missing:
+        return v
+    why = f"the survey holds no input of d_s = {' or of '.join(missing)} tokens, where the threshold is decided"
+    return replace(v, verdict=NOT_TESTABLE, reason=f"{why}; at the lengths measured, {v.reason}")
+
+
 def judge_c1(table: pd.DataFrame, d_v: int, rule: str) -> Verdict:
-    """C1: non-identifiable for every d_s > d_v. ``table``: one row per (text, layer, head) of
-    ``nullspace.null_space_table``. The estimate is the smallest d_s from which every head admits
-    alternatives; robustness: the same with a rank tolerance of ``C1_RANK_TOL_ALT``."""
+    """C1, amended rule: non-identifiable for every d_s > d_v, judged only where the survey holds inputs of
+    d_v + 1 and of d_v + 2 tokens (else not testable, unless a head fails). ``table``: one row per (text,
+    layer, head) of ``nullspace.null_space_table``; the lengths it holds are those measured. The estimate is
+    the smallest d_s from which every head admits alternatives; robustness: the same with a rank tolerance of
+    ``C1_RANK_TOL_ALT``."""
     v = replace(_c1(min_dims(table), d_v, rule), estimate_of=C1_QUANTITY)
     return with_robustness(v, {"tolerance": _c1(min_dims(table, C1_RANK_TOL_ALT), d_v, rule)})
+
+
+def judge_c1_original(table: pd.DataFrame, d_v: int, rule: str) -> Verdict:
+    """C1's original rule: every measured length past d_v read, with no check that d_v + 1 and d_v + 2 were
+    measured (an absent length read as agreement)."""
+    return replace(_c1_original(min_dims(table), d_v, rule), estimate_of=C1_QUANTITY)
 
 
 C2_UNIQUE_SHARE = 0.95  # share of real (head, input) pairs with a single row-stochastic solution at d_v + 1
@@ -310,32 +331,38 @@ def judge_c15(
     return replace(v, estimate=count, threshold=share, estimate_of=C15_COUNT)
 
 
-def _lengths_part(accepted_tv_by_ds: dict[int, float], min_tv: float, rule: str) -> Verdict:
+def search_budget(steps: int) -> str:
+    """The realisable search's budget in words (``nullspace.search_by_length``: one start per length and head)."""
+    return (
+        f"{steps} Adam step{'' if steps == 1 else 's'} (the chapter's search_steps) per searched length and "
+        "head, from one start, the max-entropy alternative"
+    )
+
+
+def _beyond(accepted_tv_by_ds: dict[int, float], min_tv: float, steps: int | None, rule: str) -> Verdict:
+    """C16's part beyond the threshold. A length where some head's search found no accepted alternative moving
+    rows by more than ``min_tv``: version 1 (``steps`` None) counts it against the claim; version 2 reads it as
+    unresolved (the search ran within its budget of ``steps`` Adam steps), so the part is not testable there."""
     found = [n for n, tv in sorted(accepted_tv_by_ds.items()) if tv > min_tv]
     missing = [n for n in sorted(accepted_tv_by_ds) if n not in found]
     share = len(found) / len(accepted_tv_by_ds)
     why = f"every searched head has one with mean row TV > {min_tv:g} at d_s = {_lengths(found)}" + (
         f", not at d_s = {_lengths(missing)}" if missing else ""
     )
-    return _part("C16", "beyond the threshold", HOLDS if not missing else FAILS, why, rule, share, 1.0, C16_BEYOND)
+    v = HOLDS if not missing else FAILS if steps is None else NOT_TESTABLE
+    if v == NOT_TESTABLE:
+        why = (
+            f"unresolved at d_s = {_lengths(missing)}: some searched head's search found no alternative that the "
+            f"exact test accepts with mean row TV > {min_tv:g} within its budget, {search_budget(steps)}"
+            + (f"; every searched head has one at d_s = {_lengths(found)}" if found else "")
+        )
+    return _part("C16", "beyond the threshold", v, why, rule, share, 1.0, C16_BEYOND)
 
 
-def judge_c16(
-    accepted_tv_by_ds: dict[int, float],
-    threshold_tv_by_ds: dict[int, float],
-    dimensions: tuple[tuple[int, int, int], ...],
-    rule: str,
-    *,
-    min_tv: float = C16_MIN_TV,
-) -> Verdict:
-    """C16 (post hoc): realisable alternatives moving rows by more than ``min_tv`` at every searched
-    d_s >= d_v + 2, none moving them by C16_NONE_TV at d_s <= d_v + 1, and the measured local dimension equal
-    to the count d_q(d_s - d_q - 1). Not testable with no length d_s >= d_v + 2 searched."""
-    note = "the dimension count d_q(d_s - d_q - 1) of realisable alternatives, 0 at d_s = d_q + 1"
-    if not accepted_tv_by_ds:
-        why = "no length d_s >= d_v + 2 was searched for realisable alternatives"
-        return Verdict("C16", NOT_TESTABLE, None, None, None, note, rule, why, estimate_of=C16_BEYOND)
-    beyond = _lengths_part(accepted_tv_by_ds, min_tv, rule)
+def _threshold_and_count(
+    threshold_tv_by_ds: dict[int, float], dimensions: tuple[tuple[int, int, int], ...], rule: str
+) -> list[Verdict]:
+    """C16's parts at the threshold and of the count, the same under both versions of its rule."""
     if threshold_tv_by_ds:
         largest = max(threshold_tv_by_ds.values())
         why = f"the largest mean row TV at d_s = {_lengths(sorted(threshold_tv_by_ds))} is {fmt(largest)}"
@@ -353,12 +380,60 @@ def judge_c16(
         count = _part("C16", "count", FAILS if off else HOLDS, why, rule, same, 1.0, C16_COUNT)
     else:
         count = _part("C16", "count", NOT_TESTABLE, "no local solution dimension was measured", rule)
-    parts = [beyond, at_threshold, count]
-    verdicts = [p.verdict for p in parts]
-    v = HOLDS if all(x == HOLDS for x in verdicts) else FAILS if beyond.estimate == 0 else PARTLY
+    return [at_threshold, count]
+
+
+def _c16(
+    measured: tuple[dict[int, float], dict[int, float], tuple[tuple[int, int, int], ...]],
+    rule: str,
+    min_tv: float,
+    steps: int | None,
+) -> Verdict:
+    """C16 from ``measured`` (accepted moves beyond the threshold, moves at it, local dimensions): version 2
+    with the search's ``steps``, version 1 with None (see :func:`_beyond`)."""
+    accepted_tv_by_ds, threshold_tv_by_ds, dimensions = measured
+    note = "the dimension count d_q(d_s - d_q - 1) of realisable alternatives, 0 at d_s = d_q + 1"
+    if not accepted_tv_by_ds:
+        why = "no length d_s >= d_v + 2 was searched for realisable alternatives"
+        return Verdict("C16", NOT_TESTABLE, None, None, None, note, rule, why, estimate_of=C16_BEYOND)
+    beyond = _beyond(accepted_tv_by_ds, min_tv, steps, rule)
+    parts = [beyond, *_threshold_and_count(threshold_tv_by_ds, dimensions, rule)]
+    v = HOLDS if all(p.verdict == HOLDS for p in parts) else PARTLY
+    if beyond.verdict == NOT_TESTABLE:
+        v = NOT_TESTABLE
+    elif steps is None and beyond.estimate == 0:
+        v = FAILS  # version 1: found at no searched length
     return Verdict(
         "C16", v, beyond.estimate, None, None, note, rule, _reason(parts), tuple(parts), 1.0, estimate_of=C16_BEYOND
     )
+
+
+def judge_c16(
+    accepted_tv_by_ds: dict[int, float],
+    threshold_tv_by_ds: dict[int, float],
+    dimensions: tuple[tuple[int, int, int], ...],
+    rule: str,
+    *,
+    steps: int,
+    min_tv: float = C16_MIN_TV,
+) -> Verdict:
+    """C16 (post hoc), amended rule: realisable alternatives moving rows by more than ``min_tv`` at every
+    searched d_s >= d_v + 2, none moving them by C16_NONE_TV at d_s <= d_v + 1, and the measured local
+    dimension equal to the count d_q(d_s - d_q - 1). A searched length where the search (``steps`` Adam steps)
+    found nothing is unresolved: the claim is then not testable, as with no length d_s >= d_v + 2 searched.
+    Holds if all three parts hold, partly holds otherwise."""
+    return _c16((accepted_tv_by_ds, threshold_tv_by_ds, dimensions), rule, min_tv, steps)
+
+
+def judge_c16_original(
+    accepted_tv_by_ds: dict[int, float],
+    threshold_tv_by_ds: dict[int, float],
+    dimensions: tuple[tuple[int, int, int], ...],
+    rule: str,
+) -> Verdict:
+    """C16's original rule: as :func:`judge_c16`, but a searched length where the search found nothing counts
+    against the claim (partly holds; fails if the search found an alternative at no searched length)."""
+    return _c16((accepted_tv_by_ds, threshold_tv_by_ds, dimensions), rule, C16_MIN_TV, None)
 
 
 def judge_c17(
@@ -412,8 +487,9 @@ def judge_c17(
 
 
 def c1(evidence: C1Evidence, rules: Rules) -> Verdict:
-    """C1 under its rule, with the alternative ``tolerance``."""
-    return judge_c1(evidence.table, evidence.d_v, rules.rule)
+    """C1 under the amended rule, with the alternative ``tolerance``, and the original rule's verdict."""
+    e = evidence
+    return amended(judge_c1(e.table, e.d_v, rules.rule), judge_c1_original(e.table, e.d_v, rules.pre_registered))
 
 
 def c2(evidence: C2Evidence, rules: Rules) -> Verdict:
@@ -441,11 +517,12 @@ def c15(evidence: C15Evidence, rules: Rules) -> Verdict:
 
 
 def c16(evidence: C16Evidence, rules: Rules) -> Verdict:
-    """C16 under its rule, with the alternative ``tv``."""
+    """C16 under the amended rule, with the alternative ``tv``, and the original rule's verdict."""
     e, rule = evidence, rules.rule
-    v = judge_c16(e.accepted_tv_by_ds, e.threshold_tv_by_ds, e.dimensions, rule)
-    tv = judge_c16(e.accepted_tv_by_ds, e.threshold_tv_by_ds, e.dimensions, rule, min_tv=C16_MIN_TV_ALT)
-    return with_robustness(v, {"tv": tv})
+    measured = (e.accepted_tv_by_ds, e.threshold_tv_by_ds, e.dimensions)
+    v = judge_c16(*measured, rule, steps=e.search_steps)
+    tv = judge_c16(*measured, rule, steps=e.search_steps, min_tv=C16_MIN_TV_ALT)
+    return amended(with_robustness(v, {"tv": tv}), judge_c16_original(*measured, rules.pre_registered))
 
 
 def c17(evidence: C17Evidence, rules: Rules) -> Verdict:
