@@ -11,6 +11,7 @@ import pytest
 from identifiability.base.fileio import write_json
 from identifiability.book import findings
 from identifiability.book.notebook import Chapter
+from identifiability.chapters.contract import by_name
 from identifiability.recorded.store import Recorded
 from identifiability.verdicts import FAILS, HOLDS, NOT_RUN, PARTLY, Verdict
 from identifiability.verdicts.claims import load_claims, load_names
@@ -145,14 +146,14 @@ def test_a_verdict_judged_on_a_recorded_run_says_which(tmp_path, monkeypatch):
     import identifiability.book.notebook as nb
 
     rec = Recorded("family", "lee", {}, {"date": "2026-12-04T10:00:00+00:00", "target": "family"})
-    ch = Chapter("03_effective_attention", None, None, {}, tmp_path)
+    ch = Chapter(by_name("effective_attention").stem, None, None, {}, tmp_path)
     monkeypatch.setattr(Chapter, "_judged", lambda self, claim, evidence: _verdict(claim))
     ch.judge("C4", None)
     assert "recorded_from" not in ch.results
     ch.judge("C18", None, recorded=rec)
     assert ch.results["recorded_from"] == {"C18": {"target": "family", "date": "2026-12-04"}}
     assert nb.RECORDED_FROM == "recorded_from"
-    ch7 = Chapter("07_head_width", None, None, {}, tmp_path)
+    ch7 = Chapter(by_name("head_width").stem, None, None, {}, tmp_path)
     v = _verdict("C19")
     ch7.recorded("C19", v.to_json(), rec)
     assert ch7.results["recorded_from"]["C19"]["date"] == "2026-12-04"

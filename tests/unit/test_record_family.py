@@ -12,10 +12,14 @@ from identifiability.book.notebook import Chapter
 from identifiability.chapters.contract import by_name
 from identifiability.models import keys
 from identifiability.recorded import family as record_family
+from identifiability.recorded.store import Recorded
 from identifiability.verdicts import HOLDS, NOT_RUN, Verdict, with_robustness
 from identifiability.verdicts.claims import load_claims, robustness_names
 
 CLAIMS = {c["id"]: c for c in load_claims()}
+
+# a recorded `make family` run as chapter 7 adopts its verdicts from it (only its target and date are read)
+FAMILY_RUN = Recorded("family", "lee", {}, {"target": "family", "date": "2026-12-04T00:00:00+00:00"})
 
 
 def _verdict(claim: str, rule: str | None = None) -> Verdict:
@@ -77,8 +81,8 @@ def test_nothing_of_the_family_is_one_line_naming_the_command(tmp_path, monkeypa
 
 def test_chapter_7_adopts_a_recorded_verdict_only_under_the_rule_in_force(tmp_path):
     ch = Chapter(by_name("head_width").stem, None, None, {}, tmp_path)
-    assert ch.recorded("C20", _verdict("C20").to_json(), "family").verdict == HOLDS
-    old = ch.recorded("C21", _verdict("C21", rule="an earlier rule").to_json(), "family")
+    assert ch.recorded("C20", _verdict("C20").to_json(), FAMILY_RUN).verdict == HOLDS
+    old = ch.recorded("C21", _verdict("C21", rule="an earlier rule").to_json(), FAMILY_RUN)
     assert old.verdict == NOT_RUN and "`make family` judges it again" in old.reason
     assert ch.results["claims"]["C21"]["verdict"] == NOT_RUN and ch.results["claims"]["C20"]["verdict"] == HOLDS
 
@@ -182,7 +186,7 @@ def test_a_recorded_verdict_chapter_7_adopts_is_never_a_row_of_this_runs_model(t
     from identifiability.runs import aggregate
 
     ch = Chapter(by_name("head_width").stem, None, None, {}, tmp_path)
-    ch.recorded("C20", _verdict("C20").to_json(), "family")
+    ch.recorded("C20", _verdict("C20").to_json(), FAMILY_RUN)
     doc = {"params": {"model": paths.DEFAULT_MODEL, "corpus": "lee"}, "results": ch.results, "chapter": ch.name}
     assert doc["results"][ADOPTED] == {"C20": "family"} and "C20" in doc["results"]["claims"]
     schema.check(ch.name, ch.results)  # a key every chapter may record
