@@ -42,10 +42,14 @@ def test_both_references_keep_the_registry_contract_on_every_family(tiny_any):
         check_rows(intervention_layer(tiny_any, tr, means), tiny_any.n_layers, tr.n_tokens)
 
 
-def test_one_layer_hta_equals_reverse_mode_block_by_block(tiny_lm):
-    """The forward-mode sweep against torch.autograd.functional.jacobian of each block from its input."""
+@pytest.mark.parametrize("method", ["folded", "generic"])
+def test_one_layer_hta_equals_reverse_mode_block_by_block(tiny_lm, method):
+    """Both engines (the folded pass and the generic sweep) against torch.autograd.functional.jacobian of
+    each block from its input."""
     tr = _trace(tiny_lm)
-    got = hta_layer(tiny_lm, tr).S
+    got = hta_layer(tiny_lm, tr, method=method)
+    assert got.method == method
+    got = got.S
     calls = block_inputs(tiny_lm, sentence_inputs(tiny_lm, tr))
     for layer, (block, (args, kwargs)) in enumerate(zip(layer_blocks(tiny_lm), calls), start=1):
         h = block_hidden(args, kwargs)[0].detach()
@@ -60,7 +64,8 @@ def test_one_layer_hta_equals_reverse_mode_block_by_block(tiny_lm):
 
 def test_one_layer_hta_of_layer_1_is_input_to_layer_hta_of_layer_1(tiny_lm):
     tr = _trace(tiny_lm)
-    one, full = hta_layer(tiny_lm, tr), hta(tiny_lm, tr, method="generic")
+    one, full = hta_layer(tiny_lm, tr), hta(tiny_lm, tr)
+    assert one.method == full.method == "folded"
     torch.testing.assert_close(one.c[:2], full.c[:2], rtol=1e-5, atol=1e-8)
     # deeper, the input-to-layer Jacobian composes the layers below: the two objects part
     assert float((one.c[2] - full.c[2]).abs().max()) > 1e-3
@@ -88,10 +93,32 @@ def test_a_layer_that_is_the_identity_has_the_identity_as_its_one_layer_referenc
     monkeypatch.setattr(block, "forward", lambda *args, **kwargs: block_hidden(args, kwargs))
     tr = _trace(tiny_lm)
     eye = torch.eye(tr.n_tokens, dtype=torch.float64)
-    torch.testing.assert_close(hta_layer(tiny_lm, tr).c[2], eye, rtol=0, atol=1e-6)
+    torch.testing.assert_close(hta_layer(tiny_lm, tr, method="generic").c[2], eye, rtol=0, atol=1e-6)
     torch.testing.assert_close(intervention_layer(tiny_lm, tr)[2], eye, rtol=0, atol=1e-9)
     assert float((hta(tiny_lm, tr, method="generic").c[2] - eye).abs().max()) > 1e-2
     assert float((token_replacement(tiny_lm, tr)[2] - eye).abs().max()) > 1e-2
+
+
+def test_a_layer_with_its_outputs_zeroed_mixes_nothing_on_both_engines():
+    """Layer 2's attention output and FFN output projections zeroed (weights and biases): what is left is the
+    residual through the two LayerNorms, which act on each token alone, so both one-layer references give
+    each output token its own input token only (the identity), on the folded pass as on the generic one."""
+    from identifiability.models.load import random_model
+
+    lm = random_model("bert", seed=0)
+    a = lm.adapter
+    for field in (a.attn_out, a.ffn_out):
+        m = a.layer_modules(lm.model, field, lm.n_layers)[1]
+        torch.nn.init.zeros_(m.weight)
+        torch.nn.init.zeros_(m.bias)
+    tr = _trace(lm)
+    eye = torch.eye(tr.n_tokens, dtype=torch.float64)
+    for method in ("folded", "generic"):
+        got = hta_layer(lm, tr, method=method)
+        assert got.method == method
+        torch.testing.assert_close(got.c[2], eye, rtol=0, atol=1e-6)
+        assert float((got.c[1] - eye).abs().max()) > 1e-2  # layer 1 still mixes
+    torch.testing.assert_close(intervention_layer(lm, tr)[2], eye, rtol=0, atol=1e-9)
 
 
 def test_a_replacement_of_the_wrong_shape_says_what_to_pass(tiny_lm):

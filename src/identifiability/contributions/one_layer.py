@@ -8,9 +8,11 @@ arguments the model hands block l, recorded by :func:`.value_zeroing.block_input
 
 - :func:`hta_layer`: exact HTA of one layer, ĉ^l_{i,j} = ||∂h_i^l / ∂h_j^{l-1}||_F, the Frobenius norms of
   the Jacobian of block l's output tokens with respect to its input tokens, rows normalised as HTA's
-  (c = ĉ / Σ_j ĉ, :func:`identifiability.hta.result.contributions`). Computed by HTA's own forward-mode sweep
-  (:func:`identifiability.hta.generic.jvp_S`) with every one-hot tangent of h^{l-1} (d_s·d of them per
-  layer): L sweeps through one block each, about the arithmetic of one generic HTA sweep through L blocks.
+  (c = ĉ / Σ_j ĉ, :func:`identifiability.hta.result.contributions`). Computed by HTA's own engines with every
+  one-hot tangent of h^{l-1} (d_s·d of them per layer): the folded pass
+  (:func:`identifiability.hta.folded.folded_layer_S`) where HTA uses it, each layer's tangents starting at
+  its own input, else the generic forward-mode sweep (:func:`identifiability.hta.generic.jvp_S`) through
+  each block from its recorded input; either about the arithmetic of HTA's own pass with the same engine.
 - :func:`intervention_layer`: the one-layer intervention, token j of block l's input replaced, block l
   alone run again, a^l[i, j] = ||h~_i^l - h_i^l|| / ||h_i^l||, rows normalised as the input intervention's
   (:mod:`.intervention`). One batched block call of d_s + 1 copies per layer.
@@ -27,7 +29,8 @@ import time
 
 import torch
 
-from ..hta.core import Directions
+from ..hta.core import Directions, prepare
+from ..hta.folded import fold_spec, folded_layer_S
 from ..hta.generic import jvp_S
 from ..hta.result import HTAResult
 from ..models.loaded_model import LoadedModel
@@ -36,19 +39,34 @@ from .registry import normalise_rows
 from .value_zeroing import block_hidden, block_inputs, block_output, layer_blocks, sentence_inputs, with_hidden
 
 
-def hta_layer(lm: LoadedModel, trace: SentenceTrace, chunk: int | None = None) -> HTAResult:
+def hta_layer(lm: LoadedModel, trace: SentenceTrace, chunk: int | None = None, method: str = "auto") -> HTAResult:
     """Exact HTA of each layer alone (module docstring), all layers of one sentence.
 
     Args:
         lm: the model (any family of the registry).
         trace: one traced sentence (its token ids and segments are used).
         chunk: tangent directions per batch (None: as HTA's default, about 8,192 / d_s).
+        method: "auto" (the folded pass where HTA's applies, else generic), "folded" or "generic".
     Returns:
         An :class:`HTAResult` whose ``S`` is (L+1, d_s, d_s) float64 on the CPU: S[l, i, j] =
         ||∂h_i^l / ∂h_j^{l-1}||_F² for l = 1..L, S[0] = d·I (h^0 = x, as HTA's layer 0), so ``.c`` has rows
-        summing to 1 and entry 0 the identity; method "generic".
+        summing to 1 and entry 0 the identity; ``method`` the engine used.
     """
+    if method not in ("auto", "folded", "generic"):
+        raise ValueError(f"method must be auto, folded or generic, got {method!r}")
     t0 = time.perf_counter()
+    spec = fold_spec(lm) if method != "generic" else None
+    if spec is None and method == "folded":
+        raise ValueError(f"the folded pass does not apply to {lm.name} ({lm.adapter.family}); use method='auto'")
+    special_ids = set(lm.tokenizer.all_special_ids)
+    special = [int(i) in special_ids for i in trace.input_ids.reshape(-1).tolist()]
+    if spec is not None:
+        inp = prepare(lm, trace)
+        S = folded_layer_S(lm, inp, Directions(*inp.x.shape), chunk, spec)
+        if S is not None:
+            return HTAResult(
+                trace.text, list(trace.tokens), S, "folded", seconds=time.perf_counter() - t0, special=special
+            )
     enc = sentence_inputs(lm, trace)
     blocks, calls = layer_blocks(lm), block_inputs(lm, enc)
     n = enc["input_ids"].shape[1]
@@ -64,9 +82,6 @@ def hta_layer(lm: LoadedModel, trace: SentenceTrace, chunk: int | None = None) -
             layers.append(jvp_S(out_of, h, Directions(n, h.shape[1]), chunk)[0].cpu())
     d = block_hidden(*calls[0]).shape[-1]
     S = torch.stack([torch.eye(n, dtype=torch.float64) * d, *layers])
-    special_ids = set(lm.tokenizer.all_special_ids)
-    ids = trace.input_ids.reshape(-1).tolist()
-    special = [int(i) in special_ids for i in ids]
     return HTAResult(trace.text, list(trace.tokens), S, "generic", seconds=time.perf_counter() - t0, special=special)
 
 
