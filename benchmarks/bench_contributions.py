@@ -9,7 +9,9 @@ shared machine), it times:
 
 - forward: one forward pass of that sentence with attention probabilities and hidden states returned;
 - each measure of ``contributions.MEASURES`` through ``contributions.compute`` (whatever modules are
-  registered when it runs), and exact HTA (``hta.api.hta``, the reference they are scored against).
+  registered when it runs), and exact HTA (``hta.api.hta``, the reference they are scored against);
+- the one-layer references of chapter 10 (``contributions.one_layer``: exact HTA of one layer, the one-layer
+  intervention), each also recorded against exact HTA's time (figures named ``... against exact HTA``).
 
 Each job runs once to warm up; a job whose warm-up took longer than ``--slow`` seconds (exact HTA, Integrated
 Gradients at 64 tokens) keeps that one time, marked ``*``, as at that length warm-up effects are
@@ -34,10 +36,13 @@ from tqdm.auto import tqdm  # noqa: E402
 
 from identifiability.base.errors import one_line  # noqa: E402
 from identifiability.contributions import MEASURES, compute  # noqa: E402
+from identifiability.contributions.one_layer import hta_layer, intervention_layer  # noqa: E402
 from identifiability.corpus.corpora import concatenated_inputs, load_corpus  # noqa: E402
 from identifiability.hta.api import hta  # noqa: E402
 from identifiability.models.load import load_model  # noqa: E402
 from identifiability.models.trace import tokenize, trace_batch  # noqa: E402
+
+ONE_LAYER = {"hta_layer (exact, one layer)": hta_layer, "intervention_layer (one layer)": intervention_layer}
 
 
 def _time(fn) -> float:
@@ -65,7 +70,7 @@ def main() -> None:
         f"{torch.get_num_threads()} threads, {os.cpu_count()} cores; median of {args.repeats} interleaved repeats "
         f"(once, marked *, where the warm-up took over {args.slow:g} s)\n"
     )
-    names = [*sorted(MEASURES), "hta (exact)"]
+    names = [*sorted(MEASURES), "hta (exact)", *ONE_LAYER]
     cells: dict[str, list[str]] = {k: [] for k in ["forward", *names]}
     tokens: list[int] = []
     failures: list[str] = []
@@ -82,6 +87,7 @@ def main() -> None:
 
         jobs = {"forward": forward, **{m: (lambda m=m: compute(lm, tr, m)) for m in sorted(MEASURES)}}
         jobs["hta (exact)"] = lambda: hta(lm, tr)
+        jobs |= {k: (lambda fn=fn: fn(lm, tr)) for k, fn in ONE_LAYER.items()}
         warm: dict[str, float] = {}
         for k, fn in tqdm(jobs.items(), desc=f"warm-up, {tr.n_tokens} tokens", leave=False):
             try:  # a measure's failure is reported, not fatal: the others still run
@@ -98,6 +104,10 @@ def main() -> None:
         base = f"forward, {tr.n_tokens} tokens"
         for k in (k for k in cells if k in med):  # forward first: the baseline of its length
             rec.figure(f"{k}, {tr.n_tokens} tokens", med[k], "s", baseline=None if k == "forward" else base)
+        for k in (k for k in ONE_LAYER if k in med and "hta (exact)" in med):  # what chapter 10 adds to HTA
+            rec.figure(
+                f"{k} against exact HTA, {tr.n_tokens} tokens", med[k], "s", f"hta (exact), {tr.n_tokens} tokens"
+            )
         for k in cells:
             if k not in med:
                 cells[k].append("failed")

@@ -28,9 +28,35 @@ def test_every_measure_is_scored_against_every_reference_at_every_layer(run, tin
     for key in ("raw", "raw@rolled", "rollout", "alti", "value_zeroing@rolled"):
         assert {(key, study.HTA), (key, study.INTERVENTION), (key, study.MASK)} <= got
     assert ("hta", study.INTERVENTION) in got and ("hta", study.HTA) not in got
+    # like with like (C22 v2): the per-layer measures as they are against the one-layer references too, and
+    # exact HTA of one layer against the one-layer intervention; nothing cumulative against them
+    for ref in (study.HTA_LAYER, study.INTERVENTION_LAYER):
+        assert {("raw", ref), ("value_zeroing", ref)} <= got
+        assert not {("rollout", ref), ("alti", ref), ("raw@rolled", ref), ("hta", ref)} & got
+    assert (study.HTA_LAYER, study.INTERVENTION_LAYER) in got
+    assert not {(study.HTA_LAYER, r) for r in (study.HTA, study.INTERVENTION, study.MASK)} & got
     layers = {r["layer"] for r in run.scores}
     assert layers == set(range(1, tiny_lm.n_layers + 1)) and run.n_scored == len(TEXTS)
-    assert set(run.seconds) >= {"raw", "hta", "intervention"} and all(s >= 0 for s in run.seconds.values())
+    assert set(run.seconds) >= {"raw", "hta", "intervention", "hta_layer", "intervention_layer"}
+    assert all(s >= 0 for s in run.seconds.values())
+
+
+def test_the_pairs_compare_like_with_like():
+    keys = ["raw", "raw@rolled", "rollout", "norm_resln", "hta", "intervention", "hta_layer", "intervention_layer"]
+    got = study.pairs(keys)
+    assert len(got) == len(set(got))
+    assert {p for p in got if p[1] == study.HTA} == {(k, "hta") for k in ("raw", "raw@rolled", "rollout", "norm_resln")}
+    assert {p for p in got if p[1] == study.INTERVENTION} == {
+        (k, "intervention") for k in ("raw", "raw@rolled", "rollout", "norm_resln", "hta")
+    }
+    assert {p for p in got if p[1] == study.HTA_LAYER} == {("raw", "hta_layer"), ("norm_resln", "hta_layer")}
+    assert {p for p in got if p[1] == study.INTERVENTION_LAYER} == {
+        ("raw", "intervention_layer"),
+        ("norm_resln", "intervention_layer"),
+        ("hta_layer", "intervention_layer"),
+    }
+    # without the one-layer references, the pairs of the input references alone
+    assert study.pairs(keys[:6]) == [p for p in got if p[1] in (study.HTA, study.INTERVENTION)]
 
 
 def test_scores_survive_a_results_file_and_a_recorded_run(run):
@@ -57,9 +83,22 @@ def test_an_unknown_measure_stops_with_the_names():
     assert study.chosen("")[:3] == ["raw", "effective", "rollout"] and "intervention" not in study.chosen("")
 
 
-def test_the_corpus_mean_covers_every_position(tiny_lm):
+def test_the_corpus_mean_covers_every_position_of_every_layer_input(tiny_lm):
+    import torch
+
+    from identifiability.contributions.intervention import mean_embedding
+    from identifiability.models.trace import trace_sentences
+
     mean = study.corpus_mean(tiny_lm, TEXTS, 40)
-    assert mean.shape == (40, tiny_lm.d_model) and np.isfinite(mean.numpy()).all()
+    assert mean.shape == (tiny_lm.n_layers, 40, tiny_lm.d_model) and np.isfinite(mean.numpy()).all()
+    # entry 0 is the input embedding's mean, filled past the longest sentence by x's mean: the same bytes
+    traces = trace_sentences(tiny_lm, TEXTS, progress=False)
+    x_mean = mean_embedding(traces)
+    fill = torch.cat([t.x for t in traces]).mean(0, keepdim=True).expand(40 - x_mean.shape[0], -1)
+    assert torch.equal(mean[0], torch.cat([x_mean, fill]))
+    assert float((mean[1] - mean[0]).abs().max()) > 1e-3  # layer 1's states are not the input's
+    with pytest.raises(UserError, match="corpus_mean"):  # a mean of the input alone says what to pass
+        study.measure_sentence(tiny_lm, traces[0], ["raw"], mean[0], cache=False)
 
 
 def test_the_charts_carry_every_sentence_measure_and_score(run):
@@ -94,6 +133,8 @@ def test_a_measured_sentence_is_cached_as_it_is_made_and_read_back_without_compu
     calls = []
     monkeypatch.setattr(study, "compute", lambda *a, **k: calls.append(a) or 1 / 0)
     monkeypatch.setattr(study, "token_replacement", lambda *a, **k: calls.append(a) or 1 / 0)
+    monkeypatch.setattr(study, "hta_layer", lambda *a, **k: calls.append(a) or 1 / 0)
+    monkeypatch.setattr(study, "intervention_layer", lambda *a, **k: calls.append(a) or 1 / 0)
     again, secs_again, _ = study.measure_sentence(tiny_lm, tr, ["raw", "alti"], mean)
     assert calls == [] and secs_again == secs and set(again) == set(first)
     for k in first:

@@ -61,14 +61,32 @@ def mean_embedding(traces: Sequence[SentenceTrace]) -> torch.Tensor:
     Returns:
         (max d_s, d) float32.
     """
-    if not traces:
+    return _per_position_mean([t.x.unsqueeze(0) for t in traces])[0]
+
+
+def mean_hidden(traces: Sequence[SentenceTrace]) -> torch.Tensor:
+    """The corpus's mean hidden state of layers 0..L-1 at each position (the inputs of blocks 1..L, what
+    :func:`identifiability.contributions.one_layer.intervention_layer` replaces a token by): entry [k, p] is
+    the mean of hidden[k][p] over the traces with at least p + 1 tokens; entry 0 is :func:`mean_embedding`.
+
+    Args:
+        traces: traced sentences (any lengths) of one model with L layers.
+    Returns:
+        (L, max d_s, d) float32.
+    """
+    return _per_position_mean([t.hidden[:-1] for t in traces])
+
+
+def _per_position_mean(rows: Sequence[torch.Tensor]) -> torch.Tensor:
+    """(K, max n, d): the mean over ``rows`` ((K, n, d) each, any n) of row p where it exists."""
+    if not rows:
         raise ValueError("no traces to average: pass at least one traced sentence")
-    longest = max(t.n_tokens for t in traces)
-    total = torch.zeros(longest, traces[0].x.shape[-1], dtype=torch.float64)
-    count = torch.zeros(longest, 1, dtype=torch.float64)
-    for t in traces:
-        total[: t.n_tokens] += t.x.double()
-        count[: t.n_tokens] += 1
+    longest = max(r.shape[1] for r in rows)
+    total = torch.zeros(rows[0].shape[0], longest, rows[0].shape[-1], dtype=torch.float64)
+    count = torch.zeros(1, longest, 1, dtype=torch.float64)
+    for r in rows:
+        total[:, : r.shape[1]] += r.double()
+        count[:, : r.shape[1]] += 1
     return (total / count).float()
 
 

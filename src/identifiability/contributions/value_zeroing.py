@@ -79,7 +79,7 @@ def sentence_inputs(lm: LoadedModel, trace: SentenceTrace) -> dict:
     return {k: v.to(lm.device) for k, v in enc.items()}
 
 
-def _output(out) -> torch.Tensor:
+def block_output(out) -> torch.Tensor:
     """A block's hidden-state output, whether the family returns a tensor or a tuple."""
     return out[0] if isinstance(out, tuple) else out
 
@@ -107,13 +107,24 @@ def block_inputs(lm: LoadedModel, enc: dict) -> list[tuple[tuple, dict]]:
     return calls
 
 
-def _batched(args: tuple, kwargs: dict, copies: int) -> tuple[tuple, dict]:
-    """The block's hidden-state input (the first positional argument, or ``hidden_states``) repeated
-    ``copies`` times along the batch; masks and positions of batch size 1 broadcast as they are."""
+def block_hidden(args: tuple, kwargs: dict) -> torch.Tensor:
+    """The hidden-state input a block was handed (the first positional argument, or ``hidden_states``):
+    (batch, d_s, d)."""
+    return args[0] if args else kwargs["hidden_states"]
+
+
+def with_hidden(args: tuple, kwargs: dict, h: torch.Tensor) -> tuple[tuple, dict]:
+    """The block's recorded arguments with its hidden-state input replaced by ``h`` (B, d_s, d); masks and
+    positions of batch size 1 broadcast as they are."""
     if args:
-        return (args[0].expand(copies, *args[0].shape[1:]).contiguous(), *args[1:]), kwargs
-    h = kwargs["hidden_states"]
-    return args, {**kwargs, "hidden_states": h.expand(copies, *h.shape[1:]).contiguous()}
+        return (h, *args[1:]), kwargs
+    return args, {**kwargs, "hidden_states": h}
+
+
+def _batched(args: tuple, kwargs: dict, copies: int) -> tuple[tuple, dict]:
+    """The block's hidden-state input repeated ``copies`` times along the batch."""
+    h = block_hidden(args, kwargs)
+    return with_hidden(args, kwargs, h.expand(copies, *h.shape[1:]).contiguous())
 
 
 @torch.no_grad()
@@ -151,7 +162,7 @@ def value_zeroing_scores(
         hook = value.register_forward_hook(zero_value)
         try:
             b_args, b_kwargs = _batched(args, kwargs, n + 1)
-            out = _output(block(*b_args, **b_kwargs)).double()  # (n + 1, n, d)
+            out = block_output(block(*b_args, **b_kwargs)).double()  # (n + 1, n, d)
         finally:
             hook.remove()
         orig, alt = out[0], out[1:]  # (n, d), (n_j, n_i, d)

@@ -11,7 +11,8 @@ about 6d² + 4·d·H·n FLOPs per position and layer. In the first layer a direc
 position, so its Q/K/V projections and its score products are one row. :func:`.api.hta` chooses the
 folded pass automatically where it applies (:func:`fold_spec` reads the layers through the architecture
 registry); its own primal pass is checked against the model's hidden states before any tangent is
-pushed, and it falls back to the generic path (with a warning) when they disagree.
+pushed, and it falls back to the generic path (with a warning) when they disagree. :func:`folded_layer_S`
+runs the same pass for exact HTA of each layer alone (chapter 10's one-layer reference).
 
 Memory (float32, B = tangent directions per chunk, n = d_s, H heads, d width, d_ff FFN width, L layers):
 the per-sentence state, 4·L·n·(d² + 8d + d_ff + 2H·n) bytes (the P_p dominate: 4·L·n·d²) and 8·H·n·d for
@@ -341,7 +342,6 @@ def folded_S(
     """
     n = inp.x.shape[0]
     d, H = lm.d_model, lm.n_heads
-    d_v = d // H
     d_ff = layers[0].w1.shape[0]
     if fold is None:
         fold = _should_fold(dirs.total, d, d_ff)
@@ -375,32 +375,87 @@ def folded_S(
             t = torch.zeros(n, b, d, dtype=dt, device=dev)
             t[pos, cols] = vec
             for li, (ly, st) in enumerate(zip(layers, states)):
-                if li == 0 and first_one_row:
-                    dv, ds = _first_layer_scores(ly, st, pos, cols, vec)
-                elif st.qk is not None:
-                    dv, ds = _precomputed_scores(t, ly, st.qk, buf)
-                else:
-                    dv, ds = _projected_scores(t, ly, st, buf, (pos, cols, vec) if li == 0 else None)
-                ads = ds.reshape(H, n, b, n).mul_(st.a.unsqueeze(2)).reshape(H, n * b, n)  # A ⊙ dS
-                # softmax tangent times V without forming dA: dA V = (A⊙dS) V − rowsum(A⊙dS) ⊙ (A V)
-                dctx = (st.a @ dv).reshape(H, n * b, d_v).baddbmm_(ads, st.v)  # A dV + (A⊙dS) V
-                dctx = dctx.reshape(H, n, b, d_v)
-                dctx -= ads.sum(-1).reshape(H, n, b, 1) * st.ctx.unsqueeze(2)
-                del dv, ds, ads  # free before the next allocations: this bounds the peak
-                r = torch.addmm(t.reshape(n * b, d), dctx.permute(1, 2, 0, 3).reshape(n * b, d), ly.wo.T)
-                r = r.reshape(n, b, d)  # output projection + residual
-                del dctx, t
-                if st.P is not None:
-                    t = torch.bmm(r, st.P)  # (n, B, d) @ (n, d, d): LN1, FFN, residual, LN2 at once
-                else:
-                    du = _ln_tangent(r, st.xhat1, st.s1)
-                    df = ((du @ ly.w1.T) * st.dact) @ ly.w2.T
-                    t = _ln_tangent(df + du, st.xhat2, st.s2)
-                    del du, df
-                del r
+                t = _through_layer(ly, st, t, buf, (pos, cols, vec) if li == 0 else None, first_one_row)
                 sq = torch.linalg.vector_norm(t, dim=-1).square_()  # (n_i, B)
                 S[li + 1].index_add_(1, pos, sq.double(), alpha=dirs.weight)
             del t, sq  # before the next chunk allocates its own: two alive at once would raise the peak
+    return S.cpu()
+
+
+def _through_layer(
+    ly: _PostLNLayer,
+    st: _LayerState,
+    t: torch.Tensor,
+    buf: torch.Tensor | None,
+    one_row: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None,
+    first_one_row: bool,
+) -> torch.Tensor:
+    """Tangents t (n, B, d) of a layer's input carried through the layer: its output's tangents (n, B, d);
+    t itself is overwritten (it becomes the residual sum). ``one_row`` = (pos, cols, vec) where every
+    direction is non-zero at one position of this layer's input (the first layer of :func:`folded_S`, every
+    layer of :func:`folded_layer_S`); with ``first_one_row`` its score products are then one row
+    (:func:`_first_layer_scores`, which needs no ``buf``)."""
+    n, b, d = t.shape
+    H, _, d_v = st.q.shape
+    if one_row is not None and first_one_row:
+        dv, ds = _first_layer_scores(ly, st, *one_row)
+    elif st.qk is not None:
+        dv, ds = _precomputed_scores(t, ly, st.qk, buf)
+    else:
+        dv, ds = _projected_scores(t, ly, st, buf, one_row)
+    ads = ds.reshape(H, n, b, n).mul_(st.a.unsqueeze(2)).reshape(H, n * b, n)  # A ⊙ dS
+    # softmax tangent times V without forming dA: dA V = (A⊙dS) V − rowsum(A⊙dS) ⊙ (A V)
+    dctx = (st.a @ dv).reshape(H, n * b, d_v).baddbmm_(ads, st.v)  # A dV + (A⊙dS) V
+    dctx = dctx.reshape(H, n, b, d_v)
+    dctx -= ads.sum(-1).reshape(H, n, b, 1) * st.ctx.unsqueeze(2)
+    del dv, ds, ads  # free before the next allocations: this bounds the peak
+    # output projection + residual, into t's own memory: no second tangent buffer is alive
+    r = t.view(n * b, d).addmm_(dctx.permute(1, 2, 0, 3).reshape(n * b, d), ly.wo.T).view(n, b, d)
+    del dctx, t
+    if st.P is not None:
+        return torch.bmm(r, st.P)  # (n, B, d) @ (n, d, d): LN1, FFN, residual, LN2 at once
+    du = _ln_tangent(r, st.xhat1, st.s1)
+    df = ((du @ ly.w1.T) * st.dact) @ ly.w2.T
+    del r
+    return _ln_tangent(df + du, st.xhat2, st.s2)
+
+
+def folded_layer_S(
+    lm: LoadedModel, inp: Inputs, dirs: Directions, chunk: int | None, layers: list[_PostLNLayer]
+) -> torch.Tensor | None:
+    """(L+1, n, n) float64 squared block norms of each layer alone on the CPU, S[l, i, j] =
+    ||∂e_i^l / ∂e_j^{l-1}||_F² (S[0] as :func:`folded_S`'s: the directions themselves); None if the primal
+    pass disagrees with the model.
+
+    The folded pass with every layer's tangent starting one-hot at that layer's own input (the primal states
+    are the model's own, checked as :func:`folded_S` checks them), so every layer takes the first layer's
+    one-row path: per direction about the arithmetic of :func:`folded_S`'s pass through all layers.
+    """
+    n, d = inp.x.shape[0], lm.d_model
+    fold = _should_fold(dirs.total, d, layers[0].w1.shape[0])
+    with torch.no_grad():
+        states, err = _folded_primal(lm, layers, inp, fold, [False] * len(layers))
+        if err > PRIMAL_TOL:
+            warnings.warn(
+                f"folded one-layer HTA: own forward pass differs from {lm.name}'s hidden states by {err:.1e} "
+                f"(> {PRIMAL_TOL}); using the generic forward-mode path instead",
+                stacklevel=3,
+            )
+            return None
+        dev, dt = inp.x.device, inp.x.dtype
+        S = torch.zeros(len(layers) + 1, n, n, dtype=torch.float64, device=dev)
+        B = auto_chunk(n, chunk)
+        for start in range(0, dirs.count, B):
+            stop = min(start + B, dirs.count)
+            pos, vec = dirs.chunk(start, stop, dev, dt)
+            cols = torch.arange(stop - start, device=dev)
+            S[0].index_put_((pos, pos), vec.pow(2).sum(-1).double() * dirs.weight, accumulate=True)
+            for li, (ly, st) in enumerate(zip(layers, states)):
+                t = torch.zeros(n, stop - start, d, dtype=dt, device=dev)
+                t[pos, cols] = vec
+                t = _through_layer(ly, st, t, None, (pos, cols, vec), True)
+                S[li + 1].index_add_(1, pos, torch.linalg.vector_norm(t, dim=-1).square_().double(), alpha=dirs.weight)
+                del t
     return S.cpu()
 
 

@@ -1,6 +1,12 @@
 """Chapter 10's studies: every context-mixing measure (:mod:`identifiability.contributions`) scored against
 exact HTA and against an intervention, layer by layer, over sentences (C22-C27).
 
+Like is compared with like (C22, version 2; :func:`pairs`): every measure, rolled-out and cumulative ones
+included, is scored against the references from the input to layer l (exact HTA, the input interventions);
+a measure of one layer's mixing (``per_layer`` in the registry, as it is) also against the references of one
+layer (:mod:`identifiability.contributions.one_layer`), and exact HTA of one layer against the one-layer
+intervention (C26's robustness row).
+
 Per sentence, each measure's (L+1, d_s, d_s) array is compared with each reference's by
 :func:`identifiability.contributions.agreement.agreement`; :func:`summarise` turns the per-sentence statistics
 into one :class:`LayerScore` per (measure, reference, layer, variant), with intervals over sentences.
@@ -24,7 +30,8 @@ from ..base.stats import Interval, mean_interval, paired_interval
 from ..chapters.parameters import SAMPLES
 from ..contributions import MEASURES, compute, rollout
 from ..contributions.agreement import SentenceAgreement, agreement
-from ..contributions.intervention import mean_embedding, token_replacement
+from ..contributions.intervention import mean_hidden, token_replacement
+from ..contributions.one_layer import hta_layer, intervention_layer
 from ..evidence.measures import MAIN, NO_OWN, ROLLED, LayerScore, MeasuresEvidence
 from ..hta import hta_corpus
 from ..models.loaded_model import LoadedModel
@@ -115,12 +122,17 @@ def _pairs(
 # --------------------------------------------------------------------------------------------------
 
 CLAIMS = ("C22", "C23", "C24", "C25", "C26", "C27")
-HTA, INTERVENTION, MASK = "hta", "intervention", "intervention_mask"  # the references
-REFERENCE_LABELS = {HTA: "Exact HTA", INTERVENTION: "Intervention (mean embedding)", MASK: "Intervention ([MASK])"}
+HTA, INTERVENTION, MASK = "hta", "intervention", "intervention_mask"  # the references from the input to layer l
+HTA_LAYER, INTERVENTION_LAYER = "hta_layer", "intervention_layer"  # the references of layer l alone
+REFERENCE_LABELS = {
+    HTA: "Exact HTA", INTERVENTION: "Intervention (mean embedding)", MASK: "Intervention ([MASK])",
+    HTA_LAYER: "Exact HTA (one layer)", INTERVENTION_LAYER: "Intervention (one layer)",
+}  # fmt: skip
+INPUT_REFERENCES, LAYER_REFERENCES = (HTA, INTERVENTION, MASK), (HTA_LAYER, INTERVENTION_LAYER)
 # the order a page lists them in: attention, then the decomposed layer, then interventions and gradients
 ORDER = ("raw", "effective", "rollout", "flow", "norm", "norm_resln", "globenc", "alti", "value_zeroing", "grad_input",
          "integrated_gradients")  # fmt: skip
-MEAN_SENTENCES = 128  # corpus sentences averaged for the intervention's mean input embedding per position
+MEAN_SENTENCES = 128  # corpus sentences averaged for the interventions' mean hidden states per position
 
 
 def chosen(measures: str) -> list[str]:
@@ -152,29 +164,70 @@ def sentences(ch, sample: str) -> list[str]:
 
 
 def corpus_mean(lm: LoadedModel, texts: Sequence[str], longest: int) -> torch.Tensor:
-    """The corpus's mean input embedding at each position 0..longest-1, (longest, d): the mean of x[p] over
-    ``texts`` (at most :data:`MEAN_SENTENCES` of them) that reach position p; the mean over every position
-    where none does."""
+    """The corpus's mean hidden state of layers 0..L-1 at each position 0..longest-1, (L, longest, d): entry
+    [k, p] the mean of hidden[k][p] over ``texts`` (at most :data:`MEAN_SENTENCES` of them) that reach position
+    p, the layer's mean over every position where none does. Entry 0 (the mean input embedding) is what the
+    input intervention replaces x_j by, entry l - 1 what the one-layer intervention replaces token j of layer
+    l's input by: one sample for both."""
     traces = trace_sentences(lm, list(texts)[:MEAN_SENTENCES], progress=False)
-    mean = mean_embedding(traces)
-    if mean.shape[0] < longest:
-        fill = torch.cat([t.x for t in traces]).mean(0, keepdim=True)
-        mean = torch.cat([mean, fill.expand(longest - mean.shape[0], -1)])
+    mean = mean_hidden(traces)
+    if mean.shape[1] < longest:
+        # each layer's fill by the one operation a mean of x alone takes, so entry 0 has the bytes (and
+        # keys the cache entries, see measure_sentence) of the input embedding's mean by itself
+        fill = torch.stack([torch.cat([t.hidden[k] for t in traces]).mean(0) for k in range(mean.shape[0])])
+        fill = fill.unsqueeze(1)  # (L, 1, d)
+        mean = torch.cat([mean, fill.expand(-1, longest - mean.shape[1], -1)], dim=1)
     return mean
+
+
+def _digest(t: torch.Tensor) -> str:
+    """A short SHA-256 of a tensor's float32 bytes, to key cache entries by it."""
+    return hashlib.sha256(t.detach().float().cpu().contiguous().numpy().tobytes()).hexdigest()[:16]
+
+
+def pairs(keys: Sequence[str]) -> list[tuple[str, str]]:
+    """Which array is scored against which reference (C22, version 2: like with like), of the ``keys`` a
+    sentence has (:func:`measure_sentence`).
+
+    Every measure and exact HTA (everything but the references themselves and the one-layer HTA) against
+    each reference from the input present; each per-layer measure as it is (the registry's ``per_layer``; not
+    its ``@rolled`` copy) against each one-layer reference present; exact HTA of one layer against the
+    one-layer intervention.
+    """
+    out = [
+        (k, ref) for ref in INPUT_REFERENCES if ref in keys
+        for k in keys if k not in (ref, INTERVENTION, MASK, *LAYER_REFERENCES)
+    ]  # fmt: skip
+    per_layer = [k for k in keys if k in MEASURES and MEASURES[k].per_layer]
+    out += [(k, ref) for ref in LAYER_REFERENCES if ref in keys for k in per_layer]
+    if HTA_LAYER in keys and INTERVENTION_LAYER in keys:
+        out.append((HTA_LAYER, INTERVENTION_LAYER))
+    return out
 
 
 def measure_sentence(
     lm: LoadedModel, tr: SentenceTrace, names: Sequence[str], mean: torch.Tensor | None = None, cache: bool = True
 ) -> tuple[dict[str, np.ndarray], dict[str, float], dict[str, str]]:
     """Every measure of ``names`` on one traced sentence (per-layer ones also rolled out, under
-    ``<name>@rolled``) and the references: exact HTA, the intervention with the corpus ``mean`` (None: the
-    sentence's own mean) and, where the tokenizer has one, with [MASK].
+    ``<name>@rolled``) and the references: exact HTA, the intervention with the corpus mean input embedding
+    and, where the tokenizer has one, with [MASK]; exact HTA of each layer alone and the one-layer
+    intervention (:mod:`identifiability.contributions.one_layer`).
 
+    Args:
+        mean: (L, positions, d) from :func:`corpus_mean`: entry 0 replaces input tokens, entry l - 1 the
+            tokens of layer l's input; None: the sentence's own mean (per layer).
     Returns:
         ({key: (L+1, d_s, d_s)}, {key: seconds}, {measure: why} for measures this model does not support).
     """
     arrays, seconds, unsupported = {}, {}, {}
-    mean_key = None if mean is None else hashlib.sha256(mean.detach().float().cpu().numpy().tobytes()).hexdigest()[:16]
+    if mean is not None and (mean.dim() != 3 or mean.shape[0] != lm.n_layers):
+        raise UserError(
+            f"mean must be ({lm.n_layers}, positions, {lm.d_model}), one row per layer 0..L-1: make it with "
+            f"corpus_mean(lm, texts, lm.max_positions); got {tuple(mean.shape)}"
+        )
+    # each intervention is keyed by the replacement it uses alone: the input one by entry 0, so its entries
+    # are shared with any mean that has the same input embedding's mean
+    mean_keys = {} if mean is None else {INTERVENTION: _digest(mean[0]), INTERVENTION_LAYER: _digest(mean)}
 
     def timed(key: str, fn) -> None:
         def run() -> dict[str, torch.Tensor]:
@@ -185,7 +238,7 @@ def measure_sentence(
         # each measure's array is cached per sentence as it is made: a run stopped later (a chart, Ctrl-C)
         # loses none of them, and its seconds are those measured when it was computed, as for exact HTA
         params = {"version": MEASURES_CACHE_VERSION, "model": lm.content_key, "text": tr.text, "key": key}
-        params |= {"mean": mean_key} if key == INTERVENTION else {}
+        params |= {"mean": mean_keys.get(key)} if key in (INTERVENTION, INTERVENTION_LAYER) else {}
         got = cached_tensors(f"measures/{lm.key}", params, run) if cache else run()
         arrays[key], seconds[key] = got["c"].numpy(), float(got["seconds"])
 
@@ -199,9 +252,11 @@ def measure_sentence(
             arrays[name + ROLLED] = rollout(torch.as_tensor(arrays[name])).numpy()
     h = hta_corpus(lm, [tr.text], mode="exact", cache=cache, progress=False)[0]
     arrays[HTA], seconds[HTA] = np.asarray(h.c, dtype=float), h.seconds  # its computing time, even when cached
-    timed(INTERVENTION, lambda: token_replacement(lm, tr, "mean", mean))
+    timed(INTERVENTION, lambda: token_replacement(lm, tr, "mean", None if mean is None else mean[0]))
     if lm.tokenizer.mask_token_id is not None:
         timed(MASK, lambda: token_replacement(lm, tr, "mask"))
+    timed(HTA_LAYER, lambda: hta_layer(lm, tr).c)
+    timed(INTERVENTION_LAYER, lambda: intervention_layer(lm, tr, mean))
     return arrays, seconds, unsupported
 
 
@@ -263,8 +318,12 @@ def score_sentences(
     cache: bool = True,
     progress: bool = True,
 ) -> MeasuresRun:
-    """Every measure of ``names`` against each reference on ``texts`` (one unit per text, duplicates kept),
-    summarised per layer with intervals over the texts (:func:`summarise`)."""
+    """Every measure of ``names`` against the references :func:`pairs` gives it, on ``texts`` (one unit per
+    text, duplicates kept), summarised per layer with intervals over the texts (:func:`summarise`).
+
+    Args:
+        mean: :func:`corpus_mean` (None: each sentence's own mean).
+    """
     per: dict[tuple[str, str], list[SentenceAgreement]] = {}
     times: dict[str, list[float]] = {}
     unsupported: dict[str, str] = {}
@@ -278,12 +337,8 @@ def score_sentences(
             for key, s in secs.items():
                 times.setdefault(key, []).append(s)
         arrays = done[text][1]
-        for ref in (HTA, INTERVENTION, MASK):
-            if ref not in arrays:
-                continue
-            for key in arrays:
-                if key not in (ref, INTERVENTION, MASK):
-                    per.setdefault((key, ref), []).append(agreement(arrays[key], arrays[ref], seed=seed + k))
+        for key, ref in pairs(list(arrays)):
+            per.setdefault((key, ref), []).append(agreement(arrays[key], arrays[ref], seed=seed + k))
     scores = summarise(per, seed)
     n_layers = lm.n_layers
     ev = MeasuresEvidence(scores, len(texts), n_layers, tuple(sorted(unsupported.items())), names=names_of(scores))
