@@ -24,7 +24,11 @@ sum of the attributions is 1e-4 of f(x) - f(0); with random biases of scale 0.1,
 
 Quadrature: Gauss-Legendre with ``steps`` nodes on [0, 1] (default 32), Captum's default rule
 (``method="gausslegendre"``), so its numbers and ours agree to float precision on a scalar target; the
-completeness test bounds the quadrature error on the tiny models.
+completeness test bounds the quadrature error on the tiny models. On the embedded model the path from the zero
+baseline is not that smooth: the integrand is large and uneven for α below about 0.3, and 32 nodes leave
+rows whose attributions miss a large part of h(x) - h(x') (:func:`completeness_gaps` measures it, chapter 10
+shows it, tests/integration/test_contributions_real.py records that the default does not meet
+:data:`COMPLETENESS_BOUND` there).
 
 Computed with forward-mode products (``torch.func.jvp`` under ``vmap``, through ``trace.from_x`` as
 :mod:`identifiability.hta.generic` does): for each node α, the tangent that is ``x_j - x'_j`` at position j
