@@ -146,3 +146,18 @@ def test_integrated_gradients_is_complete_on_a_scalar_target():
     total = float(_ours(lm, tr, *gauss_legendre(32)).sum())
     assert abs(total - gap) <= 1e-4 * abs(gap) + 1e-5, (total, gap)
     assert abs(gap) > 1e-2  # a target that moves, so the check means something
+
+
+def test_the_completeness_gap_per_number_of_steps():
+    """completeness_gaps on a tiny model with random biases (where 32 nodes are within 1e-7, test above): the
+    gap falls with steps, the default meets the bound there, and shares are measured against the most steps.
+    On a model whose biases are all zero the gap stays far above it: the quadrature's miss is seen, not hidden."""
+    from identifiability.contributions.gradients import COMPLETENESS_BOUND, completeness_gaps
+
+    lm = with_random_biases(random_model("bert", seed=0))
+    rows = completeness_gaps(lm, _trace(lm), (2, 32))
+    assert [r.steps for r in rows] == [2, 32]
+    assert rows[0].gap > 10 * rows[1].gap and rows[1].gap <= COMPLETENESS_BOUND
+    assert rows[0].moved > 0.0 and rows[1].moved == 0.0
+    flat = random_model("bert", seed=0)  # every bias zero: h(αx) barely moves with α, the path sees nothing
+    assert completeness_gaps(flat, _trace(flat), (32,))[0].gap > 0.5

@@ -17,6 +17,19 @@ def test_the_measures_table_names_each_source():
     assert prose.citation("no-such-key") == "no-such-key"
 
 
+def test_the_steps_table_marks_the_default_and_says_whether_it_meets_the_bound():
+    from identifiability.contributions.gradients import COMPLETENESS_BOUND, DEFAULT_STEPS, StepsGap
+
+    rows = [StepsGap(8, 1.02, 0.5), StepsGap(DEFAULT_STEPS, 0.45, 0.2), StepsGap(4 * DEFAULT_STEPS, 7e-4, 0.0)]
+    said = prose.steps_table(rows)
+    assert f"| {DEFAULT_STEPS} (default) | 0.45 | 0.20 |" in said and f"from {4 * DEFAULT_STEPS} steps" in said
+    assert f"at most {COMPLETENESS_BOUND:g} of its total. The default ({DEFAULT_STEPS} steps) does not meet it on " \
+           "this sentence: its shares above carry the quadrature's error" in said  # fmt: skip
+    met = prose.steps_table([StepsGap(DEFAULT_STEPS, COMPLETENESS_BOUND / 2, 0.0)])
+    assert met.endswith("meets it on this sentence.") and "not meet" not in met and "error" not in met
+    assert prose.steps_table(rows[:1]).endswith(f"The default ({DEFAULT_STEPS} steps) was not tried here.")
+
+
 def test_the_answer_sorts_claims_by_verdict_and_names_the_command_when_too_small():
     said = prose.answer_text([_v("C22", HOLDS), _v("C24", FAILS), _v("C25", HOLDS)]).splitlines()
     assert said[2].startswith("- Raw attention (C22): the claim that raw attention weights") and "**holds**" in said[2]

@@ -24,7 +24,11 @@ sum of the attributions is 1e-4 of f(x) - f(0); with random biases of scale 0.1,
 
 Quadrature: Gauss-Legendre with ``steps`` nodes on [0, 1] (default 32), Captum's default rule
 (``method="gausslegendre"``), so its numbers and ours agree to float precision on a scalar target; the
-completeness test bounds the quadrature error on the tiny models.
+completeness test bounds the quadrature error on the tiny models. On the embedded model the path from the zero
+baseline is not that smooth: the integrand is large and uneven for α below about 0.3, and 32 nodes leave
+rows whose attributions miss a large part of h(x) - h(x') (:func:`completeness_gaps` measures it, chapter 10
+shows it, tests/integration/test_contributions_real.py records that the default does not meet
+:data:`COMPLETENESS_BOUND` there).
 
 Computed with forward-mode products (``torch.func.jvp`` under ``vmap``, through ``trace.from_x`` as
 :mod:`identifiability.hta.generic` does): for each node α, the tangent that is ``x_j - x'_j`` at position j
@@ -36,7 +40,8 @@ fixed vector, of one hidden token) for the signed attributions Captum computes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -47,6 +52,10 @@ from ..models.trace import SentenceTrace, from_x
 from .registry import normalise_rows, register
 
 DEFAULT_STEPS = 32  # Captum's default n_steps, with its default Gauss-Legendre rule
+# The completeness gap a row may leave, as a share of the row's total (:func:`completeness_gaps`): the shares
+# are shown and compared to two decimals, and a row whose attributions miss more than 0.01 of its total
+# cannot be trusted to them.
+COMPLETENESS_BOUND = 0.01
 
 Project = Callable[[torch.Tensor], torch.Tensor]  # (L+1, d_s, d) hidden states -> (*out) (linear)
 
@@ -150,6 +159,59 @@ def integrated_gradients(
     """
     alphas, weights = gauss_legendre(steps)
     return vector_contributions(path_attributions(lm, trace, None, baseline, alphas, weights, chunk))
+
+
+@dataclass(frozen=True)
+class StepsGap:
+    """Integrated Gradients at one number of steps, on one sentence (:func:`completeness_gaps`).
+
+    Attributes:
+        steps: Gauss-Legendre nodes on the path.
+        gap: the completeness gap of the worst row (layer l >= 1, hidden token i), as a share of that row's
+            total: ``||Σ_j a_ij - (h_i^l(x) - h_i^l(x'))|| / Σ_j ||a_ij||``.
+        moved: the largest change of a share ``c[l, i, j]`` from the shares at the most steps asked for (0 there).
+    """
+
+    steps: int
+    gap: float
+    moved: float
+
+
+def completeness_gaps(
+    lm: LoadedModel,
+    trace: SentenceTrace,
+    steps: Sequence[int] = (8, 16, 32, 64),
+    baseline: torch.Tensor | None = None,
+    chunk: int | None = None,
+) -> list[StepsGap]:
+    """Integrated Gradients' completeness gap against its number of steps, on one sentence.
+
+    Completeness (Sundararajan et al. 2017) holds for every hidden vector, coordinate by coordinate:
+    ``Σ_j Jbar_ij (x_j - x'_j) = h_i^l(x) - h_i^l(x')`` exactly; what the quadrature misses shows as the gap.
+    The gap is read as a share of the row's total ``Σ_j ||a_ij||``, the sum the measure divides by, because the
+    gap is the sum of the per-token errors: a row whose gap is g has errors of at least g of its total.
+
+    Args:
+        steps: the numbers of Gauss-Legendre nodes to try; ``moved`` is measured against the largest.
+        baseline: x' (d_s, d) or (d,); None: zeros, as the measure.
+    Returns:
+        One :class:`StepsGap` per entry of ``steps``, in its order.
+    """
+    inp = prepare(lm, trace)
+    x = inp.x.detach()
+    x0 = torch.zeros_like(x) if baseline is None else baseline.to(x.device, x.dtype).expand_as(x)
+    with torch.no_grad(), from_x(lm) as slot:
+        slot["x"] = x0
+        at_baseline = torch.stack([h[0] for h in lm.model(**inp.enc, output_hidden_states=True).hidden_states])
+    moved_by = (inp.hidden.double() - at_baseline.double()).cpu()[1:]  # (L, d_s, d): h(x) - h(x')
+    found = []
+    for n in steps:
+        attr = path_attributions(lm, trace, None, baseline, *gauss_legendre(n), chunk)[:, 1:]  # (d_s_j, L, d_s_i, d)
+        total = attr.norm(dim=-1).sum(0)  # (L, d_s_i): the row's total
+        gap = (attr.sum(0) - moved_by).norm(dim=-1) / total
+        found.append((n, float(gap.max()), vector_contributions(attr)))
+    finest = found[int(np.argmax(steps))][2]
+    return [StepsGap(n, gap, float((c - finest).abs().max())) for n, gap, c in found]
 
 
 def grad_input(lm: LoadedModel, trace: SentenceTrace, chunk: int | None = None) -> torch.Tensor:

@@ -10,6 +10,7 @@ from functools import cache
 
 from ..base import paths
 from ..contributions import MEASURES
+from ..contributions.gradients import COMPLETENESS_BOUND, DEFAULT_STEPS, StepsGap
 from ..evidence.measures import ROLLED, MeasuresEvidence
 from ..recorded.store import Recorded, caption
 from ..studies.measures import ORDER
@@ -62,6 +63,29 @@ def measures_table(names: Sequence[str]) -> str:
         scope = "one layer (also rolled out)" if m.per_layer else "input tokens"
         lines.append(f"| {m.label} | {KIND_WORDS[m.kind]} | {scope} | {citation(m.reference)} |")
     return "\n".join(lines)
+
+
+def steps_table(rows: Sequence[StepsGap]) -> str:
+    """Integrated Gradients' completeness gap per number of steps as a Markdown table, and one sentence on
+    whether the default meets :data:`COMPLETENESS_BOUND` on this sentence."""
+    finest = max(r.steps for r in rows)
+    lines = [f"| steps | gap (share of the row's total) | largest share change from {finest} steps |", "|---|---|---|"]
+    for r in rows:
+        mark = " (default)" if r.steps == DEFAULT_STEPS else ""
+        lines.append(f"| {r.steps}{mark} | {r.gap:.3g} | {r.moved:.2f} |")
+    default = next((r for r in rows if r.steps == DEFAULT_STEPS), None)
+    if default is None:
+        verdict = f"The default ({DEFAULT_STEPS} steps) was not tried here."
+    else:
+        meets = (
+            "meets it on this sentence"
+            if default.gap <= COMPLETENESS_BOUND
+            else "does not meet it on this sentence: its shares above carry the quadrature's error as well as "
+            "the model's mixing"
+        )
+        verdict = f"The default ({DEFAULT_STEPS} steps) {meets}."
+    bound = f"The worst row may miss at most {COMPLETENESS_BOUND:g} of its total. {verdict}"
+    return "\n".join(lines) + "\n\n" + bound
 
 
 def answer_text(verdicts: Sequence[Verdict]) -> str:
