@@ -85,3 +85,21 @@ def test_a_run_recorded_before_the_ranking_says_what_to_run():
     ev = _ranked()
     old = replace(ev, scores=tuple(replace(s, minus_others=()) for s in ev.scores))
     assert old.top_group("hta", 1) is None and "make measures" in prose.ranking_table(old)
+
+
+def test_the_recorded_run_note_says_whose_scores_the_page_shows_and_why():
+    """Issue 53 item 4: chapter 10's note on its page, one line: the recorded run's sentences against the page's
+    own, and the run's caption (no platform string)."""
+    from identifiability.recorded.store import Recorded
+    from identifiability.verdicts.measures import MEASURES_MIN_SENTENCES
+
+    rec = Recorded(
+        "measures", "m/lee", {"n_scored": 50},
+        {"date": "2026-12-07T10:00:00+00:00", "target": "measures", "seconds": 600,
+         "machine": {"cpus": 2, "platform": "Linux-x"}, "hashes": {}},
+    )  # fmt: skip
+    note = prose.recorded_note(rec, 3)
+    assert note.startswith("*Scores and verdicts below are from `make measures`' run on 50 sentences (this page ")
+    assert f"scored 3 itself, parameter `n_sentences`, fewer than the {MEASURES_MIN_SENTENCES} the rules need)" in note
+    assert "recorded run of 2026-12-07; `make measures` recomputes it (10 min 0 s on 2 cores)" in note
+    assert "Linux" not in note and note.endswith(".*") and "\n" not in note
