@@ -66,7 +66,7 @@ def test_the_intro_table_groups_claims_by_chapter_and_reads_claim_then_verdict(t
     groups = re.findall(r"\{doc\}`\.\./notebooks/(\w+)`", text)
     assert groups == sorted({c["chapter"] for c in CLAIMS.values()})
     assert text.startswith(f"Of the {len(CLAIMS)} claims (")
-    assert "1 holds, 1 fails and 25 are not run in this build." in text.splitlines()[0]
+    assert f"1 holds, 1 fails and {len(CLAIMS) - 2} are not run in this build." in text.splitlines()[0]
 
 
 def test_the_tally_counts_each_verdict_with_its_verb():

@@ -145,3 +145,18 @@ class C21Evidence:
     """What C21 reads: every model's D_sub and D_val (members and twins)."""
 
     models: tuple[C21Model, ...]
+
+
+@dataclass(frozen=True)
+class ResplitEvidence:
+    """What C28-C32 read: the re-split family's recorded run (the book's model re-split into other head widths
+    and healed, issue 55), one entry per member with its fidelity and the chapters' evidence on it. Empty until
+    `make resplit` records the family: the claims' rules were frozen before any claim quantity was computed on a
+    healed member, so until then each verdict is "not run in this build".
+
+    Attributes:
+        members: each member's recorded results ({"name", "d_v", "healed", "fidelity", ...}); () when the family
+            has not been recorded.
+    """
+
+    members: tuple[dict, ...] = ()

@@ -16,7 +16,16 @@ from collections.abc import Sequence
 
 from ..base.digits import fmt, pct
 from ..base.stats import Interval
-from ..evidence.head_width import C19Evidence, C19Model, C20Comparison, C20Evidence, C21Evidence, C21Model, FamilyModel
+from ..evidence.head_width import (
+    C19Evidence,
+    C19Model,
+    C20Comparison,
+    C20Evidence,
+    C21Evidence,
+    C21Model,
+    FamilyModel,
+    ResplitEvidence,
+)
 from ..nullspace import unique_share
 from ..pretrain import family
 from .core import FAILS, HOLDS, INCONCLUSIVE, NOT_RUN, NOT_TESTABLE, PARTLY, Quantity, Rules, Verdict, with_robustness
@@ -366,3 +375,57 @@ def c21(evidence: C21Evidence, rules: Rules) -> Verdict:
         "unit": judge_c21(m, rule, by_heads=True),
     }
     return with_robustness(judge_c21(m, rule), alternatives)
+
+
+# The re-split family (issue 55): C28-C32, frozen before any claim quantity was computed on a healed member
+RESPLIT_MIN_COSINE = 0.95  # healed: mean cosine with the book's model's hidden states at every layer, held-out text
+RESPLIT_MIN_SPEARMAN = 0.95  # healed: Spearman of 500 sentence-pair similarities against the book's model's
+C31_RATIO = 0.5  # the sink's output share over its attention weight must lie below this
+C31_RATIO_ALT = 0.3  # robustness: a stricter ratio
+RESPLIT_CLAIMS = ("C28", "C29", "C30", "C31", "C32")
+RESPLIT_QUANTITIES = {
+    "C28": Quantity("smallest share, over the healed members, of (head, input) pairs unique at d_s = d_v + 1"),
+    "C29": Quantity("largest D_sub over the healed members"),
+    "C30": Quantity("largest |D(m) - D(m')| between healed members of different d_v"),
+    "C31": Quantity("largest median ratio of the sink's output share to its attention weight"),
+    "C32": Quantity("largest ratio of the effective to the raw attention mass on the sink over the healed members"),
+}
+RUN_RESPLIT = "`make resplit` heals the re-split family and records it; chapter 7 then judges it"
+
+
+def _resplit(claim: str, evidence: ResplitEvidence, rules: Rules) -> Verdict:
+    """C28-C32 on the re-split family's record: "not run in this build" while it is not recorded, under every
+    alternative the claim's row names (the same outcome: nothing was measured)."""
+    from .claims import load_claims, robustness_names
+
+    why = f"the re-split family has not been recorded: {RUN_RESPLIT}"
+    if evidence.members:  # the study that reads the record lands with it (issue 55): never a made-up verdict
+        why = f"the re-split family's record is not read by this version of the book: {RUN_RESPLIT}"
+    v = Verdict(claim, NOT_RUN, None, None, None, "", rules.rule, why, estimate_of=RESPLIT_QUANTITIES[claim])
+    row = next(c for c in load_claims() if c["id"] == claim)
+    return with_robustness(v, {name: v for name in robustness_names(row)})
+
+
+def c28(evidence: ResplitEvidence, rules: Rules) -> Verdict:
+    """C28: the threshold at d_v + 2 on every healed re-split (C2's rule per member)."""
+    return _resplit("C28", evidence, rules)
+
+
+def c29(evidence: ResplitEvidence, rules: Rules) -> Verdict:
+    """C29: C4's offset beyond dimension counting below 0 on every healed re-split."""
+    return _resplit("C29", evidence, rules)
+
+
+def c30(evidence: ResplitEvidence, rules: Rules) -> Verdict:
+    """C30: the offset depends on d_s / d_v, not on d_v, within the procedure's own spread."""
+    return _resplit("C30", evidence, rules)
+
+
+def c31(evidence: ResplitEvidence, rules: Rules) -> Verdict:
+    """C31: without a null space, the sink's output share lies well below its attention weight."""
+    return _resplit("C31", evidence, rules)
+
+
+def c32(evidence: ResplitEvidence, rules: Rules) -> Verdict:
+    """C32: C18 on every healed re-split with a sink, on the joined inputs."""
+    return _resplit("C32", evidence, rules)
