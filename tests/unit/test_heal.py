@@ -204,7 +204,10 @@ def test_held_out_sentences_and_pairs():
     ]
     docs[49] = Document("s", "held", "Alpha beta gamma delta epsilon. Zeta eta theta iota kappa lambda! Tiny.")
     assert heldout_sentences(docs) == ["Alpha beta gamma delta epsilon.", "Zeta eta theta iota kappa lambda!"]
-    pairs = sentence_pairs([f"sentence {i}" for i in range(10)], n=5, seed=0)
-    assert len({s for p in pairs for s in p}) == 10
-    with pytest.raises(TextError, match="need 22 distinct sentences"):
-        sentence_pairs([f"sentence {i}" for i in range(10)], n=11)
+    pairs = sentence_pairs([f"sentence {i}" for i in range(10)], n=45, seed=0)
+    assert len(set(pairs)) == 45 and all(a < b for a, b in pairs)  # every pair of the 10, each once
+    assert sentence_pairs([f"s{i}" for i in range(10)], n=5, seed=1) == sentence_pairs(
+        [f"s{i}" for i in range(10)], 5, 1
+    )
+    with pytest.raises(TextError, match="need at least 11 distinct sentences; the text holds 10"):
+        sentence_pairs([f"sentence {i}" for i in range(10)], n=46)

@@ -12,6 +12,7 @@ which no chapter and no confirmation run reads and healing never trains on:
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -66,12 +67,18 @@ def heldout_sentences(docs=None) -> list[str]:
 
 
 def sentence_pairs(sentences: Sequence[str], n: int = PAIRS, seed: int = PAIRS_SEED) -> list[tuple[str, str]]:
-    """``n`` pairs of distinct sentences drawn without replacement from ``sentences`` (2n of them), seeded."""
+    """``n`` distinct pairs of two different sentences of ``sentences``, drawn uniformly among all pairs, seeded
+    (a sentence may be in several pairs: the held-out documents hold fewer than 2n sentences)."""
     unique = sorted(set(sentences))
-    if len(unique) < 2 * n:
-        raise TextError(f"{n} sentence pairs need {2 * n} distinct sentences; the text holds {len(unique)}")
-    pick = np.random.default_rng(seed).permutation(len(unique))[: 2 * n]
-    return [(unique[a], unique[b]) for a, b in pick.reshape(n, 2)]
+    m = len(unique)
+    if m * (m - 1) // 2 < n:
+        raise TextError(
+            f"{n} sentence pairs need at least {math.ceil((1 + math.sqrt(1 + 8 * n)) / 2)} distinct "
+            f"sentences; the text holds {m}"
+        )
+    first, second = np.triu_indices(m, k=1)
+    pick = np.sort(np.random.default_rng(seed).choice(len(first), size=n, replace=False))
+    return [(unique[first[i]], unique[second[i]]) for i in pick]
 
 
 @torch.no_grad()
