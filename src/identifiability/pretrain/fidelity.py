@@ -112,8 +112,10 @@ def sentence_embeddings(model: nn.Module, tokenizer, sentences: Sequence[str], b
 
 def pair_similarities(model: nn.Module, tokenizer, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
     """float64 [n]: the cosine of each pair's two sentence embeddings."""
-    emb = sentence_embeddings(model, tokenizer, [s for pair in pairs for s in pair])
-    first, second = emb[0::2], emb[1::2]
+    unique = sorted({s for pair in pairs for s in pair})  # each sentence embedded once, however many pairs hold it
+    emb = sentence_embeddings(model, tokenizer, unique)
+    index = {s: i for i, s in enumerate(unique)}
+    first, second = (emb[[index[pair[k]] for pair in pairs]] for k in (0, 1))
     return torch.nn.functional.cosine_similarity(first, second, dim=-1).double().numpy()
 
 

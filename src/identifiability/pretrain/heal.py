@@ -165,7 +165,9 @@ def teacher_forced(
             h.remove()
 
 
-def step_loss(member, original, adapter: Adapter, ids: torch.Tensor, mode: str) -> torch.Tensor:
+def step_loss(
+    member: torch.nn.Module, original: torch.nn.Module, adapter: Adapter, ids: torch.Tensor, mode: str
+) -> torch.Tensor:
     """The loss of one batch ``ids`` (B, L) of unpadded token ids."""
     with torch.no_grad():
         target = [h.detach() for h in original(input_ids=ids, output_hidden_states=True).hidden_states]
@@ -225,7 +227,18 @@ def heal(
         return _heal(original, settings, train, out, reference, device, progress, on_step, name)
 
 
-def _heal(original, settings, train, out, reference, device, progress, on_step, name) -> dict:
+def _heal(
+    original: Original,
+    settings: HealSettings,
+    train: torch.Tensor,
+    out: Path,
+    reference: Reference | None,
+    device: str,
+    progress: bool,
+    on_step: Callable[[int, int], None] | None,
+    name: str,
+) -> dict:
+    """:func:`heal` once its lock is held."""
     identity = identity_of(original.key, settings)
     state, prov = claim(out, identity)
     if state == "done":
@@ -259,7 +272,7 @@ def _heal(original, settings, train, out, reference, device, progress, on_step, 
         return {**prov, "folder": str(out)}
 
 
-def _resume(out: Path, model, opt) -> dict:
+def _resume(out: Path, model: torch.nn.Module, opt: torch.optim.Optimizer) -> dict:
     try:
         return load_checkpoint(out / CHECKPOINT, model, opt)
     except Exception as e:
@@ -269,7 +282,7 @@ def _resume(out: Path, model, opt) -> dict:
         ) from None
 
 
-def _save_checkpoint(out: Path, model, opt, meta: dict) -> None:
+def _save_checkpoint(out: Path, model: torch.nn.Module, opt: torch.optim.Optimizer, meta: dict) -> None:
     step = meta["step"]
 
     def before() -> str:
@@ -281,7 +294,9 @@ def _save_checkpoint(out: Path, model, opt, meta: dict) -> None:
         save_state(out / CHECKPOINT, model, opt, f"step-{step:06d}.safetensors", meta)
 
 
-def _point(member, original: Original, reference, step: int, seen: int, seconds: float) -> dict | None:
+def _point(
+    member: torch.nn.Module, original: Original, reference: Reference | None, step: int, seen: int, seconds: float
+) -> dict | None:
     """A fidelity point of the curve (None without a reference)."""
     if reference is None:
         return None
@@ -289,7 +304,20 @@ def _point(member, original: Original, reference, step: int, seen: int, seconds:
     return {"step": step, "tokens_seen": seen, "seconds": round(seconds, 3), **fid.as_dict()}
 
 
-def _steps(member, original, s, opt, train, meta, out, reference, device, progress, on_step, name) -> dict:
+def _steps(
+    member: torch.nn.Module,
+    original: Original,
+    s: HealSettings,
+    opt: torch.optim.Optimizer,
+    train: torch.Tensor,
+    meta: dict,
+    out: Path,
+    reference: Reference | None,
+    device: str,
+    progress: bool,
+    on_step: Callable[[int, int], None] | None,
+    name: str,
+) -> dict:
     """The steps after ``meta``'s, a checkpoint (and a fidelity point) every ``s.every`` steps and at the
     last; returns the last checkpoint's record. ``seconds`` counts the steps alone."""
     length = train.shape[1]
@@ -321,7 +349,9 @@ def _steps(member, original, s, opt, train, meta, out, reference, device, progre
     return meta
 
 
-def provenance(original: Original, s: HealSettings, meta: dict, member, device: str, blocks: int) -> dict:
+def provenance(
+    original: Original, s: HealSettings, meta: dict, member: torch.nn.Module, device: str, blocks: int
+) -> dict:
     """What the member's folder is: the original, the width, the settings, the loss and fidelity curves and
     whether the last fidelity point reaches the bar (:data:`BAR`)."""
     import transformers
