@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -28,10 +29,12 @@ from records import Record
 
 from identifiability.models.load import load_model
 from identifiability.models.resplit import resplit
+from identifiability.models.training import optimizer, optimizer_step
 from identifiability.pretrain import heal as healing
 from identifiability.pretrain import text
 from identifiability.pretrain.fidelity import PAIRS, Reference, fidelity, heldout_sentences, sentence_pairs
-from identifiability.pretrain.heal import HealSettings, Original, heal
+from identifiability.pretrain.heal import HealSettings, Original, heal, step_loss
+from identifiability.pretrain.mlm import batch_indices
 
 
 class Budget(Exception):
@@ -48,6 +51,23 @@ def _rescaled_q(member, original_width: int, width: int):
     return member
 
 
+def _step_times(original: Original, train: torch.Tensor, widths, modes, reps: int) -> dict[str, list[float]]:
+    """Seconds of one step (loss, backward, AdamW) per width and mode, the modes interleaved step by step on the
+    same batches, so that a shared machine's changing load falls on both alike."""
+    out: dict[str, list[float]] = {}
+    for width in widths:
+        members = {m: resplit(original.model, original.adapter, width) for m in modes}
+        opts = {m: optimizer(members[m], 1e-4, 0.01) for m in modes}
+        for rep in range(reps):
+            ids = train[batch_indices(rep, len(train), 16, 0)]
+            for mode in modes:
+                t = time.perf_counter()
+                loss = step_loss(members[mode], original.model, original.adapter, ids, mode)
+                optimizer_step(members[mode], opts[mode], loss, 1e-4, 1.0)
+                out.setdefault(f"d_v={width} {mode}", []).append(time.perf_counter() - t)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--widths", default="16,128")
@@ -55,6 +75,8 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=5.0, help="wall-clock budget of each run")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--blocks", type=int, default=24, help="held-out blocks of the cosine")
+    ap.add_argument("--step-times", type=int, default=0, help="interleaved steps per mode timed alone (0: none)")
+    ap.add_argument("--no-runs", action="store_true", help="skip the healing runs")
     ap.add_argument("--no-untrained", action="store_true", help="skip the untrained fidelity at both scales")
     ap.add_argument("--checkpoint-tokens", type=int, default=40960)
     args = ap.parse_args()
@@ -77,7 +99,7 @@ def main() -> None:
             f"Q rescaled last {scaled.last:.3f} worst {scaled.worst:.3f} rho {scaled.spearman:.3f}",
             flush=True,
         )
-    for width in widths:
+    for width in [] if args.no_runs else widths:
         for mode in args.modes.split(","):
             s = HealSettings(width=width, tokens=100_000_000, mode=mode, checkpoint_tokens=args.checkpoint_tokens)
             with tempfile.TemporaryDirectory() as tmp:
@@ -91,8 +113,8 @@ def main() -> None:
                     finally:
                         evaluating[0] += time.perf_counter() - t
 
-                def budget(step: int, total: int) -> None:
-                    if time.perf_counter() - start - evaluating[0] > 60 * args.minutes:
+                def budget(step: int, total: int) -> None:  # after a checkpoint: its fidelity point is the last
+                    if step % s.every(128) == 0 and time.perf_counter() - start - evaluating[0] > 60 * args.minutes:
                         raise Budget
 
                 healing.fidelity = timed  # the budget counts the steps and checkpoints, not the fidelity passes
@@ -121,6 +143,10 @@ def main() -> None:
             rec.figure(f"d_v={width} {mode}: last-layer cosine at the end", last["last"], "cosine")
             rec.figure(f"d_v={width} {mode}: worst-layer cosine at the end", last["worst"], "cosine")
             rec.figure(f"d_v={width} {mode}: Spearman at the end", last["spearman"], "rho")
+    if args.step_times:
+        details["step_seconds"] = _step_times(original, train, widths, args.modes.split(","), args.step_times)
+        for key, times in details["step_seconds"].items():
+            rec.figure(f"{key}: median step", statistics.median(times), "s")
     rec.details = details
     rec.write()
 
