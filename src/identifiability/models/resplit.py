@@ -16,10 +16,11 @@ its width when the dimensions contribute about independently (the reason for it)
 then starts with logits spread about as widely as the original heads', neither sharper (merged heads at a
 rescaled Q would add H/H' heads' logits) nor flatter. (3) Healing can learn any other scale through W_Q;
 it cannot learn the bit-identity back. And it starts healing closer: on the pre-training text's held-out
-documents the default model re-split at d_v' = 16 keeps a last-layer cosine of 0.845 with the original (0.790
-with Q rescaled to the original's logit scale), at d_v' = 128 0.702 (0.625), and the sentence pairs' Spearman
-0.885 (0.792) and 0.738 (0.673) (``benchmarks/bench_resplit.py`` measures both). ``tests/unit/test_resplit.py``
-checks the scale against logits built by hand from the unchanged weights.
+documents (24 blocks of 128 tokens, 500 sentence pairs), the default model re-split at d_v' = 16 keeps a
+last-layer cosine of 0.845 with the original (0.790 with Q rescaled to the original's logit scale), at
+d_v' = 128 0.702 (0.625), and the sentence pairs' Spearman 0.885 (0.792) and 0.738 (0.673)
+(``benchmarks/bench_resplit.py`` measures both). ``tests/unit/test_resplit.py`` checks the scale against
+logits built by hand from the unchanged weights.
 
 Refused in one line before any weight is read (:func:`check_resplit`): a width that does not divide the
 hidden size, a pre-LN or decoder model, a model whose Q, K and V are one fused map, a config without
