@@ -31,7 +31,7 @@ WORKERS ?=
 INTERRUPTED := || [ $$? -eq 130 ]
 NPM_PACKAGES := mathjax@3.2.2 @jupyter-widgets/html-manager@1.0.15 requirejs@2.3.8 playwright-core@1.65.1
 
-.PHONY: book test test-fast lint venv vendor browser bench clean models sweep compare compare-run compare-full record-c10 confirm family measures
+.PHONY: book test test-fast lint venv vendor browser bench clean models sweep compare compare-run compare-full record-c10 confirm family measures resplit
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -217,6 +217,16 @@ family: venv vendor
 	$(PY) -m identifiability.cli record-family --corpus "$(CORPUS)" --started $(FAMILY_START) $(INTERRUPTED)
 	$(MAKE) compare-run BASE=data/models/$(FAMILY_REFERENCE) $(if $(WORKERS),WORKERS=$(WORKERS)) $(INTERRUPTED)
 	$(call book_on,$(MODEL))
+
+# The re-split family (issue 55; src/identifiability/pretrain/heal.py): the book's model re-split at other head
+# widths (every weight kept) and healed by distillation to its own hidden states on the pre-training text, into
+# data/models/<model>-dv<width>-seed<seed>/ (resumable: an interrupted member resumes, a healed one is skipped;
+# DEVICE=cuda heals on a GPU). The fidelity curve of each member is in its provenance.json. WIDTHS and TOKENS
+# override the defaults.
+WIDTHS ?= 16,64,128
+resplit: venv
+	$(PY) -m identifiability.cli resplit --model "$(MODEL)" --widths $(WIDTHS) --device $(DEVICE) \
+		$(if $(TOKENS),--tokens $(TOKENS)) $(INTERRUPTED)
 
 # Every benchmark, one after the other (alone on the machine: they time it). Each leaves its record,
 # benchmarks/results/<script>.json (benchmarks/records.py), or one saying it does not apply here (bench_cuda.py

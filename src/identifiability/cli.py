@@ -10,6 +10,7 @@
     identifiability record-family [--data DIR] [--corpus C]   (make family's recorded run, data/recorded/family/)
     identifiability record-measures [--model M] [--corpus C] [--n N]   (chapter 10's, data/recorded/measures/)
     identifiability pretrain [--members NAME,...|all] [--tokens N] [--device cpu|cuda]   (the family, data/models/)
+    identifiability resplit [--model M] [--widths 16,64,128] [--tokens N] [--mode global|layerwise]   (healed)
 
 Notebook sources are jupytext MyST files in ``notebooks/``; executed ``.ipynb`` files and HTML are build
 output under ``_build/``. The book for the embedded default model goes to ``_build/html``; any other model
@@ -268,6 +269,26 @@ def _pretrain_main(a) -> int:
     return status
 
 
+def _resplit_parser(sub) -> None:
+    p = _command(sub, "resplit", help="the model re-split at other head widths, healed into data/models/ (resumable)")
+    p.add_argument(
+        "--model", default=DEFAULT_MODEL, help="the model to re-split: the embedded one (default) or a folder"
+    )
+    p.add_argument("--widths", default="16,64,128", help="head widths, comma-separated (default 16,64,128)")
+    p.add_argument("--tokens", type=int, help="tokens each member is healed on (default: the healing's own)")
+    p.add_argument("--seed", type=int, default=0, help="the block order's seed (default 0)")
+    p.add_argument("--mode", default="global", help="global (default) or layerwise")
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+
+
+def _resplit_main(a) -> int:
+    from .pretrain.resplits import resplit_family, summary
+
+    _pretrain_preflight(a)  # the device and a models folder that takes a file; each member's is checked next
+    print(summary(resplit_family(a.model, a.widths, a.tokens, a.seed, a.mode, a.device)))
+    return 0
+
+
 def _compare_parser(sub) -> None:
     c = _command(sub, "compare", help="compare two folders of results files (timings and paths skipped)")
     c.add_argument("old", type=Path)
@@ -477,6 +498,7 @@ COMMANDS = {
     "init-random": _finetune_main,
     "compare": _compare_main,
     "pretrain": _pretrain_main,
+    "resplit": _resplit_main,
 }
 
 
@@ -496,10 +518,11 @@ def main(argv: list[str] | None = None) -> int:
     _record_measures_parser(sub)
     _record_family_parser(sub)
     _pretrain_parser(sub)
+    _resplit_parser(sub)
     a = ap.parse_args(argv)
     try:
         # Ctrl-C: one line, exit 130 (identifiability.base.stops); a caller that passes its own argv handles it itself
-        resumes = a.cmd in ("sweep", "hta", "record-c10", "pretrain")
+        resumes = a.cmd in ("sweep", "hta", "record-c10", "pretrain", "resplit")
         status = stops.run(lambda: COMMANDS[a.cmd](a), resumes=resumes, handle=argv is None)
         sys.stdout.flush()  # here, not at exit: a pipe's reader that left is then caught below
         return status

@@ -11,7 +11,8 @@
   learning rate that is a function of the step alone (so a resumed run needs no scheduler state), one
   clipped step;
 - :func:`write_model_folder` and :func:`save_folder`: a folder ``load_model`` reads, ``provenance.json`` last;
-- :func:`rerun_line`: a Ctrl-C turned into the line that says what running the same command again does.
+- :func:`rerun_line`: a Ctrl-C turned into the line that says what running the same command again does;
+- :func:`only_run`: the lock that keeps a second run out of a folder another run is training into.
 
 Nothing is pickled: tensors are safetensors, everything else JSON.
 """
@@ -129,6 +130,22 @@ def rerun_line(interrupted: Callable[[], Interrupted]) -> Iterator[None]:
         raise
     except KeyboardInterrupt:
         raise interrupted() from None
+
+
+@contextmanager
+def only_run(out: Path, busy: Callable[[], Exception]) -> Iterator[None]:
+    """Holds a lock on ``.<out>.lock`` beside ``out`` while a run trains into it: a second run into the same
+    folder (another command, another worker) raises ``busy()`` (one line) instead of training a second time
+    over the first's checkpoints. The system releases the lock when the process ends, however."""
+    import fcntl
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.with_name(f".{out.name}.lock"), "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise busy() from None
+        yield
 
 
 # -- checkpoints: safetensors + JSON only ----------------------------------------------------------------------

@@ -22,8 +22,7 @@ import hashlib
 import json
 import shutil
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -41,6 +40,7 @@ from ..models.training import (
     claim_folder,
     load_checkpoint,
     lr_at,
+    only_run,
     optimizer,
     optimizer_step,
     rerun_line,
@@ -234,23 +234,15 @@ def train_member(
         return _train_member(member, train, heldout, out, settings, device, progress, on_step, text, tokenizer)
 
 
-@contextmanager
-def _only_run(out: Path, name: str) -> Iterator[None]:
-    """Holds a lock on ``.<out>.lock`` beside ``out`` while the run trains into it: a second run of the same
-    member into the same folder (another command, another worker) is one line instead of a second training
-    that overwrites the first's checkpoints. The system releases the lock when the process ends, however."""
-    import fcntl
-
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out.with_name(f".{out.name}.lock"), "a") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise PretrainError(
-                f"another run is training {name} into {out} now: let it finish (a rerun then finds it done), or "
-                "stop it and run the same command again to resume"
-            ) from None
-        yield
+def _only_run(out: Path, name: str):
+    """The folder's lock (:func:`identifiability.models.training.only_run`) in this command's words."""
+    return only_run(
+        out,
+        lambda: PretrainError(
+            f"another run is training {name} into {out} now: let it finish (a rerun then finds it done), or "
+            "stop it and run the same command again to resume"
+        ),
+    )
 
 
 def _train_member(
