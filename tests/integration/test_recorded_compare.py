@@ -129,8 +129,8 @@ def test_the_recorded_run_is_judged_as_the_live_folder_was(checkout, tmp_path, m
     assert list(got.model_table.role) == list(live.model_table.role)  # roles from the recorded provenance
     # the page: the caption beside the verdicts and above the models, never "not run in this build"
     date = rec.date
-    caption = f"recorded run of {date} (50 min 0 s, "
-    assert got.recorded.startswith(caption) and got.recorded.endswith("`make compare` recomputes it")
+    caption = f"recorded run of {date}; `make compare` recomputes it (50 min 0 s on "
+    assert got.recorded.startswith(caption) and got.recorded.endswith(" cores)")
     assert caption in prose.recorded_text(got) and caption in prose.comparison_text(got, 0)
     assert prose.recorded_text(live) == "" and live.recorded == ""
 
@@ -160,10 +160,10 @@ def test_a_changed_source_file_marks_the_recording_stale(checkout):
     module = checkout / "src" / "identifiability" / "base" / "stats.py"
     module.write_text(module.read_text() + "\n# a comment\n")  # not code: the recording stays fresh
     got, _ = recorded_comparison(empty, REFERENCE, 0, CORPUS, source=checkout, **KW)
-    assert got.recorded.endswith("`make compare` recomputes it")
+    assert got.recorded.endswith(" cores)")
     module.write_text(module.read_text() + "\nCHANGED = 1\n")
     got, _ = recorded_comparison(empty, REFERENCE, 0, CORPUS, source=checkout, **KW)
-    assert got.recorded.endswith("`make compare` recomputes it; the code has changed since")
+    assert got.recorded.endswith(" cores); computed before a change to base/stats.py")
 
 
 def test_live_fine_tunes_take_precedence_over_the_recording(checkout, monkeypatch):

@@ -51,7 +51,8 @@ def test_chapter_10_says_a_record_of_one_sentence_is_partial_and_judges_its_none
     rec = _committed("measures")
     assert measures.partial(rec) is None
     # what `record-measures --n 1` wrote: one sentence, intervals without bounds
-    rows = [{**row, **{k: [row[k][0], None, None, 1] for k in ("statistic", "minus_shuffled", "minus_distance")
+    kinds = ("statistic", "minus_shuffled", "minus_distance", "stronger", "minus_stronger")
+    rows = [{**row, **{k: [row[k][0], None, None, 1] for k in kinds
                        if row[k] is not None}} for row in rec.results["scores"]]  # fmt: skip
     small = _cut(rec, n_scored=1, scores=rows)
     _one_line(measures.partial(small), "measures")
