@@ -400,4 +400,4 @@ def chapter_summary(results: dict, chapter: str) -> str:
         lines.append(f"- **{c['id']}.** {claim_outcome(v, c['claim'])}{tail}.")
     if not lines:
         return "This run judged none of the chapter's claims."
-    return "\n".join(lines + ["", "Each verdict's reasons, its baseline and its rule are under *Verdicts* below."])
+    return "\n".join(lines + ["", "Each verdict's reasons, its baseline and its rule follow further down this page."])
