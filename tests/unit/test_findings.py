@@ -120,7 +120,7 @@ def test_a_chapter_summary_names_each_claim_before_its_outcome(tmp_path):
     }
     text = findings.chapter_summary(results, c4["chapter"])
     items = [line for line in text.splitlines() if line.startswith("- ")]
-    assert [re.match(r"- \*\*(C\d+)\.\*\*", i).group(1) for i in items] == ["C4", "C18"]  # the csv's order
+    assert [re.match(r"- \*\*(C\d+):\*\*", i).group(1) for i in items] == ["C4", "C18"]  # the csv's order
     c4_item = items[0]
     assert c4_item.index("The claim that") < c4_item.index("**fails**") < c4_item.index("untrained twin: **holds**")
     assert "trained minus twin, the learned part: 0" in c4_item  # both 0.5 (0.4 to 0.6): the difference is 0

@@ -397,7 +397,8 @@ def chapter_summary(results: dict, chapter: str) -> str:
         if (where := sources.get(c["id"])) and where.get("date"):
             said.append(f"judged on the recorded run of {where['date']}")
         tail = f" ({'; '.join(said)})" if said else ""
-        lines.append(f"- **{c['id']}.** {claim_outcome(v, c['claim'])}{tail}.")
+        # "**C4:**", not the verdict line's "**C4.**": the full verdict, with its parts and chart, is further down
+        lines.append(f"- **{c['id']}:** {claim_outcome(v, c['claim'])}{tail}.")
     if not lines:
         return "This run judged none of the chapter's claims."
     return "\n".join(lines + ["", "Each verdict's reasons, its baseline and its rule follow further down this page."])

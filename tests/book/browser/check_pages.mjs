@@ -125,7 +125,10 @@ function inspect() {
   // by side (a wide page).
   const cards = [...document.querySelectorAll("div.claim-card")].map((c) => {
     const r = box(c), head = c.querySelector(":scope > p"), dds = [...c.querySelectorAll("dl > dd")].map(box);
-    const wide = [...c.querySelectorAll("*")].filter((e) => box(e).right > r.right + 1 && box(e).width > 0);
+    // MathJax's assistive MathML (for screen readers) is clipped to nothing: a formula at a line's end may lay
+    // it past the card without anything a reader sees, so it is not counted
+    const wide = [...c.querySelectorAll("*")].filter((e) => box(e).right > r.right + 1 && box(e).width > 0
+      && !e.closest("mjx-assistive-mml"));
     return { id: (head?.querySelector("a")?.textContent || "").trim(), fits: c.scrollWidth <= c.clientWidth + 1 && !wide.length,
              wide: wide.slice(0, 3).map((e) => (e.textContent || e.tagName).trim().slice(0, 40)),
              claimFirst: !!head && dds.length > 0 && box(head).bottom <= Math.min(...dds.map((d) => d.top)) + 1,
