@@ -189,7 +189,9 @@ function inspect() {
       if (!m) continue;
       const draws = drawn.filter((d) => d.rows.some((r) => r.quantity === id[1] || r.quantity.startsWith(id[1] + ".")));
       const chart = draws.find((d) => after(s, d.c)) || draws[0];
-      out.push({ claim: id[1], verdict: m[1], text: line.textContent.replace(/\s+/g, " ").trim().slice(0, 4000),
+      // a reason that goes through several models continues as the list right after its line (verdicts.core.itemised)
+      const list = line.nextElementSibling && line.nextElementSibling.tagName === "UL" ? line.nextElementSibling.textContent : "";
+      out.push({ claim: id[1], verdict: m[1], text: (line.textContent + " " + list).replace(/\s+/g, " ").trim().slice(0, 4000),
                  chart: chart ? chart.c.id : null, rows: chart ? chart.rows : [] });
     }
     return out;
