@@ -37,10 +37,10 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# --no-deps: requirements.txt is a complete lock (see its header). Its packages go in as two halves side by
-	# side, not byte-compiled, then compileall compiles them on every core: pip compiles one file at a time
-	# (measured on 2 cores: one pip compiling as it installs 67 s; two halves 16 s plus compileall 27 s, the
-	# same 19,153 .pyc files). compileall's status is not checked: as pip does, it skips the few files written
-	# for a newer Python than this one (torch's py312_intrinsics.py) with an error.
+	# side, not byte-compiled, then compileall compiles them on every core, because pip compiles one file at a
+	# time (the install's time is in benchmarks/results/bench_commands.json). compileall's status is not
+	# checked: as pip does, it skips the few files written for a newer Python than this one (torch's
+	# py312_intrinsics.py) with an error.
 	grep -v '^#' requirements.txt | awk 'NF && NR % 2' > $(VENV)/half-1.txt
 	grep -v '^#' requirements.txt | awk 'NF && !(NR % 2)' > $(VENV)/half-2.txt
 	$(PY) -m pip install -q --no-deps --no-compile -r $(VENV)/half-1.txt & first=$$!; \
@@ -92,8 +92,7 @@ test: venv vendor browser lint
 	MAKEFLAGS= $(PY) -m pytest -ra $(PYTEST_ARGS)
 
 # The unit tier: tiny random models; no kernel, Dask cluster, make or book build (tests/unit/conftest.py refuses
-# them). Measured: 1,270 tests in 77 s on 2 cores with the venv in place (5 December 2026; 96-99 s on the slower
-# machine of the day before).
+# them): the tier to run while editing.
 test-fast: venv
 	$(PY) -m pytest -q -m unit tests/unit $(PYTEST_ARGS)
 
@@ -141,8 +140,8 @@ COMPARE_PARAMS ?= n_sentences=150 second_corpus= 03:fig1_repeats=1 03:fig1_long_
 	06:n_sentences=40 06:n_exact=4 06:n_live=1 06:n_explorer=2
 PAIRS_PARAMS ?= n_sentences=150 second_corpus= epochs=10
 # Chapter 4 on the held-out sentences, for C13 and C14: 15% of n_sentences are test sentences (60 here; the
-# measured variances put the sentences for an 80% chance that C13 holds at a true difference of 0 at 5 to 11,
-# 6 in the cold runs of 2 December 2026, and the page shows the calculation).
+# variances measured in the recorded runs put the sentences needed for an 80% chance that C13 holds at a true
+# difference of 0 well below that, and chapter 9 shows the calculation).
 C13_PARAMS ?= n_sentences=400 second_corpus= epochs=10
 # make's own start (read once, as the Makefile is read): record-compare files the whole run's duration
 COMPARE_START := $(shell date +%s)
