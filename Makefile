@@ -173,10 +173,13 @@ record-c10: venv
 		$(if $(SCHEDULER),--scheduler "$(SCHEDULER)") $(if $(WORKERS),--workers $(WORKERS)) $(INTERRUPTED)
 
 # Every claim judged on text the amended rules never saw (lee_test, 148 sentences): chapters 2 to 6 with what it
-# supports, then their verdicts and the rules they were judged under, recorded under data/recorded/confirm/
-# (commit it: the claims page's confirmation column reads it).
+# supports, then their verdicts and the rules they were judged under, recorded under data/recorded/confirm/;
+# then chapter 10 on the same text as make measures runs it (exact HTA of its own sample), recorded under
+# data/recorded/measures/<model>/lee_test/ (commit both: the claims page's confirmation column reads them).
 confirm: venv
 	$(PY) -m identifiability.cli record-confirm --model "$(MODEL)" $(INTERRUPTED)
+	$(PY) -m identifiability.cli record-measures --model "$(MODEL)" --corpus lee_test \
+		$(if $(SCHEDULER),--scheduler "$(SCHEDULER)") $(if $(WORKERS),--workers $(WORKERS)) $(INTERRUPTED)
 
 # Chapter 10's recorded run: every context-mixing measure scored on N (default 50) sentences drawn like C10's
 # sample; their exact HTA on the sweep's cluster first (resumable: finished sentences are cached), then the

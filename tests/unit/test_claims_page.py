@@ -53,9 +53,11 @@ def test_each_claim_is_a_card_that_reads_top_to_bottom(tmp_path):
 
 def test_the_confirmation_field_reads_the_recorded_run_and_the_freeze(tmp_path, monkeypatch):
     """make confirm's verdicts beside this build's: the same or not, the two rules' agreement there, and "not
-    confirmed" where the rule the run was judged under is not the frozen one."""
+    confirmed" where the rule the run was judged under is not the frozen one; chapter 10's claims from its own
+    recorded run on the same text (make measures on lee_test), each run with its caption."""
     from identifiability.recorded import confirm as record_confirm
     from identifiability.recorded import family as record_family
+    from identifiability.recorded import measures as record_measures
     from identifiability.recorded import store as recorded
 
     now = recorded.claim_hashes()
@@ -73,18 +75,31 @@ def test_the_confirmation_field_reads_the_recorded_run_and_the_freeze(tmp_path, 
         },
         {"date": "2026-12-03T17:00:00+00:00", "target": "confirm", "seconds": 600, "machine": {}},
     )
-    assert record_confirm.confirmation("C4", HOLDS, rec) == {
+    assert record_confirm.confirmation("C4", HOLDS, [rec]) == {
         "verdict": HOLDS,
         "label": HOLDS,
         "agrees": True,
         "rules_agree": False,
         "frozen": True,
     }
-    assert record_confirm.confirmation("C4", FAILS, rec)["agrees"] is False
-    assert record_confirm.confirmation("C4", None, rec)["agrees"] is None  # not measured in this build
-    assert record_confirm.confirmation("C6", HOLDS, rec)["frozen"] is False  # judged under another rule
-    assert record_confirm.confirmation("C9", HOLDS, rec) is None
+    assert record_confirm.confirmation("C4", FAILS, [rec])["agrees"] is False
+    assert record_confirm.confirmation("C4", None, [rec])["agrees"] is None  # not measured in this build
+    assert record_confirm.confirmation("C6", HOLDS, [rec])["frozen"] is False  # judged under another rule
+    assert record_confirm.confirmation("C9", HOLDS, [rec]) is None
+    c22 = Verdict("C22", FAILS, 0.01, (0.0, 0.02), 0.0, "n", CLAIMS["C22"]["rule"], "w")
+    row = {"measure": "m", "reference": "r", "layer": 1, "variant": "v", "statistic": 0.5}
+    measured = recorded.Recorded(
+        "measures",
+        "m/lee_test",
+        {"claims": {"C22": c22.to_json()}, "judged_under": {"C22": now["C22"]}, "scores": [row], "seconds": {},
+         "n_scored": 50},
+        {"date": "2026-12-07T18:00:00+00:00", "target": "measures", "seconds": 600, "machine": {}},
+    )
+    assert record_confirm.confirmation("C22", HOLDS, [None, measured])["agrees"] is False
+    assert record_confirm.confirmation("C22", HOLDS, [rec]) is None
     monkeypatch.setattr(record_confirm, "find", lambda model=None, corpus=None: rec)
+    seen = []
+    monkeypatch.setattr(record_measures, "find", lambda model=None, corpus=None: seen.append(corpus) or measured)
     monkeypatch.setattr(record_family, "find", lambda *a, **k: None)  # the checkout's family run: another test
     results = tmp_path / "results"
     v = Verdict("C4", HOLDS, -0.9, (-0.95, -0.8), 0.1, "null", c4["rule"], "why")
@@ -96,7 +111,10 @@ def test_the_confirmation_field_reads_the_recorded_run_and_the_freeze(tmp_path, 
     assert cards["C4"].splitlines()[-1] == (": holds on lee_test; as in this build; original rule differs")
     assert cards["C6"].splitlines()[-1].startswith(": not confirmed: judged under a rule changed after the freeze")
     assert cards["C9"].splitlines()[-1] == ": —"
-    assert "*Confirmation:* recorded run of 2026-12-03" in text and "`make confirm` recomputes it" in text
+    assert cards["C22"].splitlines()[-1] == ": fails on lee_test"  # not measured in this build
+    assert seen == ["lee_test"]
+    assert "*Confirmation of chapters 2 to 6:* recorded run of 2026-12-03" in text
+    assert "*Confirmation of chapter 10:* recorded run of 2026-12-07" in text and "`make confirm` recomputes it" in text
 
 
 def test_the_page_shows_robustness_and_the_original_verdict_of_an_amended_claim(tmp_path):

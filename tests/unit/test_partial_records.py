@@ -146,7 +146,7 @@ def test_the_claims_page_says_a_confirmation_record_without_verdicts_is_partial(
     claims = {c: {"estimate": v.get("estimate")} for c, v in rec.results["claims"].items()}  # verdicts cut off
     cut = _cut(rec, claims=claims)
     _one_line(confirm.partial(cut), "confirm")
-    assert confirm.confirmation("C4", None, cut) is None
+    assert confirm.confirmation("C4", None, [cut]) is None
     monkeypatch.setattr(confirm, "find", lambda model=None, corpus=None: cut)
     monkeypatch.setattr(record_family, "find", lambda *a, **k: None)
     (tmp_path / "book").mkdir()

@@ -57,3 +57,17 @@ def test_a_run_of_fewer_sentences_than_the_rules_need_is_not_recorded(stubbed):
     stubbed["n"] = 49
     with pytest.raises(record_measures.NothingToRecord, match="run make measures"):
         record_measures.record_measures(echo=lambda s: None)
+
+
+def test_on_the_confirmation_text_the_record_is_make_confirms(stubbed, monkeypatch):
+    """Chapter 10 on lee_test is make confirm's second step: its record, its caption and a partial record's line
+    name `make confirm`, and the claims page finds it there; on any other corpus they name `make measures`."""
+    from identifiability.recorded import confirm
+
+    monkeypatch.setattr(record_measures, "sample_texts", lambda *a, **k: ["a b c"])
+    rec = record_measures.record_measures(corpus=confirm.CORPUS, echo=lambda s: None)
+    assert rec.target == "confirm" and rec.key.endswith("/lee_test")
+    assert "`make confirm` recomputes it" in recorded.caption(rec)
+    assert "`make confirm` records it" in record_measures.partial(rec)  # no scores: partial
+    assert record_measures.find(corpus=confirm.CORPUS).results == rec.results
+    assert record_measures.record_measures(echo=lambda s: None).target == "measures"

@@ -139,11 +139,12 @@ def write_claims_page(stage: Path, results_dir: Path, model: str | None | ModelR
     the claim's row names, and for an amended claim the original rule's verdict beside it; and ``model``'s
     recorded confirmation run (``make confirm``), where there is one (``model``: a name, or a ref resolved
     already)."""
-    from ..recorded.confirm import confirmation, find, partial
+    from ..recorded.confirm import confirmation, records
     from ..recorded.family import find as find_family
 
     model = model_ref(model)
-    confirm, why_confirm = recorded.for_page(lambda: find(model), partial)
+    read = records(model)  # chapters 2 to 6's confirmation run, then chapter 10's
+    confirm = [rec for rec, _ in read]
     # the family was judged beside the default
     family, why_family = recorded.for_page(find_family, lambda rec: None) if model.embedded else (None, None)
     esc = lambda t: str(t).replace("|", "\\|").replace("\n", " ")  # noqa: E731
@@ -163,10 +164,11 @@ def write_claims_page(stage: Path, results_dir: Path, model: str | None | ModelR
         overview_table(rows, short),
         "",
     ]
-    if confirm is not None:
-        lines += [f"*Confirmation:* {recorded.caption(confirm)}.", ""]
+    for rec, of in zip(confirm, ("chapters 2 to 6", "chapter 10")):
+        if rec is not None:
+            lines += [f"*Confirmation of {of}:* {recorded.caption(rec)}.", ""]
     # unreadable, or missing or partial numbers: said in one line each, the rest shown
-    lines += [line for why in (why_confirm, why_family) if why for line in (f"*{why}*", "")]
+    lines += [line for why in [w for _, w in read] + [why_family] if why for line in (f"*{why}*", "")]
     lines += [
         "## Every claim in full",
         "",

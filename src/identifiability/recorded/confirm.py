@@ -13,6 +13,10 @@ compares that verdict with the default build's and marks a claim whose rule chan
 (``data/frozen_rules.csv``) as not confirmed (:func:`confirmation`). The job refuses (one line), before the
 chapters run and again before it writes, a run that would not cover the one recorded (:func:`design`:
 chapters or claims missing); a pilot goes elsewhere with ``--into DIR``.
+
+Chapter 10's claims (C22-C27) need the exact HTA of a sample of their own, too heavy for this job: ``make
+confirm`` records them with ``make measures`` on the same corpus (:mod:`identifiability.recorded.measures`,
+``data/recorded/measures/<model key>/lee_test/``), and :func:`records` gives the claims page both runs.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from collections.abc import Sequence
 
 from ..base import paths
 from ..base.fileio import read_json
@@ -117,6 +123,18 @@ def find(
     return recorded.find(JOB, keys.target(model, corpus).key, TARGET)
 
 
+def records(model: str | keys.ModelRef = paths.DEFAULT_MODEL) -> list[tuple[recorded.Recorded | None, str | None]]:
+    """The two recorded runs of ``make confirm`` on :data:`CORPUS` as the claims page reads them (this job's,
+    then chapter 10's ``make measures`` on the same corpus), each as (the run or None, the line said instead of
+    an unreadable or partial run or None): :func:`identifiability.recorded.store.for_page`."""
+    from . import measures
+
+    return [
+        recorded.for_page(lambda: find(model), partial),
+        recorded.for_page(lambda: measures.find(model, CORPUS), measures.partial),
+    ]
+
+
 def partial(rec: recorded.Recorded) -> str | None:
     """One line saying what the claims page cannot read of the recorded run ``rec`` (no verdicts, or verdicts
     without their numbers: "not run in this build" and the command), or None when it reads them all."""
@@ -128,13 +146,18 @@ def partial(rec: recorded.Recorded) -> str | None:
     return recorded.partial_line(rec, bad, TARGET)
 
 
-def confirmation(claim: str, build_verdict: str | None, rec: recorded.Recorded | None) -> dict | None:
-    """What the claims page shows for ``claim`` from a confirmation run: {"verdict": its verdict there, "agrees":
-    whether it equals the default build's ``build_verdict`` (None when that was not measured), "rules_agree":
-    whether the original and amended rules agree there (None when the claim was never amended), "frozen":
-    whether it was judged under the frozen rule}; None when the run has no verdict for it."""
-    v = ((rec.results.get("claims") or {}) if rec is not None else {}).get(claim)
-    if not isinstance(v, dict) or "verdict" not in v:  # not there, or partial (:func:`partial` says so)
+def confirmation(
+    claim: str, build_verdict: str | None, recs: Sequence[recorded.Recorded | None]
+) -> dict | None:
+    """What the claims page shows for ``claim`` from the first confirmation run of ``recs`` (:func:`records`'
+    runs; None where there is none) that judged it: {"verdict": its verdict there, "agrees": whether it equals
+    the default build's ``build_verdict`` (None when that was not measured), "rules_agree": whether the original
+    and amended rules agree there (None when the claim was never amended), "frozen": whether it was judged under
+    the frozen rule}; None when no run has a verdict for it."""
+    found = [(r, (r.results.get("claims") or {}).get(claim)) for r in recs if r is not None]
+    # not there, or partial (:func:`partial` says so)
+    rec, v = next(((r, v) for r, v in found if isinstance(v, dict) and "verdict" in v), (None, None))
+    if rec is None:
         return None
     original = v.get("original")
     frozen = recorded.confirmable({claim: rec.results.get("judged_under", {}).get(claim, "")})[claim]
