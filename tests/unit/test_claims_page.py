@@ -91,8 +91,13 @@ def test_the_confirmation_field_reads_the_recorded_run_and_the_freeze(tmp_path, 
     measured = recorded.Recorded(
         "measures",
         "m/lee_test",
-        {"claims": {"C22": c22.to_json()}, "judged_under": {"C22": now["C22"]}, "scores": [row], "seconds": {},
-         "n_scored": 50},
+        {
+            "claims": {"C22": c22.to_json()},
+            "judged_under": {"C22": now["C22"]},
+            "scores": [row],
+            "seconds": {},
+            "n_scored": 50,
+        },
         {"date": "2026-12-07T18:00:00+00:00", "target": "measures", "seconds": 600, "machine": {}},
     )
     assert record_confirm.confirmation("C22", HOLDS, [None, measured])["agrees"] is False

@@ -22,10 +22,8 @@ confirm`` records them with ``make measures`` on the same corpus (:mod:`identifi
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-
-from collections.abc import Sequence
 
 from ..base import paths
 from ..base.fileio import read_json
@@ -146,9 +144,7 @@ def partial(rec: recorded.Recorded) -> str | None:
     return recorded.partial_line(rec, bad, TARGET)
 
 
-def confirmation(
-    claim: str, build_verdict: str | None, recs: Sequence[recorded.Recorded | None]
-) -> dict | None:
+def confirmation(claim: str, build_verdict: str | None, recs: Sequence[recorded.Recorded | None]) -> dict | None:
     """What the claims page shows for ``claim`` from the first confirmation run of ``recs`` (:func:`records`'
     runs; None where there is none) that judged it: {"verdict": its verdict there, "agrees": whether it equals
     the default build's ``build_verdict`` (None when that was not measured), "rules_agree": whether the original

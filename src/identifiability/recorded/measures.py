@@ -45,7 +45,8 @@ TOLERANCE = 1e-6  # exact HTA is deterministic up to float summation order; the 
 def target_of(corpus: str) -> str:
     """The make target that records chapter 10 on ``corpus``: ``make confirm`` on the confirmation text (whose
     other step is :mod:`identifiability.recorded.confirm`), ``make measures`` on any other."""
-    from .confirm import CORPUS, TARGET as CONFIRM
+    from .confirm import CORPUS
+    from .confirm import TARGET as CONFIRM
 
     return CONFIRM if corpus == CORPUS else TARGET
 
