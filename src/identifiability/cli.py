@@ -414,7 +414,20 @@ def _sweep_main(a) -> int:
             _record_measures_preflight(a, target)
         else:
             _results_or_known(target)
-        record_measures(target.model, target.corpus, a.n, a.seed, a.scheduler, a.workers, a.run, into=a.into)
+        from .recorded.confirm import measures_target
+
+        make_target = measures_target(target.corpus.name)  # on lee_test: make confirm's second step
+        record_measures(
+            target.model,
+            target.corpus,
+            a.n,
+            a.seed,
+            a.scheduler,
+            a.workers,
+            a.run,
+            into=a.into,
+            make_target=make_target,
+        )
         return 0
     if a.cmd == "record-confirm":
         from .recorded.confirm import record_confirm

@@ -74,25 +74,22 @@ def test_the_decomposition_rebuilds_every_layer_of_the_real_model(real_lm):
 # -- Integrated Gradients' number of steps -----------------------------------------------------------
 
 STEPS_TEXT = "The cat sat on the mat."
-ENOUGH = 256  # steps at which the gap on this sentence is below the bound: the bound can be met
+CAPTUM = 32  # Captum's default number of steps, which misses the bound on the real model
 
 
 @pytest.fixture(scope="module")
 def ig_gaps(real_lm):
     tr = trace_sentences(real_lm, [STEPS_TEXT], progress=False)[0]
-    return {r.steps: r for r in completeness_gaps(real_lm, tr, (8, DEFAULT_STEPS, ENOUGH))}
+    return {r.steps: r for r in completeness_gaps(real_lm, tr, (8, CAPTUM, DEFAULT_STEPS))}
 
 
-def test_the_completeness_gap_shrinks_with_steps_to_below_the_bound(ig_gaps):
+def test_the_completeness_gap_shrinks_with_steps_to_below_the_bound_at_the_default(ig_gaps):
     gaps = [ig_gaps[n].gap for n in sorted(ig_gaps)]
     assert gaps == sorted(gaps, reverse=True) and gaps[0] > 10 * gaps[-1], gaps
-    assert ig_gaps[ENOUGH].gap <= COMPLETENESS_BOUND, gaps
+    assert ig_gaps[DEFAULT_STEPS].gap <= COMPLETENESS_BOUND, gaps
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="from the zero baseline the real model's integrand is large and uneven for alpha below about 0.3; "
-    "32 Gauss-Legendre nodes leave the worst row missing about 0.45 of its total (256 nodes: under 0.001)",
-)
-def test_the_default_number_of_steps_meets_the_bound(ig_gaps):
-    assert ig_gaps[DEFAULT_STEPS].gap <= COMPLETENESS_BOUND, ig_gaps[DEFAULT_STEPS]
+def test_captums_default_number_of_steps_misses_the_bound_on_the_real_model(ig_gaps):
+    """Why the default is not Captum's: at 32 nodes the worst row misses far more than the bound (about 0.45
+    of its total here), so IG's shares there would carry the quadrature's error."""
+    assert ig_gaps[CAPTUM].gap > 10 * COMPLETENESS_BOUND, ig_gaps[CAPTUM]

@@ -104,7 +104,7 @@ def test_the_confirmation_field_reads_the_recorded_run_and_the_freeze(tmp_path, 
     assert record_confirm.confirmation("C22", HOLDS, [rec]) is None
     monkeypatch.setattr(record_confirm, "find", lambda model=None, corpus=None: rec)
     seen = []
-    monkeypatch.setattr(record_measures, "find", lambda model=None, corpus=None: seen.append(corpus) or measured)
+    monkeypatch.setattr(record_measures, "find", lambda model=None, corpus=None, *a: seen.append(corpus) or measured)
     monkeypatch.setattr(record_family, "find", lambda *a, **k: None)  # the checkout's family run: another test
     results = tmp_path / "results"
     v = Verdict("C4", HOLDS, -0.9, (-0.95, -0.8), 0.1, "null", c4["rule"], "why")

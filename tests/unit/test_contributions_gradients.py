@@ -150,7 +150,7 @@ def test_integrated_gradients_is_complete_on_a_scalar_target():
 
 def test_the_completeness_gap_per_number_of_steps():
     """completeness_gaps on a tiny model with random biases (where 32 nodes are within 1e-7, test above): the
-    gap falls with steps, the default meets the bound there, and shares are measured against the most steps.
+    gap falls with steps, 32 nodes already meet the bound there, and shares are measured against the most steps.
     On a model whose biases are all zero the gap stays far above it: the quadrature's miss is seen, not hidden."""
     from identifiability.contributions.gradients import COMPLETENESS_BOUND, completeness_gaps
 

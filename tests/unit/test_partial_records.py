@@ -186,7 +186,9 @@ def test_an_unreadable_record_is_one_line_on_its_page_and_the_page_goes_on(tmp_p
 
     # chapter 10: its own run cannot be judged, and the record it would show is unreadable
     m = _tampered("measures", tmp_path, "m/lee")
-    monkeypatch.setattr(measures, "find", lambda model, corpus: recorded.find("measures", m.key, "measures", tmp_path))
+    monkeypatch.setattr(
+        measures, "find", lambda model, corpus, *a: recorded.find("measures", m.key, "measures", tmp_path)
+    )
     shown, why = measures.to_show(MEASURES_MIN_SENTENCES - 1, "short", keys.target(None, "lee"))
     assert shown is None
     _one_line(why, "measures")

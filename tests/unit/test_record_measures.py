@@ -64,10 +64,11 @@ def test_on_the_confirmation_text_the_record_is_make_confirms(stubbed, monkeypat
     name `make confirm`, and the claims page finds it there; on any other corpus they name `make measures`."""
     from identifiability.recorded import confirm
 
-    monkeypatch.setattr(record_measures, "sample_texts", lambda *a, **k: ["a b c"])
-    rec = record_measures.record_measures(corpus=confirm.CORPUS, echo=lambda s: None)
+    assert confirm.measures_target(confirm.CORPUS) == "confirm" and confirm.measures_target("lee") == "measures"
+    rec = record_measures.record_measures(corpus=confirm.CORPUS, echo=lambda s: None, make_target="confirm")
     assert rec.target == "confirm" and rec.key.endswith("/lee_test")
     assert "`make confirm` recomputes it" in recorded.caption(rec)
     assert "`make confirm` records it" in record_measures.partial(rec)  # no scores: partial
-    assert record_measures.find(corpus=confirm.CORPUS).results == rec.results
+    [(found, why), (found_10, why_10)] = confirm.records()
+    assert found is None and why is None and found_10.results == rec.results and "make confirm" in why_10
     assert record_measures.record_measures(echo=lambda s: None).target == "measures"

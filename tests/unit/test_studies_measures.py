@@ -141,3 +141,23 @@ def test_a_measured_sentence_is_cached_as_it_is_made_and_read_back_without_compu
         np.testing.assert_array_equal(again[k], first[k])
     with pytest.raises(ZeroDivisionError):  # another mean: the intervention is computed again
         study.measure_sentence(tiny_lm, tr, ["raw"], mean + 1)
+
+
+def test_a_raised_measure_version_recomputes_that_measure_alone(tiny_lm, tmp_path, monkeypatch):
+    """A measure whose numbers changed (Integrated Gradients' default steps) is filed under a new version:
+    its cached arrays are computed again, every other measure's are read back as they were."""
+    from dataclasses import replace
+
+    from identifiability.base import paths
+    from identifiability.contributions import MEASURES
+    from identifiability.models.trace import trace_sentences
+
+    monkeypatch.setenv(paths.DATA_ENV, str(tmp_path))
+    tr = trace_sentences(tiny_lm, TEXTS[:1], progress=False)[0]
+    study.measure_sentence(tiny_lm, tr, ["raw", "alti"], None)
+    monkeypatch.setitem(MEASURES, "alti", replace(MEASURES["alti"], version=2))
+    real, calls = study.compute, []
+    monkeypatch.setattr(study, "compute", lambda lm, t, name: calls.append(name) or real(lm, t, name))
+    study.measure_sentence(tiny_lm, tr, ["raw", "alti"], None)
+    assert calls == ["alti"]
+    assert MEASURES["integrated_gradients"].version > 1  # 32 steps of Captum's default -> 256

@@ -11,6 +11,6 @@ against, beside an intervention that shares nothing with gradients.
 
 # Each measure module files its measures in MEASURES when imported.
 from . import attention, gradients, intervention, norms, value_zeroing  # noqa: F401
-from .registry import MEASURES, Measure, compute, register, rollout
+from .registry import MEASURES, Measure, compute, register, rollout, version
 
-__all__ = ["MEASURES", "Measure", "compute", "register", "rollout"]
+__all__ = ["MEASURES", "Measure", "compute", "register", "rollout", "version"]

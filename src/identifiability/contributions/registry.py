@@ -36,6 +36,8 @@ class Measure:
         per_layer: True if entry l describes layer l alone (scored as is and rolled out).
         kind: what it reads: "attention", "norm", "gradient" or "intervention".
         fn: ``fn(lm, trace) -> (L+1, d_s, d_s)`` (module docstring).
+        version: raised when the measure's numbers change (a fix, a new default); part of the key of its
+            cached arrays, so they are computed again and no other measure's are.
     """
 
     name: str
@@ -44,24 +46,33 @@ class Measure:
     per_layer: bool
     kind: str
     fn: MeasureFn
+    version: int = 1
 
 
 MEASURES: dict[str, Measure] = {}
 KINDS = ("attention", "norm", "gradient", "intervention")
 
 
-def register(name: str, label: str, reference: str, per_layer: bool, kind: str) -> Callable[[MeasureFn], MeasureFn]:
-    """Decorator that files a measure under ``name`` (each name once)."""
+def register(
+    name: str, label: str, reference: str, per_layer: bool, kind: str, version: int = 1
+) -> Callable[[MeasureFn], MeasureFn]:
+    """Decorator that files a measure under ``name`` (each name once); ``version``: :attr:`Measure.version`."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
 
     def add(fn: MeasureFn) -> MeasureFn:
         if name in MEASURES:
             raise ValueError(f"measure {name!r} is registered twice")
-        MEASURES[name] = Measure(name, label, reference, per_layer, kind, fn)
+        MEASURES[name] = Measure(name, label, reference, per_layer, kind, fn, version)
         return fn
 
     return add
+
+
+def version(name: str) -> int:
+    """The version of measure ``name`` (:attr:`Measure.version`); 1 for a name that is not a registered measure
+    (exact HTA and the interventions a study computes beside them)."""
+    return MEASURES[name].version if name in MEASURES else 1
 
 
 def _measure(name: str) -> Measure:

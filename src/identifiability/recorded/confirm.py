@@ -16,7 +16,8 @@ chapters or claims missing); a pilot goes elsewhere with ``--into DIR``.
 
 Chapter 10's claims (C22-C27) need the exact HTA of a sample of their own, too heavy for this job: ``make
 confirm`` records them with ``make measures`` on the same corpus (:mod:`identifiability.recorded.measures`,
-``data/recorded/measures/<model key>/lee_test/``), and :func:`records` gives the claims page both runs.
+``data/recorded/measures/<model key>/lee_test/``, naming ``make confirm``: :func:`measures_target`), and
+:func:`records` gives the claims page both runs.
 """
 
 from __future__ import annotations
@@ -129,8 +130,16 @@ def records(model: str | keys.ModelRef = paths.DEFAULT_MODEL) -> list[tuple[reco
 
     return [
         recorded.for_page(lambda: find(model), partial),
-        recorded.for_page(lambda: measures.find(model, CORPUS), measures.partial),
+        recorded.for_page(lambda: measures.find(model, CORPUS, TARGET), measures.partial),
     ]
+
+
+def measures_target(corpus: str) -> str:
+    """The make target that records chapter 10 on ``corpus`` (:mod:`identifiability.recorded.measures`): this
+    one on the confirmation text, whose second step it is, ``make measures`` on any other."""
+    from .measures import TARGET as MEASURES
+
+    return TARGET if corpus == CORPUS else MEASURES
 
 
 def partial(rec: recorded.Recorded) -> str | None:

@@ -15,7 +15,7 @@ Chapter 10 shows that record when a build's own run is too small to judge; the j
 
 On ``lee_test`` (the text no chapter had read when the rules were frozen) the same job is ``make confirm``'s
 second step: it confirms chapter 10's claims as :mod:`identifiability.recorded.confirm` does the others, and its
-record names ``make confirm`` (:func:`target_of`).
+record names ``make confirm`` (``make_target``, :func:`identifiability.recorded.confirm.measures_target`).
 
 Before any work the job refuses (one line) an ``--n`` below the rules' least number of sentences for the
 checkout's record, and a run that would not cover the one recorded there (:func:`design`): a pilot goes
@@ -40,15 +40,6 @@ from .store import NothingToRecord
 JOB = TARGET = "measures"
 N_SENTENCES = MEASURES_MIN_SENTENCES  # the rules' least number of scored sentences
 TOLERANCE = 1e-6  # exact HTA is deterministic up to float summation order; the other measures too
-
-
-def target_of(corpus: str) -> str:
-    """The make target that records chapter 10 on ``corpus``: ``make confirm`` on the confirmation text (whose
-    other step is :mod:`identifiability.recorded.confirm`), ``make measures`` on any other."""
-    from .confirm import CORPUS
-    from .confirm import TARGET as CONFIRM
-
-    return CONFIRM if corpus == CORPUS else TARGET
 
 
 def sample_texts(model: keys.ModelRef, corpus: str, n: int, seed: int = 0) -> list[str]:
@@ -91,10 +82,12 @@ def record_measures(
     run: bool = True,
     echo: Callable[[str], None] = print,
     into: Path | None = None,
+    make_target: str = TARGET,
 ) -> recorded.Recorded:
     """Exact HTA of the sample on a cluster, chapter 10 on it (unless not ``run``), then the record, in the
     checkout ``into`` (default: this one; :func:`check_design` first). ``model`` and ``corpus``: names, or
-    refs the caller resolved already (:func:`identifiability.models.keys.target`)."""
+    refs the caller resolved already (:func:`identifiability.models.keys.target`); ``make_target``: the make
+    target the record names as the one that recomputes it."""
     from ..chapters.execution import run_notebook
     from ..verdicts.claims import load_claims
 
@@ -107,7 +100,7 @@ def record_measures(
     # named as the one that computed it (the modules are what the kernel reports it computed with)
     claims = sorted(c["id"] for c in load_claims() if c["chapter"] == spec.stem)
     check_design(n, claims, target.key, into)
-    prov = recorded.provenance(claims, target_of(corpus), 0.0)
+    prov = recorded.provenance(claims, make_target, 0.0)
     if run:
         todo = corpus_hta.uncached(target.model, sample_texts(target.model, corpus, n, seed))
         echo(f"{n} draws of {corpus}; exact HTA of {len(todo)} sentences not in the cache")
@@ -148,15 +141,17 @@ def partial(rec: recorded.Recorded) -> str | None:
         bad = f"{n} sentences scored, fewer than the rules' {MEASURES_MIN_SENTENCES}"
     if not bad:
         return None
-    return recorded.partial_line(rec, bad, target_of(rec.key.rsplit("/", 1)[-1]))
+    return recorded.partial_line(rec, bad, TARGET)
 
 
 def find(
-    model: str | keys.ModelRef = paths.DEFAULT_MODEL, corpus: str | keys.CorpusRef = paths.DEFAULT_CORPUS
+    model: str | keys.ModelRef = paths.DEFAULT_MODEL,
+    corpus: str | keys.CorpusRef = paths.DEFAULT_CORPUS,
+    make_target: str = TARGET,
 ) -> recorded.Recorded | None:
-    """The recorded run of ``model`` on ``corpus`` (names, or refs resolved already), if any."""
-    target = keys.target(model, corpus)
-    return recorded.find(JOB, target.key, target_of(target.corpus.name))
+    """The recorded run of ``model`` on ``corpus`` (names, or refs resolved already), if any; an unreadable one
+    is one line naming ``make_target``."""
+    return recorded.find(JOB, keys.target(model, corpus).key, make_target)
 
 
 def to_show(n_scored: int, sample: str, target: keys.Target) -> tuple[recorded.Recorded | None, str | None]:

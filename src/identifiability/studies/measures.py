@@ -28,7 +28,7 @@ from ..base.errors import UserError
 from ..base.results import cached_tensors
 from ..base.stats import Interval, mean_interval, paired_interval
 from ..chapters.parameters import SAMPLES
-from ..contributions import MEASURES, compute, rollout
+from ..contributions import MEASURES, compute, rollout, version
 from ..contributions.agreement import SentenceAgreement, agreement
 from ..contributions.intervention import mean_hidden, token_replacement
 from ..contributions.one_layer import hta_layer, intervention_layer
@@ -238,6 +238,9 @@ def measure_sentence(
         # each measure's array is cached per sentence as it is made: a run stopped later (a chart, Ctrl-C)
         # loses none of them, and its seconds are those measured when it was computed, as for exact HTA
         params = {"version": MEASURES_CACHE_VERSION, "model": lm.content_key, "text": tr.text, "key": key}
+        # a measure's own version enters the key from 2 on, so the arrays cached before versions existed stay
+        # valid and a raised version recomputes that measure alone
+        params |= {"measure_version": version(key)} if version(key) > 1 else {}
         params |= {"mean": mean_keys.get(key)} if key in (INTERVENTION, INTERVENTION_LAYER) else {}
         got = cached_tensors(f"measures/{lm.key}", params, run) if cache else run()
         arrays[key], seconds[key] = got["c"].numpy(), float(got["seconds"])
