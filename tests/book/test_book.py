@@ -179,16 +179,12 @@ CODE_LEFT = {
     f"notebooks/{by_name('nonidentifiability').stem}.html": {"lp_tv_mean", "lp_tv_max", "me_tv_mean", "me_tv_max"},
 }
 CORPORA = {"lee_test", "lee_pairs", "lee_heldout"}  # corpus names, which a reader types as `corpus`
-WORDED_ELSEWHERE = {
-    "book/claims.html",
-    f"notebooks/{by_name('head_width').stem}.html",
-}  # family members named by their folders
 
 
 def test_pages_show_words_not_code_and_no_word_set_as_math(html):
     """No registry key, member folder or results key where a reader reads (the rerun page, where a reader
     types them, aside), and no word set in math type (book.wording)."""
-    from identifiability.book.wording import MEMBER, code_in_prose, registry_keys, words_as_math
+    from identifiability.book.wording import code_in_prose, registry_keys, words_as_math
 
     keys, code, math = registry_keys(), {}, {}
     for page in _pages(html):
@@ -197,8 +193,6 @@ def test_pages_show_words_not_code_and_no_word_set_as_math(html):
         text = (html / page).read_text(encoding="utf-8")
         left = CODE_LEFT.get(page, set()) | CORPORA
         found = [k for k in code_in_prose(text, keys) if k not in left]
-        if page in WORDED_ELSEWHERE:
-            found = [k for k in found if not MEMBER.fullmatch(k)]
         if found:
             code[page] = found
         if words_as_math(text):

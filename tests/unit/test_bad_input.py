@@ -23,6 +23,8 @@ from identifiability.models import keys
 from identifiability.models.fingerprint import ModelNotAvailable
 from identifiability.models.load import load_model, random_model
 
+from .failing_disk import refuse_new_files
+
 NB = paths.source_root() / "notebooks"
 
 
@@ -602,19 +604,6 @@ def test_an_option_argparse_refuses_is_one_line_too(args, message, tmp_path, dat
 # --------------------------------------------------------------------------------------------------
 
 
-def _refuse_new_files(monkeypatch, folder: Path, code: int) -> None:
-    """New files under ``folder`` fail as the system fails them there (EROFS: a read-only file system, ENOSPC: a
-    full one). Simulated, because the tests may run as root, whom a folder's permissions do not stop."""
-    real = os.open
-
-    def open_(path, flags, *args, **kwargs):
-        if flags & os.O_CREAT and Path(os.fsdecode(path)).is_relative_to(folder):
-            raise OSError(code, os.strerror(code), os.fsdecode(path))
-        return real(path, flags, *args, **kwargs)
-
-    monkeypatch.setattr(os, "open", open_)
-
-
 @pytest.mark.parametrize(
     "code,fix", [(errno.EROFS, "make it writable"), (errno.ENOSPC, "free space there")], ids=["read-only", "full"]
 )
@@ -624,7 +613,7 @@ def test_a_data_folder_that_takes_no_file_is_one_line_before_anything_runs(
     data_folder.mkdir()
     ran = []
     monkeypatch.setattr(cli, "run_notebook", lambda *a, **k: ran.append(a))
-    _refuse_new_files(monkeypatch, data_folder, code)
+    refuse_new_files(monkeypatch, data_folder, code)
     args = ["run", str(NB / "01_model_and_data.md"), "--out", str(tmp_path / "out"), "--model", str(tiny_models[2])]
     _fails_writing_nothing(
         args,

@@ -17,6 +17,8 @@ from identifiability.base import paths
 from identifiability.base.fileio import write_json
 from identifiability.chapters.contract import by_name
 
+from .failing_disk import refuse_new_files
+
 HEAD_WIDTH = by_name("head_width").stem
 MEASURES = by_name("measures").stem
 MODEL_AND_DATA = by_name("model_and_data").stem
@@ -227,18 +229,6 @@ def test_no_run_with_an_unknown_model_or_corpus_names_it(job, option, message, t
 # -- where a run writes: --out and results_dir ------------------------------------------------------------
 
 
-def _refuse_new_files(monkeypatch, folder: Path, code: int) -> None:
-    """New files under ``folder`` fail as the system fails them there (simulated: the tests may run as root)."""
-    real = os.open
-
-    def open_(path, flags, *args, **kwargs):
-        if flags & os.O_CREAT and Path(os.fsdecode(path)).is_relative_to(folder):
-            raise OSError(code, os.strerror(code), os.fsdecode(path))
-        return real(path, flags, *args, **kwargs)
-
-    monkeypatch.setattr(os, "open", open_)
-
-
 def test_out_on_a_file_or_a_read_only_place_is_one_line_before_any_chapter(tmp_path, monkeypatch, capsys):
     a_file = tmp_path / "a file"
     a_file.write_text("not a folder")
@@ -249,7 +239,7 @@ def test_out_on_a_file_or_a_read_only_place_is_one_line_before_any_chapter(tmp_p
     _refused(
         ["run", chapter, "--out", str(a_file / "run")], r"--out .*a file/run cannot be written \(Not a dir", capsys
     )
-    _refuse_new_files(monkeypatch, tmp_path / "ro", errno.EROFS)
+    refuse_new_files(monkeypatch, tmp_path / "ro", errno.EROFS)
     _refused(
         ["run", chapter, "--out", str(tmp_path / "ro")],
         r"^error: --out .*ro cannot be written \(Read-only file system\): make it writable, or pass --out a folder",
@@ -259,7 +249,7 @@ def test_out_on_a_file_or_a_read_only_place_is_one_line_before_any_chapter(tmp_p
 
 @pytest.mark.parametrize("code,fix", [(errno.EROFS, "make it writable"), (errno.ENOSPC, "free space there")])
 def test_a_results_dir_that_takes_no_file_is_one_line_before_any_chapter(code, fix, tmp_path, monkeypatch, capsys):
-    _refuse_new_files(monkeypatch, tmp_path / "results", code)
+    refuse_new_files(monkeypatch, tmp_path / "results", code)
     _refused(
         ["run", str(NB / f"{MODEL_AND_DATA}.md"), "-p", f"results_dir={tmp_path / 'results'}"],
         rf"^error: {MODEL_AND_DATA}: results_dir .*results cannot be written \({os.strerror(code)}\): {fix}, or "

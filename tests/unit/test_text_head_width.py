@@ -63,10 +63,12 @@ def _c20(seed: Interval | None = SEED, twins: bool = True) -> C20Evidence:
 def test_offset_text_states_the_range_the_members_the_twins_and_the_seeds():
     text = prose.offset_text(_c20())
     assert text.startswith("On d_s / d_v from 1.12 to 4.00 (6 input lengths or more per member)")
-    assert "is mlm-w128-dv16-seed0 -0.200; mlm-w128-dv64-seed0 -0.100;" in text
-    assert "largest difference between members is -0.100 (mlm-w128-dv16-seed0 minus mlm-w128-dv64-seed0)" in text
+    # members in words, never by their folders
+    assert "is the head-width-16 member -0.200; the head-width-64 member -0.100;" in text and "mlm-" not in text
+    big = "largest difference between members is -0.100 (the head-width-16 member minus the head-width-64 member)"
+    assert big in text
     assert ", between their untrained twins 0.00200;" in text
-    assert text.endswith("seeds of mlm-w128-dv32-seed0 it is 0.0100 (95% interval 0 to 0.0300, 40 inputs).")
+    assert text.endswith("seeds of the head-width-32 member it is 0.0100 (95% interval 0 to 0.0300, 40 inputs).")
     alone = prose.offset_text(_c20(seed=None, twins=False))
     assert "untrained twins" not in alone and alone.endswith("no seed-to-seed difference.")
     one = C20Evidence((), C20Comparison(("a",), (1.1, 4.0), 6, {}, (), (), None))

@@ -61,6 +61,7 @@ def test_a_claims_first_letter_is_lower_cased_unless_it_is_an_acronym_a_token_or
     assert statement(texts["C12"]).startswith("[CLS] and [SEP]")
     assert statement(texts["C27"]).startswith("Value Zeroing, rolled out")
     assert statement("HTA agrees.") == "HTA agrees" and statement("GlobEnc tracks") == "GlobEnc tracks"
+    assert statement(texts["C26"]).startswith("exact HTA, a gradient measure")  # an acronym second is no name
     assert statement(texts["C4"]) == "raw and effective attention diverge as $d_s$ grows beyond $d_v$"
 
 

@@ -10,13 +10,21 @@ import math
 import altair as alt
 import pandas as pd
 
+from ..pretrain.family import legend_name
 from .render import dash_legend
+
+
+def _named(data: pd.DataFrame) -> pd.DataFrame:
+    """``data`` with its member and model columns in words (:func:`legend_name`): legends and tooltips say what a
+    member or its twin is, not its folder."""
+    return data.assign(**{c: data[c].map(legend_name) for c in ("member", "model") if c in data})
 
 
 def offset_chart(curves: pd.DataFrame, ratio_range: tuple[float, float] | None = None) -> alt.LayerChart:
     """C4's paired difference (Pearson(A, A_eff) minus Pearson(A, A projected onto a random subspace of the same
     rank; the mean over a length's inputs) against d_s / d_v, one line per model, its untrained twin dashed;
     0 as a grey rule and, where given, C20's common range shaded. ``curves``: rows of ``offset_curves``."""
+    curves = _named(curves)
     data = curves.assign(kind=curves.twin.map({True: "untrained twin", False: "pre-trained"})).round(4)
     base = alt.Chart(data, title="Model minus random subspace of the same rank, against d_s / d_v").encode(
         x=alt.X("ratio:Q", scale=alt.Scale(type="log"), title="d_s / d_v"),
@@ -41,6 +49,7 @@ def threshold_chart(table: pd.DataFrame, shares: tuple[float, ...] = ()) -> alt.
     """Each model's share of (head, input) pairs unique at d_s = d_v + 1 against its d_v: pre-trained members
     as circles, twins as faint squares beside them; ``shares``: horizontal rules at the rule's shares (C2's,
     passed by the chapter). ``table``: rows of ``threshold_table``."""
+    table = _named(table)
     data = table.assign(kind=table.twin.map({True: "untrained twin", False: "pre-trained"}))
     points = (
         alt.Chart(data, title="Share of heads with a single solution at d_s = d_v + 1, per model")
@@ -64,7 +73,7 @@ def learning_chart(table: pd.DataFrame) -> alt.LayerChart:
     """Each member's held-out masked-token accuracy against the tokens it has seen (millions; 0 is its
     untrained twin), the unigram baseline as a dashed grey rule. ``table``: rows of
     ``pretrain.members.learning_table``."""
-    data = table.assign(millions=table.tokens_seen / 1e6).round(4)
+    data = _named(table).assign(millions=table.tokens_seen / 1e6).round(4)
     line = (
         alt.Chart(data, title="Held-out masked-token accuracy while pre-training (0 tokens: the untrained twin)")
         .mark_line(point=alt.OverlayMarkDef(size=20))
@@ -85,6 +94,7 @@ def design_chart(members: pd.DataFrame) -> alt.LayerChart:
     """The inputs each member reads: the lengths d_s of its ratio grid against its head width d_v, beside the
     review's threshold d_s = d_v + 2 (alternatives first appear there) and the paper's d_s = d_v + 1.
     ``members``: one row per (member, d_s) with columns member, d_v, d_s, ratio."""
+    members = _named(members)
     points = (
         alt.Chart(members, title="The inputs of each member: d_s against d_v, beside the thresholds")
         .mark_point(filled=True, size=50)
@@ -112,7 +122,7 @@ def training_chart(table: pd.DataFrame) -> alt.HConcatChart:
     mean over inputs with d_s >= d_v + 2) with its 95% interval against tokens seen (0: the untrained twin), 0
     as a grey rule; right, the sink: the mean attention on [CLS] (solid) and on the final [SEP] (dashed), in
     units of the uniform share, 1 as a grey rule. ``table``: rows of ``studies.head_width.training_curves``."""
-    data = table.assign(millions=table.tokens_seen / 1e6).round(4)
+    data = _named(table).assign(millions=table.tokens_seen / 1e6).round(4)
     x = alt.X("millions:Q", title="tokens seen (millions)")
     color = alt.Color("member:N", title="member")
     base = alt.Chart(data).encode(x=x, color=color)

@@ -81,3 +81,9 @@ def display_names(text: str) -> str:
         return f"the twin of {name}" if init else name
 
     return _FOLDER.sub(words, text)
+
+
+def legend_name(folder: str) -> str:
+    """A member's name in a chart's legend: :func:`display_names` without its article ('head-width-32 member
+    (seed 1)', 'twin of the head-width-32 member'); any other name as it is."""
+    return display_names(folder).removeprefix("the ")

@@ -4,15 +4,28 @@ verdict's sentence (``ch.sentence(v)``), never said here."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ..base.digits import fmt, pct
+from ..pretrain.family import display_names
 
 if TYPE_CHECKING:
     from ..evidence.head_width import C20Evidence, FamilyModel
     from ..studies.head_width import HeadOffset, HeadThreshold
     from ..verdicts.core import Verdict
+
+
+def _in_words(fn: Callable[..., str]) -> Callable[..., str]:
+    """``fn``'s text with every member's folder name in words (:func:`display_names`): a folder name is what a
+    reader types, not what a page says."""
+
+    @functools.wraps(fn)
+    def worded(*args, **kwargs) -> str:
+        return display_names(fn(*args, **kwargs))
+
+    return worded
 
 
 def _names(names: Sequence[str]) -> str:
@@ -21,6 +34,7 @@ def _names(names: Sequence[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
+@_in_words
 def threshold_text(thresholds: Sequence[HeadThreshold]) -> str:
     """C19's measurement in words: per model its share of (head, input) pairs with a single solution at
     d_s = d_v + 1, and on how many models every head admits alternatives at d_s = d_v + 2."""
@@ -41,6 +55,7 @@ def threshold_text(thresholds: Sequence[HeadThreshold]) -> str:
     return f"At d_s = d_v + 1 the (head, input) pairs with a single solution are: {shares}; {dv2}."
 
 
+@_in_words
 def offset_text(evidence: C20Evidence) -> str:
     """C20's measurement in words: the common d_s / d_v range, each compared member's D there, the largest
     difference between members, between their twins and between the two seeds."""
@@ -63,6 +78,7 @@ def offset_text(evidence: C20Evidence) -> str:
     return text + f"; between the two seeds of {c.seeds[0]} it is {c.seed_difference}."
 
 
+@_in_words
 def learned_text(offsets: Sequence[HeadOffset]) -> str:
     """C21's measurement in words: D_sub and D_val over inputs with d_s >= d_v + 2 and the mean attention
     entropy, on the pre-trained members and on their untrained twins."""
@@ -84,6 +100,7 @@ def learned_text(offsets: Sequence[HeadOffset]) -> str:
     return text + f"; their untrained twins give {side(twins)}."
 
 
+@_in_words
 def family_text(models: Sequence[FamilyModel], recorded: bool = False) -> str:
     """Which models of the family this build measures, with what each is (d_v, heads, width, seed, trained
     enough or not), or that it has none and which command makes them; without models, ``recorded`` says the
@@ -108,6 +125,7 @@ def family_text(models: Sequence[FamilyModel], recorded: bool = False) -> str:
     return text + (f"; and {len(twins)} untrained twin(s): {_names([m.name for m in twins])}." if twins else ".")
 
 
+@_in_words
 def training_text(table) -> str:
     """How C4's offset and the sink moved while each followed member trained: per member, D_sub and the mean
     attention on [CLS] and on the final [SEP] (× the uniform share) on its untrained twin and at its last

@@ -221,14 +221,15 @@ _VERB = {HOLDS: "", PARTLY: "", FAILS: "", INCONCLUSIVE: "is ", NOT_TESTABLE: "i
 def statement(claim_text: str) -> str:
     """A claim's text (``data/claims.csv``, column ``claim``) as the object of "the claim that": its first letter
     lower-cased unless its first word is an acronym ('HTA', 'GlobEnc'), starts with a bracket or a sign ('[CLS]')
-    or opens a name of capitalised words ('Value Zeroing'); no closing full stop; its notation as MyST math."""
+    or opens a name of capitalised words ('Value Zeroing'; an acronym second is no name: 'exact HTA'); no closing
+    full stop; its notation as MyST math."""
     text = claim_text.strip().rstrip(".")
     words = text.split(maxsplit=2)
     first = words[0] if words else ""
     keep = (
         not first[:1].isalpha()
         or any(c.isupper() for c in first[1:])
-        or (len(words) > 1 and words[1][:1].isupper() and words[1][:1].isalpha())
+        or (len(words) > 1 and words[1][:1].isupper() and words[1][:1].isalpha() and not words[1].isupper())
     )
     return math_text(text if keep else text[:1].lower() + text[1:])
 
