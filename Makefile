@@ -89,7 +89,7 @@ browser:
 
 # lint first: CI runs exactly this target, and a clean-clone run of it must fail where CI would
 test: venv vendor browser lint
-	MAKEFLAGS= $(PY) -m pytest -ra $(PYTEST_ARGS)
+	MAKEFLAGS= $(PY) -m pytest -ra --durations=15 $(PYTEST_ARGS)
 
 # The unit tier: tiny random models; no kernel, Dask cluster, make or book build (tests/unit/conftest.py refuses
 # them): the tier to run while editing.

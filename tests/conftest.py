@@ -134,12 +134,29 @@ def _declared(items) -> list[Job]:
     return sorted(jobs, key=lambda job: job.order)
 
 
+_LANES: list[Lane] = []  # the session's lane, for the summary below
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The background lane's longest jobs, with when each started, and when its last one ended: what to shorten
+    when the suite is slow (the lane and the tests beside it each hold one core)."""
+    for lane in _LANES:
+        if not lane.timings:
+            continue
+        terminalreporter.section("background lane")
+        for what, start, seconds in sorted(lane.timings, key=lambda t: -t[2])[:10]:
+            terminalreporter.write_line(f"{seconds:7.1f} s, started at {start:6.1f} s: {what}")
+        end = max(start + seconds for _, start, seconds in lane.timings)
+        terminalreporter.write_line(f"{len(lane.timings)} jobs; the last ended {end:.0f} s after the lane started")
+
+
 @pytest.fixture(scope="session")
 def background(tmp_path_factory, tiny_model_folder):
     """The session's :class:`Lane` (book/background.py): ``background.result(job)`` is a declared job's folder
     once it has run; its environment: this process's as the session began, one thread."""
     env = {**os.environ, **CHAPTER_ENV}
     lane = Lane(tmp_path_factory.mktemp("background"), env, tiny_model_folder, CORES, _foreground())
+    _LANES.append(lane)
     yield lane
     lane.close()
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -157,6 +158,9 @@ class Lane:
         self._args: dict[Job, list[str]] = {}
         self._child: subprocess.Popen | None = None
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="background")
+        # (job, its start and its seconds, from the lane's start): the suite's summary lists them, longest first
+        self._t0 = time.perf_counter()
+        self.timings: list[tuple[str, float, float]] = []
 
     def close(self) -> None:
         """Drop the jobs not started and stop the one running (a session that ends early, -x or Ctrl-C, does
@@ -241,7 +245,9 @@ class Lane:
                 raise RuntimeError(f"{job.what} needs {need.what}, which failed") from e
         self.folder(job).mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-c", _CHILD, str(TESTS), job.call, *self._args[job]]
+        start = time.perf_counter()
         self._child = subprocess.Popen(cmd, env=self._env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         _, stderr = self._child.communicate()
+        self.timings.append((job.what, start - self._t0, time.perf_counter() - start))
         if self._child.returncode:
             raise RuntimeError(f"{job.what} failed (exit {self._child.returncode}):\n{stderr[-4000:]}")

@@ -109,11 +109,11 @@ def path_attributions(
     diff = x - x0
     project = project or (lambda h: h)
     B = auto_chunk(n, chunk)
-    # One item per (node k, token j): primal x' + α_k (x - x'), tangent x_j - x'_j at position j; items are
-    # pushed in chunks of B under one vmap (primal and tangent batched), fewer and larger calls than per node.
-    items = [(k, j) for k in range(len(alphas)) for j in range(n)]
-    alpha = torch.tensor(np.asarray(alphas, dtype=np.float64), dtype=x.dtype, device=x.device)
-    weight = torch.tensor(np.asarray(weights, dtype=np.float64), dtype=torch.float64, device=x.device)
+    # Node by node: the primal x' + α_k (x - x') is one point, shared by the d_s tangents (x_j - x'_j at position
+    # j, zero elsewhere) pushed through it in chunks of B under one vmap, so each node's forward pass is made
+    # once rather than once per token.
+    tangents = torch.zeros(n, n, e, dtype=x.dtype, device=x.device)
+    tangents[torch.arange(n, device=x.device), torch.arange(n, device=x.device)] = diff
     out: torch.Tensor | None = None
     with torch.no_grad(), from_x(lm) as slot:
 
@@ -122,20 +122,11 @@ def path_attributions(
             hidden = lm.model(**inp.enc, output_hidden_states=True).hidden_states
             return project(torch.stack([h[0] for h in hidden]))  # (L+1, n, d) -> (*out)
 
-        def push(point: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-            return jvp(projected, (point,), (t,))[1]
-
-        batched = vmap(push)
-        for start in range(0, len(items), B):
-            ks, js = (torch.tensor(v, device=x.device) for v in zip(*items[start : start + B]))
-            points = x0 + alpha[ks, None, None] * diff  # (B, n, e)
-            t = torch.zeros(len(js), n, e, dtype=x.dtype, device=x.device)
-            t[torch.arange(len(js), device=x.device), js] = diff[js]
-            part = batched(points, t).double()  # (B, *out)
-            part = part * weight[ks].reshape(-1, *([1] * (part.dim() - 1)))
-            if out is None:
-                out = torch.zeros(n, *part.shape[1:], dtype=torch.float64, device=x.device)
-            out.index_add_(0, js, part)
+        for alpha, weight in zip(np.asarray(alphas, dtype=np.float64), np.asarray(weights, dtype=np.float64)):
+            point = x0 + float(alpha) * diff  # (n, e)
+            push = vmap(lambda t, point=point: jvp(projected, (point,), (t,))[1])
+            part = torch.cat([push(tangents[s : s + B]) for s in range(0, n, B)]).double() * float(weight)
+            out = part if out is None else out + part  # (n, *out): token j's share at this node
     assert out is not None
     return out.cpu()
 
