@@ -124,6 +124,10 @@ def test_the_caption_names_the_run_and_what_changed_since(checkout, monkeypatch)
         "(requirements.txt)"
     )
     assert [recorded.duration(s) for s in (42, 185, 7320)] == ["42 s", "3 min 5 s", "2 h 2 min"]
+    # a run that read some of its sentences from the cache says so beside the time it took for the others
+    rec.provenance["cached"] = {"items": 50, "of": 66}
+    said = f"(2 h 7 min on {cpus} cores, with 50 of 66 sentences' exact HTA from the cache)"
+    assert said in recorded.caption(rec, checkout)
 
 
 def test_moved_lists_every_value_beyond_the_tolerance_and_nothing_else():

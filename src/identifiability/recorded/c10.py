@@ -108,6 +108,7 @@ def record_c10(
     }
     make = proportional.record_command(model, corpus).removeprefix("make ")  # with MODEL=, CORPUS= if not default
     prov = recorded.provenance(["C10"], make, time.time() - t0, source)
+    prov["cached"] = {"items": len(texts) - len(todo), "of": len(texts)}  # its time covers the others alone
     rec = recorded.record(proportional.C10_JOB, target.key, out, prov, TOLERANCE, dest, echo, design)
     where = recorded.folder(rec.job, rec.key, dest)
     echo(f"C10: share {share} over {n} draws; half-width {half:.4f}; recorded in {where}")

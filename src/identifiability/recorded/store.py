@@ -318,10 +318,13 @@ def duration(seconds: float) -> str:
 
 def caption(rec: Recorded, source: Path | None = None) -> str:
     """One short line on a recorded run: 'recorded run of <date>; `make <target>` recomputes it (<duration> on
-    <n> cores)', then what it was computed with that changed since in the checkout ``source`` (:func:`changes`),
+    <n> cores, and how many sentences came from the cache where some did)', then what it was computed with that changed since in the checkout ``source`` (:func:`changes`),
     nothing where nothing did."""
     cpus = rec.provenance.get("machine", {}).get("cpus")
     took = duration(rec.provenance.get("seconds", 0)) + (f" on {cpus} cores" if cpus else "")
+    cached = rec.provenance.get("cached")  # a resumed or partly cached run took the time of what it computed
+    if isinstance(cached, dict) and cached.get("items"):
+        took += f", with {cached['items']} of {cached['of']} sentences' exact HTA from the cache"
     return "; ".join([f"recorded run of {rec.date}; `make {rec.target}` recomputes it ({took})", *changes(rec, source)])
 
 
