@@ -318,8 +318,8 @@ def duration(seconds: float) -> str:
 
 def caption(rec: Recorded, source: Path | None = None) -> str:
     """One short line on a recorded run: 'recorded run of <date>; `make <target>` recomputes it (<duration> on
-    <n> cores, and how many sentences came from the cache where some did)', then what it was computed with that changed since in the checkout ``source`` (:func:`changes`),
-    nothing where nothing did."""
+    <n> cores, and how many sentences came from the cache where some did)', then what it was computed with that
+    changed since in the checkout ``source`` (:func:`changes`), nothing where nothing did."""
     cpus = rec.provenance.get("machine", {}).get("cpus")
     took = duration(rec.provenance.get("seconds", 0)) + (f" on {cpus} cores" if cpus else "")
     cached = rec.provenance.get("cached")  # a resumed or partly cached run took the time of what it computed
