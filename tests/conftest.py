@@ -2,6 +2,7 @@
 all-MiniLM-L6-v2, loaded once per session."""
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,11 @@ import torch
 from book.background import Job, Lane
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# A shell that starts a job with `&` and no job control starts it with SIGINT ignored, and every process it starts
+# inherits that. The suite runs as from a terminal (Python's own handler here, the default action in the commands
+# it starts), so the Ctrl-C tests test the code, not the way pytest was started.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 CORES = min(2, os.cpu_count() or 1)
 torch.set_num_threads(CORES)
 

@@ -45,26 +45,9 @@ def alive(pid: int) -> bool:
     return state not in ("Z", "X")  # a zombie has exited; only its parent's reaping is left
 
 
-@pytest.fixture(autouse=True)
-def _sigint_handled_here():
-    """The tests that take a SIGINT in this process need Python's handler, which an ignored SIGINT at pytest's
-    start (a job started with `&` by a shell without job control) would leave out; it is put back after."""
-    previous = signal.getsignal(signal.SIGINT)
-    if previous is signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, previous)
-
-
-def _sigint_as_from_a_terminal() -> None:
-    # A shell that starts a job with `&` and no job control starts it with SIGINT ignored, and every process it
-    # starts inherits that; a command started from a terminal has the default action, which is what is tested.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def start(cmd: list[str], logs: Path) -> subprocess.Popen:
-    """``cmd`` in its own process group (so a signal to the group is what a terminal's Ctrl-C is), with SIGINT's
-    default action whatever pytest was started with, its output into ``logs``/stdout and ``logs``/stderr."""
+    """``cmd`` in its own process group (so a signal to the group is what a terminal's Ctrl-C is), its output
+    into ``logs``/stdout and ``logs``/stderr (SIGINT's default action: tests/conftest.py)."""
     logs.mkdir(parents=True, exist_ok=True)
     with open(logs / "stdout", "w") as out, open(logs / "stderr", "w") as err:
         return subprocess.Popen(
@@ -73,7 +56,6 @@ def start(cmd: list[str], logs: Path) -> subprocess.Popen:
             stdout=out,
             stderr=err,
             start_new_session=True,
-            preexec_fn=_sigint_as_from_a_terminal,
         )
 
 

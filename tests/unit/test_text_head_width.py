@@ -200,3 +200,17 @@ def test_the_retraining_is_said_with_both_trainings_verdicts_and_the_seed_bound(
     assert "trained again without that dropout" in text
     assert "| C20 | fails (0.0548) | inconclusive (0.0550) |" in text
     assert "one pair of seeds" in text and "0.0257" in text and "0.0457" in text
+
+
+def test_every_text_function_of_chapter_7_says_members_in_words():
+    """A member's folder name is what a reader types: every public function here passes its text through
+    display_names (pretrain.family), so a page never shows 'mlm-w128-dv32-seed0' where it reads."""
+    import inspect
+
+    public = [f for n, f in inspect.getmembers(prose, inspect.isfunction) if f.__module__ == prose.__name__]
+    public = [f for f in public if not f.__name__.startswith("_")]
+    assert public and all(getattr(f, "__wrapped__", None) for f in public), [
+        f.__name__ for f in public if not getattr(f, "__wrapped__", None)
+    ]
+    said = prose.twin_shift_text([_part("mlm-w128-dv16-seed0", 0.15), _part("mlm-w128-dv16-seed0-init", 0.3)])
+    assert "the head-width-16 member 0.300 → 0.150" in said and "mlm-" not in said

@@ -145,6 +145,7 @@ def training_text(table) -> str:
     return "While training, " + "; ".join(parts) + "."
 
 
+@_in_words
 def claims_across_markdown(df) -> str:
     """The claims of chapters 2 to 6 on every member (``df``: :func:`identifiability.recorded.family.claims_across`)
     as a table, a row per claim and a column per member ordered by head width: the verdict and its estimate, and
@@ -175,6 +176,7 @@ def claims_across_markdown(df) -> str:
     return "\n".join(lines)
 
 
+@_in_words
 def across_text(df) -> str:
     """What moves with d_v, what appears only after training and what neither changes, read from the claims
     on the members (``df``: :func:`identifiability.recorded.family.claims_across`; judged members only, and only
@@ -219,6 +221,7 @@ def across_text(df) -> str:
     return text
 
 
+@_in_words
 def twin_shift_text(parts: Sequence[Verdict]) -> str:
     """What training did to C4's offset beyond dimension counting, member by member: each trained member's
     D_sub beside its untrained twin's (``parts``: C21's per-model verdicts, claim 'C21.<model>', the twin's
@@ -242,6 +245,7 @@ def twin_shift_text(parts: Sequence[Verdict]) -> str:
     )
 
 
+@_in_words
 def pretraining_note(members: dict[str, dict]) -> str:
     """The pre-training time a family record's duration leaves out (``members``: the record's members, each
     with its folder's provenance, ``minutes`` and ``device``): '; pre-training, not in that time: 5 members,
@@ -259,6 +263,7 @@ def pretraining_note(members: dict[str, dict]) -> str:
     )
 
 
+@_in_words
 def retraining_text(first: dict, current: Sequence[Verdict]) -> str:
     """What chapter 7 says of the family's two trainings (``first``: :func:`identifiability.recorded.family.
     first_training`; ``current``: the verdicts shown above): that the family was retrained after its first
