@@ -357,7 +357,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
             # chapter 6's exact HTA in the cache, reused where the two chapters' sentences meet (its proportional
             # sample is C10's draw)
             reads=("06_context_mixing",),
-            quick={"n_sentences": 2, "max_tokens": 12},
+            quick={"n_sentences": 2, "max_tokens": 10},
             roles=frozenset({MEASURES}),
         ),
     )
