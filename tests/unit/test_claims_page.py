@@ -88,7 +88,7 @@ def test_the_confirmation_field_reads_the_recorded_run_and_the_freeze(tmp_path, 
     assert record_confirm.confirmation("C9", HOLDS, [rec]) is None
     c22 = Verdict("C22", FAILS, 0.01, (0.0, 0.02), 0.0, "n", CLAIMS["C22"]["rule"], "w")
     row = {"measure": "m", "reference": "r", "layer": 1, "variant": "v", "statistic": 0.5}
-    measured = recorded.Recorded(
+    chapter_10 = recorded.Recorded(
         "measures",
         "m/lee_test",
         {
@@ -100,11 +100,11 @@ def test_the_confirmation_field_reads_the_recorded_run_and_the_freeze(tmp_path, 
         },
         {"date": "2026-12-07T18:00:00+00:00", "target": "measures", "seconds": 600, "machine": {}},
     )
-    assert record_confirm.confirmation("C22", HOLDS, [None, measured])["agrees"] is False
+    assert record_confirm.confirmation("C22", HOLDS, [None, chapter_10])["agrees"] is False
     assert record_confirm.confirmation("C22", HOLDS, [rec]) is None
     monkeypatch.setattr(record_confirm, "find", lambda model=None, corpus=None: rec)
     seen = []
-    monkeypatch.setattr(record_measures, "find", lambda model=None, corpus=None, *a: seen.append(corpus) or measured)
+    monkeypatch.setattr(record_measures, "find", lambda model=None, corpus=None, *a: seen.append(corpus) or chapter_10)
     monkeypatch.setattr(record_family, "find", lambda *a, **k: None)  # the checkout's family run: another test
     results = tmp_path / "results"
     v = Verdict("C4", HOLDS, -0.9, (-0.95, -0.8), 0.1, "null", c4["rule"], "why")

@@ -26,9 +26,9 @@ Quadrature: Gauss-Legendre with ``steps`` nodes on [0, 1], Captum's rule (``meth
 numbers and ours agree to float precision on a scalar target. The default is not Captum's 32 nodes: on the
 embedded model the path from the zero baseline is far from smooth (the integrand is large and uneven for α
 below about 0.3, and neither panels nor nodes crowded towards 0 help), and 32 nodes leave rows whose
-attributions miss nearly half of h(x) - h(x'); the default is the number of nodes at which the completeness
-gap (:func:`completeness_gaps`) is within :data:`COMPLETENESS_BOUND` (tests/integration/test_contributions_real.py
-checks it on the real model, chapter 10 shows it).
+attributions miss a large share of h(x) - h(x') (chapter 10 shows it); the default is the number of nodes at
+which the completeness gap (:func:`completeness_gaps`) is within :data:`COMPLETENESS_BOUND`
+(tests/integration/test_contributions_real.py checks it on the real model).
 
 Computed with forward-mode products (``torch.func.jvp`` under ``vmap``, through ``trace.from_x`` as
 :mod:`identifiability.hta.generic` does): for each node α, the tangent that is ``x_j - x'_j`` at position j
